@@ -1,0 +1,136 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config is what the proxy needs to run. The zero value of every field except
+// Upstream means "use the default" written on the field.
+type Config struct {
+	// Listen is the address the server binds; "" means 127.0.0.1:8484.
+	Listen string
+	// Upstream is the base URL a client would use against the upstream
+	// directly, e.g. http://localhost:1234/v1. Required. A client's /v1/X and
+	// bare /X both go to {Upstream}/X.
+	Upstream string
+	// UpstreamAPIKey, when set, replaces the client's Authorization header
+	// upstream, so the provider key lives only in ctxpress.
+	UpstreamAPIKey string
+	// MaxBodyBytes caps a request body; larger ones get 413. 0 means 64 MiB.
+	MaxBodyBytes int
+	// ConnectTimeout bounds dialing the upstream; 0 means 10s.
+	ConnectTimeout time.Duration
+	// UpstreamTimeout bounds the wait for the upstream's response headers
+	// (a non-streamed completion arrives whole, so this is its full time);
+	// 0 means 10m.
+	UpstreamTimeout time.Duration
+	// StreamIdleTimeout cuts a streamed answer when the upstream sends nothing
+	// for this long; 0 means 5m.
+	StreamIdleTimeout time.Duration
+	// MaxConnsPerHost caps pooled upstream connections; 0 means 512.
+	MaxConnsPerHost int
+}
+
+// Defaults applied by withDefaults.
+const (
+	DefaultListen            = "127.0.0.1:8484"
+	DefaultMaxBodyBytes      = 64 << 20
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultUpstreamTimeout   = 10 * time.Minute
+	DefaultStreamIdleTimeout = 5 * time.Minute
+	DefaultMaxConnsPerHost   = 512
+)
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.UpstreamTimeout == 0 {
+		c.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if c.StreamIdleTimeout == 0 {
+		c.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if c.MaxConnsPerHost == 0 {
+		c.MaxConnsPerHost = DefaultMaxConnsPerHost
+	}
+	return c
+}
+
+// Validate reports the first problem with c, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if _, err := parseUpstream(c.Upstream); err != nil {
+		return err
+	}
+	if c.MaxBodyBytes < 0 {
+		return errors.New("max_body_bytes must not be negative")
+	}
+	for name, d := range map[string]time.Duration{
+		"connect_timeout": c.ConnectTimeout, "upstream_timeout": c.UpstreamTimeout,
+		"stream_idle_timeout": c.StreamIdleTimeout,
+	} {
+		if d < 0 {
+			return fmt.Errorf("%s must not be negative", name)
+		}
+	}
+	return nil
+}
+
+// upstreamURL is the parsed Upstream: scheme and host, and the base path every
+// forwarded path is appended to (no trailing slash).
+type upstreamURL struct {
+	scheme string
+	host   string
+	base   string
+}
+
+func parseUpstream(raw string) (upstreamURL, error) {
+	if raw == "" {
+		return upstreamURL{}, errors.New("upstream is required (e.g. http://localhost:1234/v1)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return upstreamURL{}, fmt.Errorf("upstream %q: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return upstreamURL{}, fmt.Errorf("upstream %q: scheme must be http or https", raw)
+	}
+	if u.Host == "" {
+		return upstreamURL{}, fmt.Errorf("upstream %q: no host", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return upstreamURL{}, fmt.Errorf("upstream %q: must not carry a query, fragment or credentials", raw)
+	}
+	return upstreamURL{scheme: u.Scheme, host: u.Host, base: strings.TrimRight(u.EscapedPath(), "/")}, nil
+}
+
+// target maps a client's request path to the upstream URL: /v1/X and /X both
+// become {base}/X, so clients configured with or without /v1 work alike.
+func (u upstreamURL) target(dst []byte, path, query []byte) []byte {
+	rest := path
+	if len(rest) >= 3 && string(rest[:3]) == "/v1" && (len(rest) == 3 || rest[3] == '/') {
+		rest = rest[3:]
+	}
+	dst = append(dst, u.scheme...)
+	dst = append(dst, "://"...)
+	dst = append(dst, u.host...)
+	dst = append(dst, u.base...)
+	dst = append(dst, rest...)
+	if len(query) > 0 {
+		dst = append(dst, '?')
+		dst = append(dst, query...)
+	}
+	return dst
+}

@@ -1,0 +1,76 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type testProxy struct {
+	*Server
+	URL  string // http://127.0.0.1:PORT
+	logs *syncBuffer
+}
+
+// BaseURL is what a client uses as its OpenAI base URL.
+func (p *testProxy) BaseURL() string { return p.URL + "/v1" }
+
+// startProxy serves a Server for cfg on 127.0.0.1 and shuts it down at the
+// end of the test.
+func startProxy(t testing.TB, cfg Config) *testProxy {
+	t.Helper()
+	logs := &syncBuffer{}
+	s, err := New(cfg, zerolog.New(logs))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		<-served
+	})
+	return &testProxy{Server: s, URL: "http://" + ln.Addr().String(), logs: logs}
+}
+
+// within fails the test if fn does not return in d: a deadlock guard, not a
+// timing assertion.
+func within(t *testing.T, d time.Duration, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not finish within %v", what, d)
+	}
+}

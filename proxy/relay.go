@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// isStream reports whether an answer must be relayed as it arrives rather
+// than read whole: an event stream, or a body of unknown length (chunked or
+// until-close), which may be a stream by another name.
+func isStream(contentType []byte, contentLength int) bool {
+	return hasMediaType(contentType, "text/event-stream") || contentLength < 0
+}
+
+// hasMediaType reports whether the Content-Type value names media type mt,
+// ignoring case and parameters.
+func hasMediaType(contentType []byte, mt string) bool {
+	ct := trimSpace(contentType)
+	for i, c := range ct {
+		if c == ';' {
+			ct = trimSpace(ct[:i])
+			break
+		}
+	}
+	if len(ct) != len(mt) {
+		return false
+	}
+	for i := range ct {
+		c := ct[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != mt[i] {
+			return false
+		}
+	}
+	return true
+}
+
+var relayBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// relay copies a streamed upstream body to the client, flushing after every
+// read so an event is never held back, while a watchdog cuts the upstream when
+// it stalls past idle or when the client goes away.
+type relay struct {
+	body       fasthttp.ReadCloserWithError
+	idle       time.Duration
+	clientConn net.Conn          // for noticing a client that left during a stall; may be nil
+	observe    func(p []byte)    // side copy for usage; may be nil
+	done       func(relayResult) // called once, when the relay ends
+}
+
+type relayResult struct {
+	bytesOut int64
+	// upstreamErr is set when the upstream failed or stalled mid-stream;
+	// clientErr when the client went away.
+	upstreamErr, clientErr error
+}
+
+// pollEvery is how often the watchdog checks for a stall or a departed
+// client: the longest a cancelled client keeps an upstream request alive.
+const pollEvery = 200 * time.Millisecond
+
+func (r *relay) writeTo(w *bufio.Writer) {
+	var res relayResult
+	var lastRead atomic.Int64
+	lastRead.Store(time.Now().UnixNano())
+	var cause atomic.Value // error that made the watchdog close the body
+	stop := make(chan struct{})
+	watchdogDone := make(chan struct{})
+	go func() {
+		defer close(watchdogDone)
+		t := time.NewTicker(min(pollEvery, r.idle/2+1))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				var err error
+				switch {
+				case now.UnixNano()-lastRead.Load() > int64(r.idle):
+					err = errIdleTimeout
+				case r.clientConn != nil && peerClosed(r.clientConn):
+					err = errClientGone
+				}
+				if err != nil {
+					cause.Store(err)
+					_ = r.body.CloseWithError(err)
+					return
+				}
+			}
+		}
+	}()
+
+	bufp := relayBufPool.Get().(*[]byte)
+	buf := *bufp
+	for {
+		n, err := r.body.Read(buf)
+		if n > 0 {
+			lastRead.Store(time.Now().UnixNano())
+			if r.observe != nil {
+				r.observe(buf[:n])
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				res.clientErr = werr
+				break
+			}
+			if ferr := w.Flush(); ferr != nil {
+				res.clientErr = ferr
+				break
+			}
+			res.bytesOut += int64(n)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if c, ok := cause.Load().(error); ok {
+				err = c
+			}
+			if errors.Is(err, errClientGone) {
+				res.clientErr = err
+			} else {
+				res.upstreamErr = err
+			}
+			break
+		}
+	}
+	relayBufPool.Put(bufp)
+	close(stop)
+	<-watchdogDone
+	_ = r.body.CloseWithError(res.clientErr)
+	if res.upstreamErr != nil && r.clientConn != nil {
+		// The answer is cut short: end the client's connection instead of
+		// letting fasthttp finish the chunked body, so the client sees a
+		// truncated stream, not a complete one.
+		_ = r.clientConn.Close()
+	}
+	r.done(res)
+}

@@ -1,0 +1,310 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+)
+
+// Server is the ctxpress HTTP front. Create it with New; it is safe for
+// concurrent use by the fasthttp worker pool.
+type Server struct {
+	cfg Config
+	log zerolog.Logger
+	up  *upstreamClient
+	srv *fasthttp.Server
+}
+
+// New validates cfg and builds a Server; it does not listen yet.
+func New(cfg Config, log zerolog.Logger) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	up, err := newUpstreamClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, up: up}
+	s.srv = &fasthttp.Server{
+		Handler:            s.handle,
+		ErrorHandler:       s.handleReadError,
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		ReadBufferSize:     64 << 10, // also the request-header size limit
+		WriteBufferSize:    32 << 10,
+		IdleTimeout:        2 * time.Minute,
+		// Transparent: the upstream's own Server, Date and Content-Type
+		// headers go through; ctxpress adds none.
+		NoDefaultServerHeader:        true,
+		NoDefaultDate:                true,
+		NoDefaultContentType:         true,
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+	}
+	return s, nil
+}
+
+// Handler returns the request handler, for serving on a listener of the
+// caller's choosing.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// ListenAndServe binds cfg.Listen and serves until Shutdown.
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
+	}
+	return s.Serve(ln)
+}
+
+// Shutdown stops accepting, lets in-flight requests and streams finish until
+// ctx is done, then closes idle upstream connections. It returns ctx.Err()
+// when the drain did not complete in time.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.ShutdownWithContext(ctx)
+	s.up.closeIdle()
+	return err
+}
+
+// exchange is what the access log says about one request; it is filled while
+// the request runs and logged once when the answer has been sent.
+type exchange struct {
+	method, path string
+	start        time.Time
+	bytesIn      int
+	status       int
+	upstream     time.Duration // until the upstream's response headers
+	bytesOut     int64
+	stream       bool
+	usage        Usage
+	err          error
+}
+
+func newExchange(ctx *fasthttp.RequestCtx) *exchange {
+	return &exchange{
+		method:  string(ctx.Method()),
+		path:    string(ctx.Path()),
+		start:   time.Now(),
+		bytesIn: len(ctx.Request.Body()),
+	}
+}
+
+var (
+	pathHealthz         = "/ctxpress/healthz"
+	pathChatCompletions = "/chat/completions"
+)
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	path := ctx.Path()
+	if string(path) == pathHealthz {
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"status":"ok"}`)
+		return
+	}
+	if len(path) >= len("/ctxpress/") && string(path[:len("/ctxpress/")]) == "/ctxpress/" {
+		writeError(ctx, fasthttp.StatusNotFound, "not_found", "no such ctxpress endpoint")
+		return
+	}
+	x := newExchange(ctx)
+	if ctx.IsPost() && isChatPath(path) {
+		s.handleChat(ctx, x)
+		return
+	}
+	s.forward(ctx, x, ctx.Request.Body(), false)
+}
+
+// isChatPath reports whether path is the chat completions endpoint, with or
+// without the /v1 prefix.
+func isChatPath(path []byte) bool {
+	p := string(path)
+	return p == "/v1"+pathChatCompletions || p == pathChatCompletions
+}
+
+// handleChat forwards a chat completion and records the upstream's usage.
+// Later stages rewrite the body here before it is forwarded.
+func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
+	s.forward(ctx, x, ctx.Request.Body(), true)
+}
+
+// forward sends the request upstream with body and relays the answer. With
+// readUsage, a whole JSON answer is read to find its usage, and a stream is
+// watched for it on a side copy.
+func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, readUsage bool) {
+	req := fasthttp.AcquireRequest()
+	s.up.buildUpstreamRequest(ctx, req, body, s.cfg.UpstreamAPIKey)
+	// The whole body is already here; an Expect header would make the
+	// upstream wait for a 100 Continue nobody sends.
+	req.Header.Del("Expect")
+	resp := fasthttp.AcquireResponse()
+	t0 := time.Now()
+	err := s.up.do(req, resp)
+	x.upstream = time.Since(t0)
+	fasthttp.ReleaseRequest(req)
+	if err != nil {
+		fasthttp.ReleaseResponse(resp)
+		s.fail(ctx, x, err)
+		return
+	}
+
+	resp.Header.CopyTo(&ctx.Response.Header)
+	removeHopHeaders(&ctx.Response.Header)
+	x.status = resp.StatusCode()
+
+	stream, _ := resp.BodyStream().(fasthttp.ReadCloserWithError)
+	if stream == nil { // no body (HEAD, 204, 304)
+		ctx.Response.SetBody(resp.Body())
+		fasthttp.ReleaseResponse(resp)
+		s.logExchange(x)
+		return
+	}
+	contentLength := resp.Header.ContentLength()
+	switch {
+	case isStream(resp.Header.ContentType(), contentLength):
+		x.stream = true
+		s.up.releaseDeadline(resp)
+		var watch *sseUsage
+		r := &relay{body: stream, idle: s.cfg.StreamIdleTimeout, clientConn: ctx.Conn()}
+		if readUsage {
+			watch = &sseUsage{}
+			r.observe = watch.observe
+		}
+		r.done = func(res relayResult) {
+			x.bytesOut = res.bytesOut
+			x.err = res.upstreamErr
+			if res.upstreamErr == nil && res.clientErr != nil {
+				x.err = res.clientErr
+			}
+			if watch != nil {
+				x.usage = watch.usage
+			}
+			fasthttp.ReleaseResponse(resp)
+			s.logExchange(x)
+		}
+		ctx.SetBodyStreamWriter(r.writeTo)
+	case readUsage:
+		whole, err := readBody(stream, contentLength)
+		_ = stream.CloseWithError(err)
+		fasthttp.ReleaseResponse(resp)
+		if err != nil {
+			s.fail(ctx, x, fmt.Errorf("reading upstream body: %w", err))
+			return
+		}
+		x.usage = usageFromBody(whole, ctx.Response.Header.ContentEncoding())
+		x.bytesOut = int64(len(whole))
+		ctx.Response.SetBodyRaw(whole)
+		s.logExchange(x)
+	default:
+		x.bytesOut = int64(contentLength)
+		ctx.Response.SetBodyStream(&bodyCloser{ReadCloserWithError: stream, done: func() {
+			fasthttp.ReleaseResponse(resp)
+			s.logExchange(x)
+		}}, contentLength)
+	}
+}
+
+// fail answers a proxy fault in the OpenAI error shape and logs it.
+func (s *Server) fail(ctx *fasthttp.RequestCtx, x *exchange, err error) {
+	status, code := upstreamFault(err)
+	writeError(ctx, status, code, "upstream request failed: "+describeUpstreamError(err))
+	x.status, x.err = status, err
+	s.logExchange(x)
+}
+
+// describeUpstreamError is the client-facing reason: which side failed and
+// how, without addresses or anything from the request.
+func describeUpstreamError(err error) string {
+	switch {
+	case isTimeout(err):
+		return "timed out waiting for the upstream"
+	case errors.Is(err, io.ErrUnexpectedEOF), isStaleConn(err):
+		return "upstream closed the connection"
+	default:
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return "cannot connect to the upstream"
+		}
+		return "upstream unreachable"
+	}
+}
+
+// readBody reads a whole body of known length.
+func readBody(r io.Reader, contentLength int) ([]byte, error) {
+	buf := make([]byte, 0, max(contentLength, 0))
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			if contentLength >= 0 && len(buf) < contentLength {
+				return buf, io.ErrUnexpectedEOF
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// bodyCloser releases the upstream response once fasthttp has copied the
+// body to the client (fasthttp closes a body stream after writing it).
+type bodyCloser struct {
+	fasthttp.ReadCloserWithError
+	done func()
+}
+
+func (b *bodyCloser) Close() error {
+	err := b.CloseWithError(nil)
+	b.done()
+	return err
+}
+
+// handleReadError answers requests fasthttp could not read: a body over
+// max_body_bytes is 413, anything else 400, both in the OpenAI error shape.
+func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, codeBodyTooLarge,
+			fmt.Sprintf("request body exceeds max_body_bytes (%d)", s.cfg.MaxBodyBytes))
+	} else {
+		writeError(ctx, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request")
+	}
+	s.log.Warn().Err(err).Int("status", ctx.Response.StatusCode()).Msg("rejected request")
+}
+
+// logExchange writes the one access-log line of a request. Headers are
+// never logged: they carry the client's keys.
+func (s *Server) logExchange(x *exchange) {
+	lvl := zerolog.InfoLevel
+	if x.err != nil {
+		lvl = zerolog.WarnLevel
+	}
+	ev := s.log.WithLevel(lvl).
+		Str("method", x.method).
+		Str("path", x.path).
+		Int("status", x.status).
+		Dur("dur", time.Since(x.start)).
+		Dur("upstream", x.upstream).
+		Int("bytes_in", x.bytesIn).
+		Int64("bytes_out", x.bytesOut)
+	if x.stream {
+		ev = ev.Bool("stream", true)
+	}
+	if x.usage.Found {
+		ev = ev.Int("input_tokens", x.usage.InputTokens).Int("output_tokens", x.usage.OutputTokens)
+	}
+	if x.err != nil {
+		ev = ev.AnErr("error", x.err)
+	}
+	ev.Msg("request")
+}

@@ -1,0 +1,201 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+)
+
+func postChat(t *testing.T, ctx context.Context, url, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// The upstream sends event 2 only after the client has received event 1: a
+// proxy that holds an event back deadlocks and the test fails on its guard.
+func TestStreamRelaysEventByEvent(t *testing.T) {
+	up := openaitest.New(t)
+	gotFirst := make(chan struct{})
+	up.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 1; i <= 3; i++ {
+			fmt.Fprintf(w, "data: {\"n\":%d}\n\n", i)
+			w.(http.Flusher).Flush()
+			if i == 1 {
+				select {
+				case <-gotFirst:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	p := startProxy(t, Config{Upstream: up.BaseURL()})
+
+	within(t, 10*time.Second, "event-by-event relay", func() {
+		resp := postChat(t, context.Background(), p.URL, `{"model":"m","stream":true,"messages":[]}`)
+		defer resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+			t.Errorf("content-type = %q", ct)
+		}
+		br := bufio.NewReader(resp.Body)
+		line, err := br.ReadString('\n')
+		if err != nil || line != "data: {\"n\":1}\n" {
+			t.Errorf("first line %q, %v", line, err)
+			return
+		}
+		close(gotFirst)
+		rest, _ := io.ReadAll(br)
+		if want := "\ndata: {\"n\":2}\n\ndata: {\"n\":3}\n\ndata: [DONE]\n\n"; string(rest) != want {
+			t.Errorf("rest = %q, want %q", rest, want)
+		}
+	})
+}
+
+// The stream's usage chunk is read on a side copy and logged; the bytes the
+// client gets are the upstream's.
+func TestStreamUsageIsRecorded(t *testing.T) {
+	up := openaitest.New(t)
+	p := startProxy(t, Config{Upstream: up.BaseURL()})
+	body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi there"}]}`
+	resp := postChat(t, context.Background(), p.URL, body)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := fmt.Sprintf(`"prompt_tokens":%d`, openaitest.PromptTokens([]byte(body)))
+	if !strings.Contains(string(got), want) {
+		t.Fatalf("client did not get the usage chunk: %s", got)
+	}
+	logWant := fmt.Sprintf(`"input_tokens":%d`, openaitest.PromptTokens([]byte(body)))
+	waitFor(t, func() bool { return strings.Contains(p.logs.String(), logWant) }, "usage in the access log")
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A client that goes away mid-stream cancels the upstream request, even while
+// the upstream is quiet, and leaves no goroutine behind.
+func TestClientCancelMidStreamCancelsUpstream(t *testing.T) {
+	up := openaitest.New(t)
+	upstreamSawCancel := make(chan struct{})
+	up.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"n\":1}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // quiet until the proxy hangs up
+		close(upstreamSawCancel)
+	})
+	p := startProxy(t, Config{Upstream: up.BaseURL()})
+	before := runtime.NumGoroutine()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := postChat(t, ctx, p.URL, `{"model":"m","stream":true,"messages":[]}`)
+	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	if line != "data: {\"n\":1}\n" {
+		t.Fatalf("first line %q", line)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-upstreamSawCancel:
+	case <-time.After(10 * time.Second):
+		t.Fatal("upstream never saw the cancel")
+	}
+	http.DefaultClient.CloseIdleConnections()
+	p.up.closeIdle()
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= before }, fmt.Sprintf("goroutines back to %d", before))
+}
+
+// An upstream that sends headers and then nothing is cut after the idle
+// timeout; the client's connection is ended, not left hanging.
+func TestStalledStreamIsCut(t *testing.T) {
+	up := openaitest.New(t)
+	release := make(chan struct{})
+	defer close(release)
+	up.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"n\":1}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	p := startProxy(t, Config{Upstream: up.BaseURL(), StreamIdleTimeout: 300 * time.Millisecond})
+	within(t, 10*time.Second, "stalled stream cut", func() {
+		resp := postChat(t, context.Background(), p.URL, `{"model":"m","stream":true,"messages":[]}`)
+		defer resp.Body.Close()
+		got, err := io.ReadAll(resp.Body)
+		if err == nil {
+			t.Errorf("stream ended cleanly after a stall; the client cannot tell it was cut (got %q)", got)
+		}
+		if !strings.HasPrefix(string(got), "data: {\"n\":1}") {
+			t.Errorf("first event lost: %q", got)
+		}
+	})
+	waitFor(t, func() bool { return strings.Contains(p.logs.String(), "idle timeout") }, "idle timeout in the log")
+}
+
+func TestIsStream(t *testing.T) {
+	for _, tc := range []struct {
+		ct     string
+		length int
+		want   bool
+	}{
+		{"text/event-stream", -1, true},
+		{"text/event-stream; charset=utf-8", 100, true},
+		{"Text/Event-Stream", 10, true},
+		{"application/json", 120, false},
+		{"application/json", -1, true}, // chunked: may be a stream by another name
+		{"application/json", -2, true}, // until close
+		{"", 0, false},
+		{"text/event-streamx", 10, false},
+	} {
+		if got := isStream([]byte(tc.ct), tc.length); got != tc.want {
+			t.Errorf("isStream(%q, %d) = %v, want %v", tc.ct, tc.length, got, tc.want)
+		}
+	}
+}
+
+// Usage chunks split anywhere across reads are still found.
+func TestSSEUsageAcrossSplits(t *testing.T) {
+	stream := "data: {\"choices\":[{\"delta\":{\"content\":\"usage\"}}],\"usage\":null}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":77,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":64}}}\r\n\r\n" +
+		"data: [DONE]\n\n"
+	for cut := 0; cut <= len(stream); cut++ {
+		var s sseUsage
+		s.observe([]byte(stream[:cut]))
+		s.observe([]byte(stream[cut:]))
+		if !s.usage.Found || s.usage.InputTokens != 77 || s.usage.OutputTokens != 3 || s.usage.CachedTokens != 64 {
+			t.Fatalf("cut at %d: usage = %+v", cut, s.usage)
+		}
+	}
+	var s sseUsage
+	s.observe([]byte("data: " + strings.Repeat("x", maxSSELine+10)))
+	s.observe([]byte("\ndata: {\"usage\":{\"input_tokens\":5}}\n"))
+	if s.usage.InputTokens != 5 || len(s.partial) > 0 {
+		t.Fatalf("after an over-long line: %+v, partial %d", s.usage, len(s.partial))
+	}
+}

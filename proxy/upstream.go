@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// hopHeaders are hop-by-hop headers (RFC 9110 section 7.6.1, plus the older
+// ones net/http/httputil also drops): they describe one connection and are
+// never forwarded. Headers named in a Connection header are dropped too.
+var hopHeaders = []string{
+	"Connection",
+	"Proxy-Connection",
+	"Keep-Alive",
+	"Proxy-Authenticate",
+	"Proxy-Authorization",
+	"Te",
+	"Trailer",
+	"Transfer-Encoding",
+	"Upgrade",
+}
+
+// upstreamClient sends requests to the one upstream over pooled connections.
+type upstreamClient struct {
+	url     upstreamURL
+	client  *fasthttp.Client
+	conns   *connRegistry
+	timeout time.Duration // response-header timeout
+}
+
+func newUpstreamClient(cfg Config) (*upstreamClient, error) {
+	u, err := parseUpstream(cfg.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	conns := &connRegistry{byLocal: map[string]net.Conn{}}
+	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	c := &fasthttp.Client{
+		// Stream every answer: Do returns once headers are in, so SSE can be
+		// relayed as it arrives.
+		StreamResponseBody:       true,
+		NoDefaultUserAgentHeader: true, // the client's own User-Agent goes through
+		DisablePathNormalizing:   true, // forward the path byte-exact
+		MaxConnsPerHost:          cfg.MaxConnsPerHost,
+		// Shorter than the usual upstream keep-alive (LM Studio, nginx: 5s+),
+		// so a pooled connection is rarely one the upstream already closed.
+		MaxIdleConnDuration: 4 * time.Second,
+		ReadBufferSize:      64 << 10, // also the response-header size limit
+		WriteBufferSize:     64 << 10,
+		Dial: func(addr string) (net.Conn, error) {
+			c, err := dialer.Dial("tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return conns.track(c), nil
+		},
+		// A pooled connection the upstream closed before answering gets one
+		// more try on a fresh connection, whatever the method: the request was
+		// never answered, and losing it would be worse than a retry.
+		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
+			return false, attempts < 2 && isStaleConn(err)
+		},
+	}
+	return &upstreamClient{url: u, client: c, conns: conns, timeout: cfg.UpstreamTimeout}, nil
+}
+
+// do sends req and waits for the response headers, at most the header timeout.
+// The body of resp is left streaming; the caller closes it.
+func (u *upstreamClient) do(req *fasthttp.Request, resp *fasthttp.Response) error {
+	return u.client.DoDeadline(req, resp, time.Now().Add(u.timeout))
+}
+
+// releaseDeadline lifts the header deadline from the connection resp arrived
+// on, so a long stream is bounded by the relay's idle timeout instead.
+// fasthttp leaves the read deadline of DoDeadline on the connection while its
+// body streams.
+func (u *upstreamClient) releaseDeadline(resp *fasthttp.Response) {
+	if addr := resp.LocalAddr(); addr != nil {
+		if c := u.conns.lookup(addr.String()); c != nil {
+			_ = c.SetReadDeadline(time.Time{})
+		}
+	}
+}
+
+func (u *upstreamClient) closeIdle() { u.client.CloseIdleConnections() }
+
+// connRegistry finds an upstream connection by its local address, the one
+// handle fasthttp gives back (Response.LocalAddr) after a request.
+type connRegistry struct {
+	mu      sync.Mutex
+	byLocal map[string]net.Conn // guarded by mu
+}
+
+func (r *connRegistry) track(c net.Conn) net.Conn {
+	tc := &trackedConn{Conn: c, reg: r, key: c.LocalAddr().String()}
+	r.mu.Lock()
+	r.byLocal[tc.key] = c
+	r.mu.Unlock()
+	return tc
+}
+
+func (r *connRegistry) lookup(local string) net.Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byLocal[local]
+}
+
+type trackedConn struct {
+	net.Conn
+	reg  *connRegistry
+	key  string
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.reg.mu.Lock()
+		delete(c.reg.byLocal, c.key)
+		c.reg.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// buildUpstreamRequest fills req from the client's request: method, headers
+// minus hop-by-hop ones, the mapped URL, and body (not copied; req must not
+// outlive ctx's request).
+func (u *upstreamClient) buildUpstreamRequest(ctx *fasthttp.RequestCtx, req *fasthttp.Request, body []byte, apiKey string) {
+	ctx.Request.Header.CopyTo(&req.Header)
+	removeHopHeaders(&req.Header)
+	if apiKey != "" {
+		req.Header.Set(fasthttp.HeaderAuthorization, "Bearer "+apiKey)
+	}
+	uri := ctx.Request.URI()
+	var scratch [512]byte
+	req.SetRequestURIBytes(u.url.target(scratch[:0], uri.PathOriginal(), uri.QueryString()))
+	// The Host header follows the upstream URL, as in any reverse proxy.
+	req.Header.SetHost(u.url.host)
+	req.SetBodyRaw(body)
+}
+
+// removeHopHeaders drops hop-by-hop headers and those a Connection header names.
+func removeHopHeaders(h interface {
+	Peek(string) []byte
+	Del(string)
+}) {
+	if c := h.Peek(fasthttp.HeaderConnection); len(c) > 0 {
+		for _, name := range splitComma(c) {
+			h.Del(string(name))
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+func splitComma(b []byte) [][]byte {
+	var out [][]byte
+	start := 0
+	for i := 0; i <= len(b); i++ {
+		if i == len(b) || b[i] == ',' {
+			if f := trimSpace(b[start:i]); len(f) > 0 {
+				out = append(out, f)
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}

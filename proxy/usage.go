@@ -1,0 +1,125 @@
+package proxy
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
+)
+
+// Usage is what the upstream reported about one completion.
+type Usage struct {
+	// InputTokens is usage.prompt_tokens, or usage.input_tokens for
+	// servers speaking the Responses naming; cached tokens are included, as
+	// the upstream counts them.
+	InputTokens  int
+	OutputTokens int
+	CachedTokens int
+	// Found reports whether the answer carried usage at all.
+	Found bool
+}
+
+// parseUsage reads a "usage" object; a missing or null one gives Found=false.
+func parseUsage(u gjson.Result) Usage {
+	if !u.IsObject() {
+		return Usage{}
+	}
+	in := u.Get("prompt_tokens")
+	if !in.Exists() {
+		in = u.Get("input_tokens")
+	}
+	if !in.Exists() {
+		return Usage{}
+	}
+	out := u.Get("completion_tokens")
+	if !out.Exists() {
+		out = u.Get("output_tokens")
+	}
+	cached := u.Get("prompt_tokens_details.cached_tokens")
+	if !cached.Exists() {
+		cached = u.Get("input_tokens_details.cached_tokens")
+	}
+	return Usage{InputTokens: int(in.Int()), OutputTokens: int(out.Int()), CachedTokens: int(cached.Int()), Found: true}
+}
+
+// usageFromBody reads usage from a whole (non-streamed) JSON answer, decoding
+// a compressed body on a side copy; the client still gets the original bytes.
+func usageFromBody(body []byte, contentEncoding []byte) Usage {
+	plain, err := decodeBody(body, contentEncoding)
+	if err != nil || !gjson.ValidBytes(plain) {
+		return Usage{}
+	}
+	return parseUsage(gjson.GetBytes(plain, "usage"))
+}
+
+func decodeBody(body, encoding []byte) ([]byte, error) {
+	switch string(bytes.ToLower(bytes.TrimSpace(encoding))) {
+	case "", "identity":
+		return body, nil
+	case "gzip", "x-gzip":
+		return fasthttp.AppendGunzipBytes(nil, body)
+	case "deflate":
+		return fasthttp.AppendInflateBytes(nil, body)
+	case "br":
+		return fasthttp.AppendUnbrotliBytes(nil, body)
+	case "zstd":
+		return fasthttp.AppendUnzstdBytes(nil, body)
+	default:
+		return body, nil
+	}
+}
+
+// maxSSELine bounds the partial line sseUsage keeps between reads; a longer
+// line cannot be a usage chunk worth reading and is skipped.
+const maxSSELine = 4 << 20
+
+// sseUsage watches a side copy of an SSE stream for usage. It never changes
+// the bytes the client gets. Lines may be split across reads at any byte.
+type sseUsage struct {
+	partial  []byte
+	skipping bool // inside a line longer than maxSSELine
+	usage    Usage
+}
+
+// observe feeds the next bytes of the stream.
+func (s *sseUsage) observe(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			if !s.skipping {
+				if len(s.partial)+len(p) > maxSSELine {
+					s.partial, s.skipping = s.partial[:0], true
+				} else {
+					s.partial = append(s.partial, p...)
+				}
+			}
+			return
+		}
+		line := p[:i]
+		p = p[i+1:]
+		if s.skipping {
+			s.skipping = false
+			continue
+		}
+		if len(s.partial) > 0 {
+			s.partial = append(s.partial, line...)
+			line = s.partial
+		}
+		s.line(line)
+		s.partial = s.partial[:0]
+	}
+}
+
+func (s *sseUsage) line(line []byte) {
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
+		return
+	}
+	data = bytes.TrimSpace(data)
+	if !gjson.ValidBytes(data) {
+		return
+	}
+	if u := parseUsage(gjson.GetBytes(data, "usage")); u.Found {
+		s.usage = u
+	}
+}
