@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/ctxpress/ctxpress/proxy"
+	"go.yaml.in/yaml/v3"
+)
+
+// config is the whole of ctxpress's configuration as the YAML file spells it.
+// Precedence: flags > environment (CTXPRESS_*) > file > defaults. Every key is
+// optional; config.example.yml lists them all with their defaults (a test
+// keeps the two in step).
+type config struct {
+	Listen            string        `yaml:"listen"`
+	Upstream          string        `yaml:"upstream"`
+	UpstreamAPIKey    string        `yaml:"upstream_api_key"`
+	MaxBodyBytes      int           `yaml:"max_body_bytes"`
+	ConnectTimeout    time.Duration `yaml:"connect_timeout"`
+	UpstreamTimeout   time.Duration `yaml:"upstream_timeout"`
+	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
+	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`
+	Log               logConfig     `yaml:"log"`
+}
+
+type logConfig struct {
+	Level  string `yaml:"level"`  // trace | debug | info | warn | error
+	Format string `yaml:"format"` // console | json
+}
+
+func defaultConfig() config {
+	return config{
+		Listen:            proxy.DefaultListen,
+		Upstream:          "https://api.openai.com/v1",
+		MaxBodyBytes:      proxy.DefaultMaxBodyBytes,
+		ConnectTimeout:    proxy.DefaultConnectTimeout,
+		UpstreamTimeout:   proxy.DefaultUpstreamTimeout,
+		StreamIdleTimeout: proxy.DefaultStreamIdleTimeout,
+		ShutdownTimeout:   30 * time.Second,
+		Log:               logConfig{Level: "info", Format: "console"},
+	}
+}
+
+// proxyConfig is the part of c the proxy package runs on.
+func (c config) proxyConfig() proxy.Config {
+	return proxy.Config{
+		Listen:            c.Listen,
+		Upstream:          c.Upstream,
+		UpstreamAPIKey:    c.UpstreamAPIKey,
+		MaxBodyBytes:      c.MaxBodyBytes,
+		ConnectTimeout:    c.ConnectTimeout,
+		UpstreamTimeout:   c.UpstreamTimeout,
+		StreamIdleTimeout: c.StreamIdleTimeout,
+	}
+}
+
+// decodeConfigFile merges the YAML in data over c. Unknown keys are an error,
+// so a typo does not silently fall back to a default.
+func decodeConfigFile(c *config, data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	// An empty or comment-only file decodes as io.EOF: all defaults.
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// serveFlags are the command-line options of `ctxpress serve`.
+type serveFlags struct {
+	fs         *flag.FlagSet
+	configPath string
+	c          config // values of the flags, applied only when set
+}
+
+func newServeFlags() *serveFlags {
+	f := &serveFlags{fs: flag.NewFlagSet("serve", flag.ContinueOnError)}
+	d := defaultConfig()
+	fs := f.fs
+	fs.StringVar(&f.configPath, "config", "", "YAML config file (env CTXPRESS_CONFIG)")
+	fs.StringVar(&f.c.Listen, "listen", d.Listen, "address to listen on (env CTXPRESS_LISTEN)")
+	fs.StringVar(&f.c.Upstream, "upstream", d.Upstream, "upstream base URL, as a client would use it (env CTXPRESS_UPSTREAM)")
+	fs.IntVar(&f.c.MaxBodyBytes, "max-body-bytes", d.MaxBodyBytes, "largest request body; larger ones get 413")
+	fs.DurationVar(&f.c.ConnectTimeout, "connect-timeout", d.ConnectTimeout, "upstream dial timeout")
+	fs.DurationVar(&f.c.UpstreamTimeout, "upstream-timeout", d.UpstreamTimeout, "wait for the upstream's response headers (a whole non-streamed completion)")
+	fs.DurationVar(&f.c.StreamIdleTimeout, "stream-idle-timeout", d.StreamIdleTimeout, "cut a stream after the upstream is silent this long")
+	fs.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight requests may finish")
+	fs.StringVar(&f.c.Log.Level, "log-level", d.Log.Level, "trace|debug|info|warn|error (env CTXPRESS_LOG_LEVEL)")
+	fs.StringVar(&f.c.Log.Format, "log-format", d.Log.Format, "console|json (env CTXPRESS_LOG_FORMAT)")
+	return f
+}
+
+// loadConfig builds the effective config: defaults, then the file, then the
+// environment, then the flags the user set.
+func loadConfig(f *serveFlags, getenv func(string) string) (config, error) {
+	c := defaultConfig()
+	path := f.configPath
+	if path == "" {
+		path = getenv("CTXPRESS_CONFIG")
+	}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("config: %w", err)
+		}
+		if err := decodeConfigFile(&c, data); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if err := applyEnv(&c, getenv); err != nil {
+		return c, err
+	}
+	f.fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "listen":
+			c.Listen = f.c.Listen
+		case "upstream":
+			c.Upstream = f.c.Upstream
+		case "max-body-bytes":
+			c.MaxBodyBytes = f.c.MaxBodyBytes
+		case "connect-timeout":
+			c.ConnectTimeout = f.c.ConnectTimeout
+		case "upstream-timeout":
+			c.UpstreamTimeout = f.c.UpstreamTimeout
+		case "stream-idle-timeout":
+			c.StreamIdleTimeout = f.c.StreamIdleTimeout
+		case "shutdown-timeout":
+			c.ShutdownTimeout = f.c.ShutdownTimeout
+		case "log-level":
+			c.Log.Level = f.c.Log.Level
+		case "log-format":
+			c.Log.Format = f.c.Log.Format
+		}
+	})
+	if err := c.proxyConfig().Validate(); err != nil {
+		return c, err
+	}
+	if _, err := newLogger(c.Log, os.Stderr); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// applyEnv applies the CTXPRESS_* variables that are set.
+func applyEnv(c *config, getenv func(string) string) error {
+	str := map[string]*string{
+		"CTXPRESS_LISTEN":           &c.Listen,
+		"CTXPRESS_UPSTREAM":         &c.Upstream,
+		"CTXPRESS_UPSTREAM_API_KEY": &c.UpstreamAPIKey,
+		"CTXPRESS_LOG_LEVEL":        &c.Log.Level,
+		"CTXPRESS_LOG_FORMAT":       &c.Log.Format,
+	}
+	for name, dst := range str {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	if v := getenv("CTXPRESS_MAX_BODY_BYTES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("CTXPRESS_MAX_BODY_BYTES: %w", err)
+		}
+		c.MaxBodyBytes = n
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// config.example.yml is the defaults, key for key: loading it changes nothing,
+// and every key the code knows appears in it.
+func TestConfigExampleMatchesDefaults(t *testing.T) {
+	data, err := os.ReadFile("config.example.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config{}
+	if err := decodeConfigFile(&c, data); err != nil {
+		t.Fatalf("config.example.yml does not load: %v", err)
+	}
+	if !reflect.DeepEqual(c, defaultConfig()) {
+		t.Fatalf("config.example.yml differs from the defaults:\n file:    %+v\n default: %+v", c, defaultConfig())
+	}
+	for _, key := range yamlKeys(reflect.TypeOf(config{}), "") {
+		leaf := key[strings.LastIndex(key, ".")+1:]
+		if !strings.Contains(string(data), leaf+":") {
+			t.Errorf("config.example.yml does not mention %s", key)
+		}
+	}
+}
+
+func yamlKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+			keys = append(keys, yamlKeys(f.Type, prefix+name+".")...)
+			continue
+		}
+		keys = append(keys, prefix+name)
+	}
+	return keys
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yml")
+	os.WriteFile(file, []byte("listen: 127.0.0.1:9001\nupstream: http://file:1/v1\nstream_idle_timeout: 42s\nlog: {level: debug}\n"), 0o600)
+	env := map[string]string{"CTXPRESS_UPSTREAM": "http://env:2/v1", "CTXPRESS_LISTEN": "127.0.0.1:9002"}
+	f := newServeFlags()
+	if err := f.fs.Parse([]string{"--config", file, "--listen", "127.0.0.1:9003"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig(f, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:9003" {
+		t.Errorf("listen = %s: flag should win", c.Listen)
+	}
+	if c.Upstream != "http://env:2/v1" {
+		t.Errorf("upstream = %s: env should beat the file", c.Upstream)
+	}
+	if c.StreamIdleTimeout != 42*time.Second || c.Log.Level != "debug" {
+		t.Errorf("file values lost: %v %s", c.StreamIdleTimeout, c.Log.Level)
+	}
+	if c.UpstreamTimeout != defaultConfig().UpstreamTimeout {
+		t.Errorf("default lost: %v", c.UpstreamTimeout)
+	}
+}
+
+func TestConfigErrorsAreClear(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"typo":      {"upstrem: http://x/v1\n", "upstrem"},
+		"bad url":   {"upstream: localhost:1234\n", "scheme"},
+		"bad level": {"log: {level: loud}\n", "log level"},
+		"bad dur":   {"upstream_timeout: soon\n", "line 1"},
+	} {
+		file := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yml")
+		os.WriteFile(file, []byte(tc.yaml), 0o600)
+		f := newServeFlags()
+		f.fs.Parse([]string{"--config", file})
+		_, err := loadConfig(f, func(string) string { return "" })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want mention of %q", name, err, tc.want)
+		}
+	}
+}

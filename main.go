@@ -1,0 +1,160 @@
+// Command ctxpress is a transparent OpenAI-compatible reverse proxy that keeps
+// LLM agents' context lean. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/ctxpress/ctxpress/proxy"
+	"github.com/rs/zerolog"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+const usage = `ctxpress: a transparent OpenAI-compatible proxy that keeps LLM context lean
+
+Usage:
+  ctxpress serve [--config FILE] [--listen ADDR] [--upstream URL] [flags]
+  ctxpress version
+
+Run "ctxpress serve --help" for every flag.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one sub-command and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(args[1:], stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, versionString())
+		return 0
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "ctxpress: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func versionString() string {
+	v := version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return "ctxpress " + v
+}
+
+func cmdServe(args []string, stderr io.Writer) int {
+	f := newServeFlags()
+	f.fs.SetOutput(stderr)
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	cfg, err := loadConfig(f, os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctxpress: %v\n", err)
+		return 2
+	}
+	log, _ := newLogger(cfg.Log, stderr)
+	if err := serve(cfg, log); err != nil {
+		log.Error().Err(err).Msg("ctxpress stopped")
+		return 1
+	}
+	return 0
+}
+
+// serve runs the proxy until SIGINT or SIGTERM, then drains in-flight
+// requests for at most cfg.ShutdownTimeout. A second signal stops at once.
+func serve(cfg config, log zerolog.Logger) error {
+	srv, err := proxy.New(cfg.proxyConfig(), log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	if !isLoopback(ln.Addr()) {
+		log.Warn().Str("listen", ln.Addr().String()).
+			Msg("listening beyond loopback: anyone who can reach this address can use your upstream through ctxpress")
+	}
+	log.Info().Str("listen", ln.Addr().String()).Str("upstream", cfg.Upstream).Str("version", version).Msg("ctxpress serving")
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case err := <-served:
+		return err
+	case sig := <-sigs:
+		log.Info().Str("signal", sig.String()).Dur("drain", cfg.ShutdownTimeout).Msg("shutting down; letting in-flight requests finish")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-sigs:
+			log.Warn().Msg("second signal: stopping now")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn().Err(err).Msg("drain incomplete; remaining requests were cut")
+	}
+	<-served
+	log.Info().Msg("ctxpress stopped")
+	return nil
+}
+
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// newLogger builds the process logger; secrets never reach it because no
+// caller logs headers or keys.
+func newLogger(c logConfig, w io.Writer) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(c.Level)
+	if err != nil || c.Level == "" {
+		return zerolog.Nop(), fmt.Errorf("log level %q: want trace, debug, info, warn or error", c.Level)
+	}
+	switch c.Format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.DateTime}
+	default:
+		return zerolog.Nop(), fmt.Errorf("log format %q: want console or json", c.Format)
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
