@@ -1,0 +1,102 @@
+package squash
+
+import "strings"
+
+// Generic compressor limits.
+const (
+	genericHeadTail = 10  // lines kept at each end
+	genericLineCap  = 500 // bytes of one kept line (less for small budgets)
+	maxImportant    = 40  // important lines considered beyond head and tail
+)
+
+// squashGeneric keeps the first and last 10 lines and the lines that look
+// important (errors, failing tests, summaries, then warnings), collapses runs
+// of identical lines into one line with a " [xN]" count, and stays within
+// budget bytes. A text without newlines keeps its head and tail.
+func squashGeneric(tl *textLines, budget int) string {
+	s, spans := tl.s, tl.spans
+	lineCap := genericLineCap
+	if budget/4 < lineCap {
+		lineCap = max(budget/4, 40)
+	}
+	if len(spans) <= 1 {
+		if len(s) <= budget {
+			return s
+		}
+		var b strings.Builder
+		body := strings.TrimSuffix(s, "\n")
+		writeCapped(&b, body, budget)
+		if len(body) < len(s) {
+			b.WriteByte('\n')
+		}
+		return b.String()
+	}
+	n := len(spans)
+	line := tl.line
+
+	// Collapse runs of identical lines: the first line of a run stands for
+	// it (its count is printed), the rest are never kept.
+	first := make([]int, 0, n) // index of each run's first line
+	counts := make(map[int]int)
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && line(j) == line(i) {
+			j++
+		}
+		first = append(first, i)
+		if j-i > 1 {
+			counts[i] = j - i
+		}
+		i = j
+	}
+	keep := make([]uint8, n)
+	size := 0
+	add := func(i int) {
+		if keep[i] != notKept {
+			return
+		}
+		cost := cappedLen(len(line(i)), lineCap) + 1 + markerCost
+		if counts[i] > 1 {
+			cost += 8
+		}
+		if size+cost > budget {
+			return
+		}
+		keep[i] = keepOptional
+		size += cost
+	}
+	units := len(first)
+	// Errors and verdicts first, so a tight budget still shows them; then
+	// head and tail from the outside in; then warnings.
+	var warns []int
+	important := 0
+	for _, i := range first {
+		if important >= maxImportant {
+			break
+		}
+		li := tl.infos[i]
+		switch {
+		case li.cls == clsError || li.failTest || li.summary:
+			add(i)
+			important++
+		case li.cls == clsWarn:
+			warns = append(warns, i)
+			important++
+		}
+	}
+	for k := 0; k < genericHeadTail && k < units; k++ {
+		add(first[k])
+		add(first[units-1-k])
+	}
+	for _, i := range warns {
+		add(i)
+	}
+	for i, c := range counts {
+		if keep[i] != notKept {
+			for k := i + 1; k < i+c; k++ {
+				keep[k] = absorbed
+			}
+		}
+	}
+	return renderLines(s, spans, keep, counts, lineCap)
+}
