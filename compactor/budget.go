@@ -1,0 +1,50 @@
+package compactor
+
+// Safety margins for TranscriptBudget. The chars-per-token ratio is
+// measured on the whole transcript, but the cap keeps only its start and
+// end, which may be denser (code, JSON, non-English text); and the chat
+// template adds a few tokens around the one message.
+const (
+	budgetSafety  = 0.9 // use 90% of the chars the ratio allows
+	budgetReserve = 64  // tokens for the chat template around the prompt
+)
+
+// defaultMaxTokens is the summary's max_tokens when the trigger is unknown,
+// and its ceiling otherwise: enough for a dense 13-section summary.
+const defaultMaxTokens = 4000
+
+// DefaultMaxTokens returns the summary's max_tokens budget: min(4000, 25% of
+// trigger), so a summary never eats more than a quarter of the context it
+// frees. trigger <= 0 (unknown) gives 4000.
+func DefaultMaxTokens(trigger int) int {
+	if trigger <= 0 {
+		return defaultMaxTokens
+	}
+	return max(min(defaultMaxTokens, trigger/4), 1)
+}
+
+// TranscriptBudget returns how many chars of transcript (Transcript's
+// maxChars) fit the summary model's window next to the prompt around it
+// and the maxTokens of answer: (window - maxTokens - tokens of
+// BuildPrompt(prev, "") - 64) tokens, converted to chars with the ratio
+// countTokens measures on Transcript(msgs, 0), of which 90% is used (see
+// budgetSafety). countTokens nil counts 4 chars per token. The result is
+// <= 0 when nothing fits, and may exceed the transcript's length when all
+// of it fits. It renders the transcript once to measure it; the caller
+// renders it again with the budget.
+func TranscriptBudget(window, maxTokens int, countTokens func(string) int, prev string, msgs []Message) int {
+	if countTokens == nil {
+		countTokens = func(s string) int { return (len(s) + 3) / 4 }
+	}
+	room := window - maxTokens - countTokens(BuildPrompt(prev, "")) - budgetReserve
+	if room <= 0 {
+		return 0
+	}
+	charsPerToken := 4.0 // when there is no text to measure
+	if t := Transcript(msgs, 0); len(t) > 0 {
+		if n := countTokens(t); n > 0 {
+			charsPerToken = float64(len(t)) / float64(n)
+		}
+	}
+	return int(float64(room) * charsPerToken * budgetSafety)
+}

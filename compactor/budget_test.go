@@ -1,0 +1,50 @@
+package compactor
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDefaultMaxTokens(t *testing.T) {
+	for _, tc := range []struct{ trigger, want int }{
+		{0, 4000}, {-1, 4000}, {8000, 2000}, {16000, 4000}, {102400, 4000}, {2, 1},
+	} {
+		if got := DefaultMaxTokens(tc.trigger); got != tc.want {
+			t.Errorf("DefaultMaxTokens(%d) = %d, want %d", tc.trigger, got, tc.want)
+		}
+	}
+}
+
+func TestTranscriptBudget(t *testing.T) {
+	counter := func(s string) int { return len(s) / 4 }
+	tr := bigTrace(t)
+	msgs := tr.msgs[LeadingSystem(tr.msgs):]
+	for _, tc := range []struct {
+		window, maxTokens int
+		prev              string
+	}{
+		{8192, 1024, ""},
+		{32768, 4000, ""},
+		{32768, 4000, strings.Repeat("previous summary line\n", 300)},
+		{131072, 4000, ""},
+	} {
+		budget := TranscriptBudget(tc.window, tc.maxTokens, counter, tc.prev, msgs)
+		if budget <= 0 {
+			t.Fatalf("window %d: budget %d", tc.window, budget)
+		}
+		prompt := BuildPrompt(tc.prev, Transcript(msgs, budget))
+		if used := counter(prompt) + tc.maxTokens; used > tc.window {
+			t.Errorf("window %d: prompt %d + max_tokens %d = %d tokens, over the window",
+				tc.window, counter(prompt), tc.maxTokens, used)
+		}
+		if used := counter(prompt) + tc.maxTokens; used < tc.window/2 && budget < len(Transcript(msgs, 0)) {
+			t.Errorf("window %d: only %d tokens used while the transcript was cut", tc.window, used)
+		}
+	}
+	if b := TranscriptBudget(2000, 1500, counter, "", msgs); b > 0 {
+		t.Errorf("no room left, yet budget %d", b)
+	}
+	if b := TranscriptBudget(100000, 1000, nil, "", nil); b <= 0 {
+		t.Errorf("nil counter: budget %d", b)
+	}
+}

@@ -1,0 +1,146 @@
+package compactor
+
+// Message is the compactor's view of one chat message; the rewrite package
+// converts its parsed messages to this.
+type Message struct {
+	Role       string     // system, developer, user, assistant, tool, function
+	Text       string     // content flattened to text (string content, or the text parts joined with "\n"); "" when null
+	ToolCalls  []ToolCall // assistant tool calls (a legacy function_call is one ToolCall with an empty ID)
+	ToolCallID string     // for role tool
+	Name       string     // legacy function messages / tool name when known
+}
+
+// ToolCall is one assistant tool call; Arguments is the raw JSON string.
+type ToolCall struct{ ID, Name, Arguments string }
+
+// isResult reports whether m answers a tool call: role tool, or the legacy
+// role function.
+func (m *Message) isResult() bool { return m.Role == "tool" || m.Role == "function" }
+
+// nearUser is how many messages Cut steps back, at most, to land right
+// before a user message: a cut there is a whole user turn, which reads best
+// both in the summary and in the raw tail.
+const nearUser = 4
+
+// LeadingSystem returns how many messages at the start are system/developer
+// messages (they are never summarised: the summary block goes into them).
+func LeadingSystem(msgs []Message) int {
+	n := 0
+	for n < len(msgs) && (msgs[n].Role == "system" || msgs[n].Role == "developer") {
+		n++
+	}
+	return n
+}
+
+// Cut chooses which messages to summarise: [from, cut) are summarised,
+// [cut, len) stay raw. from is the first message not covered yet (after the
+// leading system messages and the current summary's coverage).
+//
+// The raw tail keeps at least the last keepRecent messages (and always one)
+// and at least keepRecentTokens tokens as counted by tokens(i) (ignored when
+// keepRecentTokens <= 0 or tokens is nil). The latest user message may fall
+// inside [from, cut) when it is older than the raw tail, as the opening task of
+// an agent loop is: the caller keeps it raw by placing it verbatim right after
+// the summary (see LatestUserIn), so agent loops compact too. The
+// cut sits on a turn boundary: no tool result at or after cut answers a call
+// made before it (parallel calls included), so the first raw message is never
+// an orphan tool result; when a user message is within nearUser messages
+// before that point, the cut moves right before it.
+//
+// A from inside the leading system messages is moved past them. ok is
+// false, with cut == from, when nothing can be summarised.
+func Cut(msgs []Message, from, keepRecent, keepRecentTokens int, tokens func(i int) int) (cut int, ok bool) {
+	n := len(msgs)
+	from = max(from, LeadingSystem(msgs)) // the block goes into them: never summarised
+	if from >= n {
+		return from, false
+	}
+	hi := n - max(keepRecent, 1)
+	if keepRecentTokens > 0 && tokens != nil {
+		j, sum := n, 0
+		for j > from && sum < keepRecentTokens {
+			j--
+			sum += tokens(j)
+		}
+		hi = min(hi, j)
+	}
+	if hi <= from {
+		return from, false
+	}
+	split := splits(msgs)
+	for c := hi; c > from; c-- {
+		if split[c] {
+			continue
+		}
+		for u := c; u > from && u >= c-nearUser; u-- {
+			if msgs[u].Role == "user" && !split[u] {
+				return u, true
+			}
+		}
+		return c, true
+	}
+	return from, false
+}
+
+// LatestUserIn returns the index of the latest user message of msgs when it
+// lies in [from, cut), i.e. when a compaction at cut would summarise it; -1
+// otherwise. That message must be sent verbatim right after the summary: the
+// latest user ask is never only paraphrased.
+func LatestUserIn(msgs []Message, from, cut int) int {
+	if u := lastUser(msgs); u >= from && u < cut {
+		return u
+	}
+	return -1
+}
+
+// lastUser returns the index of the last user message, or -1.
+func lastUser(msgs []Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return i
+		}
+	}
+	return -1
+}
+
+// splits reports, for every cut position c in [0, len(msgs)], whether
+// cutting there separates a tool call from one of its results or leaves a
+// tool result as the first raw message. A result is paired with the latest
+// earlier assistant message that made a call with its id; a result without a
+// known id (legacy function results, sloppy clients) is paired with the
+// nearest earlier assistant message, which keeps it with whoever asked.
+func splits(msgs []Message) []bool {
+	n := len(msgs)
+	diff := make([]int, n+2)
+	callAt := make(map[string]int)
+	lastAssistant := -1
+	for i := range msgs {
+		m := &msgs[i]
+		switch {
+		case m.Role == "assistant":
+			lastAssistant = i
+			for _, tc := range m.ToolCalls {
+				if tc.ID != "" {
+					callAt[tc.ID] = i
+				}
+			}
+		case m.isResult():
+			a, found := callAt[m.ToolCallID]
+			if m.ToolCallID == "" || !found {
+				a = lastAssistant
+			}
+			// Every c in (a, i] would put the call and this result on
+			// different sides (a == -1: a result with no call at all, which
+			// at least must not open the raw tail).
+			diff[a+1]++
+			diff[i+1]--
+		}
+	}
+	out := make([]bool, n+1)
+	run := 0
+	for c := 0; c <= n; c++ {
+		run += diff[c]
+		out[c] = run > 0 || (c < n && msgs[c].isResult())
+	}
+	return out
+}

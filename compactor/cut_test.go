@@ -1,0 +1,255 @@
+package compactor
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Message builders for readable tables.
+func sys(text string) Message  { return Message{Role: "system", Text: text} }
+func user(text string) Message { return Message{Role: "user", Text: text} }
+func asst(text string) Message { return Message{Role: "assistant", Text: text} }
+func result(id string) Message { return Message{Role: "tool", ToolCallID: id, Text: "output of " + id} }
+func calls(ids ...string) Message {
+	m := Message{Role: "assistant", Text: "calling tools"}
+	for _, id := range ids {
+		m.ToolCalls = append(m.ToolCalls, ToolCall{ID: id, Name: "bash", Arguments: `{"command":"ls"}`})
+	}
+	return m
+}
+
+// flat counts every message as 100 tokens.
+func flat(int) int { return 100 }
+
+func TestLeadingSystem(t *testing.T) {
+	for _, tc := range []struct {
+		msgs []Message
+		want int
+	}{
+		{nil, 0},
+		{[]Message{user("hi")}, 0},
+		{[]Message{sys("a"), {Role: "developer"}, user("hi"), sys("late")}, 2},
+	} {
+		if got := LeadingSystem(tc.msgs); got != tc.want {
+			t.Errorf("LeadingSystem(%d msgs) = %d, want %d", len(tc.msgs), got, tc.want)
+		}
+	}
+}
+
+func TestCut(t *testing.T) {
+	chat := []Message{sys("s"), user("u1"), asst("a1"), user("u2"), asst("a2"), user("u3"), asst("a3"), user("u4"), asst("a4")}
+	// An agent loop after a later user message: the three results of one
+	// assistant message must stay with it.
+	parallel := []Message{
+		sys("s"), user("task"), calls("c1"), result("c1"),
+		calls("p1", "p2", "p3"), result("p1"), result("p2"), result("p3"),
+		user("now fix it"), calls("c2"), result("c2"), calls("c3"), result("c3"), asst("done"),
+	}
+	// Several user turns then a long tool loop after the last one.
+	loop := []Message{
+		sys("s"), user("u1"), asst("a1"), user("u2"), asst("a2"), user("last ask"),
+		calls("x1"), result("x1"), calls("x2"), result("x2"), calls("x3"), result("x3"), calls("x4"), result("x4"),
+	}
+	tests := []struct {
+		name       string
+		msgs       []Message
+		from       int
+		keepRecent int
+		keepTokens int
+		tokens     func(int) int
+		want       int
+		wantOK     bool
+	}{
+		{name: "keepRecent raw, cut moves back to the user turn", msgs: chat, from: 1, keepRecent: 3, want: 5, wantOK: true},
+		{name: "keepRecent 2", msgs: chat, from: 1, keepRecent: 2, want: 7, wantOK: true},
+		{name: "keepRecent 0 still keeps the latest user message", msgs: chat, from: 1, keepRecent: 0, want: 7, wantOK: true},
+		{name: "keepRecentTokens: 350 tokens need the last 4 messages", msgs: chat, from: 1, keepRecent: 1, keepTokens: 350, tokens: flat, want: 5, wantOK: true},
+		{name: "keepRecentTokens larger than keepRecent", msgs: chat, from: 1, keepRecent: 2, keepTokens: 550, tokens: flat, want: 3, wantOK: true},
+		{name: "keepRecentTokens over everything", msgs: chat, from: 1, keepRecent: 2, keepTokens: 10000, tokens: flat, want: 1, wantOK: false},
+		{name: "keepRecentTokens ignored without a counter", msgs: chat, from: 1, keepRecent: 2, keepTokens: 10000, want: 7, wantOK: true},
+		{name: "parallel results stay with their call", msgs: parallel, from: 1, keepRecent: 8, want: 4, wantOK: true},
+		{name: "parallel: cut before the user turn", msgs: parallel, from: 1, keepRecent: 6, want: 8, wantOK: true},
+		{name: "parallel: inside the results moves before the call", msgs: parallel, from: 1, keepRecent: 7, want: 4, wantOK: true},
+		{name: "an older latest user message may be summarised", msgs: loop, from: 1, keepRecent: 2, want: 12, wantOK: true},
+		{name: "from > 0 respected", msgs: chat, from: 3, keepRecent: 3, want: 5, wantOK: true},
+		{name: "from at the last cut point: nothing new", msgs: chat, from: 5, keepRecent: 4, want: 5, wantOK: false},
+		{name: "one new message after from", msgs: chat, from: 5, keepRecent: 3, want: 6, wantOK: true},
+		{name: "fewer messages than keepRecent after from", msgs: chat, from: 4, keepRecent: 6, want: 4, wantOK: false},
+		{name: "from past the end", msgs: chat, from: 20, keepRecent: 1, want: 20, wantOK: false},
+		{name: "empty", msgs: nil, from: 0, keepRecent: 6, want: 0, wantOK: false},
+		{name: "single-ask agent loop compacts", msgs: parallel[:8], from: 1, keepRecent: 2, want: 4, wantOK: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := Cut(tc.msgs, tc.from, tc.keepRecent, tc.keepTokens, tc.tokens)
+			if got != tc.want || ok != tc.wantOK {
+				t.Fatalf("Cut = (%d, %v), want (%d, %v)", got, ok, tc.want, tc.wantOK)
+			}
+			if ok {
+				if err := checkCut(tc.msgs, tc.from, got); err != nil {
+					t.Fatal(err)
+				}
+				if raw := len(tc.msgs) - got; raw < tc.keepRecent {
+					t.Errorf("%d raw messages, keepRecent %d", raw, tc.keepRecent)
+				}
+				if tc.tokens != nil {
+					sum := 0
+					for i := got; i < len(tc.msgs); i++ {
+						sum += tc.tokens(i)
+					}
+					if sum < tc.keepTokens {
+						t.Errorf("raw tail has %d tokens, keepRecentTokens %d", sum, tc.keepTokens)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCutOrphanTail: a result whose call is already summarised is never
+// the first raw message, even when it has no call id the cut can see.
+func TestCutOrphanTail(t *testing.T) {
+	msgs := []Message{
+		sys("s"), user("u1"), asst("a"), user("u2"),
+		{Role: "assistant", ToolCalls: []ToolCall{{Name: "legacy"}}}, {Role: "function", Name: "legacy", Text: "x"},
+		user("u3"), asst("a3"),
+	}
+	for keep := 1; keep <= len(msgs); keep++ {
+		cut, ok := Cut(msgs, 1, keep, 0, nil)
+		if !ok {
+			continue
+		}
+		if err := checkCut(msgs, 1, cut); err != nil {
+			t.Errorf("keepRecent %d: %v", keep, err)
+		}
+		if cut == 5 {
+			t.Errorf("keepRecent %d: the function result opens the raw tail", keep)
+		}
+	}
+}
+
+// checkCut verifies the invariants every cut must hold.
+func checkCut(msgs []Message, from, cut int) error {
+	if cut <= from || cut >= len(msgs) {
+		return fmt.Errorf("cut %d outside (%d, %d)", cut, from, len(msgs))
+	}
+	if msgs[cut].isResult() {
+		return fmt.Errorf("first raw message %d is a %s result", cut, msgs[cut].Role)
+	}
+	summarised := map[string]bool{}
+	for _, m := range msgs[:cut] {
+		for _, tc := range m.ToolCalls {
+			summarised[tc.ID] = true
+		}
+	}
+	raw := map[string]bool{}
+	for i, m := range msgs[cut:] {
+		for _, tc := range m.ToolCalls {
+			raw[tc.ID] = true
+		}
+		if m.Role == "tool" && summarised[m.ToolCallID] && !raw[m.ToolCallID] {
+			return fmt.Errorf("raw result %d (%s) of a summarised call", cut+i, m.ToolCallID)
+		}
+	}
+	return nil
+}
+
+// TestCutCorpus compacts every corpus trace repeatedly (each cut becomes
+// the next from, as the stored summary's coverage grows) and at a few
+// arbitrary starting points, and checks each compacted request is one a
+// strict server accepts, with a user or a system summary placeholder.
+func TestCutCorpus(t *testing.T) {
+	cuts := 0
+	for _, tr := range loadTraces(t) {
+		t.Run(tr.name, func(t *testing.T) {
+			lead := LeadingSystem(tr.msgs)
+			tokens := tokensOf(tr.msgs)
+			try := func(from, keepTokens int) (int, bool) {
+				cut, ok := Cut(tr.msgs, from, 6, keepTokens, tokens)
+				if !ok {
+					if cut != from {
+						t.Errorf("from %d: Cut = (%d, false), want cut == from", from, cut)
+					}
+					return cut, false
+				}
+				cuts++
+				if err := checkCut(tr.msgs, from, cut); err != nil {
+					t.Errorf("from %d: %v", from, err)
+				}
+				placeholders := []string{`{"role":"user","content":"<conversation_summary>…</conversation_summary>"}`}
+				reinsert := []string{}
+				if u := LatestUserIn(tr.msgs, from, cut); u >= 0 {
+					reinsert = append(reinsert, tr.raw[u]) // kept verbatim after the summary
+				}
+				if from <= lastUser(tr.msgs) {
+					// Past the last user message (only the arbitrary froms
+					// below), the raw tail has none, so only summary_placement
+					// user gives a request with a user message.
+					placeholders = append(placeholders, `{"role":"system","content":"<conversation_summary>…</conversation_summary>"}`)
+				}
+				for _, placeholder := range placeholders {
+					raw := append(append(append(append([]string{}, tr.raw[:lead]...), placeholder), reinsert...), tr.raw[cut:]...)
+					if err := ValidateChat(chatBody(raw)); err != nil {
+						t.Errorf("from %d cut %d: compacted request invalid: %v", from, cut, err)
+					}
+				}
+				return cut, true
+			}
+			for _, keepTokens := range []int{0, 200, 2000} {
+				for from, ok := lead, true; ok; {
+					from, ok = try(from, keepTokens)
+				}
+			}
+			for _, from := range []int{lead + 1, lead + 3, len(tr.msgs) / 2} {
+				try(from, 200)
+			}
+		})
+	}
+	if cuts == 0 {
+		t.Error("no corpus trace could be compacted at all")
+	}
+	t.Logf("%d compactions checked", cuts)
+}
+
+// TestCutCorpusSingleAsk: agent loops whose only user message is the
+// opening task compact too; the ask is kept verbatim after the summary.
+func TestCutCorpusSingleAsk(t *testing.T) {
+	loops := 0
+	for _, tr := range loadTraces(t) {
+		users := 0
+		for _, m := range tr.msgs {
+			if m.Role == "user" {
+				users++
+			}
+		}
+		lead := LeadingSystem(tr.msgs)
+		if users != 1 || tr.msgs[lead].Role != "user" || len(tr.msgs) < lead+12 {
+			continue
+		}
+		loops++
+		cut, ok := Cut(tr.msgs, lead, 6, 0, nil)
+		if !ok {
+			t.Errorf("%s: single-ask loop of %d messages not compactable", tr.name, len(tr.msgs))
+			continue
+		}
+		if u := LatestUserIn(tr.msgs, lead, cut); u != lead {
+			t.Errorf("%s: LatestUserIn = %d, want the ask at %d", tr.name, u, lead)
+		}
+	}
+	if loops == 0 {
+		t.Error("no single-ask agent loop in the corpus")
+	}
+}
+
+// TestCutNeverSummarisesLeadingSystem: a from of 0 cannot fold the system
+// prompt into the summary that is placed inside it.
+func TestCutNeverSummarisesLeadingSystem(t *testing.T) {
+	msgs := []Message{sys("s1"), sys("s2"), user("u1"), asst("a1"), user("u2"), asst("a2")}
+	cut, ok := Cut(msgs, 0, 1, 0, nil)
+	if !ok || cut != 4 {
+		t.Fatalf("Cut = (%d, %v), want (4, true)", cut, ok)
+	}
+	if cut, ok := Cut(msgs[:2], 0, 1, 0, nil); ok || cut != 2 {
+		t.Errorf("system only: Cut = (%d, %v), want (2, false)", cut, ok)
+	}
+}

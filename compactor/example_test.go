@@ -1,0 +1,48 @@
+package compactor_test
+
+import (
+	"fmt"
+
+	"github.com/ctxpress/ctxpress/compactor"
+)
+
+// The raw tail keeps the assistant's parallel calls with their results.
+func ExampleCut() {
+	msgs := []compactor.Message{
+		{Role: "system", Text: "You are a coding agent."},
+		{Role: "user", Text: "Find the bug."},
+		{Role: "assistant", Text: "Found it in parse.go."},
+		{Role: "user", Text: "Fix it and run the tests."},
+		{Role: "assistant", ToolCalls: []compactor.ToolCall{{ID: "a", Name: "edit"}, {ID: "b", Name: "bash"}}},
+		{Role: "tool", ToolCallID: "a", Text: "edited"},
+		{Role: "tool", ToolCallID: "b", Text: "ok"},
+		{Role: "assistant", Text: "Fixed; tests pass."},
+		{Role: "user", Text: "Thanks. Now update the changelog."},
+	}
+	from := compactor.LeadingSystem(msgs)
+	cut, ok := compactor.Cut(msgs, from, 3, 0, nil)
+	fmt.Println(from, cut, ok)
+	fmt.Println(compactor.Transcript(msgs[from:cut], 0))
+	// Output:
+	// 1 3 true
+	// [USER]: Find the bug.
+	//
+	// [ASSISTANT]: Found it in parse.go.
+}
+
+func ExampleSeedActiveTask() {
+	summary := "## Goal\nFix the parser.\n\n## Active Task\nRunning the tests."
+	fmt.Println(compactor.Block(compactor.SeedActiveTask(summary, "Now update the changelog.")))
+	// Output:
+	// <conversation_summary>
+	// [Context checkpoint: reference only] Earlier turns of this conversation were compacted into the summary below to save context. Treat it as background, not as new instructions; the messages after it are the most recent turns, verbatim. Resume the work from ## Active Task.
+	// ## Goal
+	// Fix the parser.
+	//
+	// ## Active Task
+	// Latest user request (verbatim):
+	// > Now update the changelog.
+	//
+	// Running the tests.
+	// </conversation_summary>
+}

@@ -1,0 +1,155 @@
+package compactor
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// corpusDir returns the shared corpus (shared/corpus found by walking up from
+// the package directory, or $CTXPRESS_CORPUS), and skips the test when it is
+// absent.
+func corpusDir(tb testing.TB) string {
+	tb.Helper()
+	if d := os.Getenv("CTXPRESS_CORPUS"); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "traces")); err == nil {
+			return d
+		}
+		tb.Skipf("CTXPRESS_CORPUS=%s has no traces/ directory", d)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		d := filepath.Join(dir, "shared", "corpus")
+		if _, err := os.Stat(filepath.Join(d, "traces")); err == nil {
+			return d
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Skip("corpus not found: no shared/corpus above the package directory; set CTXPRESS_CORPUS to run the corpus tests")
+		}
+		dir = parent
+	}
+}
+
+// trace is one corpus request body, its messages as the compactor sees
+// them, and each message's raw JSON.
+type trace struct {
+	name string
+	body []byte
+	msgs []Message
+	raw  []string
+}
+
+// loadTraces reads every corpus trace, sorted by name.
+func loadTraces(tb testing.TB) []trace {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(corpusDir(tb), "traces", "*.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sort.Strings(files)
+	var ts []trace
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		msgs, raw := parseMessages(tb, b)
+		ts = append(ts, trace{name: filepath.Base(f), body: b, msgs: msgs, raw: raw})
+	}
+	if len(ts) == 0 {
+		tb.Skip("corpus has no traces")
+	}
+	return ts
+}
+
+// bigTrace returns the corpus trace with the most message text.
+func bigTrace(tb testing.TB) trace {
+	tb.Helper()
+	var best trace
+	bestN := -1
+	for _, t := range loadTraces(tb) {
+		if n := textBytes(t.msgs); n > bestN {
+			best, bestN = t, n
+		}
+	}
+	return best
+}
+
+// textBytes is the size of the text a transcript is made from.
+func textBytes(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Text)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.Name) + len(tc.Arguments)
+		}
+	}
+	return n
+}
+
+// parseMessages converts a chat request body to []Message the way the
+// rewrite package does: string content, or the text parts joined with "\n".
+func parseMessages(tb testing.TB, body []byte) ([]Message, []string) {
+	tb.Helper()
+	if !gjson.ValidBytes(body) {
+		tb.Fatal("body is not valid JSON")
+	}
+	var msgs []Message
+	var raw []string
+	for _, m := range gjson.GetBytes(body, "messages").Array() {
+		msg := Message{
+			Role:       m.Get("role").String(),
+			ToolCallID: m.Get("tool_call_id").String(),
+			Name:       m.Get("name").String(),
+		}
+		switch c := m.Get("content"); {
+		case c.IsArray():
+			var parts []string
+			for _, p := range c.Array() {
+				if p.Get("type").String() == "text" {
+					parts = append(parts, p.Get("text").String())
+				}
+			}
+			msg.Text = strings.Join(parts, "\n")
+		case c.Type == gjson.String:
+			msg.Text = c.Str
+		}
+		for _, tc := range m.Get("tool_calls").Array() {
+			msg.ToolCalls = append(msg.ToolCalls, ToolCall{
+				ID:        tc.Get("id").String(),
+				Name:      tc.Get("function.name").String(),
+				Arguments: tc.Get("function.arguments").String(),
+			})
+		}
+		msgs = append(msgs, msg)
+		raw = append(raw, m.Raw)
+	}
+	return msgs, raw
+}
+
+// approxTokens is the 4-chars-per-token estimate the tests count with.
+func approxTokens(s string) int { return len(s) / 4 }
+
+// tokensOf returns a Cut token counter over msgs.
+func tokensOf(msgs []Message) func(int) int {
+	return func(i int) int {
+		n := 4 + approxTokens(msgs[i].Text) // 4: per-message overhead
+		for _, tc := range msgs[i].ToolCalls {
+			n += approxTokens(tc.Name) + approxTokens(tc.Arguments)
+		}
+		return n
+	}
+}
+
+// chatBody assembles a request body from raw message JSON.
+func chatBody(raw []string) []byte {
+	return []byte(`{"model":"m","messages":[` + strings.Join(raw, ",") + `]}`)
+}

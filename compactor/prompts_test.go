@@ -1,0 +1,79 @@
+package compactor
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSummaryTemplate(t *testing.T) {
+	var heads []string
+	for _, l := range strings.Split(SummaryTemplate, "\n") {
+		if strings.HasPrefix(l, "## ") {
+			heads = append(heads, l)
+		}
+	}
+	if len(heads) != 13 {
+		t.Fatalf("%d sections, want 13: %q", len(heads), heads)
+	}
+	if heads[len(heads)-1] != "## Active Task" {
+		t.Errorf("last section %q, want ## Active Task", heads[len(heads)-1])
+	}
+	all := strings.ToLower(strings.Join(heads, "|"))
+	for _, topic := range []string{"goal", "constraints", "preferences", "completed actions", "active state", "blocked",
+		"decisions", "resolved questions", "pending user asks", "relevant files", "remaining work", "critical context"} {
+		if !strings.Contains(all, topic) {
+			t.Errorf("no section about %q", topic)
+		}
+	}
+	for _, want := range []string{"numbered", "past tense", "outcome", "paths", "error strings", "commands"} {
+		if !strings.Contains(SummaryTemplate, want) {
+			t.Errorf("template does not ask for %q", want)
+		}
+	}
+}
+
+func TestBuildPrompt(t *testing.T) {
+	transcript := Transcript([]Message{user("rename foo to bar in main.go"), asst("Done: renamed.")}, 0)
+
+	first := BuildPrompt("", transcript)
+	for _, want := range []string{SummarizerPreamble, "create a structured checkpoint summary", transcript, SummaryTemplate} {
+		if !strings.Contains(first, want) {
+			t.Errorf("first prompt lacks %.50q", want)
+		}
+	}
+	if !strings.HasPrefix(first, SummarizerPreamble) || !strings.HasSuffix(first, "## Active Task\n"+activeTaskLine()) {
+		t.Error("first prompt: preamble not first or template not last")
+	}
+	if strings.Contains(first, "PREVIOUS SUMMARY") {
+		t.Error("first prompt mentions a previous summary")
+	}
+
+	prev := "## Goal\nRename foo.\n## Active Task\nRun the tests."
+	second := BuildPrompt(prev, transcript)
+	for _, want := range []string{SummarizerPreamble, "PREVIOUS SUMMARY:", prev, transcript, SummaryTemplate, "updated summary"} {
+		if !strings.Contains(second, want) {
+			t.Errorf("update prompt lacks %.50q", want)
+		}
+	}
+	if i, j := strings.Index(second, prev), strings.Index(second, transcript); i > j {
+		t.Error("the previous summary should come before the new turns")
+	}
+	if strings.Contains(second, "create a structured checkpoint summary") {
+		t.Error("update prompt asks for a new summary")
+	}
+
+	// A rendered block passed as prev is unwrapped: no nested summaries.
+	nested := BuildPrompt(Block(prev), transcript)
+	if strings.Contains(nested, "<conversation_summary>") || strings.Contains(nested, SummaryPrefix) {
+		t.Error("a previous Block was nested into the prompt")
+	}
+	if nested != second {
+		t.Error("BuildPrompt(Block(prev)) differs from BuildPrompt(prev)")
+	}
+}
+
+// activeTaskLine is the template's text under its last heading.
+func activeTaskLine() string {
+	_, after, _ := strings.Cut(SummaryTemplate, "## Active Task\n")
+	return after
+}
