@@ -1,0 +1,147 @@
+package rewrite
+
+import (
+	"crypto/sha256"
+	"sync"
+)
+
+// DefaultCacheBytes is the memory bound of a Pipeline's caches when
+// Config.CacheBytes is 0.
+const DefaultCacheBytes int64 = 64 << 20
+
+// entryOverhead approximates the bytes an entry costs beyond its value:
+// the key, the list links, the map slot.
+const entryOverhead = 128
+
+// Cache key kinds, the first byte hashed into every key, so that a token
+// count, a squash result and a message memo can never share a key.
+const (
+	kindTokens  byte = 't'
+	kindSquash  byte = 's'
+	kindMessage byte = 'm'
+)
+
+// cacheKey is a sha256 over a kind byte and some NUL-separated parts.
+type cacheKey [sha256.Size]byte
+
+// newKey hashes kind and parts into a cache key. A NUL separates the parts,
+// so ("ab","c") and ("a","bc") give different keys.
+func newKey(kind byte, parts ...string) cacheKey {
+	h := sha256.New()
+	h.Write([]byte{kind})
+	for i, p := range parts {
+		if i > 0 {
+			h.Write([]byte{0})
+		}
+		h.Write([]byte(p))
+	}
+	var k cacheKey
+	h.Sum(k[:0])
+	return k
+}
+
+// lru is a least-recently-used cache bounded by the approximate bytes of its
+// entries. It is safe for concurrent use. Values must not be mutated once
+// added.
+type lru struct {
+	max int64 // byte bound; immutable
+
+	mu    sync.Mutex // guards everything below
+	used  int64
+	items map[cacheKey]*lruEntry
+	head  *lruEntry // most recently used
+	tail  *lruEntry // least recently used
+}
+
+type lruEntry struct {
+	key        cacheKey
+	val        any
+	size       int64
+	prev, next *lruEntry
+}
+
+// newLRU returns an empty cache that holds at most max bytes; max <= 0 gives
+// a cache that holds nothing.
+func newLRU(max int64) *lru {
+	return &lru{max: max, items: make(map[cacheKey]*lruEntry)}
+}
+
+// get returns the value stored under k, marking it recently used.
+func (c *lru) get(k cacheKey) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[k]
+	if !ok {
+		return nil, false
+	}
+	c.moveToFront(e)
+	return e.val, true
+}
+
+// add stores v under k; size is the approximate bytes v holds. Values larger
+// than an eighth of the bound are not stored, so one huge entry cannot evict
+// a whole conversation.
+func (c *lru) add(k cacheKey, v any, size int64) {
+	size += entryOverhead
+	if size > c.max/8 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[k]; ok {
+		c.used += size - e.size
+		e.val, e.size = v, size
+		c.moveToFront(e)
+	} else {
+		e := &lruEntry{key: k, val: v, size: size}
+		c.items[k] = e
+		c.used += size
+		c.pushFront(e)
+	}
+	for c.used > c.max && c.tail != nil {
+		old := c.tail
+		c.unlink(old)
+		delete(c.items, old.key)
+		c.used -= old.size
+	}
+}
+
+// stats reports the number of entries and the bytes they account for.
+func (c *lru) stats() (entries int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.items), c.used
+}
+
+func (c *lru) moveToFront(e *lruEntry) {
+	if c.head == e {
+		return
+	}
+	c.unlink(e)
+	c.pushFront(e)
+}
+
+func (c *lru) pushFront(e *lruEntry) {
+	e.prev, e.next = nil, c.head
+	if c.head != nil {
+		c.head.prev = e
+	}
+	c.head = e
+	if c.tail == nil {
+		c.tail = e
+	}
+}
+
+func (c *lru) unlink(e *lruEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		c.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		c.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+}

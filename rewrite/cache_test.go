@@ -1,0 +1,59 @@
+package rewrite
+
+import (
+	"testing"
+)
+
+func TestLRUBoundAndEviction(t *testing.T) {
+	c := newLRU(8 * 1024)
+	for i := 0; i < 1000; i++ {
+		c.add(newKey(kindTokens, itoa(i)), i, 100)
+	}
+	n, used := c.stats()
+	if used > 8*1024 || n == 0 {
+		t.Fatalf("%d entries, %d bytes", n, used)
+	}
+	// The most recent entries survive, the oldest are gone.
+	if v, ok := c.get(newKey(kindTokens, "999")); !ok || v.(int) != 999 {
+		t.Error("newest entry evicted")
+	}
+	if _, ok := c.get(newKey(kindTokens, "0")); ok {
+		t.Error("oldest entry kept")
+	}
+	// A read keeps an entry alive.
+	c = newLRU(8 * (100 + entryOverhead)) // room for exactly 8
+	var keys []cacheKey
+	for _, s := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		keys = append(keys, newKey(kindTokens, s))
+	}
+	for _, k := range keys {
+		c.add(k, 1, 100)
+	}
+	c.get(keys[0])
+	c.add(newKey(kindTokens, "i"), 1, 100)
+	if _, ok := c.get(keys[0]); !ok {
+		t.Error("recently read entry evicted")
+	}
+	if _, ok := c.get(keys[1]); ok {
+		t.Error("least recently used entry kept")
+	}
+	// Too big for the cache: not stored. Disabled cache: nothing stored.
+	c.add(newKey(kindTokens, "huge"), 1, 1<<20)
+	if _, ok := c.get(newKey(kindTokens, "huge")); ok {
+		t.Error("oversized entry stored")
+	}
+	off := newLRU(-1)
+	off.add(keys[0], 1, 1)
+	if n, _ := off.stats(); n != 0 {
+		t.Error("disabled cache stores")
+	}
+}
+
+func TestNewKeySeparatesParts(t *testing.T) {
+	if newKey(kindSquash, "ab", "c") == newKey(kindSquash, "a", "bc") {
+		t.Error("parts not separated")
+	}
+	if newKey(kindSquash, "a") == newKey(kindTokens, "a") {
+		t.Error("kinds not separated")
+	}
+}

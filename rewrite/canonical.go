@@ -1,0 +1,146 @@
+package rewrite
+
+import (
+	"crypto/sha256"
+	"sort"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// appendJSONString appends s to dst as a JSON string. Quotes, backslashes
+// and control characters are escaped, as are U+2028 and U+2029; invalid
+// UTF-8 becomes U+FFFD. HTML characters are left as they are. The output is
+// a function of s alone, so a squashed text always serialises to the same
+// bytes.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendCanonical appends the canonical form of a JSON value: compact,
+// object keys sorted (bytewise, after unescaping; duplicate keys keep their
+// order), strings re-escaped by appendJSONString, numbers and literals as
+// written. Two values that differ only in whitespace, key order or string
+// escaping have the same canonical form. v must come from valid JSON.
+func appendCanonical(dst []byte, v gjson.Result) []byte {
+	switch v.Type {
+	case gjson.String:
+		return appendJSONString(dst, v.Str)
+	case gjson.JSON:
+		if v.IsArray() {
+			dst = append(dst, '[')
+			first := true
+			v.ForEach(func(_, e gjson.Result) bool {
+				if !first {
+					dst = append(dst, ',')
+				}
+				first = false
+				dst = appendCanonical(dst, e)
+				return true
+			})
+			return append(dst, ']')
+		}
+		type kv struct {
+			k string
+			v gjson.Result
+		}
+		var kvs []kv
+		v.ForEach(func(k, e gjson.Result) bool {
+			kvs = append(kvs, kv{k.Str, e})
+			return true
+		})
+		sort.SliceStable(kvs, func(i, j int) bool { return kvs[i].k < kvs[j].k })
+		dst = append(dst, '{')
+		for i, e := range kvs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, e.k)
+			dst = append(dst, ':')
+			dst = appendCanonical(dst, e.v)
+		}
+		return append(dst, '}')
+	default:
+		// Numbers, true, false, null: the raw text, trimmed by gjson.
+		return append(dst, v.Raw...)
+	}
+}
+
+// canonicalArgs returns the canonical form of tool-call arguments: a JSON
+// string holding JSON (the normal form) and the same JSON sent as an object
+// (sloppy clients) both give appendCanonical of that JSON. A string that is
+// not JSON is kept as is, after a NUL so it cannot equal a JSON form.
+func canonicalArgs(args gjson.Result) []byte {
+	switch {
+	case args.Type == gjson.String:
+		if gjson.Valid(args.Str) {
+			return appendCanonical(nil, gjson.Parse(args.Str))
+		}
+		return append([]byte{0}, args.Str...)
+	case !args.Exists():
+		return nil
+	default:
+		return appendCanonical(nil, args)
+	}
+}
+
+// callKey identifies a tool call for dedup: the tool name and the sha256 of
+// its canonical arguments.
+type callKey struct {
+	tool string
+	args [sha256.Size]byte
+}
+
+// newCallKey returns the dedup key of a call to tool with args.
+func newCallKey(tool string, args gjson.Result) callKey {
+	return callKey{tool: tool, args: sha256.Sum256(canonicalArgs(args))}
+}

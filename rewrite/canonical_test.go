@@ -1,0 +1,54 @@
+package rewrite
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestAppendJSONString(t *testing.T) {
+	for _, s := range []string{"", "plain", "quote \" backslash \\ slash /", "nl\n tab\t cr\r bell\a nul\x00 esc\x1b",
+		"<html>&amp;", "unicode é 日本 🎉", "line sep \u2028 para \u2029", "bad utf8 \xff\xfe end", "\x7f del"} {
+		out := appendJSONString(nil, s)
+		var back string
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Fatalf("%q -> %s: %v", s, out, err)
+		}
+		want := string([]rune(s)) // invalid UTF-8 becomes U+FFFD
+		if back != want {
+			t.Errorf("%q -> %s -> %q", s, out, back)
+		}
+		if r := gjson.ParseBytes(out); r.Str != want {
+			t.Errorf("gjson reads %q", r.Str)
+		}
+	}
+}
+
+func TestCanonicalArgs(t *testing.T) {
+	same := [][]string{
+		{`"{\"a\":1,\"b\":2}"`, `"{\"b\":2, \"a\":1}"`, `{"b":2,"a":1}`, `{ "a" : 1 , "b" : 2 }`},
+		{`"{\"p\":\"caf\\u00e9\",\"n\":{\"y\":[1,{\"z\":1,\"a\":0}],\"x\":null}}"`, `{"n":{"x":null,"y":[1,{"a":0,"z":1}]},"p":"café"}`},
+		{`"{}"`, `{}`},
+	}
+	for _, group := range same {
+		want := string(canonicalArgs(gjson.Parse(group[0])))
+		for _, a := range group[1:] {
+			if got := string(canonicalArgs(gjson.Parse(a))); got != want {
+				t.Errorf("%s -> %s, want %s", a, got, want)
+			}
+		}
+	}
+	differ := []string{`"{\"a\":1}"`, `"{\"a\":2}"`, `"{\"A\":1}"`, `"a=1"`, `"[1,2]"`, `"[2,1]"`, `"\"x\""`, `"x"`}
+	seen := map[string]string{}
+	for _, a := range differ {
+		c := string(canonicalArgs(gjson.Parse(a)))
+		if prev, ok := seen[c]; ok {
+			t.Errorf("%s and %s canonicalise equal", prev, a)
+		}
+		seen[c] = a
+	}
+	if got := string(canonicalArgs(gjson.Parse(`{"b":[true,false,null,1.5e3],"a":"x"}`))); got != `{"a":"x","b":[true,false,null,1.5e3]}` {
+		t.Errorf("canonical = %s", got)
+	}
+}

@@ -1,0 +1,102 @@
+package rewrite
+
+import "fmt"
+
+// Config configures a Pipeline. The zero Config is valid: no squashing, no
+// dedup, DefaultCacheBytes of cache, default identification.
+type Config struct {
+	// Squash compresses the output of one tool call; tool is the tool's name
+	// ("" when it cannot be found). It must be deterministic, pure and safe
+	// for concurrent use; exemptions (read-type tools, a size floor) are its
+	// business. nil disables squashing. A result that does not save tokens
+	// is not used.
+	Squash func(tool, content string) string
+	// Dedup configures the replacement of superseded tool results.
+	Dedup DedupConfig
+	// CacheBytes bounds the memory of the squash, token and per-message
+	// caches together. 0 means DefaultCacheBytes; negative disables caching.
+	CacheBytes int64
+	// Identify configures Pipeline.Identify.
+	Identify IdentifyConfig
+}
+
+// Validate reports a config the Pipeline cannot follow.
+func (c Config) Validate() error {
+	if err := c.Identify.Validate(); err != nil {
+		return err
+	}
+	return c.Dedup.Validate()
+}
+
+// DefaultMinDedupTokens is DedupConfig.MinTokens when it is 0.
+const DefaultMinDedupTokens = 1000
+
+// DedupConfig configures dedup.
+type DedupConfig struct {
+	// Enabled turns dedup on. The zero value is off; see DefaultDedupConfig.
+	Enabled bool
+	// ReadOnlyTools are the tools whose earlier result is replaced when a
+	// later call has the same arguments. nil means DefaultReadOnlyTools; an
+	// empty, non-nil slice means none (only byte-identical results are then
+	// collapsed). Names are case-sensitive.
+	ReadOnlyTools []string
+	// MinTokens is the least a request's dedups must save together for any
+	// of them to be done: a dedup rewrites a message the provider has
+	// already cached. 0 means DefaultMinDedupTokens; negative means no
+	// minimum.
+	MinTokens int
+}
+
+// DefaultDedupConfig returns dedup on, with the default tools and minimum.
+func DefaultDedupConfig() DedupConfig {
+	return DedupConfig{Enabled: true, ReadOnlyTools: DefaultReadOnlyTools(), MinTokens: DefaultMinDedupTokens}
+}
+
+// DefaultReadOnlyTools returns the read-only tool names of common agents
+// (Claude Code, opencode, Gemini CLI / qwen-code, OpenHands-style and
+// generic): calling one twice with the same arguments reads the same thing,
+// so the later result makes the earlier one redundant. Stateful viewers
+// whose output depends on an editor cursor (SWE-agent's open, goto,
+// scroll_down, scroll_up) are deliberately absent.
+func DefaultReadOnlyTools() []string {
+	return []string{
+		"read", "read_file", "Read", "view", "read_many_files",
+		"grep", "Grep", "search", "rg", "search_file_content",
+		"glob", "Glob", "find", "list_dir", "list_directory", "ls", "LS", "list",
+		"web_fetch", "fetch", "WebFetch", "webfetch",
+	}
+}
+
+// Validate reports a config dedup cannot follow.
+func (c DedupConfig) Validate() error {
+	for _, t := range c.ReadOnlyTools {
+		if t == "" {
+			return fmt.Errorf("rewrite: empty read-only tool name: %w", ErrBadConfig)
+		}
+	}
+	return nil
+}
+
+// minTokens returns the effective minimum saving.
+func (c DedupConfig) minTokens() int {
+	switch {
+	case c.MinTokens == 0:
+		return DefaultMinDedupTokens
+	case c.MinTokens < 0:
+		return 0
+	}
+	return c.MinTokens
+}
+
+// readOnlySet returns the read-only tools as a set.
+func (c DedupConfig) readOnlySet() map[string]bool {
+	names := c.ReadOnlyTools
+	if names == nil {
+		names = DefaultReadOnlyTools()
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
+}

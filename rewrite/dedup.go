@@ -1,0 +1,126 @@
+package rewrite
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// DedupPlaceholder replaces the content of a superseded tool result.
+const DedupPlaceholder = "[duplicate result: superseded by a later call with the same arguments; see the later result]"
+
+// dedupPlan is the set of tool results dedup replaces.
+type dedupPlan struct {
+	replace map[int]bool // message index -> replaced by the placeholder
+	saved   int          // content tokens saved in total
+}
+
+// planDedup decides which tool results to replace by DedupPlaceholder.
+// A result is superseded when a later result answers a call with the same
+// key (tool name + canonical arguments). It is replaced when the tool is
+// read-only, or, for any tool, when its content is byte-identical to the
+// nearest later result of the same key. Results whose call is unknown are
+// never touched. Replacing rewrites messages the provider has cached, so
+// nothing is replaced unless the replacements together save at least the
+// configured minimum.
+func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis) dedupPlan {
+	var plan dedupPlan
+	if !p.cfg.Dedup.Enabled {
+		return plan
+	}
+	placeholder := p.counter.Count(enc, DedupPlaceholder)
+	later := make(map[callKey]int) // key -> index of the nearest later result
+	for i := len(req.messages) - 1; i >= 0; i-- {
+		if !a.keyed[i] {
+			continue
+		}
+		key := a.keys[i]
+		j, ok := later[key]
+		later[key] = i
+		if !ok {
+			continue
+		}
+		m := &req.messages[i]
+		if !m.content.exists() {
+			continue
+		}
+		if !p.readOnly[key.tool] && !bytes.Equal(m.raw(m.content), req.messages[j].raw(req.messages[j].content)) {
+			continue
+		}
+		save := a.facts[i].contentAfter - placeholder
+		if save <= 0 {
+			continue
+		}
+		if plan.replace == nil {
+			plan.replace = make(map[int]bool)
+		}
+		plan.replace[i] = true
+		plan.saved += save
+	}
+	if plan.saved < p.cfg.Dedup.minTokens() {
+		return dedupPlan{}
+	}
+	return plan
+}
+
+// placeholderEdit returns the edit that replaces the content of m by
+// DedupPlaceholder: a JSON string for a string content, a one-part text
+// array for an array content (so the content keeps its shape).
+func placeholderEdit(m *message) edit {
+	var repl []byte
+	if m.body[m.content.start] == '[' {
+		repl = append(repl, `[{"type":"text","text":`...)
+		repl = appendJSONString(repl, DedupPlaceholder)
+		repl = append(repl, "}]"...)
+	} else {
+		repl = appendJSONString(nil, DedupPlaceholder)
+	}
+	return edit{start: m.content.start, end: m.content.end, repl: repl}
+}
+
+// resultKey finds the dedup key and tool name of result message m: for
+// role tool, the call whose id is m's tool_call_id; for the legacy role
+// function, the assistant's last function_call, when it names the same
+// function. keyed is false when the call is unknown.
+func resultKey(m *message, calls map[string]callKey, legacy *callKey) (tool string, key callKey, keyed bool) {
+	switch m.role {
+	case "tool":
+		if k, ok := calls[m.toolCallID]; ok && m.toolCallID != "" {
+			return k.tool, k, true
+		}
+		return m.name, callKey{}, false
+	case "function":
+		if legacy != nil && legacy.tool == m.name {
+			return m.name, *legacy, true
+		}
+		return m.name, callKey{}, false
+	}
+	return "", callKey{}, false
+}
+
+// toolCallsOf returns the calls an assistant message makes: each
+// tool_calls entry (id, function name, arguments) and a legacy
+// function_call (id ""). Strings are copied, so they do not pin the body.
+func toolCallsOf(m *message) []call {
+	var calls []call
+	m.result(m.toolCalls).ForEach(func(_, tc gjson.Result) bool {
+		fn := tc.Get("function")
+		name := fn.Get("name").String()
+		calls = append(calls, call{
+			id:  strings.Clone(tc.Get("id").String()),
+			key: newCallKey(strings.Clone(name), fn.Get("arguments")),
+		})
+		return true
+	})
+	if fc := m.result(m.functionCall); fc.IsObject() {
+		calls = append(calls, call{key: newCallKey(strings.Clone(fc.Get("name").String()), fc.Get("arguments"))})
+	}
+	return calls
+}
+
+// call is one tool call of an assistant message.
+type call struct {
+	id  string // "" for a legacy function_call
+	key callKey
+}

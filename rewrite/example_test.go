@@ -1,0 +1,56 @@
+package rewrite_test
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ctxpress/ctxpress/rewrite"
+)
+
+func ExamplePipeline_Rewrite() {
+	p := rewrite.New(rewrite.Config{
+		// The proxy plugs in squash.Apply; here, a toy squasher.
+		Squash: func(tool, content string) string {
+			if tool == "bash" && len(content) > 100 {
+				return content[:20] + " [...]"
+			}
+			return content
+		},
+		Dedup: rewrite.DefaultDedupConfig(),
+	})
+	body := []byte(`{"model":"gpt-4o","messages":[` +
+		`{"role":"user","content":"build it"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"make\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"c1","content":"` + strings.Repeat("cc -c file.c\\n", 40) + `"}` +
+		`],"tools":[{"type":"function","function":{"name":"bash"}}],"x_vendor":{"keep":"me"}}`)
+	res := p.Rewrite(body)
+	fmt.Println(res.Understood, res.Changed, res.Squashed, res.TokensBefore > res.TokensAfter)
+	fmt.Println(string(res.Body))
+	// Output:
+	// true true 1 true
+	// {"model":"gpt-4o","messages":[{"role":"user","content":"build it"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"make\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"cc -c file.c\ncc -c f [...]"}],"tools":[{"type":"function","function":{"name":"bash"}}],"x_vendor":{"keep":"me"}}
+}
+
+func ExampleEnsureStreamUsage() {
+	out, injected := rewrite.EnsureStreamUsage([]byte(`{"model":"gpt-4o","stream":true,"messages":[]}`))
+	fmt.Println(injected, string(out))
+	// Output: true {"model":"gpt-4o","stream":true,"messages":[],"stream_options":{"include_usage":true}}
+}
+
+func ExampleIdentify() {
+	header := func(name string) []byte {
+		if strings.EqualFold(name, "X-Session-ID") {
+			return []byte("ses_42")
+		}
+		return nil
+	}
+	id := rewrite.Identify(rewrite.IdentifyConfig{}, header, []byte(`{"messages":[]}`))
+	fmt.Println(id.ID, id.Source)
+	// Output: ses_42 header:X-Session-ID
+}
+
+func ExampleCounter_CountText() {
+	c := rewrite.NewCounter(0)
+	fmt.Println(c.CountText("gpt-4o", "hello world"), c.CountText("gpt-4", "hello world"))
+	// Output: 2 2
+}

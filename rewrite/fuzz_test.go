@@ -1,0 +1,73 @@
+package rewrite
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+var fuzzPipeline = sync.OnceValue(func() *Pipeline {
+	return New(Config{Squash: truncSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}, CacheBytes: 8 << 20})
+})
+
+// FuzzRewrite: no body makes Rewrite (or EnsureStreamUsage, Identify)
+// panic; a body that is not valid JSON passes through unchanged; a valid
+// body gives a valid body that differs only inside tool results and is not
+// more tokens. The seeds run in plain `go test`.
+func FuzzRewrite(f *testing.F) {
+	for _, s := range []string{
+		``, `{`, `[]`, `null`, `{"messages":null}`, `{"messages":[]}`, `{"messages":[1,"a",null,{}]}`,
+		`{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		string(chat("gpt-4o", callMsg("c1", "read_file", `"{\"p\":1}"`), resultMsg("c1", longOutput+longOutput), callMsg("c2", "read_file", `{"p":1}`), resultMsg("c2", longOutput))),
+		string(chat("qwen", `{"role":"tool","tool_call_id":"x","content":[{"type":"text","text":"\u00e9\ud83d\ude00\\n"},{"type":"text","text":1}]}`)),
+		`{"messages":[{"role":"tool","content":"a\"b"}],"messages":[{"role":"user"}]}`,
+		`  {"messages" : [ { "role" : "function" , "name" : "f" , "content" : "x" } ] }  `,
+	} {
+		f.Add([]byte(s))
+	}
+	// Two small real traces, when the corpus is there.
+	if dir, _ := findCorpus(); dir != "" {
+		for _, name := range []string{"openhands-runtime-wrong_initial_state.json", "openhands-resolver-pr-viewer-issue5.json"} {
+			if b, err := os.ReadFile(filepath.Join(dir, "traces", name)); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		orig := bytes.Clone(body)
+		p := fuzzPipeline()
+		res := p.Rewrite(body)
+		if !bytes.Equal(body, orig) {
+			t.Fatal("input modified")
+		}
+		if !gjson.ValidBytes(body) {
+			if res.Understood || res.Changed || !bytes.Equal(res.Body, body) {
+				t.Fatalf("invalid JSON not passed through: %+v", res)
+			}
+		}
+		if json.Valid(body) && !json.Valid(res.Body) {
+			t.Fatalf("valid input, invalid output:\n%s", res.Body)
+		}
+		if gjson.ValidBytes(body) {
+			checkParseAgainstGjson(t, body)
+		}
+		if res.Understood {
+			assertOnlyContentsChanged(t, body, res.Body)
+			if res.TokensAfter > res.TokensBefore {
+				t.Fatalf("tokens grew %d -> %d", res.TokensBefore, res.TokensAfter)
+			}
+		} else if !bytes.Equal(res.Body, body) {
+			t.Fatal("not understood but changed")
+		}
+		out, _ := EnsureStreamUsage(body)
+		if json.Valid(body) && !json.Valid(out) {
+			t.Fatalf("EnsureStreamUsage: invalid output %s", out)
+		}
+		Identify(IdentifyConfig{}, func(string) []byte { return nil }, body)
+	})
+}

@@ -1,0 +1,124 @@
+package rewrite
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// truncSquash is a deterministic STAND-IN for squash.Apply, used only to
+// test rewrite's plumbing (which texts reach the squasher, how results are
+// spliced back, cached and counted). It is not a compressor: outputs over
+// 1000 bytes keep their first 300 and last 200 bytes (cut on rune
+// boundaries) around a marker.
+func truncSquash(tool, content string) string {
+	if len(content) <= 1000 {
+		return content
+	}
+	head, tail := 300, len(content)-200
+	for head > 0 && !utf8.RuneStart(content[head]) {
+		head--
+	}
+	for tail < len(content) && !utf8.RuneStart(content[tail]) {
+		tail++
+	}
+	return content[:head] + "\n...[stand-in squash: truncated]...\n" + content[tail:]
+}
+
+// chat builds a request body from a model and raw JSON messages.
+func chat(model string, msgs ...string) []byte {
+	return []byte(`{"model":"` + model + `","messages":[` + strings.Join(msgs, ",") + `]}`)
+}
+
+// rawMessages returns the raw text of each message of body.
+func rawMessages(tb testing.TB, body []byte) []string {
+	tb.Helper()
+	var out []string
+	gjson.GetBytes(body, "messages").ForEach(func(_, v gjson.Result) bool {
+		out = append(out, v.Raw)
+		return true
+	})
+	return out
+}
+
+// assertOnlyContentsChanged fails unless out equals in except inside the
+// `content` values of tool results: the bytes around the messages array,
+// between messages, and of every message outside its content are compared
+// exactly.
+func assertOnlyContentsChanged(tb testing.TB, in, out []byte) {
+	tb.Helper()
+	if !gjson.ValidBytes(out) {
+		tb.Fatalf("output is not valid JSON")
+	}
+	ri, ok1 := parseRequest(in)
+	ro, ok2 := parseRequest(out)
+	if !ok1 || !ok2 {
+		tb.Fatalf("parse: in %v out %v", ok1, ok2)
+	}
+	if len(ri.messages) != len(ro.messages) {
+		tb.Fatalf("messages: %d in, %d out", len(ri.messages), len(ro.messages))
+	}
+	if len(ri.messages) == 0 {
+		if string(in) != string(out) {
+			tb.Fatalf("body without messages changed")
+		}
+		return
+	}
+	// Everything before the first message and after the last one: the
+	// other top-level fields, in their order and spelling.
+	if string(in[:ri.messages[0].start]) != string(out[:ro.messages[0].start]) {
+		tb.Fatalf("bytes before the first message differ")
+	}
+	if string(in[ri.messages[len(ri.messages)-1].end:]) != string(out[ro.messages[len(ro.messages)-1].end:]) {
+		tb.Fatalf("bytes after the last message differ")
+	}
+	for i := range ri.messages {
+		mi, mo := &ri.messages[i], &ro.messages[i]
+		if i > 0 && string(in[ri.messages[i-1].end:mi.start]) != string(out[ro.messages[i-1].end:mo.start]) {
+			tb.Fatalf("bytes between messages %d and %d differ", i-1, i)
+		}
+		if !mi.content.exists() || !mo.content.exists() {
+			if string(mi.bytes()) != string(mo.bytes()) {
+				tb.Fatalf("message %d changed without content:\n in %.200s\nout %.200s", i, mi.bytes(), mo.bytes())
+			}
+			continue
+		}
+		if string(in[mi.start:mi.content.start]) != string(out[mo.start:mo.content.start]) ||
+			string(in[mi.content.end:mi.end]) != string(out[mo.content.end:mo.end]) {
+			tb.Fatalf("message %d changed outside its content:\n in %.300s\nout %.300s", i, mi.bytes(), mo.bytes())
+		}
+		if string(in[mi.content.start:mi.content.end]) != string(out[mo.content.start:mo.content.end]) && !mi.isResult() {
+			tb.Fatalf("message %d (role %q) is not a tool result but its content changed", i, mi.role)
+		}
+	}
+}
+
+// newTestPipeline returns a pipeline with the stand-in squasher and dedup
+// on with its defaults.
+func newTestPipeline() *Pipeline {
+	return New(Config{Squash: truncSquash, Dedup: DefaultDedupConfig()})
+}
+
+// prefixBody returns body with its messages cut to the first k: the same
+// bytes up to the end of message k-1, then the original bytes from the
+// closing bracket of the array on, as a client replaying turn k would send.
+func prefixBody(tb testing.TB, body []byte, k int) []byte {
+	tb.Helper()
+	arr := gjson.GetBytes(body, "messages")
+	req, ok := parseRequest(body)
+	if !ok || !arr.IsArray() {
+		tb.Fatal("not a chat body")
+	}
+	if k > len(req.messages) {
+		k = len(req.messages)
+	}
+	end := arr.Index + 1 // just after '['
+	if k > 0 {
+		end = req.messages[k-1].end
+	}
+	closing := arr.Index + len(arr.Raw) - 1 // the ']'
+	out := append([]byte(nil), body[:end]...)
+	return append(out, body[closing:]...)
+}

@@ -1,0 +1,186 @@
+package rewrite
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/textproto"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// Identify modes.
+const (
+	ModeAuto   = "auto"   // headers, then prompt_cache_key, then a fingerprint
+	ModeHeader = "header" // headers and prompt_cache_key only; no fingerprint
+)
+
+// MaxIDBytes is the longest conversation id accepted from a client.
+const MaxIDBytes = 256
+
+// DefaultConversationHeaders are the headers real agents send a
+// conversation id in, in the order they are looked at.
+func DefaultConversationHeaders() []string {
+	return []string{"X-Conversation-ID", "X-Session-ID", "session_id", "session-id", "thread-id"}
+}
+
+// IdentifyConfig says where a conversation id comes from.
+type IdentifyConfig struct {
+	// Headers are looked at in order; the first present one wins.
+	// nil means DefaultConversationHeaders; an empty, non-nil slice means none.
+	Headers []string
+	// Mode is ModeAuto (also for "") or ModeHeader.
+	Mode string
+}
+
+// Validate reports a config Identify cannot follow.
+func (c IdentifyConfig) Validate() error {
+	switch c.Mode {
+	case "", ModeAuto, ModeHeader:
+	default:
+		return fmt.Errorf("rewrite: identify mode %q: %w", c.Mode, ErrBadConfig)
+	}
+	for _, h := range c.Headers {
+		if h == "" || strings.ContainsAny(h, " :\r\n") {
+			return fmt.Errorf("rewrite: conversation header %q: %w", h, ErrBadConfig)
+		}
+	}
+	return nil
+}
+
+// Identity is a conversation id and where it came from.
+type Identity struct {
+	ID string
+	// Source is "header:<name as configured>", "body:prompt_cache_key",
+	// "fingerprint", or "" when there is no id.
+	Source string
+	// Rejected lists the sources whose value was present but refused (longer
+	// than MaxIDBytes, or holding non-printable characters), so the caller
+	// can warn. A rejected value is treated as absent.
+	Rejected []string
+}
+
+// Identify finds the conversation id of a request: the first present of the
+// configured headers, else the body's `prompt_cache_key`, else (ModeAuto) a
+// fingerprint: "fp-" and the first 16 hex digits of a sha256 over the
+// leading system/developer messages and the first user message, each as its
+// role and content text (text parts joined by newlines), so extra fields such
+// as cache_control markers that clients move from turn to turn do not change
+// it. The fingerprint stays the same as the conversation grows.
+//
+// header returns a request header's value, nil when absent; it should look
+// names up case-insensitively (fasthttp's RequestHeader.Peek and net/http's
+// Header.Get do). Identify also asks for the lower-case and canonical
+// spellings of each name, so a lookup that is not case-insensitive still
+// finds the common spellings. body may be anything; a body that is not JSON
+// gives only header ids.
+func Identify(cfg IdentifyConfig, header func(name string) []byte, body []byte) Identity {
+	var id Identity
+	names := cfg.Headers
+	if names == nil {
+		names = DefaultConversationHeaders()
+	}
+	if header != nil {
+		for _, name := range names {
+			v := lookupHeader(header, name)
+			if v == nil {
+				continue
+			}
+			src := "header:" + name
+			if !validID(v) {
+				id.Rejected = append(id.Rejected, src)
+				continue
+			}
+			id.ID, id.Source = string(v), src
+			return id
+		}
+	}
+	if !gjson.ValidBytes(body) {
+		return id
+	}
+	if k := gjson.GetBytes(body, "prompt_cache_key"); k.Type == gjson.String && k.Str != "" {
+		const src = "body:prompt_cache_key"
+		if validID([]byte(k.Str)) {
+			id.ID, id.Source = k.Str, src
+			return id
+		}
+		id.Rejected = append(id.Rejected, src)
+	}
+	if cfg.Mode == ModeHeader {
+		return id
+	}
+	if fp := fingerprint(body); fp != "" {
+		id.ID, id.Source = fp, "fingerprint"
+	}
+	return id
+}
+
+// lookupHeader asks header for name as configured, then lower-cased, then
+// in canonical MIME form. An empty value counts as absent.
+func lookupHeader(header func(string) []byte, name string) []byte {
+	if v := header(name); len(v) > 0 {
+		return v
+	}
+	if l := strings.ToLower(name); l != name {
+		if v := header(l); len(v) > 0 {
+			return v
+		}
+	}
+	if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
+		if v := header(c); len(v) > 0 {
+			return v
+		}
+	}
+	return nil
+}
+
+// validID reports whether v is usable as a conversation id: at most
+// MaxIDBytes of valid UTF-8, every character printable (spaces allowed).
+func validID(v []byte) bool {
+	if len(v) == 0 || len(v) > MaxIDBytes || !utf8.Valid(v) {
+		return false
+	}
+	for _, r := range string(v) {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// fingerprint returns "fp-" + 16 hex digits identifying the opening of the
+// conversation in body, or "" when it has no system, developer or user
+// message to identify it by. body must be valid JSON.
+func fingerprint(body []byte) string {
+	req, ok := parseRequest(body)
+	if !ok {
+		return ""
+	}
+	h := sha256.New()
+	found, leading := false, true
+	for i := range req.messages {
+		m := &req.messages[i]
+		switch {
+		case m.role == "user":
+		case leading && (m.role == "system" || m.role == "developer"):
+		default:
+			leading = false
+			continue
+		}
+		found = true
+		h.Write([]byte(m.role))
+		h.Write([]byte{0})
+		h.Write([]byte(contentText(m.result(m.content))))
+		h.Write([]byte{0})
+		if m.role == "user" {
+			break
+		}
+	}
+	if !found {
+		return ""
+	}
+	return "fp-" + hex.EncodeToString(h.Sum(nil))[:16]
+}

@@ -1,0 +1,131 @@
+package rewrite
+
+import (
+	"strings"
+	"testing"
+)
+
+// headers returns a case-insensitive header lookup, like fasthttp's Peek.
+func headers(kv ...string) func(string) []byte {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[strings.ToLower(kv[i])] = kv[i+1]
+	}
+	return func(name string) []byte {
+		if v, ok := m[strings.ToLower(name)]; ok {
+			return []byte(v)
+		}
+		return nil
+	}
+}
+
+// exactHeaders returns a case-sensitive lookup over the names as received.
+func exactHeaders(kv ...string) func(string) []byte {
+	return func(name string) []byte {
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i] == name {
+				return []byte(kv[i+1])
+			}
+		}
+		return nil
+	}
+}
+
+func TestIdentify(t *testing.T) {
+	body := []byte(`{"model":"gpt-4o","prompt_cache_key":"pck-1","messages":[{"role":"user","content":"hi"}]}`)
+	noKey := []byte(`{"model":"gpt-4o","messages":[{"role":"system","content":"sys"},{"role":"user","content":"hi"}]}`)
+	long := strings.Repeat("a", MaxIDBytes+1)
+	tests := []struct {
+		name     string
+		cfg      IdentifyConfig
+		header   func(string) []byte
+		body     []byte
+		id, src  string
+		rejected []string
+	}{
+		{"first configured header wins", IdentifyConfig{}, headers("thread-id", "t", "X-Session-ID", "s", "X-Conversation-ID", "c"), body, "c", "header:X-Conversation-ID", nil},
+		{"opencode x-session-id, lower case", IdentifyConfig{}, headers("x-session-id", "ses_1"), body, "ses_1", "header:X-Session-ID", nil},
+		{"older codex session_id", IdentifyConfig{}, headers("session_id", "uuid-1"), body, "uuid-1", "header:session_id", nil},
+		{"case-sensitive lookup, canonical spelling", IdentifyConfig{}, exactHeaders("X-Session-Id", "ses_2"), body, "ses_2", "header:X-Session-ID", nil},
+		{"case-sensitive lookup, lower case", IdentifyConfig{}, exactHeaders("x-conversation-id", "c2"), body, "c2", "header:X-Conversation-ID", nil},
+		{"configured headers only", IdentifyConfig{Headers: []string{"X-Chat"}}, headers("X-Session-ID", "s", "x-chat", "chat-1"), body, "chat-1", "header:X-Chat", nil},
+		{"prompt_cache_key", IdentifyConfig{}, headers(), body, "pck-1", "body:prompt_cache_key", nil},
+		{"nil header func", IdentifyConfig{}, nil, body, "pck-1", "body:prompt_cache_key", nil},
+		{"empty header is absent", IdentifyConfig{}, headers("X-Session-ID", ""), body, "pck-1", "body:prompt_cache_key", nil},
+		{"too long header rejected, next used", IdentifyConfig{}, headers("X-Conversation-ID", long, "thread-id", "t"), body, "t", "header:thread-id", []string{"header:X-Conversation-ID"}},
+		{"control character rejected", IdentifyConfig{}, headers("X-Session-ID", "a\x01b"), body, "pck-1", "body:prompt_cache_key", []string{"header:X-Session-ID"}},
+		{"fingerprint", IdentifyConfig{}, headers(), noKey, fingerprint(noKey), "fingerprint", nil},
+		{"header mode: no fingerprint", IdentifyConfig{Mode: ModeHeader}, headers(), noKey, "", "", nil},
+		{"header mode keeps prompt_cache_key", IdentifyConfig{Mode: ModeHeader}, headers(), body, "pck-1", "body:prompt_cache_key", nil},
+		{"bad prompt_cache_key rejected", IdentifyConfig{}, headers(), []byte(`{"prompt_cache_key":"` + long + `","messages":[{"role":"user","content":"hi"}]}`), "fp-", "fingerprint", []string{"body:prompt_cache_key"}},
+		{"invalid body, no header", IdentifyConfig{}, headers(), []byte(`{nope`), "", "", nil},
+		{"no messages to fingerprint", IdentifyConfig{}, headers(), []byte(`{"messages":[{"role":"assistant","content":"x"}]}`), "", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Identify(tt.cfg, tt.header, tt.body)
+			if !strings.HasPrefix(got.ID, tt.id) || (tt.id != "fp-" && got.ID != tt.id) || got.Source != tt.src {
+				t.Errorf("got %q from %q, want %q from %q", got.ID, got.Source, tt.id, tt.src)
+			}
+			if strings.Join(got.Rejected, ",") != strings.Join(tt.rejected, ",") {
+				t.Errorf("Rejected = %v, want %v", got.Rejected, tt.rejected)
+			}
+		})
+	}
+}
+
+func TestFingerprintStableAcrossTurns(t *testing.T) {
+	sys := `{"role":"system","content":"You are a coding agent."}`
+	dev := `{"role":"developer","content":[{"type":"text","text":"Use tools."}]}`
+	first := `{"role":"user","content":"fix the bug"}`
+	turn1 := chat("gpt-4o", sys, dev, first)
+	// Later: more messages, the first user message gained a cache marker,
+	// and whitespace differs.
+	turn5 := chat("gpt-4o", sys, dev,
+		`{"role":"user", "content":"fix the bug", "cache_control":{"type":"ephemeral"}}`,
+		callMsg("c1", "bash", jsonString(`{"command":"ls"}`)), resultMsg("c1", "a.go"),
+		`{"role":"user","content":"now test it"}`)
+	id1 := Identify(IdentifyConfig{}, nil, turn1)
+	id5 := Identify(IdentifyConfig{}, nil, turn5)
+	if id1.Source != "fingerprint" || id1.ID != id5.ID || len(id1.ID) != len("fp-")+16 {
+		t.Errorf("turn 1 %+v, turn 5 %+v", id1, id5)
+	}
+	other := Identify(IdentifyConfig{}, nil, chat("gpt-4o", sys, dev, `{"role":"user","content":"write docs"}`))
+	if other.ID == id1.ID {
+		t.Error("a different opening gives the same fingerprint")
+	}
+	// A system message later in the conversation is not part of it.
+	late := Identify(IdentifyConfig{}, nil, chat("gpt-4o", sys, dev, first, `{"role":"system","content":"Command returned: ok"}`))
+	if late.ID != id1.ID {
+		t.Error("a later system message changed the fingerprint")
+	}
+}
+
+func TestIdentifyCorpusFingerprints(t *testing.T) {
+	for _, tr := range loadTraces(t) {
+		full := Identify(IdentifyConfig{}, nil, tr.body)
+		req, _ := parseRequest(tr.body)
+		// The opening turn: leading system messages and the first user one.
+		k := 0
+		for k < len(req.messages) && req.messages[k].role != "user" {
+			k++
+		}
+		early := Identify(IdentifyConfig{}, nil, prefixBody(t, tr.body, k+1))
+		if full.Source != "fingerprint" || full.ID != early.ID {
+			t.Errorf("%s: full %+v, first turn %+v", tr.name, full, early)
+		}
+	}
+}
+
+func TestIdentifyConfigValidate(t *testing.T) {
+	for _, c := range []IdentifyConfig{{}, {Mode: ModeAuto}, {Mode: ModeHeader, Headers: []string{"X-A"}}} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	for _, c := range []IdentifyConfig{{Mode: "magic"}, {Headers: []string{""}}, {Headers: []string{"a b"}}} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package rewrite
+
+import (
+	"crypto/sha256"
+
+	"github.com/tidwall/gjson"
+)
+
+// Pipeline rewrites chat-completions bodies. It is safe for concurrent
+// use; its caches are shared by all requests.
+type Pipeline struct {
+	cfg      Config
+	readOnly map[string]bool // Dedup.ReadOnlyTools as a set; immutable
+	cache    *lru            // squash results, token counts, message memos
+	counter  *Counter        // counts with cache
+}
+
+// New returns a Pipeline for cfg. cfg should have passed Validate; an
+// unknown identify mode is treated as ModeAuto.
+func New(cfg Config) *Pipeline {
+	size := cfg.CacheBytes
+	if size == 0 {
+		size = DefaultCacheBytes
+	}
+	cache := newLRU(size)
+	return &Pipeline{
+		cfg:      cfg,
+		readOnly: cfg.Dedup.readOnlySet(),
+		cache:    cache,
+		counter:  &Counter{cache: cache},
+	}
+}
+
+// Counter returns the pipeline's token counter; it shares the pipeline's
+// cache.
+func (p *Pipeline) Counter() *Counter { return p.counter }
+
+// Identify is Identify with the pipeline's IdentifyConfig.
+func (p *Pipeline) Identify(header func(name string) []byte, body []byte) Identity {
+	return Identify(p.cfg.Identify, header, body)
+}
+
+// Result is the outcome of Rewrite.
+type Result struct {
+	// Body is the body to forward: the input itself when nothing changed.
+	Body []byte
+	// Understood is false when the body is not valid JSON or not a chat
+	// request (no `messages` array); Body is then the input, unchanged, and
+	// the other fields are zero but for BytesBefore and BytesAfter.
+	Understood bool
+	// Changed reports whether Body differs from the input.
+	Changed bool
+	Model   string
+	Stream  bool
+	// Messages is the length of `messages`.
+	Messages int
+	// TokensBefore is the estimate for the request as the client sent it,
+	// TokensAfter for Body (see Counter.CountRequest).
+	TokensBefore, TokensAfter int
+	// Squashed counts the tool outputs (texts) squashed in Body; Deduped the
+	// tool results replaced by DedupPlaceholder.
+	Squashed, Deduped       int
+	BytesBefore, BytesAfter int
+}
+
+// analysis is what Rewrite knows about each message of a request, index
+// by index. It is the seam for the steps that look at the whole history:
+// the compaction step (applying a stored summary, deciding to compact)
+// takes the parsed request (each message's byte span) and this analysis
+// (its hash, tokens as sent and as forwarded) to compute chain hashes
+// h_i = sha256(h_{i-1} || canonical(message_i)) with appendCanonical, and
+// to find how many recent messages fit a token budget.
+type analysis struct {
+	facts  []*facts
+	hashes [][sha256.Size]byte // sha256 of each message's bytes as sent
+	tools  []string            // tool name of each result message
+	keys   []callKey           // dedup key of each result message
+	keyed  []bool              // whether keys[i] is known
+}
+
+// facts is what Rewrite derives from one message: its tokens and the edits
+// squash makes to it. It depends only on the encoding, the message's bytes
+// and (for a tool result) the tool's name, and is memoised on exactly that,
+// so a turn costs only its new messages.
+type facts struct {
+	before, after int    // tokens of the message as sent, as squashed
+	contentAfter  int    // tokens of the content as squashed
+	edits         []edit // squash edits, offsets relative to the message start
+	squashed      int    // texts squashed
+	calls         []call // the calls an assistant message makes
+}
+
+// size approximates the bytes f holds, for the cache bound.
+func (f *facts) size() int64 {
+	n := int64(64)
+	for _, e := range f.edits {
+		n += int64(len(e.repl)) + 40
+	}
+	for _, c := range f.calls {
+		n += int64(len(c.id)+len(c.key.tool)) + 64
+	}
+	return n
+}
+
+// Rewrite squashes and dedups the tool results of a chat-completions body
+// and counts its tokens before and after. It validates body once, here,
+// with gjson.ValidBytes; every later step relies on that. A body that is not
+// valid JSON or not a chat request is returned unchanged with Understood
+// false. Only the content of tool results changes; every other byte of the
+// body is copied as sent, key order and whitespace included. The output
+// depends only on the body and the Config, so a turn that extends an earlier
+// one gets the earlier turn's rewritten messages as its prefix (unless a
+// dedup, saving at least DedupConfig.MinTokens, rewrites an earlier result).
+// body is not modified and may be returned as Result.Body.
+func (p *Pipeline) Rewrite(body []byte) Result {
+	res := Result{Body: body, BytesBefore: len(body), BytesAfter: len(body)}
+	if !gjson.ValidBytes(body) {
+		return res
+	}
+	req, ok := parseRequest(body)
+	if !ok {
+		return res
+	}
+	res.Understood, res.Model, res.Stream, res.Messages = true, req.model, req.stream, len(req.messages)
+	enc := EncodingForModel(req.model)
+	a := p.analyse(enc, &req)
+	// The compaction step (summary application, the decision) goes here,
+	// on req and a, before dedup plans over the messages that remain.
+	plan := p.planDedup(enc, &req, a)
+
+	fixed := p.counter.fixedTokens(enc, &req)
+	res.TokensBefore, res.TokensAfter = fixed, fixed-plan.saved
+	var edits []edit
+	for i := range req.messages {
+		m, f := &req.messages[i], a.facts[i]
+		res.TokensBefore += f.before
+		res.TokensAfter += f.after
+		if plan.replace[i] {
+			edits = append(edits, placeholderEdit(m))
+			res.Deduped++
+			continue
+		}
+		res.Squashed += f.squashed
+		for _, e := range f.edits {
+			edits = append(edits, edit{start: m.start + e.start, end: m.start + e.end, repl: e.repl})
+		}
+	}
+	if len(edits) > 0 {
+		res.Body = splice(body, edits)
+		res.Changed = true
+		res.BytesAfter = len(res.Body)
+	}
+	return res
+}
+
+// analyse walks the messages in order, resolving each tool result's tool
+// name and dedup key from the assistant calls before it, and derives (or
+// recalls) each message's facts.
+func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
+	n := len(req.messages)
+	a := &analysis{
+		facts:  make([]*facts, n),
+		hashes: make([][sha256.Size]byte, n),
+		tools:  make([]string, n),
+		keys:   make([]callKey, n),
+		keyed:  make([]bool, n),
+	}
+	calls := make(map[string]callKey)
+	var legacy *callKey
+	for i := range req.messages {
+		m := &req.messages[i]
+		a.hashes[i] = sha256.Sum256(m.bytes())
+		if m.isResult() {
+			a.tools[i], a.keys[i], a.keyed[i] = resultKey(m, calls, legacy)
+			if m.role == "function" {
+				legacy = nil
+			}
+		}
+		f := p.messageFacts(enc, a.tools[i], m, a.hashes[i])
+		a.facts[i] = f
+		for j := range f.calls {
+			c := &f.calls[j]
+			if c.id == "" {
+				legacy = &c.key
+			} else {
+				calls[c.id] = c.key
+			}
+		}
+	}
+	return a
+}
+
+// messageFacts returns the facts of message m (whose bytes hash to h),
+// from the memo when this message was seen before with the same encoding
+// and tool name.
+func (p *Pipeline) messageFacts(enc Encoding, tool string, m *message, h [sha256.Size]byte) *facts {
+	key := newKey(kindMessage, string(enc), tool, string(h[:]))
+	if v, ok := p.cache.get(key); ok {
+		return v.(*facts)
+	}
+	f := &facts{}
+	c := p.counter
+	switch {
+	case !m.object:
+		f.before = c.messageTokens(enc, m)
+		f.after, f.contentAfter = f.before, f.before
+	default:
+		overhead := c.overheadTokens(enc, m)
+		var before, after int
+		if m.isResult() {
+			f.edits, before, after, f.squashed = p.squashContent(enc, tool, m)
+		} else {
+			before = c.contentTokens(enc, m.result(m.content))
+			after = before
+		}
+		f.before, f.after, f.contentAfter = overhead+before, overhead+after, after
+		f.calls = toolCallsOf(m)
+	}
+	p.cache.add(key, f, f.size())
+	return f
+}
+
+// splice returns body with each edit applied: the bytes between edits are
+// copied as they are. edits must be sorted and must not overlap.
+func splice(body []byte, edits []edit) []byte {
+	size := len(body)
+	for _, e := range edits {
+		size += len(e.repl) - (e.end - e.start)
+	}
+	out := make([]byte, 0, size)
+	last := 0
+	for _, e := range edits {
+		out = append(out, body[last:e.start]...)
+		out = append(out, e.repl...)
+		last = e.end
+	}
+	return append(out, body[last:]...)
+}

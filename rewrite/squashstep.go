@@ -1,0 +1,105 @@
+package rewrite
+
+import (
+	"github.com/tidwall/gjson"
+)
+
+// edit replaces the bytes [start, end) with repl. In facts the offsets are
+// relative to the start of the message; placed edits are absolute.
+type edit struct {
+	start, end int
+	repl       []byte
+}
+
+// squashResult is a cached squash outcome; same is true when the squash
+// left the text as it was (the text itself is then not stored).
+type squashResult struct {
+	out  string
+	same bool
+}
+
+// squashText returns the squashed form of a tool output, from the cache
+// when this (tool, text) was squashed before. It reports false when the
+// squash changed nothing. A panicking Squash counts as changing nothing.
+func (p *Pipeline) squashText(tool, text string) (string, bool) {
+	key := newKey(kindSquash, tool, text)
+	if v, ok := p.cache.get(key); ok {
+		r := v.(squashResult)
+		return r.out, !r.same
+	}
+	out := p.callSquash(tool, text)
+	r := squashResult{out: out, same: out == text}
+	if r.same {
+		r.out = ""
+	}
+	p.cache.add(key, r, int64(len(r.out)))
+	return out, !r.same
+}
+
+// callSquash runs the configured Squash, shielding the request from a
+// panic in it: the text is then passed on unchanged.
+func (p *Pipeline) callSquash(tool, text string) (out string) {
+	defer func() {
+		if recover() != nil {
+			out = text
+		}
+	}()
+	return p.cfg.Squash(tool, text)
+}
+
+// squashContent squashes the content of tool result m: a string content as
+// a whole, an array content one text part at a time (the array keeps its
+// shape; other parts are untouched). A squash is used only when it saves
+// tokens. It returns the edits (relative to the message start), the content
+// tokens before and after, and how many texts were squashed.
+func (p *Pipeline) squashContent(enc Encoding, tool string, m *message) (edits []edit, before, after, n int) {
+	c := p.counter
+	content := m.result(m.content)
+	squashOne := func(text gjson.Result) (tokBefore, tokAfter int) {
+		tokBefore = c.Count(enc, text.Str)
+		if p.cfg.Squash == nil || !rawAt(m.body, text) {
+			return tokBefore, tokBefore
+		}
+		out, changed := p.squashText(tool, text.Str)
+		if !changed {
+			return tokBefore, tokBefore
+		}
+		tokOut := c.Count(enc, out)
+		if tokOut >= tokBefore {
+			return tokBefore, tokBefore
+		}
+		start := text.Index - m.start
+		edits = append(edits, edit{start: start, end: start + len(text.Raw), repl: appendJSONString(nil, out)})
+		n++
+		return tokBefore, tokOut
+	}
+	switch {
+	case content.Type == gjson.String:
+		before, after = squashOne(content)
+	case content.IsArray():
+		content.ForEach(func(_, part gjson.Result) bool {
+			if t, ok := squashablePart(part); ok {
+				b, a := squashOne(t)
+				before += b
+				after += a
+				return true
+			}
+			t := c.partTokens(enc, part, nil)
+			before += t
+			after += t
+			return true
+		})
+	default:
+		before = c.contentTokens(enc, content)
+		after = before
+	}
+	return edits, before, after, n
+}
+
+// rawAt reports whether v's Index really points at its raw text in body, so
+// that an edit at that offset replaces exactly v. gjson leaves Index 0 when
+// it cannot tell; such a value is never edited.
+func rawAt(body []byte, v gjson.Result) bool {
+	i := v.Index
+	return i > 0 && i+len(v.Raw) <= len(body) && string(body[i:i+len(v.Raw)]) == v.Raw
+}

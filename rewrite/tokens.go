@@ -1,0 +1,250 @@
+package rewrite
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+	"github.com/tidwall/gjson"
+)
+
+// Encoding names a tiktoken encoding.
+type Encoding string
+
+// The encodings ctxpress counts with; both are embedded in the binary.
+const (
+	O200K  Encoding = "o200k_base"  // gpt-4o, gpt-4.1, o-series, and the default for unknown models
+	CL100K Encoding = "cl100k_base" // gpt-4, gpt-3.5-turbo, text-embedding-3 / ada-002
+)
+
+// Token accounting constants, after the OpenAI cookbook's
+// num_tokens_from_messages: every message costs 3 tokens of framing, a name
+// 1 more, and the reply is primed with 3.
+const (
+	tokensPerMessage = 3
+	tokensPerName    = 1
+	replyPriming     = 3
+	// imagePartTokens is what an image_url part is counted as: OpenAI's
+	// base cost of a low-detail image. The real cost depends on the image
+	// size and detail, which ctxpress does not fetch.
+	imagePartTokens = 85
+)
+
+// EncodingForModel returns the encoding to count tokens for model with:
+// cl100k_base for the gpt-4 (not gpt-4o/4.1/4.5), gpt-3.5-turbo and
+// text-embedding-3 / ada-002 families, o200k_base for everything else,
+// including models that are not OpenAI's (their own tokenizers are not
+// embedded; o200k_base is a close, modern stand-in). A provider prefix such
+// as "openai/" or "azure/" is ignored.
+func EncodingForModel(model string) Encoding {
+	m := strings.ToLower(model)
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	switch {
+	case m == "gpt-4", strings.HasPrefix(m, "gpt-4-"),
+		strings.HasPrefix(m, "gpt-3.5"), strings.HasPrefix(m, "gpt-35"),
+		strings.HasPrefix(m, "text-embedding-3"), strings.HasPrefix(m, "text-embedding-ada"):
+		return CL100K
+	}
+	return O200K
+}
+
+// The tiktoken encoders are process-wide, and this is the package's only
+// state. tiktoken-go's BPE loader is itself a package variable of that
+// library (SetBpeLoader), so it must be set exactly once, before the first
+// encoding is built, whoever builds it: loaderOnce. And an encoder is a set
+// of immutable tables (about 22 MB of heap for o200k_base, 11 MB for
+// cl100k_base) that takes ~0.4 s to build and is the same for every caller,
+// so each is built once, on first use: encoder.once. Nothing they guard
+// changes after it is built; the map itself is never written.
+var (
+	loaderOnce sync.Once
+	encoders   = map[Encoding]*encoder{O200K: {}, CL100K: {}}
+)
+
+// encoder builds one tiktoken encoding lazily, once.
+type encoder struct {
+	once sync.Once
+	tk   *tiktoken.Tiktoken // nil when the encoding failed to load
+}
+
+// get returns the tiktoken encoder for enc, building it on first use; safe
+// for concurrent callers (they wait for the one build). It returns nil only
+// if the embedded tables fail to load.
+func (e *encoder) get(enc Encoding) *tiktoken.Tiktoken {
+	e.once.Do(func() {
+		loaderOnce.Do(func() {
+			// Embedded tables only: never a network fetch.
+			tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
+		})
+		tk, err := tiktoken.GetEncoding(string(enc))
+		if err == nil {
+			e.tk = tk
+		}
+	})
+	return e.tk
+}
+
+// Counter counts tokens, caching counts by content hash within a memory
+// bound. It is safe for concurrent use. The proxy (via Pipeline.Counter) and
+// the `ctxpress count` CLI share this one implementation.
+type Counter struct {
+	cache *lru
+}
+
+// NewCounter returns a Counter whose cache holds at most cacheBytes
+// (0 means DefaultCacheBytes; negative disables caching).
+func NewCounter(cacheBytes int64) *Counter {
+	if cacheBytes == 0 {
+		cacheBytes = DefaultCacheBytes
+	}
+	return &Counter{cache: newLRU(cacheBytes)}
+}
+
+// Count returns the number of tokens text encodes to with enc. It is the
+// only place in ctxpress where tokens are counted; everything else sums its
+// results. Special-token text such as "<|endoftext|>" is counted as ordinary
+// text, as a provider counts user content. An empty text is 0 tokens. An
+// unknown encoding counts as o200k_base. Should the embedded tables ever fail
+// to load, the count falls back to one token per 4 bytes rather than fail a
+// request.
+func (c *Counter) Count(enc Encoding, text string) int {
+	if text == "" {
+		return 0
+	}
+	e, ok := encoders[enc]
+	if !ok {
+		enc, e = O200K, encoders[O200K]
+	}
+	key := newKey(kindTokens, string(enc), text)
+	if v, ok := c.cache.get(key); ok {
+		return v.(int)
+	}
+	var n int
+	if tk := e.get(enc); tk != nil {
+		n = len(tk.EncodeOrdinary(text))
+	} else {
+		n = (len(text) + 3) / 4
+	}
+	c.cache.add(key, n, 8)
+	return n
+}
+
+// CountText returns the tokens of text with the encoding for model.
+func (c *Counter) CountText(model, text string) int {
+	return c.Count(EncodingForModel(model), text)
+}
+
+// CountRequest returns the prompt tokens of a chat-completions request body
+// as ctxpress estimates them: every message (3 tokens of framing, its role,
+// content, name + 1, tool_call_id and tool calls), 3 for the reply priming,
+// and the `tools` (or legacy `functions`) schema counted as its raw JSON
+// text. Providers render tool schemas into their own, more compact, prompt
+// format, so the schema part is an overestimate by a few percent of it.
+// It returns ErrInvalidJSON or ErrNotChat for bodies it cannot count.
+func (c *Counter) CountRequest(body []byte) (int, error) {
+	if !gjson.ValidBytes(body) {
+		return 0, ErrInvalidJSON
+	}
+	req, ok := parseRequest(body)
+	if !ok {
+		return 0, ErrNotChat
+	}
+	enc := EncodingForModel(req.model)
+	n := c.fixedTokens(enc, &req)
+	for i := range req.messages {
+		n += c.messageTokens(enc, &req.messages[i])
+	}
+	return n, nil
+}
+
+// fixedTokens returns the tokens a request costs besides its messages: the
+// reply priming and the tool schemas.
+func (c *Counter) fixedTokens(enc Encoding, req *request) int {
+	return replyPriming + c.Count(enc, string(req.body[req.tools.start:req.tools.end])) +
+		c.Count(enc, string(req.body[req.functions.start:req.functions.end]))
+}
+
+// messageTokens returns the tokens of message m as parsed.
+func (c *Counter) messageTokens(enc Encoding, m *message) int {
+	if !m.object {
+		return tokensPerMessage + c.Count(enc, string(m.bytes()))
+	}
+	return c.overheadTokens(enc, m) + c.contentTokens(enc, m.result(m.content))
+}
+
+// overheadTokens returns the tokens of message m apart from its content:
+// the framing, role, name, tool_call_id and the assistant's tool calls
+// (function name and arguments text). Other fields a client adds are not
+// sent to the model by providers and are not counted.
+func (c *Counter) overheadTokens(enc Encoding, m *message) int {
+	n := tokensPerMessage + c.Count(enc, m.role)
+	if m.name != "" {
+		n += c.Count(enc, m.name) + tokensPerName
+	}
+	n += c.Count(enc, m.toolCallID)
+	m.result(m.toolCalls).ForEach(func(_, tc gjson.Result) bool {
+		fn := tc.Get("function")
+		n += c.Count(enc, fn.Get("name").String()) + c.argsTokens(enc, fn.Get("arguments"))
+		return true
+	})
+	if fc := m.result(m.functionCall); fc.IsObject() {
+		n += c.Count(enc, fc.Get("name").String()) + c.argsTokens(enc, fc.Get("arguments"))
+	}
+	return n
+}
+
+// argsTokens counts tool-call arguments: the string as sent, or the raw JSON
+// of an object a sloppy client sent instead.
+func (c *Counter) argsTokens(enc Encoding, args gjson.Result) int {
+	if args.Type == gjson.String {
+		return c.Count(enc, args.Str)
+	}
+	return c.Count(enc, args.Raw)
+}
+
+// contentTokens counts a message content: a string, or an array of parts.
+func (c *Counter) contentTokens(enc Encoding, content gjson.Result) int {
+	switch {
+	case content.Type == gjson.String:
+		return c.Count(enc, content.Str)
+	case content.IsArray():
+		n := 0
+		content.ForEach(func(_, part gjson.Result) bool {
+			n += c.partTokens(enc, part, nil)
+			return true
+		})
+		return n
+	case !content.Exists(), content.Type == gjson.Null:
+		return 0
+	default:
+		return c.Count(enc, content.Raw)
+	}
+}
+
+// partTokens counts one content part. text, when not nil, replaces the
+// part's text (a squashed text part). Text and refusal parts count their
+// text; an image counts imagePartTokens; audio and file parts count 0 (their
+// base64 data says nothing about the model's cost and is not text); any
+// other part counts its raw JSON.
+func (c *Counter) partTokens(enc Encoding, part gjson.Result, text *string) int {
+	if text != nil {
+		return c.Count(enc, *text)
+	}
+	if part.Type == gjson.String {
+		return c.Count(enc, part.Str)
+	}
+	switch part.Get("type").String() {
+	case "text", "input_text", "output_text":
+		return c.Count(enc, part.Get("text").String())
+	case "refusal":
+		return c.Count(enc, part.Get("refusal").String())
+	case "image_url", "input_image", "image":
+		return imagePartTokens
+	case "input_audio", "file", "input_file", "audio":
+		return 0
+	}
+	return c.Count(enc, part.Raw)
+}

@@ -1,0 +1,453 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// SchemaVersion is the version of the stored layout this code writes and
+// reads. OpenBolt refuses a database with a newer version.
+const SchemaVersion = 1
+
+// Buckets and meta keys of the bolt file.
+var (
+	bucketMeta          = []byte("meta")
+	bucketConversations = []byte("conversations")
+	metaSchemaVersion   = []byte("schema_version") // decimal ASCII
+	metaApp             = []byte("app")            // "ctxpress"
+)
+
+// fileMode is the permission of a database file OpenBolt creates.
+const fileMode fs.FileMode = 0o600
+
+// BoltOptions configures OpenBolt. The zero value is ready to use.
+type BoltOptions struct {
+	// Timeout is how long to wait for another process to release the file
+	// lock; 0 means DefaultLockTimeout (1s), a negative value fails at once.
+	// Beyond it, OpenBolt returns an error wrapping ErrLocked.
+	Timeout time.Duration
+	// ReadOnly opens an existing database with a shared lock, for inspection
+	// while a daemon does not hold it; writes return ErrReadOnly and there is
+	// no background sweep. A missing file is an error wrapping fs.ErrNotExist.
+	ReadOnly bool
+	// Retention is how long a record may go without an update before the
+	// background sweep deletes it; 0 means DefaultRetention (720h), a
+	// negative value keeps records forever.
+	Retention time.Duration
+	// SweepInterval is how often the background sweep runs (it also runs
+	// once at open); 0 means DefaultSweepInterval (1h), a negative value
+	// disables it (Sweep still works).
+	SweepInterval time.Duration
+	// Now is the clock for CreatedAt, UpdatedAt and the sweep; nil means
+	// time.Now.
+	Now func() time.Time
+	// OnSweep, when set, is called after each background sweep with the
+	// number of records deleted and the error, for logging.
+	OnSweep func(removed int, err error)
+}
+
+// boltStore is the Store on a bbolt file.
+type boltStore struct {
+	db       *bolt.DB
+	path     string
+	readOnly bool
+	now      func() time.Time
+	sweeper  *sweeper // nil when disabled
+
+	// broken holds the first error of a bbolt panic; see run.
+	broken atomic.Pointer[error]
+
+	closeOnce sync.Once
+	closeErr  error // result of the first Close
+}
+
+var _ Store = (*boltStore)(nil)
+
+// OpenBolt opens the database at path, creating it (mode 0600, and missing
+// parent directories with mode 0700) unless opts.ReadOnly. It starts the
+// background sweep unless disabled or read-only. Errors wrap ErrNotDatabase
+// (a directory, garbage, a corrupt file, a bbolt file of another program),
+// ErrSchemaTooNew, ErrLocked, or the operating system's error (for example
+// fs.ErrPermission, or fs.ErrNotExist on a read-only open of a missing file).
+func OpenBolt(path string, opts BoltOptions) (Store, error) {
+	if path == "" {
+		return nil, fmt.Errorf("state: open database: empty path: %w", fs.ErrInvalid)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil, fmt.Errorf("state: open database %s: is a directory: %w", path, ErrNotDatabase)
+	case err == nil && !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("state: open database %s: not a regular file: %w", path, ErrNotDatabase)
+	case errors.Is(err, fs.ErrNotExist) && opts.ReadOnly:
+		return nil, fmt.Errorf("state: open database read-only: %w", err)
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("state: create database directory: %w", err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("state: open database: %w", err)
+	}
+
+	timeout := opts.Timeout
+	switch {
+	case timeout == 0:
+		timeout = DefaultLockTimeout
+	case timeout < 0:
+		timeout = time.Nanosecond // bbolt: 0 would wait forever
+	}
+	if err := checkTruncated(path); err != nil {
+		return nil, err
+	}
+	db, err := openBoltFile(path, &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly})
+	if err != nil {
+		return nil, classifyOpenError(path, err, timeout)
+	}
+	if err, panicked := guard(func() error { return checkSchema(db, opts.ReadOnly) }); err != nil {
+		if panicked {
+			return nil, fmt.Errorf("state: open database %s: %w (%w)", path, ErrNotDatabase, err)
+		}
+		_ = db.Close()
+		return nil, fmt.Errorf("state: open database %s: %w", path, err)
+	}
+
+	rs := resolveRetention(opts.Retention, opts.SweepInterval, opts.Now, opts.OnSweep)
+	s := &boltStore{db: db, path: path, readOnly: opts.ReadOnly, now: rs.now}
+	if !opts.ReadOnly {
+		s.sweeper = startSweeper(rs, s.Sweep)
+	}
+	return s, nil
+}
+
+// openBoltFile is bolt.Open that turns a panic or a memory fault on a corrupt
+// file (bbolt reads the file through mmap, so a page past the end of a
+// truncated file is a SIGBUS) into an error. It closes the file, but when the
+// fault happens after bbolt mapped it, the mapping keeps the file (and its
+// lock) open until the process exits; checkTruncated catches the common case
+// first.
+func openBoltFile(path string, o *bolt.Options) (db *bolt.DB, err error) {
+	var file *os.File
+	o.OpenFile = func(name string, flag int, perm fs.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, perm)
+		file = f
+		return f, err
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if file != nil {
+				_ = file.Close()
+			}
+			db, err = nil, fmt.Errorf("%w: %v", bolterrors.ErrInvalid, p)
+		}
+	}()
+	return bolt.Open(path, fileMode, o)
+}
+
+// userPanic carries a panic of the caller's update function through guard,
+// which re-raises it: only bbolt's own panics become errors.
+type userPanic struct{ v any }
+
+// guard runs f, a bbolt transaction, turning a panic or memory fault inside
+// bbolt (a file corrupted or truncated while open) into an error wrapping
+// ErrCorrupt, and reports whether that happened: bbolt may then hold its
+// locks forever, so the caller must not use the DB again, not even to close
+// it. The caller's panics (userPanic) pass through.
+func guard(f func() error) (err error, panicked bool) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if up, ok := p.(userPanic); ok {
+				panic(up.v)
+			}
+			err, panicked = fmt.Errorf("%w: bbolt panicked: %v", ErrCorrupt, p), true
+		}
+	}()
+	return f(), false
+}
+
+// classifyOpenError wraps an error of bolt.Open in the package's sentinels.
+func classifyOpenError(path string, err error, timeout time.Duration) error {
+	switch {
+	case errors.Is(err, bolterrors.ErrTimeout):
+		return fmt.Errorf("state: open database %s: no lock after %v: %w", path, timeout, ErrLocked)
+	case errors.Is(err, bolterrors.ErrInvalid),
+		errors.Is(err, bolterrors.ErrChecksum),
+		errors.Is(err, bolterrors.ErrVersionMismatch),
+		errors.Is(err, bolterrors.ErrInvalidMapping):
+		return fmt.Errorf("state: open database %s: %w (%v)", path, ErrNotDatabase, err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("state: open database: %w", err)
+	default:
+		// bbolt reports other malformed files with plain errors ("file size
+		// too small", mmap failures).
+		return fmt.Errorf("state: open database %s: %w (%w)", path, ErrNotDatabase, err)
+	}
+}
+
+// checkSchema verifies (and on a new file writes) the meta bucket.
+func checkSchema(db *bolt.DB, readOnly bool) error {
+	check := func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			empty := true
+			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+			if !empty {
+				return fmt.Errorf("%w: a bbolt file without ctxpress metadata (written by another program?)", ErrNotDatabase)
+			}
+			if readOnly {
+				return nil // an empty bbolt file: nothing to read
+			}
+			var err error
+			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+				return err
+			}
+			if err := meta.Put(metaApp, []byte("ctxpress")); err != nil {
+				return err
+			}
+			if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
+				return err
+			}
+		}
+		raw := meta.Get(metaSchemaVersion)
+		v, err := strconv.Atoi(string(raw))
+		if err != nil || v < 1 {
+			return fmt.Errorf("%w: bad schema version %q", ErrNotDatabase, raw)
+		}
+		if v > SchemaVersion {
+			return fmt.Errorf("%w: schema version %d, this ctxpress reads up to %d", ErrSchemaTooNew, v, SchemaVersion)
+		}
+		// Future migrations from v < SchemaVersion go here.
+		if readOnly {
+			return nil
+		}
+		_, err = tx.CreateBucketIfNotExists(bucketConversations)
+		return err
+	}
+	if readOnly {
+		return db.View(check)
+	}
+	return db.Update(check)
+}
+
+// view runs fn in a read transaction; see run.
+func (s *boltStore) view(op string, fn func(tx *bolt.Tx) error) error {
+	return s.run(op, func() error { return s.db.View(fn) })
+}
+
+// update runs fn in a write transaction; see run.
+func (s *boltStore) update(op string, fn func(tx *bolt.Tx) error) error {
+	return s.run(op, func() error { return s.db.Update(fn) })
+}
+
+// run runs a transaction under guard. After bbolt panicked once, the store is
+// broken: every later call returns that error at once.
+func (s *boltStore) run(op string, tx func() error) error {
+	if err := s.broken.Load(); err != nil {
+		return fmt.Errorf("state: %s: %w", op, *err)
+	}
+	err, panicked := guard(tx)
+	if panicked {
+		s.broken.CompareAndSwap(nil, &err)
+		return fmt.Errorf("state: %s: %w", op, err)
+	}
+	return wrap(op, err)
+}
+
+// wrap maps bbolt's errors to the package's; fn's errUser passes untouched.
+func wrap(op string, err error) error {
+	var ue errUser
+	switch {
+	case err == nil, errors.As(err, &ue), errors.Is(err, ErrCorrupt):
+		return err
+	case errors.Is(err, bolterrors.ErrDatabaseNotOpen):
+		err = ErrClosed
+	}
+	return fmt.Errorf("state: %s: %w", op, err)
+}
+
+func (s *boltStore) Get(key Key) (Record, bool, error) {
+	if err := key.Validate(); err != nil {
+		return Record{}, false, err
+	}
+	var (
+		rec Record
+		ok  bool
+	)
+	err := s.view("get", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketConversations)
+		if b == nil {
+			return nil
+		}
+		data := b.Get(key.encode())
+		if data == nil {
+			return nil
+		}
+		var err error
+		rec, err = decodeRecord(key, data)
+		ok = err == nil
+		return err
+	})
+	if err != nil {
+		return Record{}, false, err
+	}
+	return rec, ok, nil
+}
+
+func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
+	if err := key.Validate(); err != nil {
+		return Record{}, err
+	}
+	if s.readOnly {
+		return Record{}, fmt.Errorf("state: update: %w", ErrReadOnly)
+	}
+	// fn's panics are marked so guard re-raises them instead of reporting
+	// a corrupt database.
+	userFn := func(r *Record) error {
+		defer func() {
+			if p := recover(); p != nil {
+				panic(userPanic{p})
+			}
+		}()
+		return fn(r)
+	}
+	var out Record
+	err := s.update("update", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketConversations)
+		k := key.encode()
+		rec, data, err := applyUpdate(key, b.Get(k), s.now(), userFn)
+		if err != nil {
+			return err
+		}
+		out = rec
+		return b.Put(k, data)
+	})
+	var ue errUser
+	if errors.As(err, &ue) {
+		return Record{}, ue.err
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	return out, nil
+}
+
+func (s *boltStore) Delete(key Key) (bool, error) {
+	if err := key.Validate(); err != nil {
+		return false, err
+	}
+	if s.readOnly {
+		return false, fmt.Errorf("state: delete: %w", ErrReadOnly)
+	}
+	var found bool
+	err := s.update("delete", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketConversations)
+		k := key.encode()
+		if b.Get(k) == nil {
+			return nil
+		}
+		found = true
+		return b.Delete(k)
+	})
+	if err != nil {
+		return false, err
+	}
+	return found, nil
+}
+
+func (s *boltStore) List(opts ListOptions) ([]Record, error) {
+	var out []Record
+	err := s.view("list", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketConversations)
+		if b == nil {
+			return nil
+		}
+		var entries []listEntry
+		c := b.Cursor()
+		var prefix []byte
+		if opts.Namespace != "" {
+			prefix = namespacePrefix(opts.Namespace)
+		}
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if !opts.matches(k) {
+				continue
+			}
+			at, ok := decodeStamp(v)
+			if !ok {
+				continue
+			}
+			entries = append(entries, listEntry{key: k, updatedAt: at})
+		}
+		for _, e := range opts.page(entries) {
+			key, _ := decodeKey(e.key)
+			rec, err := decodeRecord(key, b.Get(e.key))
+			if err != nil {
+				continue
+			}
+			out = append(out, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
+	if s.readOnly {
+		return 0, fmt.Errorf("state: sweep: %w", ErrReadOnly)
+	}
+	var n int
+	err := s.update("sweep", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketConversations)
+		var doomed [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			if at, ok := decodeStamp(v); !ok || at.Before(olderThan) {
+				doomed = append(doomed, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range doomed {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(doomed)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func (s *boltStore) Close() error {
+	s.closeOnce.Do(func() {
+		s.sweeper.Stop()
+		if err := s.broken.Load(); err != nil {
+			// bbolt may hold its locks; leave the file to the process exit.
+			s.closeErr = fmt.Errorf("state: close %s: not closed: %w", s.path, *err)
+			return
+		}
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("state: close %s: %w", s.path, err)
+		}
+	})
+	return s.closeErr
+}

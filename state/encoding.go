@@ -1,0 +1,336 @@
+package state
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// The on-disk form of a Record. It is private and separate from Record so the
+// Go API can change without breaking stored data: keep these tags stable, add
+// fields freely (older binaries ignore them), and bump SchemaVersion for any
+// change older binaries would misread. Times are stored in UTC.
+
+type diskRecord struct {
+	Namespace       string        `json:"ns"`
+	ID              string        `json:"id"`
+	Model           string        `json:"model,omitempty"`
+	LastInputTokens int           `json:"last_input_tokens,omitempty"`
+	LastEstimate    int           `json:"last_estimate,omitempty"`
+	Calibration     float64       `json:"calibration,omitempty"`
+	Requests        int64         `json:"requests,omitempty"`
+	TokensBefore    int64         `json:"tokens_before,omitempty"`
+	TokensAfter     int64         `json:"tokens_after,omitempty"`
+	TokensSaved     int64         `json:"tokens_saved,omitempty"`
+	Compactions     int64         `json:"compactions,omitempty"`
+	Branches        []diskBranch  `json:"branches,omitempty"`
+	Breaker         diskBreaker   `json:"breaker,omitzero"`
+	RecentSummaries []diskSummary `json:"recent_summaries,omitempty"`
+	Turns           diskTurns     `json:"turns,omitempty"`
+	CreatedAt       time.Time     `json:"created_at,omitzero"`
+	UpdatedAt       time.Time     `json:"updated_at,omitzero"`
+}
+
+type diskBranch struct {
+	Summary   string    `json:"summary"`
+	Covered   int       `json:"covered"`
+	Hash      ChainHash `json:"hash"`
+	Parent    ChainHash `json:"parent,omitzero"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	UsedAt    time.Time `json:"used_at,omitzero"`
+}
+
+type diskBreaker struct {
+	Tripped                bool      `json:"tripped,omitempty"`
+	ConsecutiveOverTrigger int       `json:"consecutive_over_trigger,omitempty"`
+	FailureCount           int       `json:"failure_count,omitempty"`
+	BackoffUntil           time.Time `json:"backoff_until,omitzero"`
+	Reason                 string    `json:"reason,omitempty"`
+}
+
+type diskSummary struct {
+	At              time.Time `json:"at,omitzero"`
+	Summary         string    `json:"summary"`
+	CoveredMessages int       `json:"covered_messages,omitempty"`
+	TokensBefore    int       `json:"tokens_before,omitempty"`
+	TokensAfter     int       `json:"tokens_after,omitempty"`
+}
+
+// diskTurns are Turns as a JSON array of arrays of five integers: [at (Unix
+// milliseconds, 0 for the zero time), tokens before, tokens after, input
+// tokens, compacted (0 or 1)]. A record keeps up to MaxTurns of them and every
+// Update reads and writes them all, so they are small and have their own
+// codec (encoding/json's reflection costs ten times more).
+type diskTurns []Turn
+
+func (ts diskTurns) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 2+len(ts)*40)
+	b = append(b, '[')
+	for i, t := range ts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var at int64
+		if !t.At.IsZero() {
+			at = t.At.UnixMilli()
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, at, 10)
+		for _, v := range [...]int{t.TokensBefore, t.TokensAfter, t.InputTokens} {
+			b = append(b, ',')
+			b = strconv.AppendInt(b, int64(v), 10)
+		}
+		if t.Compacted {
+			b = append(b, ",1]"...)
+		} else {
+			b = append(b, ",0]"...)
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes. encoding/json has validated the
+// syntax; it still rejects other shapes (wrong arity, non-integers). An inner
+// array with more than five numbers, from a future version, is accepted and
+// the extra numbers ignored.
+func (ts *diskTurns) UnmarshalJSON(b []byte) error {
+	p := turnParser{b: b}
+	if p.consume('n') { // null
+		*ts = nil
+		return nil
+	}
+	if !p.consume('[') {
+		return p.fail()
+	}
+	var out diskTurns
+	if !p.consume(']') {
+		for {
+			if !p.consume('[') {
+				return p.fail()
+			}
+			var v [5]int64
+			n := 0
+			for {
+				x, ok := p.int()
+				if !ok {
+					return p.fail()
+				}
+				if n < len(v) {
+					v[n] = x
+				}
+				n++
+				if p.consume(']') {
+					break
+				}
+				if !p.consume(',') {
+					return p.fail()
+				}
+			}
+			if n < len(v) {
+				return fmt.Errorf("state: turn with %d numbers, want %d", n, len(v))
+			}
+			t := Turn{TokensBefore: int(v[1]), TokensAfter: int(v[2]), InputTokens: int(v[3]), Compacted: v[4] != 0}
+			if v[0] != 0 {
+				t.At = time.UnixMilli(v[0]).UTC()
+			}
+			out = append(out, t)
+			if p.consume(']') {
+				break
+			}
+			if !p.consume(',') {
+				return p.fail()
+			}
+		}
+	}
+	*ts = out
+	return nil
+}
+
+// turnParser scans the turns array; consume and int skip leading whitespace.
+type turnParser struct {
+	b []byte
+	i int
+}
+
+func (p *turnParser) skipSpace() {
+	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\t' || p.b[p.i] == '\n' || p.b[p.i] == '\r') {
+		p.i++
+	}
+}
+
+func (p *turnParser) consume(c byte) bool {
+	p.skipSpace()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *turnParser) int() (int64, bool) {
+	p.skipSpace()
+	j := p.i
+	if j < len(p.b) && p.b[j] == '-' {
+		j++
+	}
+	for j < len(p.b) && p.b[j] >= '0' && p.b[j] <= '9' {
+		j++
+	}
+	v, err := strconv.ParseInt(string(p.b[p.i:j]), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	p.i = j
+	return v, true
+}
+
+func (p *turnParser) fail() error {
+	return fmt.Errorf("state: turns: unexpected input at offset %d", p.i)
+}
+
+// diskStamp is the part of a record that List and Sweep read for every record.
+type diskStamp struct {
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// normalize makes r what decodeRecord(encodeRecord(r)) returns, so Update can
+// return the stored record without decoding it again: times in UTC without a
+// monotonic reading (Turn.At to the millisecond), a finite Calibration, nil
+// for empty slices. TestNormalizeMatchesRoundTrip keeps the two in step.
+func normalize(r *Record) {
+	if math.IsNaN(r.Calibration) || math.IsInf(r.Calibration, 0) {
+		r.Calibration = 0
+	}
+	r.CreatedAt, r.UpdatedAt = utc(r.CreatedAt), utc(r.UpdatedAt)
+	r.Breaker.BackoffUntil = utc(r.Breaker.BackoffUntil)
+	if len(r.Branches) == 0 {
+		r.Branches = nil
+	}
+	for i := range r.Branches {
+		b := &r.Branches[i]
+		b.CreatedAt, b.UsedAt = utc(b.CreatedAt), utc(b.UsedAt)
+	}
+	if len(r.RecentSummaries) == 0 {
+		r.RecentSummaries = nil
+	}
+	for i := range r.RecentSummaries {
+		r.RecentSummaries[i].At = utc(r.RecentSummaries[i].At)
+	}
+	if len(r.Turns) == 0 {
+		r.Turns = nil
+	}
+	for i := range r.Turns {
+		if at := r.Turns[i].At; !at.IsZero() {
+			r.Turns[i].At = time.UnixMilli(at.UnixMilli()).UTC()
+		}
+	}
+}
+
+// encodeRecord returns the stored bytes of r.
+func encodeRecord(r *Record) ([]byte, error) {
+	d := diskRecord{
+		Namespace:       r.Key.Namespace,
+		ID:              r.Key.ID,
+		Model:           r.Model,
+		LastInputTokens: r.LastInputTokens,
+		LastEstimate:    r.LastEstimate,
+		Calibration:     r.Calibration,
+		Requests:        r.Requests,
+		TokensBefore:    r.TokensBefore,
+		TokensAfter:     r.TokensAfter,
+		TokensSaved:     r.TokensSaved,
+		Compactions:     r.Compactions,
+		Breaker: diskBreaker{
+			Tripped:                r.Breaker.Tripped,
+			ConsecutiveOverTrigger: r.Breaker.ConsecutiveOverTrigger,
+			FailureCount:           r.Breaker.FailureCount,
+			BackoffUntil:           utc(r.Breaker.BackoffUntil),
+			Reason:                 r.Breaker.Reason,
+		},
+		CreatedAt: utc(r.CreatedAt),
+		UpdatedAt: utc(r.UpdatedAt),
+	}
+	if math.IsNaN(d.Calibration) || math.IsInf(d.Calibration, 0) {
+		d.Calibration = 0
+	}
+	for _, b := range r.Branches {
+		d.Branches = append(d.Branches, diskBranch{
+			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent,
+			CreatedAt: utc(b.CreatedAt), UsedAt: utc(b.UsedAt),
+		})
+	}
+	for _, s := range r.RecentSummaries {
+		d.RecentSummaries = append(d.RecentSummaries, diskSummary{
+			At: utc(s.At), Summary: s.Summary, CoveredMessages: s.CoveredMessages,
+			TokensBefore: s.TokensBefore, TokensAfter: s.TokensAfter,
+		})
+	}
+	d.Turns = diskTurns(r.Turns)
+	b, err := json.Marshal(&d)
+	if err != nil {
+		return nil, fmt.Errorf("state: encode %s: %w", r.Key, err)
+	}
+	return b, nil
+}
+
+// decodeRecord decodes stored bytes. The Key comes from the storage key, which
+// is authoritative; the copy inside the JSON is for people reading the file.
+func decodeRecord(key Key, data []byte) (Record, error) {
+	var d diskRecord
+	if err := json.Unmarshal(data, &d); err != nil {
+		return Record{}, fmt.Errorf("state: decode %s: %w: %w", key, ErrCorrupt, err)
+	}
+	r := Record{
+		Key:             key,
+		Model:           d.Model,
+		LastInputTokens: d.LastInputTokens,
+		LastEstimate:    d.LastEstimate,
+		Calibration:     d.Calibration,
+		Requests:        d.Requests,
+		TokensBefore:    d.TokensBefore,
+		TokensAfter:     d.TokensAfter,
+		TokensSaved:     d.TokensSaved,
+		Compactions:     d.Compactions,
+		Breaker: Breaker{
+			Tripped:                d.Breaker.Tripped,
+			ConsecutiveOverTrigger: d.Breaker.ConsecutiveOverTrigger,
+			FailureCount:           d.Breaker.FailureCount,
+			BackoffUntil:           d.Breaker.BackoffUntil,
+			Reason:                 d.Breaker.Reason,
+		},
+		CreatedAt: d.CreatedAt,
+		UpdatedAt: d.UpdatedAt,
+	}
+	for _, b := range d.Branches {
+		r.Branches = append(r.Branches, Branch{
+			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent,
+			CreatedAt: b.CreatedAt, UsedAt: b.UsedAt,
+		})
+	}
+	for _, s := range d.RecentSummaries {
+		r.RecentSummaries = append(r.RecentSummaries, SummaryEntry{
+			At: s.At, Summary: s.Summary, CoveredMessages: s.CoveredMessages,
+			TokensBefore: s.TokensBefore, TokensAfter: s.TokensAfter,
+		})
+	}
+	r.Turns = []Turn(d.Turns)
+	return r, nil
+}
+
+// decodeStamp reads only UpdatedAt; ok is false for undecodable bytes.
+func decodeStamp(data []byte) (time.Time, bool) {
+	var s diskStamp
+	if err := json.Unmarshal(data, &s); err != nil {
+		return time.Time{}, false
+	}
+	return s.UpdatedAt, true
+}

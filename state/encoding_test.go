@@ -1,0 +1,175 @@
+package state
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// The on-disk form is a compatibility promise: existing databases hold it.
+// Changing this golden string means old data reads differently; add fields,
+// never rename them, and bump SchemaVersion for incompatible changes.
+const goldenV1 = `{"ns":"ns","id":"c1","model":"gpt-4o","last_input_tokens":1234,"last_estimate":1200,` +
+	`"calibration":1.5,"requests":2,"tokens_before":300,"tokens_after":200,"tokens_saved":100,"compactions":1,` +
+	`"branches":[{"summary":"S","covered":4,"hash":"6100000000000000000000000000000000000000000000000000000000000000",` +
+	`"created_at":"2025-01-02T03:04:05Z","used_at":"2025-01-02T03:04:05Z"}],` +
+	`"breaker":{"consecutive_over_trigger":2,"reason":"r"},` +
+	`"recent_summaries":[{"at":"2025-01-02T03:04:05Z","summary":"S","covered_messages":4,"tokens_before":250,"tokens_after":100}],` +
+	`"turns":[[1735787045000,100,100,90,0],[1735787046000,200,100,95,1]],` +
+	`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:06Z"}`
+
+func goldenRecord() Record {
+	return Record{
+		Key: Key{Namespace: "ns", ID: "c1"}, Model: "gpt-4o",
+		LastInputTokens: 1234, LastEstimate: 1200, Calibration: 1.5,
+		Requests: 2, TokensBefore: 300, TokensAfter: 200, TokensSaved: 100, Compactions: 1,
+		Branches: []Branch{{Summary: "S", Covered: 4, Hash: hashOf("a"), CreatedAt: t0, UsedAt: t0}},
+		Breaker:  Breaker{ConsecutiveOverTrigger: 2, Reason: "r"},
+		RecentSummaries: []SummaryEntry{
+			{At: t0, Summary: "S", CoveredMessages: 4, TokensBefore: 250, TokensAfter: 100},
+		},
+		Turns: []Turn{
+			{At: t0, TokensBefore: 100, TokensAfter: 100, InputTokens: 90},
+			{At: t0.Add(time.Second), TokensBefore: 200, TokensAfter: 100, InputTokens: 95, Compacted: true},
+		},
+		CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
+	}
+}
+
+func TestEncodingGolden(t *testing.T) {
+	r := goldenRecord()
+	data, err := encodeRecord(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != goldenV1 {
+		t.Errorf("encoding changed:\n got %s\nwant %s", data, goldenV1)
+	}
+	got, err := decodeRecord(r.Key, []byte(goldenV1))
+	if err != nil || !reflect.DeepEqual(got, r) {
+		t.Errorf("decode(golden) =\n%+v, %v\nwant\n%+v", got, err, r)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Errorf("not JSON: %v", err)
+	}
+}
+
+func TestEncodingZeroRecord(t *testing.T) {
+	r := Record{Key: Key{Namespace: "ns", ID: "c"}}
+	data, err := encodeRecord(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != `{"ns":"ns","id":"c"}` {
+		t.Errorf("zero record = %s", data)
+	}
+}
+
+func TestDecodeUsesStorageKey(t *testing.T) {
+	k := Key{Namespace: "real", ID: "id"}
+	r, err := decodeRecord(k, []byte(`{"ns":"forged","id":"other"}`))
+	if err != nil || r.Key != k {
+		t.Errorf("decodeRecord key = %v, %v; want %v", r.Key, err, k)
+	}
+}
+
+// TestNormalizeMatchesRoundTrip keeps normalize, which lets Update skip a
+// decode, equal to what a decode of the stored bytes gives.
+func TestNormalizeMatchesRoundTrip(t *testing.T) {
+	zone := time.FixedZone("UTC+5:30", 5*3600+1800)
+	now := time.Now() // has a monotonic reading and nanoseconds
+	cases := map[string]Record{
+		"golden": goldenRecord(),
+		"zero":   {},
+		"empty slices": {
+			Branches: []Branch{}, RecentSummaries: []SummaryEntry{}, Turns: []Turn{},
+		},
+		"zones and nanoseconds": {
+			CreatedAt: now, UpdatedAt: now.In(zone),
+			Branches:        []Branch{{CreatedAt: now.In(zone), UsedAt: now}},
+			Breaker:         Breaker{BackoffUntil: now.In(zone)},
+			RecentSummaries: []SummaryEntry{{At: now}},
+			Turns:           []Turn{{At: now.In(zone)}, {At: time.Time{}}, {At: time.Unix(-5, 999).In(zone)}},
+		},
+		"NaN":  {Calibration: math.NaN()},
+		"+Inf": {Calibration: math.Inf(1)},
+		"big": {
+			Requests: math.MaxInt64, LastInputTokens: math.MaxInt32,
+			Turns: []Turn{{TokensBefore: math.MaxInt32, TokensAfter: -1, InputTokens: math.MinInt32}},
+		},
+	}
+	for name, r := range cases {
+		t.Run(name, func(t *testing.T) {
+			r.Key = Key{Namespace: "ns", ID: "id"}
+			data, err := encodeRecord(&r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := decodeRecord(r.Key, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			normalize(&r)
+			if !reflect.DeepEqual(r, want) {
+				t.Errorf("normalize =\n%#v\nround trip =\n%#v", r, want)
+			}
+		})
+	}
+}
+
+func TestDiskTurnsUnmarshal(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []Turn
+		bad  bool
+	}{
+		{in: `[]`, want: nil},
+		{in: `null`, want: nil},
+		{in: ` [ [ 0 , 1 , 2 , 3 , 0 ] ] `, want: []Turn{{TokensBefore: 1, TokensAfter: 2, InputTokens: 3}}},
+		{in: `[[1735787045000,1,2,3,1,77,88]]`, want: []Turn{{At: t0, TokensBefore: 1, TokensAfter: 2, InputTokens: 3, Compacted: true}}},
+		{in: `[[-1000,0,0,0,0]]`, want: []Turn{{At: time.Unix(-1, 0).UTC()}}},
+		{in: `[[1,2,3,4]]`, bad: true},
+		{in: `[[1,2,3,4,"x"]]`, bad: true},
+		{in: `[[1.5,2,3,4,5]]`, bad: true},
+		{in: `[{"at":1}]`, bad: true},
+		{in: `{"a":1}`, bad: true},
+		{in: `[[99999999999999999999,0,0,0,0]]`, bad: true},
+	} {
+		var got struct {
+			Turns diskTurns `json:"turns"`
+		}
+		err := json.Unmarshal([]byte(`{"turns":`+c.in+`}`), &got)
+		if c.bad {
+			if err == nil {
+				t.Errorf("%s: decoded %+v, want an error", c.in, got.Turns)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual([]Turn(got.Turns), c.want) {
+			t.Errorf("%s = %+v, %v; want %+v", c.in, got.Turns, err, c.want)
+		}
+	}
+}
+
+func FuzzDiskTurns(f *testing.F) {
+	for _, s := range []string{`[]`, `[[1,2,3,4,5]]`, `[[0,0,0,0,0],[1735787045000,1,2,3,1]]`, `[[`, `[[1,2,3,4,5,6]]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		var ts diskTurns
+		if err := json.Unmarshal([]byte(in), &ts); err != nil {
+			return
+		}
+		out, err := json.Marshal(ts)
+		if err != nil {
+			t.Fatalf("Marshal after Unmarshal(%q): %v", in, err)
+		}
+		var again diskTurns
+		if err := json.Unmarshal(out, &again); err != nil || !reflect.DeepEqual(again, ts) {
+			t.Fatalf("round trip of %q: %s -> %+v, %v", in, out, again, err)
+		}
+	})
+}

@@ -1,0 +1,169 @@
+package state
+
+import (
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// t0 is the start of every fake clock: UTC, no monotonic reading, so records
+// read back compare equal with reflect.DeepEqual.
+var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeClock is a settable clock for the stores' Now option.
+type fakeClock struct {
+	mu sync.Mutex // guards t
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: t0} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+// testOptions are the options every implementation takes.
+type testOptions struct {
+	Now           func() time.Time
+	Retention     time.Duration
+	SweepInterval time.Duration // 0 in tests means "no background sweep"
+}
+
+func (o testOptions) interval() time.Duration {
+	if o.SweepInterval == 0 {
+		return -1
+	}
+	return o.SweepInterval
+}
+
+// impl is one Store implementation under the contract test.
+type impl struct {
+	name string
+	open func(t *testing.T, o testOptions) Store
+	// putRaw stores raw bytes under key, bypassing the encoding.
+	putRaw func(t *testing.T, s Store, key Key, data []byte)
+}
+
+func impls() []impl {
+	return []impl{
+		{
+			name: "bolt",
+			open: func(t *testing.T, o testOptions) Store {
+				return openTestBolt(t, filepath.Join(t.TempDir(), "state.db"), BoltOptions{
+					Now: o.Now, Retention: o.Retention, SweepInterval: o.interval(),
+				})
+			},
+			putRaw: func(t *testing.T, s Store, key Key, data []byte) {
+				t.Helper()
+				err := s.(*boltStore).db.Update(func(tx *bolt.Tx) error {
+					return tx.Bucket(bucketConversations).Put(key.encode(), data)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "memory",
+			open: func(t *testing.T, o testOptions) Store {
+				s := NewMemoryWithOptions(MemoryOptions{
+					Now: o.Now, Retention: o.Retention, SweepInterval: o.interval(),
+				})
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			},
+			putRaw: func(t *testing.T, s Store, key Key, data []byte) {
+				m := s.(*memStore)
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				m.records[string(key.encode())] = data
+			},
+		},
+	}
+}
+
+// openTestBolt opens a bolt store at path and closes it when the test ends.
+func openTestBolt(t *testing.T, path string, opts BoltOptions) Store {
+	t.Helper()
+	s, err := OpenBolt(path, opts)
+	if err != nil {
+		t.Fatalf("OpenBolt(%s): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// mustUpdate calls s.Update and fails the test on error.
+func mustUpdate(t *testing.T, s Store, key Key, fn func(*Record) error) Record {
+	t.Helper()
+	rec, err := s.Update(key, fn)
+	if err != nil {
+		t.Fatalf("Update(%s): %v", key, err)
+	}
+	return rec
+}
+
+// mustGet calls s.Get and fails the test on error or absence.
+func mustGet(t *testing.T, s Store, key Key) Record {
+	t.Helper()
+	rec, ok, err := s.Get(key)
+	if err != nil || !ok {
+		t.Fatalf("Get(%s) = ok %v, err %v; want the record", key, ok, err)
+	}
+	return rec
+}
+
+func hashOf(s string) ChainHash {
+	var h ChainHash
+	copy(h[:], s)
+	return h
+}
+
+// fullRecord returns a record with every field set, for round trips.
+func fullRecord(key Key) Record {
+	at := t0.Add(-time.Hour)
+	return Record{
+		Key:             key,
+		Model:           "gpt-4o",
+		LastInputTokens: 1234,
+		LastEstimate:    1200,
+		Calibration:     1.0283,
+		Requests:        7,
+		TokensBefore:    70000,
+		TokensAfter:     40000,
+		TokensSaved:     30000,
+		Compactions:     2,
+		Branches: []Branch{
+			{Summary: "first", Covered: 10, Hash: hashOf("a"), CreatedAt: at, UsedAt: at},
+			{Summary: "second", Covered: 20, Hash: hashOf("b"), Parent: hashOf("a"), CreatedAt: at, UsedAt: at.Add(time.Minute)},
+		},
+		Breaker: Breaker{
+			Tripped: true, ConsecutiveOverTrigger: 3, FailureCount: 2,
+			BackoffUntil: at.Add(10 * time.Minute), Reason: "summariser timeout",
+		},
+		RecentSummaries: []SummaryEntry{
+			{At: at, Summary: "first", CoveredMessages: 10, TokensBefore: 9000, TokensAfter: 3000},
+		},
+		Turns: []Turn{
+			{At: at, TokensBefore: 100, TokensAfter: 90, InputTokens: 95},
+			{At: at.Add(time.Second), TokensBefore: 9000, TokensAfter: 3000, InputTokens: 3100, Compacted: true},
+		},
+		CreatedAt: at,
+	}
+}

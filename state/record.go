@@ -1,0 +1,239 @@
+package state
+
+import (
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Caps on the lists a Record keeps, so a record's size stays bounded however
+// long a conversation runs.
+const (
+	// MaxBranches is how many summary branches a record keeps; PutBranch
+	// drops the least recently used beyond it.
+	MaxBranches = 8
+	// MaxRecentSummaries is how many past summaries AddSummaryHistory keeps,
+	// for inspection.
+	MaxRecentSummaries = 5
+	// MaxTurns is how many turns AddTurn keeps, the most recent.
+	MaxTurns = 200
+)
+
+// Record is everything stored for one conversation. The zero value (with a
+// Key) is the state of a conversation never seen before.
+type Record struct {
+	Key   Key
+	Model string // the model of the last request
+
+	// LastInputTokens is the input token count the upstream reported for the
+	// last request (usage.prompt_tokens or usage.input_tokens); 0 when unknown.
+	LastInputTokens int
+	// LastEstimate is ctxpress's own estimate for that same request, so
+	// LastInputTokens/LastEstimate calibrates the next estimate.
+	LastEstimate int
+	// Calibration is the factor applied to the next estimate, as the caller
+	// computed and clamped it; 0 means none yet. NaN and ±Inf are stored as 0.
+	Calibration float64
+
+	// Counters since the record was created.
+	Requests     int64 // requests seen
+	TokensBefore int64 // sum of estimated input tokens before rewriting
+	TokensAfter  int64 // sum of estimated input tokens after rewriting
+	TokensSaved  int64 // sum of max(0, before-after) per request
+	Compactions  int64 // requests that wrote a summary (Turn.Compacted)
+
+	// Branches are the summaries this conversation can resume from; see
+	// Branch. At most MaxBranches; order is not meaningful.
+	Branches []Branch
+	Breaker  Breaker
+
+	// RecentSummaries are the last MaxRecentSummaries summaries written,
+	// oldest first, for inspection.
+	RecentSummaries []SummaryEntry
+	// Turns are the last MaxTurns requests, oldest first, for the dashboard.
+	Turns []Turn
+
+	CreatedAt time.Time // set by the store when the record is first written
+	UpdatedAt time.Time // set by the store on every Update; retention counts from it
+}
+
+// ChainHash identifies a run of messages: h_i = sha256(h_(i-1) ‖
+// canonical(message_i)), computed by the rewrite package. Its text form (JSON,
+// String) is lower-case hex.
+type ChainHash [32]byte
+
+// ParseChainHash parses the 64 hex digits written by ChainHash.String.
+func ParseChainHash(s string) (ChainHash, error) {
+	var h ChainHash
+	if len(s) != 2*len(h) {
+		return h, fmt.Errorf("state: chain hash: want %d hex digits, got %d", 2*len(h), len(s))
+	}
+	if _, err := hex.Decode(h[:], []byte(s)); err != nil {
+		return ChainHash{}, fmt.Errorf("state: chain hash: %w", err)
+	}
+	return h, nil
+}
+
+// String returns h as 64 lower-case hex digits.
+func (h ChainHash) String() string { return hex.EncodeToString(h[:]) }
+
+// IsZero reports whether h is the zero hash (no messages).
+func (h ChainHash) IsZero() bool { return h == ChainHash{} }
+
+// MarshalText implements encoding.TextMarshaler.
+func (h ChainHash) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (h *ChainHash) UnmarshalText(b []byte) error {
+	v, err := ParseChainHash(string(b))
+	if err != nil {
+		return err
+	}
+	*h = v
+	return nil
+}
+
+// Branch is one summary a request can resume from: it replaces the first
+// Covered messages (after the leading system messages) of a request whose
+// messages hash to Hash. A conversation keeps several, so a client that edits
+// or rewinds its history never receives the summary of another history.
+type Branch struct {
+	Summary string
+	// Covered is how many messages the summary replaces.
+	Covered int
+	// Hash is the chain hash of those Covered messages.
+	Hash ChainHash
+	// Parent is the Hash of the branch this one extends (the summary the
+	// compaction started from); zero for a first compaction.
+	Parent    ChainHash
+	CreatedAt time.Time
+	// UsedAt is when a request last stored or used the branch: the LRU clock.
+	UsedAt time.Time
+}
+
+// Breaker is the compaction circuit breaker of a conversation; the caller owns
+// its rules, the store only keeps it.
+type Breaker struct {
+	Tripped                bool
+	ConsecutiveOverTrigger int
+	FailureCount           int
+	BackoffUntil           time.Time
+	Reason                 string
+}
+
+// SummaryEntry is one summary kept for inspection.
+type SummaryEntry struct {
+	At              time.Time
+	Summary         string
+	CoveredMessages int
+	TokensBefore    int
+	TokensAfter     int
+}
+
+// Turn is one request of the conversation.
+type Turn struct {
+	// At is kept to the millisecond.
+	At           time.Time
+	TokensBefore int  // estimated input tokens before rewriting
+	TokensAfter  int  // estimated input tokens after rewriting
+	InputTokens  int  // upstream-reported input tokens; 0 when unknown
+	Compacted    bool // this request wrote a new summary
+}
+
+// PutBranch stores b as written by a compaction at now: it replaces the branch
+// with the same Hash (the same messages summarised again), or else the branch
+// b extends (Hash == b.Parent), or else is added. Then, while there are more
+// than MaxBranches, the least recently used branch is dropped. b.UsedAt is set
+// to now, and b.CreatedAt too when zero.
+func (r *Record) PutBranch(b Branch, now time.Time) {
+	b.UsedAt = now
+	if b.CreatedAt.IsZero() {
+		b.CreatedAt = now
+	}
+	branches := slices.DeleteFunc(slices.Clone(r.Branches), func(o Branch) bool { return o.Hash == b.Hash })
+	i := -1
+	if !b.Parent.IsZero() {
+		i = slices.IndexFunc(branches, func(o Branch) bool { return o.Hash == b.Parent })
+	}
+	if i >= 0 {
+		branches[i] = b
+	} else {
+		branches = append(branches, b)
+	}
+	for len(branches) > MaxBranches {
+		lru := 0
+		for j, o := range branches {
+			if o.UsedAt.Before(branches[lru].UsedAt) {
+				lru = j
+			}
+		}
+		branches = slices.Delete(branches, lru, lru+1)
+	}
+	r.Branches = branches
+}
+
+// TouchBranch marks the branch with hash h as used at now, so LRU eviction
+// keeps it. It reports whether such a branch exists.
+func (r *Record) TouchBranch(h ChainHash, now time.Time) bool {
+	for i := range r.Branches {
+		if r.Branches[i].Hash == h {
+			r.Branches[i].UsedAt = now
+			return true
+		}
+	}
+	return false
+}
+
+// MatchBranch returns the branch covering the most messages whose Hash equals
+// hashAt(Covered): the longest summary that applies to a request. hashAt
+// returns the chain hash of the request's first n messages, and false when
+// the request has fewer than n. It does not touch the branch.
+func (r *Record) MatchBranch(hashAt func(n int) (ChainHash, bool)) (Branch, bool) {
+	best := -1
+	for i, b := range r.Branches {
+		if best >= 0 && b.Covered <= r.Branches[best].Covered {
+			continue
+		}
+		if h, ok := hashAt(b.Covered); ok && h == b.Hash {
+			best = i
+		}
+	}
+	if best < 0 {
+		return Branch{}, false
+	}
+	return r.Branches[best], true
+}
+
+// AddSummaryHistory appends e to RecentSummaries and keeps the last
+// MaxRecentSummaries.
+func (r *Record) AddSummaryHistory(e SummaryEntry) {
+	r.RecentSummaries = appendCapped(r.RecentSummaries, e, MaxRecentSummaries)
+}
+
+// AddTurn appends t to Turns, keeping the last MaxTurns, and adds it to the
+// counters: Requests, TokensBefore, TokensAfter, TokensSaved (by
+// max(0, before-after)), and Compactions when t.Compacted. It leaves
+// LastInputTokens, LastEstimate and Calibration to the caller.
+func (r *Record) AddTurn(t Turn) {
+	r.Turns = appendCapped(r.Turns, t, MaxTurns)
+	r.Requests++
+	r.TokensBefore += int64(t.TokensBefore)
+	r.TokensAfter += int64(t.TokensAfter)
+	if saved := t.TokensBefore - t.TokensAfter; saved > 0 {
+		r.TokensSaved += int64(saved)
+	}
+	if t.Compacted {
+		r.Compactions++
+	}
+}
+
+// appendCapped returns s with v appended, keeping the last max elements. It
+// never writes into s's backing array, so a copy of the Record is unaffected.
+func appendCapped[T any](s []T, v T, max int) []T {
+	if len(s) >= max {
+		s = s[len(s)-max+1:]
+	}
+	out := make([]T, 0, len(s)+1)
+	return append(append(out, s...), v)
+}
