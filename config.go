@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/proxy"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/squash"
+	"github.com/ctxpress/ctxpress/state"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -27,7 +30,26 @@ type config struct {
 	UpstreamTimeout   time.Duration `yaml:"upstream_timeout"`
 	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`
+	DB                string        `yaml:"db"`
+	Retention         time.Duration `yaml:"retention"`
+	Identify          string        `yaml:"identify"`
+	ConversationHdrs  []string      `yaml:"conversation_headers"`
+	CacheBytes        int64         `yaml:"cache_bytes"`
+	Squash            squashConfig  `yaml:"squash"`
+	Dedup             dedupConfig   `yaml:"dedup"`
 	Log               logConfig     `yaml:"log"`
+}
+
+type squashConfig struct {
+	Enabled     bool     `yaml:"enabled"`
+	MinBytes    int      `yaml:"min_bytes"`
+	ExemptTools []string `yaml:"exempt_tools"`
+}
+
+type dedupConfig struct {
+	Enabled       bool     `yaml:"enabled"`
+	ReadOnlyTools []string `yaml:"read_only_tools"`
+	MinTokens     int      `yaml:"min_tokens"`
 }
 
 type logConfig struct {
@@ -44,8 +66,49 @@ func defaultConfig() config {
 		UpstreamTimeout:   proxy.DefaultUpstreamTimeout,
 		StreamIdleTimeout: proxy.DefaultStreamIdleTimeout,
 		ShutdownTimeout:   30 * time.Second,
-		Log:               logConfig{Level: "info", Format: "console"},
+		DB:                "ctxpress.db",
+		Retention:         state.DefaultRetention,
+		Identify:          rewrite.ModeAuto,
+		ConversationHdrs:  rewrite.DefaultConversationHeaders(),
+		CacheBytes:        rewrite.DefaultCacheBytes,
+		Squash: squashConfig{
+			Enabled:     true,
+			MinBytes:    squash.DefaultMinBytes,
+			ExemptTools: append([]string(nil), squash.DefaultExemptTools...),
+		},
+		Dedup: dedupConfig{
+			Enabled:       true,
+			ReadOnlyTools: rewrite.DefaultReadOnlyTools(),
+			MinTokens:     rewrite.DefaultMinDedupTokens,
+		},
+		Log: logConfig{Level: "info", Format: "console"},
 	}
+}
+
+// pipelineConfig is the part of c the rewrite pipeline runs on, with squash
+// plugged in; counter gives squash the same token counts as the pipeline.
+func (c config) pipelineConfig(count func(string) int) rewrite.Config {
+	rc := rewrite.Config{
+		Dedup: rewrite.DedupConfig{
+			Enabled: c.Dedup.Enabled, ReadOnlyTools: nonNil(c.Dedup.ReadOnlyTools), MinTokens: c.Dedup.MinTokens,
+		},
+		CacheBytes: c.CacheBytes,
+		Identify:   rewrite.IdentifyConfig{Headers: nonNil(c.ConversationHdrs), Mode: c.Identify},
+	}
+	if c.Squash.Enabled {
+		sq := squash.New(squash.Config{MinBytes: c.Squash.MinBytes, ExemptTools: nonNil(c.Squash.ExemptTools), CountTokens: count})
+		rc.Squash = func(tool, content string) string { return sq.Apply(tool, content).Text }
+	}
+	return rc
+}
+
+// nonNil keeps an empty list from the file meaning "none" rather than
+// "the defaults", which is what nil means to the packages.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // proxyConfig is the part of c the proxy package runs on.
@@ -87,6 +150,7 @@ func newServeFlags() *serveFlags {
 	fs.StringVar(&f.configPath, "config", "", "YAML config file (env CTXPRESS_CONFIG)")
 	fs.StringVar(&f.c.Listen, "listen", d.Listen, "address to listen on (env CTXPRESS_LISTEN)")
 	fs.StringVar(&f.c.Upstream, "upstream", d.Upstream, "upstream base URL, as a client would use it (env CTXPRESS_UPSTREAM)")
+	fs.StringVar(&f.c.DB, "db", d.DB, `conversation state file; "" keeps state in memory only (env CTXPRESS_DB)`)
 	fs.IntVar(&f.c.MaxBodyBytes, "max-body-bytes", d.MaxBodyBytes, "largest request body; larger ones get 413")
 	fs.DurationVar(&f.c.ConnectTimeout, "connect-timeout", d.ConnectTimeout, "upstream dial timeout")
 	fs.DurationVar(&f.c.UpstreamTimeout, "upstream-timeout", d.UpstreamTimeout, "wait for the upstream's response headers (a whole non-streamed completion)")
@@ -123,6 +187,8 @@ func loadConfig(f *serveFlags, getenv func(string) string) (config, error) {
 			c.Listen = f.c.Listen
 		case "upstream":
 			c.Upstream = f.c.Upstream
+		case "db":
+			c.DB = f.c.DB
 		case "max-body-bytes":
 			c.MaxBodyBytes = f.c.MaxBodyBytes
 		case "connect-timeout":
@@ -142,6 +208,12 @@ func loadConfig(f *serveFlags, getenv func(string) string) (config, error) {
 	if err := c.proxyConfig().Validate(); err != nil {
 		return c, err
 	}
+	if err := c.pipelineConfig(nil).Validate(); err != nil {
+		return c, err
+	}
+	if c.Squash.MinBytes < 0 {
+		return c, errors.New("squash.min_bytes must not be negative")
+	}
 	if _, err := newLogger(c.Log, os.Stderr); err != nil {
 		return c, err
 	}
@@ -153,6 +225,7 @@ func applyEnv(c *config, getenv func(string) string) error {
 	str := map[string]*string{
 		"CTXPRESS_LISTEN":           &c.Listen,
 		"CTXPRESS_UPSTREAM":         &c.Upstream,
+		"CTXPRESS_DB":               &c.DB,
 		"CTXPRESS_UPSTREAM_API_KEY": &c.UpstreamAPIKey,
 		"CTXPRESS_LOG_LEVEL":        &c.Log.Level,
 		"CTXPRESS_LOG_FORMAT":       &c.Log.Format,

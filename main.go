@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/proxy"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
 	"github.com/rs/zerolog"
 )
 
@@ -25,18 +27,20 @@ var version = "dev"
 const usage = `ctxpress: a transparent OpenAI-compatible proxy that keeps LLM context lean
 
 Usage:
-  ctxpress serve [--config FILE] [--listen ADDR] [--upstream URL] [flags]
+  ctxpress serve [--config FILE] [--listen ADDR] [--upstream URL] [--db FILE] [flags]
+  ctxpress squash [--tool NAME] [FILE|-]   print what ctxpress would send for a tool output
+  ctxpress count [--model M] [FILE|-]      token count of a text or a chat request
   ctxpress version
 
 Run "ctxpress serve --help" for every flag.
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run executes one sub-command and returns the process exit code.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -44,6 +48,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return cmdServe(args[1:], stderr)
+	case "squash":
+		return cmdSquash(args[1:], stdin, stdout, stderr)
+	case "count":
+		return cmdCount(args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionString())
 		return 0
@@ -93,7 +101,14 @@ func cmdServe(args []string, stderr io.Writer) int {
 // serve runs the proxy until SIGINT or SIGTERM, then drains in-flight
 // requests for at most cfg.ShutdownTimeout. A second signal stops at once.
 func serve(cfg config, log zerolog.Logger) error {
-	srv, err := proxy.New(cfg.proxyConfig(), log)
+	store, err := openStore(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	var pipeline *rewrite.Pipeline
+	pipeline = rewrite.New(cfg.pipelineConfig(func(s string) int { return pipeline.Counter().Count(rewrite.O200K, s) }))
+	srv, err := proxy.New(cfg.proxyConfig(), log, proxy.Deps{Pipeline: pipeline, Store: store})
 	if err != nil {
 		return err
 	}
@@ -135,6 +150,26 @@ func serve(cfg config, log zerolog.Logger) error {
 	<-served
 	log.Info().Msg("ctxpress stopped")
 	return nil
+}
+
+// openStore opens the conversation db, or an in-memory store when cfg.DB is
+// empty. A db that cannot be opened stops startup with the reason.
+func openStore(cfg config, log zerolog.Logger) (state.Store, error) {
+	onSweep := func(removed int, err error) {
+		if err != nil {
+			log.Warn().Err(err).Msg("retention sweep failed")
+		} else if removed > 0 {
+			log.Info().Int("removed", removed).Msg("retention sweep removed idle conversations")
+		}
+	}
+	if cfg.DB == "" {
+		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep}), nil
+	}
+	st, err := state.OpenBolt(cfg.DB, state.BoltOptions{Retention: cfg.Retention, OnSweep: onSweep})
+	if err != nil {
+		return nil, fmt.Errorf("opening db %s: %w", cfg.DB, err)
+	}
+	return st, nil
 }
 
 func isLoopback(addr net.Addr) bool {

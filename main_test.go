@@ -108,10 +108,35 @@ func TestBinaryServesAndDrainsOnSIGTERM(t *testing.T) {
 
 func TestRunUnknownCommand(t *testing.T) {
 	var out, errb strings.Builder
-	if code := run([]string{"frobnicate"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown command") {
+	if code := run([]string{"frobnicate"}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown command") {
 		t.Fatalf("code %d, stderr %q", code, errb.String())
 	}
-	if code := run([]string{"version"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "ctxpress ") {
+	if code := run([]string{"version"}, nil, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "ctxpress ") {
 		t.Fatalf("version: code %d, %q", code, out.String())
+	}
+}
+
+// `ctxpress squash` prints the squashed output and one stats line; `count`
+// prints a number.
+func TestSquashAndCountCommands(t *testing.T) {
+	var in strings.Builder
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&in, "2026-11-29 10:00:%02d INFO worker %d finished job in 12ms\n", i%60, i)
+	}
+	in.WriteString("2026-11-29 10:05:00 ERROR worker 7 crashed: connection refused to db:5432\n")
+	var out, errb strings.Builder
+	if code := run([]string{"squash"}, strings.NewReader(in.String()), &out, &errb); code != 0 {
+		t.Fatalf("squash exit %d: %s", code, errb.String())
+	}
+	if out.Len() >= in.Len() || !strings.Contains(out.String(), "connection refused to db:5432") {
+		t.Fatalf("squash output (%d of %d bytes) lost the error or did not shrink:\n%s", out.Len(), in.Len(), out.String())
+	}
+	if !strings.HasPrefix(errb.String(), "shape=log bytes ") || !strings.Contains(errb.String(), "tokens ") {
+		t.Fatalf("stats line: %q", errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"count", "--model", "gpt-4o"}, strings.NewReader("hello world"), &out, &errb); code != 0 || out.String() != "2\n" {
+		t.Fatalf("count: exit %d, %q %q", code, out.String(), errb.String())
 	}
 }

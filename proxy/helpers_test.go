@@ -42,8 +42,14 @@ func (p *testProxy) BaseURL() string { return p.URL + "/v1" }
 // end of the test.
 func startProxy(t testing.TB, cfg Config) *testProxy {
 	t.Helper()
+	return startProxyWith(t, cfg, Deps{})
+}
+
+// startProxyWith is startProxy with the chat pipeline and store of deps.
+func startProxyWith(t testing.TB, cfg Config, deps Deps) *testProxy {
+	t.Helper()
 	logs := &syncBuffer{}
-	s, err := New(cfg, zerolog.New(logs))
+	s, err := New(cfg, zerolog.New(logs), deps)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

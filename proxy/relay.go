@@ -54,6 +54,7 @@ type relay struct {
 	idle       time.Duration
 	clientConn net.Conn          // for noticing a client that left during a stall; may be nil
 	observe    func(p []byte)    // side copy for usage; may be nil
+	strip      *usageChunkFilter // drops the usage chunk ctxpress asked for; may be nil
 	done       func(relayResult) // called once, when the relay ends
 }
 
@@ -102,14 +103,25 @@ func (r *relay) writeTo(w *bufio.Writer) {
 
 	bufp := relayBufPool.Get().(*[]byte)
 	buf := *bufp
+	var filtered []byte
 	for {
 		n, err := r.body.Read(buf)
+		out := buf[:n]
+		if r.strip != nil {
+			filtered = r.strip.filter(filtered[:0], out)
+			if err != nil {
+				filtered = r.strip.flush(filtered)
+			}
+			out = filtered
+		}
 		if n > 0 {
 			lastRead.Store(time.Now().UnixNano())
 			if r.observe != nil {
 				r.observe(buf[:n])
 			}
-			if _, werr := w.Write(buf[:n]); werr != nil {
+		}
+		if len(out) > 0 {
+			if _, werr := w.Write(out); werr != nil {
 				res.clientErr = werr
 				break
 			}
@@ -117,7 +129,7 @@ func (r *relay) writeTo(w *bufio.Writer) {
 				res.clientErr = ferr
 				break
 			}
-			res.bytesOut += int64(n)
+			res.bytesOut += int64(len(out))
 		}
 		if err == io.EOF {
 			break

@@ -8,6 +8,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 )
@@ -15,14 +17,26 @@ import (
 // Server is the ctxpress HTTP front. Create it with New; it is safe for
 // concurrent use by the fasthttp worker pool.
 type Server struct {
-	cfg Config
-	log zerolog.Logger
-	up  *upstreamClient
-	srv *fasthttp.Server
+	cfg      Config
+	log      zerolog.Logger
+	up       *upstreamClient
+	srv      *fasthttp.Server
+	pipeline *rewrite.Pipeline // nil: chat bodies are forwarded as sent
+	rec      *recorder         // nil: no per-conversation records
+}
+
+// Deps are the parts the chat handler runs on; a nil one turns its step off.
+type Deps struct {
+	// Pipeline rewrites chat bodies (squash, dedup, token counts).
+	Pipeline *rewrite.Pipeline
+	// Store keeps a record per conversation. The Server writes to it from
+	// one background goroutine, so a slow disk never delays an answer; the
+	// caller closes it after Shutdown.
+	Store state.Store
 }
 
 // New validates cfg and builds a Server; it does not listen yet.
-func New(cfg Config, log zerolog.Logger) (*Server, error) {
+func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -31,7 +45,10 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, up: up}
+	s := &Server{cfg: cfg, log: log, up: up, pipeline: deps.Pipeline}
+	if deps.Store != nil {
+		s.rec = newRecorder(deps.Store, log)
+	}
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		ErrorHandler:       s.handleReadError,
@@ -46,6 +63,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		NoDefaultContentType:         true,
 		DisablePreParseMultipartForm: true,
 		CloseOnShutdown:              true,
+		Logger:                       fasthttpLogger{log},
 	}
 	return s, nil
 }
@@ -72,6 +90,9 @@ func (s *Server) ListenAndServe() error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.ShutdownWithContext(ctx)
 	s.up.closeIdle()
+	if s.rec != nil {
+		s.rec.close() // writes what is queued; later turns are not recorded
+	}
 	return err
 }
 
@@ -87,6 +108,7 @@ type exchange struct {
 	stream       bool
 	usage        Usage
 	err          error
+	turn         *turn // chat requests ctxpress understood
 }
 
 func newExchange(ctx *fasthttp.RequestCtx) *exchange {
@@ -119,7 +141,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.handleChat(ctx, x)
 		return
 	}
-	s.forward(ctx, x, ctx.Request.Body(), false)
+	s.forward(ctx, x, ctx.Request.Body(), forwardOpts{})
 }
 
 // isChatPath reports whether path is the chat completions endpoint, with or
@@ -129,16 +151,20 @@ func isChatPath(path []byte) bool {
 	return p == "/v1"+pathChatCompletions || p == pathChatCompletions
 }
 
-// handleChat forwards a chat completion and records the upstream's usage.
-// Later stages rewrite the body here before it is forwarded.
-func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
-	s.forward(ctx, x, ctx.Request.Body(), true)
+// forwardOpts say what the chat handler needs from forward.
+type forwardOpts struct {
+	// readUsage: a whole JSON answer is read to find its usage, and a stream
+	// is watched for it on a side copy.
+	readUsage bool
+	// stripUsage: remove the usage-only chunk from a stream (ctxpress asked
+	// for it; the client did not).
+	stripUsage bool
+	// headers adds ctxpress's own headers to the answer.
+	headers func(h *fasthttp.ResponseHeader)
 }
 
-// forward sends the request upstream with body and relays the answer. With
-// readUsage, a whole JSON answer is read to find its usage, and a stream is
-// watched for it on a side copy.
-func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, readUsage bool) {
+// forward sends the request upstream with body and relays the answer.
+func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o forwardOpts) {
 	req := fasthttp.AcquireRequest()
 	s.up.buildUpstreamRequest(ctx, req, body, s.cfg.UpstreamAPIKey)
 	// The whole body is already here; an Expect header would make the
@@ -157,13 +183,16 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, rea
 
 	resp.Header.CopyTo(&ctx.Response.Header)
 	removeHopHeaders(&ctx.Response.Header)
+	if o.headers != nil {
+		o.headers(&ctx.Response.Header)
+	}
 	x.status = resp.StatusCode()
 
 	stream, _ := resp.BodyStream().(fasthttp.ReadCloserWithError)
 	if stream == nil { // no body (HEAD, 204, 304)
 		ctx.Response.SetBody(resp.Body())
 		fasthttp.ReleaseResponse(resp)
-		s.logExchange(x)
+		s.finish(x)
 		return
 	}
 	contentLength := resp.Header.ContentLength()
@@ -173,7 +202,10 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, rea
 		s.up.releaseDeadline(resp)
 		var watch *sseUsage
 		r := &relay{body: stream, idle: s.cfg.StreamIdleTimeout, clientConn: ctx.Conn()}
-		if readUsage {
+		switch {
+		case o.stripUsage:
+			r.strip = &usageChunkFilter{}
+		case o.readUsage:
 			watch = &sseUsage{}
 			r.observe = watch.observe
 		}
@@ -186,11 +218,14 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, rea
 			if watch != nil {
 				x.usage = watch.usage
 			}
+			if r.strip != nil {
+				x.usage = r.strip.usage
+			}
 			fasthttp.ReleaseResponse(resp)
-			s.logExchange(x)
+			s.finish(x)
 		}
 		ctx.SetBodyStreamWriter(r.writeTo)
-	case readUsage:
+	case o.readUsage:
 		whole, err := readBody(stream, contentLength)
 		_ = stream.CloseWithError(err)
 		fasthttp.ReleaseResponse(resp)
@@ -201,12 +236,12 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, rea
 		x.usage = usageFromBody(whole, ctx.Response.Header.ContentEncoding())
 		x.bytesOut = int64(len(whole))
 		ctx.Response.SetBodyRaw(whole)
-		s.logExchange(x)
+		s.finish(x)
 	default:
 		x.bytesOut = int64(contentLength)
 		ctx.Response.SetBodyStream(&bodyCloser{ReadCloserWithError: stream, done: func() {
 			fasthttp.ReleaseResponse(resp)
-			s.logExchange(x)
+			s.finish(x)
 		}}, contentLength)
 	}
 }
@@ -216,7 +251,7 @@ func (s *Server) fail(ctx *fasthttp.RequestCtx, x *exchange, err error) {
 	status, code := upstreamFault(err)
 	writeError(ctx, status, code, "upstream request failed: "+describeUpstreamError(err))
 	x.status, x.err = status, err
-	s.logExchange(x)
+	s.finish(x)
 }
 
 // describeUpstreamError is the client-facing reason: which side failed and
@@ -300,6 +335,15 @@ func (s *Server) logExchange(x *exchange) {
 	if x.stream {
 		ev = ev.Bool("stream", true)
 	}
+	if t := x.turn; t != nil {
+		ev = ev.Int("tokens_before", t.tokensBefore).Int("tokens_after", t.tokensAfter)
+		if t.squashed > 0 || t.deduped > 0 {
+			ev = ev.Int("squashed", t.squashed).Int("deduped", t.deduped)
+		}
+		if t.id.ID != "" {
+			ev = ev.Str("conversation", t.id.ID)
+		}
+	}
 	if x.usage.Found {
 		ev = ev.Int("input_tokens", x.usage.InputTokens).Int("output_tokens", x.usage.OutputTokens)
 	}
@@ -307,4 +351,13 @@ func (s *Server) logExchange(x *exchange) {
 		ev = ev.AnErr("error", x.err)
 	}
 	ev.Msg("request")
+}
+
+// fasthttpLogger sends fasthttp's own connection-level messages (a client
+// that hung up, a malformed request) to the debug log: they are the peer's
+// doing, and the access log already says what each request got.
+type fasthttpLogger struct{ log zerolog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Debug().Msgf(format, args...)
 }
