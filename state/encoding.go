@@ -43,6 +43,7 @@ type diskBranch struct {
 }
 
 type diskBreaker struct {
+	ForceNext              bool      `json:"force_next,omitempty"`
 	Tripped                bool      `json:"tripped,omitempty"`
 	ConsecutiveOverTrigger int       `json:"consecutive_over_trigger,omitempty"`
 	FailureCount           int       `json:"failure_count,omitempty"`
@@ -250,6 +251,7 @@ func encodeRecord(r *Record) ([]byte, error) {
 		TokensSaved:     r.TokensSaved,
 		Compactions:     r.Compactions,
 		Breaker: diskBreaker{
+			ForceNext:              r.Breaker.ForceNext,
 			Tripped:                r.Breaker.Tripped,
 			ConsecutiveOverTrigger: r.Breaker.ConsecutiveOverTrigger,
 			FailureCount:           r.Breaker.FailureCount,
@@ -301,6 +303,7 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		TokensSaved:     d.TokensSaved,
 		Compactions:     d.Compactions,
 		Breaker: Breaker{
+			ForceNext:              d.Breaker.ForceNext,
 			Tripped:                d.Breaker.Tripped,
 			ConsecutiveOverTrigger: d.Breaker.ConsecutiveOverTrigger,
 			FailureCount:           d.Breaker.FailureCount,

@@ -115,6 +115,10 @@ type Branch struct {
 // Breaker is the compaction circuit breaker of a conversation; the caller owns
 // its rules, the store only keeps it.
 type Breaker struct {
+	// ForceNext is a manual compaction requested for the conversation's next
+	// request (the admin API's compact); it bypasses the threshold, backoff
+	// and a tripped breaker, and is cleared when used.
+	ForceNext              bool
 	Tripped                bool
 	ConsecutiveOverTrigger int
 	FailureCount           int
