@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -90,6 +91,34 @@ func BenchmarkRewriteWarm(b *testing.B) {
 		b.StartTimer()
 		if res := p.Rewrite(body); !res.Understood {
 			b.Fatal("not understood")
+		}
+	}
+}
+
+// BenchmarkRewriteWarmSummary: BenchmarkRewriteWarm with a stored summary
+// applied, covering about 100 of the 150 messages: the chain hash of the
+// covered messages comes from the per-message digest cache, the block is
+// added to the system prompt, the covered messages are cut out.
+func BenchmarkRewriteWarmSummary(b *testing.B) {
+	open, id := benchConversation(b)
+	p := New(Config{Squash: corpusSquash, Dedup: DefaultDedupConfig()})
+	c, ok := p.RewriteWith(closeBody(open, ""), Options{}).Compaction(50, 0)
+	if !ok {
+		b.Fatal("no compaction proposed")
+	}
+	summary := strings.Repeat("- a line of a checkpoint summary, as a summariser writes them\n", 60)
+	opts := Options{Branches: []Branch{{Summary: summary, Covered: c.Covered, Hash: c.Hash}}}
+	res := p.RewriteWith(closeBody(open, resultMsg(id, "warm-up")), opts)
+	b.Logf("branch covers %d messages; %d -> %d tokens", c.Covered, res.TokensBefore, res.TokensAfter)
+	b.SetBytes(int64(len(open)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		body := closeBody(open, resultMsg(id, "exit code 0\nran file "+strconv.Itoa(i)+": 12 tests passed, 0 failed"))
+		b.StartTimer()
+		if res := p.RewriteWith(body, opts); res.Applied != 0 {
+			b.Fatal("summary not applied")
 		}
 	}
 }

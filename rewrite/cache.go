@@ -14,11 +14,13 @@ const DefaultCacheBytes int64 = 64 << 20
 const entryOverhead = 128
 
 // Cache key kinds, the first byte hashed into every key, so that a token
-// count, a squash result and a message memo can never share a key.
+// count, a squash result, a message memo and a canonical digest can never
+// share a key.
 const (
-	kindTokens  byte = 't'
-	kindSquash  byte = 's'
-	kindMessage byte = 'm'
+	kindTokens    byte = 't'
+	kindSquash    byte = 's'
+	kindMessage   byte = 'm'
+	kindCanonical byte = 'c'
 )
 
 // cacheKey is a sha256 over a kind byte and some NUL-separated parts.

@@ -125,6 +125,11 @@ func TestCorpusPrefixStability(t *testing.T) {
 		p.counter = sharedCorpusPipeline().Counter() // reuse the token counts
 		checkPrefixStability(t, traces, p, nil)
 	})
+	// A stored summary applied from a turn on: the block stays fixed, so
+	// the prefix does too.
+	t.Run("with a summary", func(t *testing.T) {
+		checkSummaryPrefixStability(t, traces, sharedCorpusPipeline(), every)
+	})
 }
 
 func checkPrefixStability(t *testing.T, traces []trace, p *Pipeline, every map[string]bool) {

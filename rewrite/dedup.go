@@ -12,8 +12,9 @@ const DedupPlaceholder = "[duplicate result: superseded by a later call with the
 
 // dedupPlan is the set of tool results dedup replaces.
 type dedupPlan struct {
-	replace map[int]bool // message index -> replaced by the placeholder
-	saved   int          // content tokens saved in total
+	replace     map[int]bool // message index -> replaced by the placeholder
+	saved       int          // content tokens saved in total
+	placeholder int          // tokens of DedupPlaceholder
 }
 
 // planDedup decides which tool results to replace by DedupPlaceholder.
@@ -23,8 +24,10 @@ type dedupPlan struct {
 // nearest later result of the same key. Results whose call is unknown are
 // never touched. Replacing rewrites messages the provider has cached, so
 // nothing is replaced unless the replacements together save at least the
-// configured minimum.
-func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis) dedupPlan {
+// configured minimum. The messages [dropFrom, dropTo) are not forwarded
+// (a summary or the history limit replaces them): they neither supersede nor
+// are superseded, so dedup plans over the messages that remain.
+func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, dropTo int) dedupPlan {
 	var plan dedupPlan
 	if !p.cfg.Dedup.Enabled {
 		return plan
@@ -32,7 +35,7 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis) dedupPlan 
 	placeholder := p.counter.Count(enc, DedupPlaceholder)
 	later := make(map[callKey]int) // key -> index of the nearest later result
 	for i := len(req.messages) - 1; i >= 0; i-- {
-		if !a.keyed[i] {
+		if !a.keyed[i] || (i >= dropFrom && i < dropTo) {
 			continue
 		}
 		key := a.keys[i]
@@ -61,6 +64,7 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis) dedupPlan 
 	if plan.saved < p.cfg.Dedup.minTokens() {
 		return dedupPlan{}
 	}
+	plan.placeholder = placeholder
 	return plan
 }
 

@@ -5,24 +5,43 @@
 //
 //   - Identify: which conversation is this? (headers, prompt_cache_key, or
 //     a fingerprint of the conversation's opening).
-//   - Rewrite: validate once, parse the messages (byte ranges into the body,
-//     never a decode into structs), squash each tool result through the
-//     configured squasher, replace superseded duplicate tool results by a
-//     placeholder, and count tokens before and after.
+//   - RewriteWith (Rewrite without options): validate once, parse the
+//     messages (byte ranges into the body, never a decode into structs);
+//     apply the longest stored summary (Branch) whose chain hash matches the
+//     client's history, or else trim it to MaxHistoryMessages; squash each
+//     tool result that remains through the configured squasher, replace
+//     superseded duplicate tool results by a placeholder, add the summary
+//     block and ConciseInstruction to the system prompt, and count tokens
+//     before and after.
+//   - Result.Compaction: propose what a compaction of this request would
+//     summarise (the cut, the compactor's view of the messages, the new
+//     branch's chain hash, token estimates), from what RewriteWith already
+//     parsed and counted. The proxy decides, calls the summariser and
+//     stores the branch; this package does no I/O.
 //   - EnsureStreamUsage: ask a streamed request's upstream for usage.
 //
-// Rewrite only ever replaces the bytes of a tool result's content (or of a
-// text part inside it): every other byte of the body, including fields
-// ctxpress does not know (tools, response_format, vendor extensions) and
-// key order, is copied as sent. Anything it does not understand is passed
-// on unchanged.
+// Without a summary or a history limit, RewriteWith only ever replaces the
+// bytes of a tool result's content (or of a text part inside it) and adds
+// to the last leading system message: every other byte of the body,
+// including fields ctxpress does not know (tools, response_format, vendor
+// extensions) and key order, is copied as sent. A summary or the limit cuts
+// whole messages out of the array and puts the block (PlacementUser) and the
+// re-sent latest user message in their place; the messages kept keep their
+// bytes. Anything it does not understand is passed on unchanged.
+//
+// Chain hashes identify a history by content, not bytes (see ChainHash):
+// a client that re-serialises its messages still matches its summary, one
+// that edits or rewinds them does not, and then gets no summary at all.
 //
 // Prompt-cache stability: providers cache the longest unchanged prefix of a
 // request, so the rewritten messages of turn N must be a byte-identical
 // prefix of the rewritten turn N+1. Every step is a deterministic function
 // of the body and the Config (no clocks, no randomness, no per-conversation
-// state); the one exception is dedup, which rewrites an earlier result, and
-// which is therefore only done when it saves at least DedupConfig.MinTokens.
+// state); the exceptions are dedup, which rewrites an earlier result, and
+// which is therefore only done when it saves at least DedupConfig.MinTokens,
+// and a new user message, which retires the re-sent latest user message
+// that follows a summary. A summary block stays the same until the next
+// compaction.
 //
 // Tokens are counted by Counter.Count alone, with tiktoken encodings
 // embedded in the binary; counts, squash results and per-message results

@@ -54,3 +54,26 @@ func ExampleCounter_CountText() {
 	fmt.Println(c.CountText("gpt-4o", "hello world"), c.CountText("gpt-4", "hello world"))
 	// Output: 2 2
 }
+
+func ExampleResult_Compaction() {
+	p := rewrite.New(rewrite.Config{})
+	body := []byte(`{"model":"gpt-4o","messages":[` +
+		`{"role":"system","content":"You are a coding agent."},` +
+		`{"role":"user","content":"Rename foo to bar."},` +
+		`{"role":"assistant","content":"Done: 3 files changed."},` +
+		`{"role":"user","content":"Now run the tests."},` +
+		`{"role":"assistant","content":"All 12 pass."}]}`)
+
+	// The proxy decides to compact: what would be summarised?
+	c, ok := p.RewriteWith(body, rewrite.Options{}).Compaction(2, 0)
+	fmt.Println(ok, c.From, c.Cut, c.Covered, c.LatestUserAsk)
+
+	// It stores the summary as a branch; the next turn applies it.
+	branch := rewrite.Branch{Summary: "The user had foo renamed to bar.", Covered: c.Covered, Hash: c.Hash}
+	next := append(body[:len(body)-2:len(body)-2], `,{"role":"user","content":"Thanks."}]}`...)
+	res := p.RewriteWith(next, rewrite.Options{Branches: []rewrite.Branch{branch}})
+	fmt.Println(res.Applied, res.Covered, res.Messages, strings.Count(string(res.Body), `"role"`))
+	// Output:
+	// true 1 3 2 Now run the tests.
+	// 0 2 6 4
+}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/tidwall/gjson"
 )
 
@@ -64,10 +65,43 @@ func FuzzRewrite(f *testing.F) {
 		} else if !bytes.Equal(res.Body, body) {
 			t.Fatal("not understood but changed")
 		}
+		checkFuzzSummary(t, p, body, res)
 		out, _ := EnsureStreamUsage(body)
 		if json.Valid(body) && !json.Valid(out) {
 			t.Fatalf("EnsureStreamUsage: invalid output %s", out)
 		}
 		Identify(IdentifyConfig{}, func(string) []byte { return nil }, body)
 	})
+}
+
+// checkFuzzSummary applies a summary of the compaction the pipeline
+// proposes for body (with concise output, alternately placed), and the
+// history limit: the output is valid JSON, counted exactly, and valid for a
+// strict server whenever the input is.
+func checkFuzzSummary(t *testing.T, p *Pipeline, body []byte, res Result) {
+	c, ok := res.Compaction(2, 0)
+	if !ok {
+		return
+	}
+	valid := compactor.ValidateChat(body) == nil
+	b := Branch{Summary: "fuzz </conversation_summary> summary", Covered: c.Covered, Hash: c.Hash}
+	for _, opts := range []Options{
+		{Branches: []Branch{b}, ConciseOutput: true},
+		{Branches: []Branch{b}, Placement: PlacementUser},
+		{MaxHistoryMessages: 1},
+	} {
+		out := p.RewriteWith(body, opts)
+		if opts.Branches != nil && out.Applied != 0 {
+			t.Fatalf("proposed branch not applied: %+v", c)
+		}
+		if !json.Valid(out.Body) {
+			t.Fatalf("invalid output with %+v:\n%s", opts, out.Body)
+		}
+		if n, err := p.Counter().CountRequest(out.Body); err != nil || n != out.TokensAfter {
+			t.Fatalf("TokensAfter %d, counted %d (%v)", out.TokensAfter, n, err)
+		}
+		if err := compactor.ValidateChat(out.Body); valid && err != nil {
+			t.Fatalf("valid input, invalid output with %+v: %v\n%s", opts, err, out.Body)
+		}
+	}
 }

@@ -13,6 +13,7 @@ type request struct {
 	body      []byte
 	model     string
 	stream    bool
+	array     span // the `messages` array
 	messages  []message
 	tools     span // `tools`; counted, never changed
 	functions span // legacy `functions`; counted, never changed
@@ -174,6 +175,7 @@ func parseRequest(body []byte) (request, bool) {
 	if !msgs.exists() || body[msgs.start] != '[' {
 		return req, false
 	}
+	req.array = msgs
 	req.messages = make([]message, 0, 64)
 	forEachElement(body, msgs, func(v span) {
 		req.messages = append(req.messages, parseMessage(body, v))

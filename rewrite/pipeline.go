@@ -40,19 +40,19 @@ func (p *Pipeline) Identify(header func(name string) []byte, body []byte) Identi
 	return Identify(p.cfg.Identify, header, body)
 }
 
-// Result is the outcome of Rewrite.
+// Result is the outcome of Rewrite and RewriteWith.
 type Result struct {
 	// Body is the body to forward: the input itself when nothing changed.
 	Body []byte
 	// Understood is false when the body is not valid JSON or not a chat
 	// request (no `messages` array); Body is then the input, unchanged, and
-	// the other fields are zero but for BytesBefore and BytesAfter.
+	// the other fields are zero but for BytesBefore, BytesAfter and Applied.
 	Understood bool
 	// Changed reports whether Body differs from the input.
 	Changed bool
 	Model   string
 	Stream  bool
-	// Messages is the length of `messages`.
+	// Messages is the length of `messages` as the client sent it.
 	Messages int
 	// TokensBefore is the estimate for the request as the client sent it,
 	// TokensAfter for Body (see Counter.CountRequest).
@@ -61,6 +61,27 @@ type Result struct {
 	// tool results replaced by DedupPlaceholder.
 	Squashed, Deduped       int
 	BytesBefore, BytesAfter int
+
+	// Lead is the number of leading system/developer messages of the
+	// client's request (compactor.LeadingSystem): never summarised.
+	Lead int
+	// Applied is the index into Options.Branches of the summary applied,
+	// -1 when none; Covered is how many client messages it replaced.
+	Applied, Covered int
+	// SummaryMiss reports that branches were given but none matched this
+	// request's history: the client edited, truncated or rewound it.
+	SummaryMiss bool
+	// CompactCommand reports that the last message is a user message that
+	// is exactly "/compact" (only with Options.ForceCommand).
+	CompactCommand bool
+	// Trimmed is how many client messages Options.MaxHistoryMessages left
+	// out of Body (a re-sent latest user message is not counted).
+	Trimmed int
+
+	// view is what Compaction and SummaryTokens need of this request,
+	// so they neither re-parse nor re-tokenise; nil when not Understood.
+	// It is read-only once RewriteWith returns.
+	view *view
 }
 
 // analysis is what Rewrite knows about each message of a request, index
@@ -102,18 +123,33 @@ func (f *facts) size() int64 {
 	return n
 }
 
-// Rewrite squashes and dedups the tool results of a chat-completions body
-// and counts its tokens before and after. It validates body once, here,
-// with gjson.ValidBytes; every later step relies on that. A body that is not
-// valid JSON or not a chat request is returned unchanged with Understood
-// false. Only the content of tool results changes; every other byte of the
-// body is copied as sent, key order and whitespace included. The output
-// depends only on the body and the Config, so a turn that extends an earlier
-// one gets the earlier turn's rewritten messages as its prefix (unless a
-// dedup, saving at least DedupConfig.MinTokens, rewrites an earlier result).
-// body is not modified and may be returned as Result.Body.
+// Rewrite is RewriteWith(body, Options{}): squash, dedup and counts only.
 func (p *Pipeline) Rewrite(body []byte) Result {
-	res := Result{Body: body, BytesBefore: len(body), BytesAfter: len(body)}
+	return p.RewriteWith(body, Options{})
+}
+
+// RewriteWith rewrites a chat-completions body: it applies the longest
+// stored summary of opts.Branches that matches the request's history (see
+// Options), or else trims it to opts.MaxHistoryMessages; squashes and dedups
+// the tool results that remain; adds the concise-output instruction; and
+// counts tokens before and after. It validates body once, here, with
+// gjson.ValidBytes; every later step relies on that. A body that is not
+// valid JSON or not a chat request is returned unchanged with Understood
+// false.
+//
+// Every byte outside the messages array is copied as sent, key order and
+// whitespace included, and so is every forwarded message but for its squash
+// or dedup edits and the additions to the last leading system message. The
+// output depends only on the body, the Config and opts, so a turn that
+// extends an earlier one (with the same summary applied) gets the earlier
+// turn's rewritten messages as its prefix, except after a dedup saving at
+// least DedupConfig.MinTokens, and when a new user message retires the
+// re-sent latest user message.
+//
+// body is not modified and may be returned as Result.Body; the Result
+// reads body (Compaction), so body must not change while it is in use.
+func (p *Pipeline) RewriteWith(body []byte, opts Options) Result {
+	res := Result{Body: body, BytesBefore: len(body), BytesAfter: len(body), Applied: -1}
 	if !gjson.ValidBytes(body) {
 		return res
 	}
@@ -124,32 +160,24 @@ func (p *Pipeline) Rewrite(body []byte) Result {
 	res.Understood, res.Model, res.Stream, res.Messages = true, req.model, req.stream, len(req.messages)
 	enc := EncodingForModel(req.model)
 	a := p.analyse(enc, &req)
-	// The compaction step (summary application, the decision) goes here,
-	// on req and a, before dedup plans over the messages that remain.
-	plan := p.planDedup(enc, &req, a)
-
-	fixed := p.counter.fixedTokens(enc, &req)
-	res.TokensBefore, res.TokensAfter = fixed, fixed-plan.saved
-	var edits []edit
-	for i := range req.messages {
-		m, f := &req.messages[i], a.facts[i]
-		res.TokensBefore += f.before
-		res.TokensAfter += f.after
-		if plan.replace[i] {
-			edits = append(edits, placeholderEdit(m))
-			res.Deduped++
-			continue
-		}
-		res.Squashed += f.squashed
-		for _, e := range f.edits {
-			edits = append(edits, edit{start: m.start + e.start, end: m.start + e.end, repl: e.repl})
+	v := p.newView(enc, &req, a, opts)
+	v.selectHistory(opts.Branches, opts.MaxHistoryMessages)
+	res.Lead, res.CompactCommand = v.lead, v.command
+	if len(opts.Branches) > 0 {
+		res.Applied, res.SummaryMiss = v.applied, v.applied < 0
+	}
+	if v.branch != nil {
+		res.Covered = v.branch.Covered
+	} else if v.dropTo > v.lead {
+		res.Trimmed = v.dropTo - v.lead
+		if v.resend >= 0 {
+			res.Trimmed--
 		}
 	}
-	if len(edits) > 0 {
-		res.Body = splice(body, edits)
-		res.Changed = true
-		res.BytesAfter = len(res.Body)
-	}
+	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo)
+	v.forwarded(plan)
+	v.render(plan, &res)
+	res.view = v
 	return res
 }
 

@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
@@ -124,7 +126,7 @@ func (c *Counter) Count(enc Encoding, text string) int {
 	}
 	var n int
 	if tk := e.get(enc); tk != nil {
-		n = len(tk.EncodeOrdinary(text))
+		n = encodeBounded(tk, text)
 	} else {
 		n = (len(text) + 3) / 4
 	}
@@ -247,4 +249,31 @@ func (c *Counter) partTokens(enc Encoding, part gjson.Result, text *string) int 
 		return 0
 	}
 	return c.Count(enc, part.Raw)
+}
+
+// maxRun bounds the unbroken run of non-space bytes encoded in one piece.
+// tiktoken-go's BPE is quadratic in the length of one pre-token, so a tool
+// output holding a 40 KB base64 blob or a minified line took almost a
+// second to count; cut into 256-byte pieces it takes microseconds, and the
+// count changes only by a token or so at each cut.
+const maxRun = 256
+
+// encodeBounded counts text's tokens, encoding long unbroken runs in
+// maxRun-byte pieces (at rune boundaries).
+func encodeBounded(tk *tiktoken.Tiktoken, text string) int {
+	n, start, run := 0, 0, 0
+	for i := 0; i < len(text); {
+		r, size := rune(text[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(text[i:])
+		}
+		if unicode.IsSpace(r) {
+			run = 0
+		} else if run += size; run > maxRun {
+			n += len(tk.EncodeOrdinary(text[start:i]))
+			start, run = i, size
+		}
+		i += size
+	}
+	return n + len(tk.EncodeOrdinary(text[start:]))
 }

@@ -1,0 +1,152 @@
+package rewrite
+
+import (
+	"crypto/sha256"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/tidwall/gjson"
+)
+
+// Compaction describes what a compaction of this request would summarise.
+// Indexes are into the client's messages as sent.
+type Compaction struct {
+	// [From, Cut) are summarised now; From is Lead plus the Covered of the
+	// applied branch (its messages are in PrevSummary already).
+	From, Cut int
+	// Messages are the client's messages [0, len) as the compactor sees
+	// them: tool results as forwarded (squashed, or DedupPlaceholder).
+	// compactor.Transcript(Messages[From:Cut], …) is the transcript.
+	Messages []compactor.Message
+	// PrevSummary and Parent are the applied branch's Summary and Hash
+	// ("" and zero when none): the summary to update, the branch extended.
+	PrevSummary string
+	Parent      [sha256.Size]byte
+	// Covered (Cut - Lead) and Hash are the new branch's.
+	Covered int
+	Hash    [sha256.Size]byte
+	// LatestUserAsk is the text of the latest user message (not the
+	// /compact command), for compactor.SeedActiveTask.
+	LatestUserAsk string
+	// SummarisedTokens are the tokens of [From, Cut) as forwarded.
+	SummarisedTokens int
+	// KeptTokens estimates the request after the compaction without the
+	// summary itself: the leading system messages (with ConciseInstruction
+	// if asked), the raw tail, the re-sent latest user message when the
+	// cut covers it, and the tools. Add SummaryTokens(summary) for the
+	// whole.
+	KeptTokens int
+}
+
+// Compaction proposes a compaction of this request: compactor.Cut from the
+// end of the applied summary's coverage, keeping at least keepRecent
+// messages and keepRecentTokens tokens (as forwarded) raw. With a /compact
+// command, the command message is not part of the plan (the cut is within
+// messages[:len-1]). ok is false when nothing can be summarised, or when
+// the Result is not Understood. It neither re-parses nor re-tokenises:
+// RewriteWith's analysis and caches serve it.
+func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) {
+	v := r.view
+	if v == nil {
+		return Compaction{}, false
+	}
+	n := len(v.msgs)
+	if v.command {
+		n--
+	}
+	from := v.lead
+	if v.branch != nil {
+		from += v.branch.Covered
+	}
+	cut, ok := compactor.Cut(v.msgs[:n], from, keepRecent, keepRecentTokens, func(i int) int { return v.fwd[i] })
+	if !ok {
+		return Compaction{From: from, Cut: from}, false
+	}
+	c := Compaction{From: from, Cut: cut, Covered: cut - v.lead, Messages: v.fullMessages()}
+	c.Hash = v.extendChain(v.chain, c.Covered)[c.Covered]
+	if v.branch != nil {
+		c.PrevSummary, c.Parent = v.branch.Summary, v.branch.Hash
+	}
+	for i := n - 1; i >= 0; i-- {
+		if v.msgs[i].Role == "user" {
+			c.LatestUserAsk = c.Messages[i].Text
+			break
+		}
+	}
+	for i := from; i < cut; i++ {
+		c.SummarisedTokens += v.fwd[i]
+	}
+	c.KeptTokens = v.fixed + v.additionTokens("", false)
+	for i := range v.lead {
+		c.KeptTokens += v.fwd[i]
+	}
+	for i := cut; i < n; i++ {
+		c.KeptTokens += v.fwd[i]
+	}
+	if u := resendAfterSummary(v.msgs[:n], v.lead, cut); u >= 0 {
+		c.KeptTokens += v.fwd[u]
+	}
+	return c, true
+}
+
+// SummaryTokens returns the tokens the block for summary adds to this
+// request, where the Options placed it: with the proxy's min-reclaim and
+// target checks, KeptTokens + SummaryTokens is the compacted request. It
+// counts with the request's encoding, through the pipeline's cache; 0 when
+// the Result is not Understood.
+func (r Result) SummaryTokens(summary string) int {
+	v := r.view
+	if v == nil {
+		return 0
+	}
+	return v.additionTokens(compactor.Block(summary), true) - v.additionTokens("", false)
+}
+
+// fullMessages returns the client's messages as the compactor sees them:
+// the skeleton with texts, tool-call names and arguments filled in, tool
+// results as forwarded. It decodes every content, which only a compaction
+// (rare, and followed by a model call) pays for.
+func (v *view) fullMessages() []compactor.Message {
+	out := make([]compactor.Message, len(v.msgs))
+	for i := range v.req.messages {
+		m, f := &v.req.messages[i], v.a.facts[i]
+		cm := &out[i]
+		cm.Role, cm.ToolCallID, cm.Name = m.role, m.toolCallID, m.name
+		switch {
+		case !m.object:
+			cm.Text = string(m.bytes())
+			continue
+		case v.deduped[i]:
+			cm.Text = DedupPlaceholder
+		case len(f.edits) > 0:
+			// The squashed message, re-read: edits are relative to its start.
+			sq := splice(m.bytes(), f.edits)
+			sm := parseMessage(sq, span{0, len(sq)})
+			cm.Text = contentText(sm.result(sm.content))
+		default:
+			cm.Text = contentText(m.result(m.content))
+		}
+		cm.ToolCalls = toolCallsFull(m)
+	}
+	return out
+}
+
+// toolCallsFull returns the calls of an assistant message with their names
+// and raw arguments: the JSON string's value, or an object's raw JSON.
+func toolCallsFull(m *message) []compactor.ToolCall {
+	var out []compactor.ToolCall
+	args := func(a gjson.Result) string {
+		if a.Type == gjson.String {
+			return a.Str
+		}
+		return a.Raw
+	}
+	m.result(m.toolCalls).ForEach(func(_, tc gjson.Result) bool {
+		fn := tc.Get("function")
+		out = append(out, compactor.ToolCall{ID: tc.Get("id").String(), Name: fn.Get("name").String(), Arguments: args(fn.Get("arguments"))})
+		return true
+	})
+	if fc := m.result(m.functionCall); fc.IsObject() {
+		out = append(out, compactor.ToolCall{Name: fc.Get("name").String(), Arguments: args(fc.Get("arguments"))})
+	}
+	return out
+}

@@ -1,0 +1,245 @@
+package rewrite
+
+import (
+	"crypto/sha256"
+	"slices"
+	"strings"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/tidwall/gjson"
+)
+
+// Branch is a stored summary the pipeline may apply; the proxy converts
+// state.Branch to this.
+type Branch struct {
+	Summary string            // the summary text (not the block)
+	Covered int               // how many messages right after the leading system messages it replaces
+	Hash    [sha256.Size]byte // ChainHash of those Covered messages
+}
+
+// Summary placements (Options.Placement).
+const (
+	PlacementSystem = "system" // the block ends the last leading system message (the default)
+	PlacementUser   = "user"   // the block is a user message right after the leading system messages
+)
+
+// Options are the per-conversation choices of RewriteWith. The zero Options
+// is squash, dedup and counts only.
+type Options struct {
+	// Branches are the stored summaries of this conversation. The one with
+	// the largest Covered whose Hash equals the request's own chain hash
+	// after Covered messages is applied; none matching sets
+	// Result.SummaryMiss and forwards the history as sent.
+	Branches []Branch
+	// Placement is PlacementSystem ("" too) or PlacementUser; anything
+	// else counts as PlacementSystem.
+	Placement string
+	// ConciseOutput appends ConciseInstruction to the last leading system
+	// message (before the summary block), or sends it as a new first system
+	// message when there is none.
+	ConciseOutput bool
+	// MaxHistoryMessages > 0, when no summary is applied, forwards the
+	// leading system messages and only the last MaxHistoryMessages messages
+	// (more when the cut must move to a turn boundary; see compactor.Cut),
+	// re-sending the latest user message verbatim if it would be dropped.
+	MaxHistoryMessages int
+	// ForceCommand makes a last user message that is exactly "/compact"
+	// (trimmed) a command: Result.CompactCommand, and Result.Compaction
+	// plans without it.
+	ForceCommand bool
+}
+
+// CompactCommandText is the user message that asks ctxpress to compact now.
+const CompactCommandText = "/compact"
+
+// ConciseInstruction is what Options.ConciseOutput adds to the system
+// prompt. It is a constant so the prompt, and the provider's cache of it,
+// stays the same from turn to turn. Brevity must never cost exactness
+// (code, paths and errors are copied, not paraphrased) nor safety (a
+// terse confirmation of `rm -rf` is how accidents happen).
+const ConciseInstruction = "Answer concisely: drop filler, pleasantries, articles and hedging; prefer short sentences, fragments and lists. " +
+	"Keep code, commands, file paths, identifiers and error text byte-exact. " +
+	"Never be terse when confirming a destructive operation or giving a security warning: state those in full."
+
+// ChainHash returns the chain hash of msgs, the client's messages after the
+// leading system messages, as sent: h_0 is zero and
+// h_i = sha256(h_(i-1) || sha256(canonical(msgs[i-1]))), where canonical is
+// the message's JSON compacted with its object keys sorted, so a client
+// that re-serialises the same messages matches. Each element must be valid
+// JSON. RewriteWith computes the same value with per-message caching; this
+// is the reference, for tests and tools.
+func ChainHash(msgs [][]byte) [sha256.Size]byte {
+	var h [sha256.Size]byte
+	for _, m := range msgs {
+		h = chainStep(h, canonicalDigest(m))
+	}
+	return h
+}
+
+// chainStep is h_i from h_(i-1) and the canonical digest of message i. It
+// chains digests rather than canonical bytes so that a warm turn hashes 64
+// bytes per message, not the whole history.
+func chainStep(prev, digest [sha256.Size]byte) [sha256.Size]byte {
+	var buf [2 * sha256.Size]byte
+	copy(buf[:sha256.Size], prev[:])
+	copy(buf[sha256.Size:], digest[:])
+	return sha256.Sum256(buf[:])
+}
+
+// canonicalDigest is the sha256 of a message's canonical form.
+func canonicalDigest(raw []byte) [sha256.Size]byte {
+	return sha256.Sum256(appendCanonical(nil, gjson.Parse(string(raw))))
+}
+
+// view is what RewriteWith learnt about one request, kept in its Result for
+// Compaction and SummaryTokens. It is not changed after RewriteWith returns,
+// so a Result may be used from several goroutines.
+type view struct {
+	p       *Pipeline
+	enc     Encoding
+	req     *request
+	a       *analysis
+	user    bool // Placement user
+	concise bool
+	lead    int
+	command bool                // the last message is the /compact command
+	msgs    []compactor.Message // role, ids and calls only (no text): enough to cut
+
+	applied int                 // index of the applied branch, -1
+	branch  *Branch             // the applied branch, nil when none
+	dropTo  int                 // client messages [lead, dropTo) are not forwarded
+	resend  int                 // the user message re-sent verbatim after them, -1
+	chain   [][sha256.Size]byte // h_0 … h_k for the k matching needed; capacity clipped
+
+	fixed   int          // tokens of the request besides its messages
+	fwd     []int        // tokens of each message as forwarded (squashed, deduped)
+	deduped map[int]bool // messages replaced by DedupPlaceholder
+}
+
+// newView derives the message skeleton, the leading system messages and
+// the command of req.
+func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options) *view {
+	v := &view{p: p, enc: enc, req: req, a: a, applied: -1, resend: -1,
+		user: opts.Placement == PlacementUser, concise: opts.ConciseOutput}
+	n := len(req.messages)
+	v.msgs = make([]compactor.Message, n)
+	ncalls := 0
+	for _, f := range a.facts {
+		ncalls += len(f.calls)
+	}
+	calls := make([]compactor.ToolCall, 0, ncalls) // one backing array for all messages
+	for i := range req.messages {
+		m := &req.messages[i]
+		cm := &v.msgs[i]
+		cm.Role, cm.ToolCallID, cm.Name = m.role, m.toolCallID, m.name
+		if fc := a.facts[i].calls; len(fc) > 0 {
+			start := len(calls)
+			for _, c := range fc {
+				calls = append(calls, compactor.ToolCall{ID: c.id, Name: c.key.tool})
+			}
+			cm.ToolCalls = calls[start:len(calls):len(calls)]
+		}
+	}
+	v.lead = compactor.LeadingSystem(v.msgs)
+	v.dropTo = v.lead
+	v.chain = [][sha256.Size]byte{{}}
+	v.fixed = p.counter.fixedTokens(enc, req)
+	if opts.ForceCommand && n > 0 {
+		m := &req.messages[n-1]
+		v.command = m.role == "user" && strings.TrimSpace(contentText(m.result(m.content))) == CompactCommandText
+	}
+	return v
+}
+
+// selectHistory decides which client messages are forwarded: the longest
+// matching branch replaces the messages it covers; without one, the history
+// limit drops the oldest. A covered or dropped latest user message is
+// re-sent verbatim.
+func (v *view) selectHistory(branches []Branch, maxHistory int) {
+	n := len(v.msgs)
+	longest := 0
+	for _, b := range branches {
+		if b.Covered > 0 && v.lead+b.Covered <= n {
+			longest = max(longest, b.Covered)
+		}
+	}
+	if longest > 0 {
+		v.chain = slices.Clip(v.extendChain(v.chain, longest))
+		for i := range branches {
+			b := &branches[i]
+			if b.Covered <= 0 || v.lead+b.Covered > n || b.Hash != v.chain[b.Covered] {
+				continue
+			}
+			if v.applied < 0 || b.Covered > branches[v.applied].Covered {
+				v.applied = i
+			}
+		}
+	}
+	switch {
+	case v.applied >= 0:
+		b := branches[v.applied]
+		v.branch = &b
+		v.dropTo = v.lead + b.Covered
+	case maxHistory > 0:
+		if cut, ok := compactor.Cut(v.msgs, v.lead, maxHistory, 0, nil); ok {
+			v.dropTo = cut
+		}
+	}
+	switch {
+	case v.dropTo <= v.lead:
+	case v.branch != nil:
+		v.resend = resendAfterSummary(v.msgs, v.lead, v.dropTo)
+	default:
+		v.resend = compactor.LatestUserIn(v.msgs, v.lead, v.dropTo)
+	}
+}
+
+// extendChain returns chain (h_0 … h_j) extended to h_k. It appends to
+// chain, so callers that share chain pass it clipped.
+func (v *view) extendChain(chain [][sha256.Size]byte, k int) [][sha256.Size]byte {
+	for i := len(chain) - 1; i < k; i++ {
+		j := v.lead + i
+		chain = append(chain, chainStep(chain[i], v.p.messageDigest(&v.req.messages[j], v.a.hashes[j])))
+	}
+	return chain
+}
+
+// messageDigest is canonicalDigest of m, whose bytes hash to h, from the
+// cache when m was seen before: a warm turn canonicalises only its new
+// messages.
+func (p *Pipeline) messageDigest(m *message, h [sha256.Size]byte) [sha256.Size]byte {
+	key := newKey(kindCanonical, string(h[:]))
+	if v, ok := p.cache.get(key); ok {
+		return v.([sha256.Size]byte)
+	}
+	d := canonicalDigest(m.bytes())
+	p.cache.add(key, d, sha256.Size)
+	return d
+}
+
+// forwarded records each message's tokens as forwarded under plan (for a
+// message not forwarded: as it would be, squashed).
+func (v *view) forwarded(plan dedupPlan) {
+	v.deduped = plan.replace
+	v.fwd = make([]int, len(v.msgs))
+	for i, f := range v.a.facts {
+		v.fwd[i] = f.after
+		if plan.replace[i] {
+			v.fwd[i] = f.after - f.contentAfter + plan.placeholder
+		}
+	}
+}
+
+// resendAfterSummary returns the covered user message to re-send verbatim
+// after a summary covering msgs[lead:cut], or -1. When the first message
+// after the coverage is not a user message (an agent loop's tail is tool
+// calls and results), the last covered user ask is re-sent: the request
+// needs a user message, and the ask must never be only paraphrased. The
+// rule looks at the coverage and at msgs[cut] alone, which later turns do
+// not change, so the forwarded prefix stays stable from turn to turn.
+func resendAfterSummary(msgs []compactor.Message, lead, cut int) int {
+	if cut < len(msgs) && msgs[cut].Role == "user" {
+		return -1
+	}
+	return compactor.LatestUserIn(msgs[:cut], lead, cut)
+}
