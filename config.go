@@ -22,22 +22,59 @@ import (
 // optional; config.example.yml lists them all with their defaults (a test
 // keeps the two in step).
 type config struct {
-	Listen            string        `yaml:"listen"`
-	Upstream          string        `yaml:"upstream"`
-	UpstreamAPIKey    string        `yaml:"upstream_api_key"`
-	MaxBodyBytes      int           `yaml:"max_body_bytes"`
-	ConnectTimeout    time.Duration `yaml:"connect_timeout"`
-	UpstreamTimeout   time.Duration `yaml:"upstream_timeout"`
-	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
-	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`
-	DB                string        `yaml:"db"`
-	Retention         time.Duration `yaml:"retention"`
-	Identify          string        `yaml:"identify"`
-	ConversationHdrs  []string      `yaml:"conversation_headers"`
-	CacheBytes        int64         `yaml:"cache_bytes"`
-	Squash            squashConfig  `yaml:"squash"`
-	Dedup             dedupConfig   `yaml:"dedup"`
-	Log               logConfig     `yaml:"log"`
+	Listen            string                 `yaml:"listen"`
+	Upstream          string                 `yaml:"upstream"`
+	UpstreamAPIKey    string                 `yaml:"upstream_api_key"`
+	MaxBodyBytes      int                    `yaml:"max_body_bytes"`
+	ConnectTimeout    time.Duration          `yaml:"connect_timeout"`
+	UpstreamTimeout   time.Duration          `yaml:"upstream_timeout"`
+	StreamIdleTimeout time.Duration          `yaml:"stream_idle_timeout"`
+	ShutdownTimeout   time.Duration          `yaml:"shutdown_timeout"`
+	DB                string                 `yaml:"db"`
+	Retention         time.Duration          `yaml:"retention"`
+	Identify          string                 `yaml:"identify"`
+	ConversationHdrs  []string               `yaml:"conversation_headers"`
+	CacheBytes        int64                  `yaml:"cache_bytes"`
+	Squash            squashConfig           `yaml:"squash"`
+	Dedup             dedupConfig            `yaml:"dedup"`
+	Compaction        compactionCfg          `yaml:"compaction"`
+	MaxHistory        int                    `yaml:"max_history_messages"`
+	Events            eventsConfig           `yaml:"events"`
+	Models            map[string]modelConfig `yaml:"models"`
+	DefaultWindow     int                    `yaml:"default_context_window"`
+	ConciseOutput     bool                   `yaml:"concise_output"`
+	AdminToken        string                 `yaml:"admin_token"`
+	Log               logConfig              `yaml:"log"`
+}
+
+type compactionCfg struct {
+	Enabled          bool             `yaml:"enabled"`
+	ThresholdTokens  int              `yaml:"threshold_tokens"`
+	ThresholdRatio   float64          `yaml:"threshold_ratio"`
+	TargetRatio      float64          `yaml:"target_ratio"`
+	MinReclaimTokens int              `yaml:"min_reclaim_tokens"`
+	KeepRecent       int              `yaml:"keep_recent"`
+	KeepRecentTokens int              `yaml:"keep_recent_tokens"`
+	Precompact       bool             `yaml:"precompact"`
+	PrecompactRatio  float64          `yaml:"precompact_ratio"`
+	SummaryPlacement string           `yaml:"summary_placement"`
+	Summarizer       summarizerConfig `yaml:"summarizer"`
+}
+
+type summarizerConfig struct {
+	BaseURL   string        `yaml:"base_url"`
+	Model     string        `yaml:"model"`
+	APIKey    string        `yaml:"api_key"`
+	Timeout   time.Duration `yaml:"timeout"`
+	MaxTokens int           `yaml:"max_tokens"`
+}
+
+type eventsConfig struct {
+	WebhookURL string `yaml:"webhook_url"`
+}
+
+type modelConfig struct {
+	ContextWindow int `yaml:"context_window"`
 }
 
 type squashConfig struct {
@@ -81,7 +118,42 @@ func defaultConfig() config {
 			ReadOnlyTools: rewrite.DefaultReadOnlyTools(),
 			MinTokens:     rewrite.DefaultMinDedupTokens,
 		},
-		Log: logConfig{Level: "info", Format: "console"},
+		Compaction: compactionCfg{
+			Enabled:          true,
+			ThresholdRatio:   0.8,
+			TargetRatio:      0.5,
+			KeepRecent:       6,
+			Precompact:       true,
+			PrecompactRatio:  0.7,
+			SummaryPlacement: "system",
+			Summarizer:       summarizerConfig{Timeout: 120 * time.Second},
+		},
+		Models:        map[string]modelConfig{},
+		DefaultWindow: 128000,
+		Log:           logConfig{Level: "info", Format: "console"},
+	}
+}
+
+// compactionConfig is the proxy's view of the compaction options.
+func (c config) compactionConfig() proxy.CompactionConfig {
+	models := make(map[string]int, len(c.Models))
+	for name, m := range c.Models {
+		models[name] = m.ContextWindow
+	}
+	cc := c.Compaction
+	return proxy.CompactionConfig{
+		Enabled: cc.Enabled,
+		Trigger: rewrite.TriggerConfig{ThresholdTokens: cc.ThresholdTokens, ThresholdRatio: cc.ThresholdRatio,
+			Models: models, DefaultContextWindow: c.DefaultWindow},
+		TargetRatio: cc.TargetRatio, MinReclaimTokens: cc.MinReclaimTokens,
+		KeepRecent: cc.KeepRecent, KeepRecentTokens: cc.KeepRecentTokens,
+		Precompact: cc.Precompact, PrecompactRatio: cc.PrecompactRatio,
+		SummaryPlacement: cc.SummaryPlacement,
+		Summarizer: proxy.SummarizerConfig{BaseURL: cc.Summarizer.BaseURL, Model: cc.Summarizer.Model,
+			APIKey: cc.Summarizer.APIKey, Timeout: cc.Summarizer.Timeout, MaxTokens: cc.Summarizer.MaxTokens},
+		MaxHistoryMessages: c.MaxHistory,
+		ConciseOutput:      c.ConciseOutput,
+		WebhookURL:         c.Events.WebhookURL,
 	}
 }
 
@@ -121,6 +193,8 @@ func (c config) proxyConfig() proxy.Config {
 		ConnectTimeout:    c.ConnectTimeout,
 		UpstreamTimeout:   c.UpstreamTimeout,
 		StreamIdleTimeout: c.StreamIdleTimeout,
+		AdminToken:        c.AdminToken,
+		Compaction:        c.compactionConfig(),
 	}
 }
 
@@ -206,6 +280,9 @@ func loadConfig(f *serveFlags, getenv func(string) string) (config, error) {
 		}
 	})
 	if err := c.proxyConfig().Validate(); err != nil {
+		return c, err
+	}
+	if err := c.compactionConfig().Validate(); err != nil {
 		return c, err
 	}
 	if err := c.pipelineConfig(nil).Validate(); err != nil {

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bytes"
+	"fmt"
 	"strconv"
 
 	"github.com/ctxpress/ctxpress/rewrite"
@@ -8,12 +10,18 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// Response headers that tell the client what ctxpress did.
+// Headers that tell the client what ctxpress did, and the ones a client
+// sends to steer it.
 const (
 	HeaderTokensBefore = "X-Ctxpress-Tokens-Before"
 	HeaderTokensAfter  = "X-Ctxpress-Tokens-After"
 	HeaderConversation = "X-Ctxpress-Conversation"
 	HeaderCompacted    = "X-Ctxpress-Compacted"
+	// HeaderCompact: "force" compacts this request's conversation now.
+	HeaderCompact = "X-Ctxpress-Compact"
+	// HeaderEphemeral: "1" marks a side request (a title, a classification)
+	// that is never compacted nor recorded.
+	HeaderEphemeral = "X-Ctxpress-Ephemeral"
 )
 
 // turn is what one understood chat request did, for the record and the log.
@@ -23,11 +31,19 @@ type turn struct {
 	model                     string
 	tokensBefore, tokensAfter int
 	squashed, deduped         int
+	summaryApplied            bool
+	compacted                 bool
+	trigger                   int
+	ephemeral                 bool
+	// precompact, when set, is the turn's input for a background
+	// compaction once the upstream has said how big the request was.
+	precompact *turnInput
 }
 
-// handleChat runs the rewrite pipeline on a chat completion, forwards the
-// result and records what the upstream reported. A body the pipeline does
-// not understand is forwarded exactly as sent.
+// handleChat runs the rewrite pipeline on a chat completion (applying a
+// stored summary, compacting when due), forwards the result and records
+// what the upstream reported. A body the pipeline does not understand is
+// forwarded exactly as sent.
 func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	body := ctx.Request.Body()
 	if s.pipeline == nil {
@@ -38,19 +54,50 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	if len(id.Rejected) > 0 {
 		s.log.Warn().Strs("sources", id.Rejected).Msg("ignored a conversation id that is too long or not printable")
 	}
-	res := s.pipeline.Rewrite(body)
-	if !res.Understood {
+	t := &turn{id: id, ephemeral: string(ctx.Request.Header.Peek(HeaderEphemeral)) == "1"}
+	var rec state.Record
+	if id.ID != "" {
+		t.key = state.NewKey(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), id.ID)
+		if s.store != nil {
+			var err error
+			if rec, _, err = s.store.Get(t.key); err != nil {
+				s.storeFailed("cannot read the conversation record", err)
+			}
+		}
+	}
+	res, ok := s.rewrite(body, s.comp.options(rec))
+	if !ok || !res.Understood {
 		s.forward(ctx, x, body, forwardOpts{readUsage: true})
 		return
 	}
-	t := &turn{
-		id: id, model: res.Model,
-		tokensBefore: res.TokensBefore, tokensAfter: res.TokensAfter,
-		squashed: res.Squashed, deduped: res.Deduped,
+	if res.SummaryMiss {
+		s.log.Info().Str("conversation", id.ID).Msg("history differs from every stored summary (edited or rewound); no summary applied")
 	}
-	if id.ID != "" {
-		t.key = state.NewKey(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), id.ID)
+	if s.comp.cfg.Enabled && id.ID != "" && s.store != nil && !t.ephemeral {
+		t.trigger = s.comp.cfg.Trigger.Trigger(res.Model)
+		ti := turnInput{key: t.key, rec: rec, body: body, res: res, trigger: t.trigger,
+			authorization: string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))}
+		force := bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || rec.Breaker.ForceNext || res.CompactCommand
+		var o outcome
+		res, o = s.comp.maybeCompact(ti, force)
+		t.compacted = o.compacted
+		if o.err != nil {
+			s.log.Warn().Err(o.err).Str("conversation", id.ID).Msg("compaction not done; forwarding uncompacted")
+		}
+		if res.CompactCommand {
+			s.answerCompactCommand(ctx, x, res, o)
+			return
+		}
+		if s.comp.cfg.Precompact && !t.compacted {
+			effective := rewrite.Effective(res.TokensAfter, rec.LastEstimate, rec.LastInputTokens, rec.Calibration)
+			if float64(effective) >= 0.9*s.comp.cfg.precompactRatio()*float64(t.trigger) {
+				ti.body = append([]byte(nil), body...) // the body is gone once the handler returns
+				t.precompact = &ti
+			}
+		}
 	}
+	t.model, t.tokensBefore, t.tokensAfter = res.Model, res.TokensBefore, res.TokensAfter
+	t.squashed, t.deduped, t.summaryApplied = res.Squashed, res.Deduped, res.Applied >= 0
 	x.turn = t
 	out, injected := res.Body, false
 	if res.Stream {
@@ -62,7 +109,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		headers: func(h *fasthttp.ResponseHeader) {
 			h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
 			h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))
-			h.Set(HeaderCompacted, "false")
+			h.Set(HeaderCompacted, strconv.FormatBool(t.compacted))
 			if id.ID != "" {
 				h.Set(HeaderConversation, id.ID)
 			}
@@ -70,11 +117,29 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	})
 }
 
+// rewrite runs the pipeline; a panic inside it is logged and the request
+// goes upstream as the client sent it (ok false).
+func (s *Server) rewrite(body []byte, opts rewrite.Options) (res rewrite.Result, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error().Str("panic", fmt.Sprint(p)).Msg("rewrite failed; forwarding the request unchanged")
+			ok = false
+		}
+	}()
+	return s.pipeline.RewriteWith(body, opts), true
+}
+
 // finish ends a request: it records an understood chat turn the upstream
-// answered, then writes the access-log line.
+// answered, starts a precompaction when the turn came near the trigger, and
+// writes the access-log line.
 func (s *Server) finish(x *exchange) {
-	if t := x.turn; t != nil && s.rec != nil && t.id.ID != "" && x.status >= 200 && x.status < 300 && x.err == nil {
+	t := x.turn
+	if t != nil && s.rec != nil && t.id.ID != "" && !t.ephemeral && x.status >= 200 && x.status < 300 && x.err == nil {
 		s.rec.record(turnRecord{turn: *t, usage: x.usage})
+		if pc := t.precompact; pc != nil && x.usage.Found &&
+			float64(x.usage.InputTokens) >= s.comp.cfg.precompactRatio()*float64(t.trigger) {
+			s.comp.precompact(*pc)
+		}
 	}
 	s.logExchange(x)
 }

@@ -33,6 +33,12 @@ type Config struct {
 	StreamIdleTimeout time.Duration
 	// MaxConnsPerHost caps pooled upstream connections; 0 means 512.
 	MaxConnsPerHost int
+	// AdminToken, when set, is required (Authorization: Bearer …) on the
+	// /ctxpress/ endpoints but healthz; when empty they answer loopback
+	// clients only.
+	AdminToken string
+	// Compaction: when and how conversations are summarised.
+	Compaction CompactionConfig
 }
 
 // Defaults applied by withDefaults.

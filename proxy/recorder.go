@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +41,25 @@ type recorder struct {
 	mu     sync.RWMutex
 	closed bool // guarded by mu; set once the queue is closed
 
-	lastWarn atomic.Int64 // unix nanos of the last failure warning
-	dropped  atomic.Int64 // failures since the last warning
+	warn warnLimiter
+}
+
+// warnLimiter logs a recurring failure once per warnEvery, with how many
+// happened since the last line.
+type warnLimiter struct {
+	last  atomic.Int64 // unix nanos of the last warning
+	count atomic.Int64 // failures since the last warning
+}
+
+func (w *warnLimiter) warn(log zerolog.Logger, msg string, err error) {
+	n := w.count.Add(1)
+	now := time.Now().UnixNano()
+	last := w.last.Load()
+	if now-last < int64(warnEvery) || !w.last.CompareAndSwap(last, now) {
+		return
+	}
+	w.count.Store(0)
+	log.Warn().Err(err).Int64("failures", n).Msg(msg)
 }
 
 func newRecorder(store state.Store, log zerolog.Logger) *recorder {
@@ -89,19 +107,23 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) {
 			rec.Calibration = min(max(c, minCalibration), maxCalibration)
 		}
 	}
-	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter, InputTokens: tr.usage.InputTokens})
+	if t.compacted && tr.usage.Found && t.trigger > 0 {
+		if tr.usage.InputTokens > t.trigger {
+			rec.Breaker.ConsecutiveOverTrigger++
+			if rec.Breaker.ConsecutiveOverTrigger >= breakerTrips {
+				rec.Breaker.Tripped = true
+				rec.Breaker.Reason = fmt.Sprintf("upstream reported %d input tokens, over the trigger of %d, after %d compactions in a row",
+					tr.usage.InputTokens, t.trigger, rec.Breaker.ConsecutiveOverTrigger)
+			}
+		} else {
+			rec.Breaker.ConsecutiveOverTrigger = 0
+		}
+	}
+	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
+		InputTokens: tr.usage.InputTokens, Compacted: t.compacted})
 }
 
-func (r *recorder) failed(msg string, err error) {
-	n := r.dropped.Add(1)
-	now := time.Now().UnixNano()
-	last := r.lastWarn.Load()
-	if now-last < int64(warnEvery) || !r.lastWarn.CompareAndSwap(last, now) {
-		return
-	}
-	r.dropped.Store(0)
-	r.log.Warn().Err(err).Int64("failures", n).Msg(msg)
-}
+func (r *recorder) failed(msg string, err error) { r.warn.warn(r.log, msg, err) }
 
 // close stops taking turns and waits until the queued ones are written.
 func (r *recorder) close() {

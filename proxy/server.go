@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/rs/zerolog"
@@ -22,7 +23,11 @@ type Server struct {
 	up       *upstreamClient
 	srv      *fasthttp.Server
 	pipeline *rewrite.Pipeline // nil: chat bodies are forwarded as sent
-	rec      *recorder         // nil: no per-conversation records
+	store    state.Store       // nil: no per-conversation state
+	rec      *recorder         // nil without a store
+	comp     *compactions      // always set; compaction itself may be off
+	events   *eventBus
+	warn     warnLimiter // store failures on the request path
 }
 
 // Deps are the parts the chat handler runs on; a nil one turns its step off.
@@ -45,9 +50,21 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, up: up, pipeline: deps.Pipeline}
+	if err := cfg.Compaction.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, up: up, pipeline: deps.Pipeline, store: deps.Store}
+	s.events = newEventBus(log, cfg.Compaction.WebhookURL)
 	if deps.Store != nil {
 		s.rec = newRecorder(deps.Store, log)
+	}
+	s.comp = &compactions{
+		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: compactor.NewSummarizer(),
+		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
+		inflight: map[state.Key]chan struct{}{},
+	}
+	if deps.Pipeline == nil || deps.Store == nil {
+		s.comp.cfg.Enabled = false // compaction needs both
 	}
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
@@ -90,6 +107,7 @@ func (s *Server) ListenAndServe() error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.ShutdownWithContext(ctx)
 	s.up.closeIdle()
+	s.comp.wait() // a summary being written in the background is kept
 	if s.rec != nil {
 		s.rec.close() // writes what is queued; later turns are not recorded
 	}
@@ -126,14 +144,16 @@ var (
 )
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		// fasthttp does not recover panics: one would take the process down.
+		if p := recover(); p != nil {
+			s.log.Error().Str("panic", fmt.Sprint(p)).Str("path", string(ctx.Path())).Msg("handler panic")
+			writeError(ctx, fasthttp.StatusInternalServerError, "internal_error", "internal error")
+		}
+	}()
 	path := ctx.Path()
-	if string(path) == pathHealthz {
-		ctx.SetContentType("application/json")
-		ctx.SetBodyString(`{"status":"ok"}`)
-		return
-	}
-	if len(path) >= len("/ctxpress/") && string(path[:len("/ctxpress/")]) == "/ctxpress/" {
-		writeError(ctx, fasthttp.StatusNotFound, "not_found", "no such ctxpress endpoint")
+	if len(path) >= len(adminPrefix) && string(path[:len(adminPrefix)]) == adminPrefix {
+		s.handleAdmin(ctx)
 		return
 	}
 	x := newExchange(ctx)
@@ -361,3 +381,7 @@ type fasthttpLogger struct{ log zerolog.Logger }
 func (l fasthttpLogger) Printf(format string, args ...any) {
 	l.log.Debug().Msgf(format, args...)
 }
+
+// storeFailed reports a store failure on the request path, once per
+// interval: the request itself goes on without the record.
+func (s *Server) storeFailed(msg string, err error) { s.warn.warn(s.log, msg, err) }

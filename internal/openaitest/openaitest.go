@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/compactor"
 )
 
 // Request is one request the upstream received.
@@ -30,6 +32,8 @@ type Server struct {
 	// Reply is the assistant text of every completion; it is split on spaces
 	// into one SSE chunk per word when streaming.
 	Reply string
+	// Summary is the text a summary request gets (see IsSummaryRequest).
+	Summary string
 
 	mu       sync.Mutex
 	requests []Request                   // guarded by mu
@@ -39,7 +43,8 @@ type Server struct {
 // New starts a fake upstream on 127.0.0.1 and stops it at the end of the test.
 func New(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{Reply: "Hello from the fake upstream.", handlers: map[string]http.HandlerFunc{}}
+	s := &Server{Reply: "Hello from the fake upstream.", handlers: map[string]http.HandlerFunc{},
+		Summary: "## Goal\nFix the build.\n\n## Completed Actions\n1. Ran make: failed.\n\n## Active Task\nFix the error."}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -61,6 +66,38 @@ func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
+}
+
+// IsSummaryRequest reports whether body is ctxpress's summary call: one
+// user message that opens with the summariser preamble.
+func IsSummaryRequest(body []byte) bool {
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil || len(req.Messages) != 1 || req.Messages[0].Role != "user" {
+		return false
+	}
+	text, _ := req.Messages[0].Content.(string)
+	return strings.HasPrefix(text, compactor.SummarizerPreamble)
+}
+
+// ChatRequests returns the chat completion requests received so far, summary
+// requests apart.
+func (s *Server) ChatRequests() (chats, summaries []Request) {
+	for _, r := range s.Requests() {
+		if !strings.HasSuffix(r.Path, "/chat/completions") {
+			continue
+		}
+		if IsSummaryRequest(r.Body) {
+			summaries = append(summaries, r)
+		} else {
+			chats = append(chats, r)
+		}
+	}
+	return chats, summaries
 }
 
 // Last returns the last request received; it fails the test when none came.
@@ -93,7 +130,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch strings.TrimPrefix(r.URL.Path, "/v1") {
 	case "/chat/completions":
-		s.chat(w, body)
+		if IsSummaryRequest(body) {
+			s.mu.Lock()
+			h := s.handlers[SummaryPath]
+			s.mu.Unlock()
+			if h != nil {
+				h(w, r)
+				return
+			}
+			s.reply(w, body, s.Summary)
+			return
+		}
+		s.reply(w, body, s.Reply)
 	case "/models":
 		writeJSON(w, map[string]any{"object": "list", "data": []map[string]any{
 			{"id": "gpt-4o", "object": "model", "created": 1715367049, "owned_by": "system"},
@@ -118,7 +166,11 @@ func PromptTokens(body []byte) int {
 	return len(req.Messages)/4 + 1
 }
 
-func (s *Server) chat(w http.ResponseWriter, body []byte) {
+// SummaryPath is the Handle key that overrides the answer to summary
+// requests only.
+const SummaryPath = "summary"
+
+func (s *Server) reply(w http.ResponseWriter, body []byte, text string) {
 	var req struct {
 		Model         string `json:"model"`
 		Stream        bool   `json:"stream"`
@@ -132,14 +184,14 @@ func (s *Server) chat(w http.ResponseWriter, body []byte) {
 		return
 	}
 	prompt := PromptTokens(body)
-	words := strings.Fields(s.Reply)
+	words := strings.Fields(text)
 	usage := map[string]any{"prompt_tokens": prompt, "completion_tokens": len(words), "total_tokens": prompt + len(words),
 		"prompt_tokens_details": map[string]int{"cached_tokens": 0}}
 	if !req.Stream {
 		writeJSON(w, map[string]any{
 			"id": "chatcmpl-fake", "object": "chat.completion", "created": 1715367049, "model": req.Model,
 			"choices": []map[string]any{{"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": s.Reply}}},
+				"message": map[string]any{"role": "assistant", "content": text}}},
 			"usage": usage,
 		})
 		return

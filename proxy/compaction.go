@@ -1,0 +1,390 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/rs/zerolog"
+)
+
+// CompactionConfig says when and how conversations are compacted. The zero
+// value is compaction off; zero numeric fields mean the default on them.
+type CompactionConfig struct {
+	Enabled bool
+	// Trigger: threshold_tokens, threshold_ratio, models, default_context_window.
+	Trigger rewrite.TriggerConfig
+	// TargetRatio: a compaction aims below this fraction of the trigger; 0 means 0.5.
+	TargetRatio float64
+	// MinReclaimTokens: below this reclaim an automatic compaction does not
+	// rewrite history; 0 means min(4096, 20% of the trigger).
+	MinReclaimTokens int
+	// KeepRecent messages stay raw; 0 means 6.
+	KeepRecent int
+	// KeepRecentTokens of raw tail at least; 0 means 20% of the trigger.
+	KeepRecentTokens int
+	// Precompact prepares the summary right after a turn whose reported
+	// input crosses PrecompactRatio (0 means 0.7) of the trigger.
+	Precompact      bool
+	PrecompactRatio float64
+	// SummaryPlacement is "system" (default) or "user".
+	SummaryPlacement string
+	Summarizer       SummarizerConfig
+	// MaxHistoryMessages, with compaction off, keeps the leading system
+	// messages and the last N messages; 0 is off.
+	MaxHistoryMessages int
+	// ConciseOutput appends a terse-writing instruction to the system prompt.
+	ConciseOutput bool
+	// WebhookURL receives every compaction event as a JSON POST.
+	WebhookURL string
+}
+
+// SummarizerConfig says where summaries are written; empty fields mean the
+// request's own upstream, model and Authorization.
+type SummarizerConfig struct {
+	BaseURL string
+	Model   string
+	APIKey  string
+	// Timeout of one summary call; 0 means 120s.
+	Timeout time.Duration
+	// MaxTokens of the summary; 0 means min(4000, 25% of the trigger).
+	MaxTokens int
+}
+
+// Backoff after consecutive summariser failures.
+var failureBackoff = []time.Duration{60 * time.Second, 300 * time.Second, 900 * time.Second}
+
+// breakerTrips is how many compactions in a row may leave the upstream's
+// reported input over the trigger before auto-compaction stops.
+const breakerTrips = 2
+
+func (c CompactionConfig) targetRatio() float64 {
+	if c.TargetRatio > 0 {
+		return c.TargetRatio
+	}
+	return 0.5
+}
+
+func (c CompactionConfig) keepRecent() int {
+	if c.KeepRecent > 0 {
+		return c.KeepRecent
+	}
+	return 6
+}
+
+func (c CompactionConfig) keepRecentTokens(trigger int) int {
+	if c.KeepRecentTokens > 0 {
+		return c.KeepRecentTokens
+	}
+	return trigger / 5
+}
+
+func (c CompactionConfig) minReclaim(trigger int) int {
+	if c.MinReclaimTokens > 0 {
+		return c.MinReclaimTokens
+	}
+	return min(4096, trigger/5)
+}
+
+func (c CompactionConfig) precompactRatio() float64 {
+	if c.PrecompactRatio > 0 {
+		return c.PrecompactRatio
+	}
+	return 0.7
+}
+
+func (c CompactionConfig) maxSummaryTokens(trigger int) int {
+	if c.Summarizer.MaxTokens > 0 {
+		return c.Summarizer.MaxTokens
+	}
+	return compactor.DefaultMaxTokens(trigger)
+}
+
+// Validate reports the first problem with c.
+func (c CompactionConfig) Validate() error {
+	switch c.SummaryPlacement {
+	case "", "system", "user":
+	default:
+		return fmt.Errorf("compaction.summary_placement %q: want system or user", c.SummaryPlacement)
+	}
+	for name, r := range map[string]float64{"threshold_ratio": c.Trigger.ThresholdRatio, "target_ratio": c.TargetRatio, "precompact_ratio": c.PrecompactRatio} {
+		if r < 0 || r > 1 {
+			return fmt.Errorf("compaction.%s %v: want a fraction between 0 and 1", name, r)
+		}
+	}
+	if c.Summarizer.BaseURL != "" {
+		if _, err := parseUpstream(c.Summarizer.BaseURL); err != nil {
+			return fmt.Errorf("compaction.summarizer.base_url: %w", err)
+		}
+	}
+	return nil
+}
+
+// compactions runs summaries: at most one per conversation at a time.
+type compactions struct {
+	cfg      CompactionConfig
+	store    state.Store
+	pipeline *rewrite.Pipeline
+	sum      *compactor.Summarizer
+	events   *eventBus
+	log      zerolog.Logger
+	upstream string // default summariser base URL
+	apiKey   string // upstream_api_key, when set
+
+	mu       sync.Mutex
+	inflight map[state.Key]chan struct{} // guarded by mu; closed when the compaction ends
+	bg       sync.WaitGroup              // background precompactions
+}
+
+// outcome is what a compaction attempt did to one request.
+type outcome struct {
+	compacted bool // a new summary was written for this request
+	event     Event
+	err       error
+}
+
+// errSkipped marks a compaction that was not worth doing (nothing to
+// summarise, too little to reclaim): not a failure, no backoff.
+var errSkipped = errors.New("compaction skipped")
+
+// options are the rewrite options for a conversation in the state rec.
+func (c *compactions) options(rec state.Record) rewrite.Options {
+	o := rewrite.Options{
+		Placement:     c.cfg.SummaryPlacement,
+		ConciseOutput: c.cfg.ConciseOutput,
+		ForceCommand:  c.cfg.Enabled,
+	}
+	if !c.cfg.Enabled {
+		o.MaxHistoryMessages = c.cfg.MaxHistoryMessages
+	}
+	for _, b := range rec.Branches {
+		o.Branches = append(o.Branches, rewrite.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash})
+	}
+	return o
+}
+
+// acquire starts a compaction of key, or returns the channel of the one
+// already running (mine false).
+func (c *compactions) acquire(key state.Key) (done chan struct{}, mine bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch, ok := c.inflight[key]; ok {
+		return ch, false
+	}
+	ch := make(chan struct{})
+	c.inflight[key] = ch
+	return ch, true
+}
+
+func (c *compactions) release(key state.Key, done chan struct{}) {
+	c.mu.Lock()
+	delete(c.inflight, key)
+	c.mu.Unlock()
+	close(done)
+}
+
+// turnInput is what a compaction needs from the request.
+type turnInput struct {
+	key           state.Key
+	rec           state.Record
+	body          []byte
+	res           rewrite.Result
+	authorization string
+	trigger       int
+	kind          string // auto | precompact | manual
+}
+
+// maybeCompact compacts the request in ti when it is due (or forced), and
+// returns the rewrite to forward: with the new summary applied on success,
+// else the one given. A request arriving while its conversation is being
+// compacted waits for that compaction and uses its summary; it never starts
+// a second one.
+func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, outcome) {
+	rec := ti.rec
+	effective := rewrite.Effective(ti.res.TokensAfter, rec.LastEstimate, rec.LastInputTokens, rec.Calibration)
+	if force {
+		ti.kind = "manual"
+	} else {
+		if effective <= ti.trigger {
+			return ti.res, outcome{}
+		}
+		if rec.Breaker.Tripped {
+			return ti.res, outcome{err: fmt.Errorf("%w: circuit breaker open (%s)", errSkipped, rec.Breaker.Reason)}
+		}
+		if time.Now().Before(rec.Breaker.BackoffUntil) {
+			return ti.res, outcome{err: fmt.Errorf("%w: summariser backoff until %s", errSkipped, rec.Breaker.BackoffUntil.Format(time.TimeOnly))}
+		}
+		ti.kind = "auto"
+	}
+	done, mine := c.acquire(ti.key)
+	if !mine {
+		select {
+		case <-done:
+		case <-time.After(c.summaryTimeout() + 5*time.Second):
+			return ti.res, outcome{err: fmt.Errorf("%w: another compaction of this conversation is still running", errSkipped)}
+		}
+		fresh, ok, err := c.store.Get(ti.key)
+		if err != nil || !ok {
+			return ti.res, outcome{}
+		}
+		return c.pipeline.RewriteWith(ti.body, c.options(fresh)), outcome{}
+	}
+	defer c.release(ti.key, done)
+	newRec, ev, err := c.run(ti)
+	if err != nil {
+		return ti.res, outcome{event: ev, err: err}
+	}
+	res := c.pipeline.RewriteWith(ti.body, c.options(newRec))
+	ev.TokensAfter = res.TokensAfter
+	c.events.publish(ev)
+	return res, outcome{compacted: true, event: ev}
+}
+
+func (c *compactions) summaryTimeout() time.Duration {
+	if c.cfg.Summarizer.Timeout > 0 {
+		return c.cfg.Summarizer.Timeout
+	}
+	return compactor.DefaultTimeout
+}
+
+// run writes a summary for ti and stores it as a branch. Failures and skips
+// are published as events here; success is published by the caller, which
+// knows the tokens after.
+func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
+	start := time.Now()
+	ev := Event{Time: start, Conversation: ti.key.ID, Model: ti.res.Model, Trigger: ti.kind, TokensBefore: ti.res.TokensAfter}
+	fail := func(result string, err error) (state.Record, Event, error) {
+		ev.Result, ev.Reason, ev.DurationMS = result, err.Error(), time.Since(start).Milliseconds()
+		c.events.publish(ev)
+		return ti.rec, ev, err
+	}
+	keepTokens := c.cfg.keepRecentTokens(ti.trigger)
+	if ti.kind == "manual" {
+		// A manual compaction of a conversation far below its trigger keeps
+		// a tail in proportion to the conversation, not to the trigger.
+		keepTokens = min(keepTokens, ti.res.TokensAfter/5)
+	}
+	prop, ok := ti.res.Compaction(c.cfg.keepRecent(), keepTokens)
+	if !ok {
+		return fail("skipped", fmt.Errorf("%w: nothing to summarise outside the last %d messages", errSkipped, c.cfg.keepRecent()))
+	}
+	maxTokens := c.cfg.maxSummaryTokens(ti.trigger)
+	if ti.kind != "manual" && prop.SummarisedTokens-maxTokens < c.cfg.minReclaim(ti.trigger) {
+		return fail("skipped", fmt.Errorf("%w: would reclaim under %d tokens", errSkipped, c.cfg.minReclaim(ti.trigger)))
+	}
+	model := c.cfg.Summarizer.Model
+	if model == "" {
+		model = ti.res.Model
+	}
+	count := func(s string) int { return c.pipeline.Counter().CountText(model, s) }
+	msgs := prop.Messages[prop.From:prop.Cut]
+	window := c.cfg.Trigger.ContextWindow(model)
+	budget := compactor.TranscriptBudget(window, maxTokens, count, prop.PrevSummary, msgs)
+	if budget <= 0 {
+		return fail("failed", fmt.Errorf("summariser window of %d tokens has no room for a transcript", window))
+	}
+	prompt := compactor.BuildPrompt(prop.PrevSummary, compactor.Transcript(msgs, budget))
+	sr, err := c.sum.Summarize(context.Background(), compactor.SummaryRequest{
+		BaseURL: c.summaryBase(), Authorization: c.summaryAuth(ti.authorization), Model: model,
+		Prompt: prompt, MaxTokens: maxTokens, Timeout: c.summaryTimeout(),
+	})
+	if err != nil {
+		c.backoff(ti.key)
+		return fail("failed", err)
+	}
+	summary := compactor.Redact(compactor.SeedActiveTask(sr.Summary, prop.LatestUserAsk))
+	now := time.Now()
+	newRec, err := c.store.Update(ti.key, func(r *state.Record) error {
+		r.PutBranch(state.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Parent: prop.Parent}, now)
+		r.AddSummaryHistory(state.SummaryEntry{At: now, Summary: summary, CoveredMessages: prop.Covered,
+			TokensBefore: ti.res.TokensAfter, TokensAfter: prop.KeptTokens + ti.res.SummaryTokens(summary)})
+		r.Breaker.FailureCount, r.Breaker.BackoffUntil = 0, time.Time{}
+		if ti.kind == "manual" {
+			r.Breaker = state.Breaker{}
+		}
+		if ti.kind == "precompact" { // a sync compaction is counted with its turn
+			r.Compactions++
+		}
+		return nil
+	})
+	if err != nil {
+		return fail("failed", fmt.Errorf("storing the summary: %w", err))
+	}
+	ev.Result, ev.Covered = "ok", prop.Covered
+	ev.SummaryTokens = ti.res.SummaryTokens(summary)
+	ev.TokensAfter = prop.KeptTokens + ev.SummaryTokens
+	ev.DurationMS = time.Since(start).Milliseconds()
+	if sr.Truncated {
+		c.log.Warn().Str("conversation", ti.key.ID).Msg("summary hit max_tokens and may be cut short")
+	}
+	return newRec, ev, nil
+}
+
+func (c *compactions) summaryBase() string {
+	if c.cfg.Summarizer.BaseURL != "" {
+		return c.cfg.Summarizer.BaseURL
+	}
+	return c.upstream
+}
+
+// summaryAuth is the Authorization of the summary call: the summariser's
+// own key, else the upstream key ctxpress holds, else the client's.
+func (c *compactions) summaryAuth(client string) string {
+	switch {
+	case c.cfg.Summarizer.APIKey != "":
+		return "Bearer " + c.cfg.Summarizer.APIKey
+	case c.apiKey != "":
+		return "Bearer " + c.apiKey
+	default:
+		return client
+	}
+}
+
+// backoff records a summariser failure: the next automatic compaction of the
+// conversation waits 60 s, then 300 s, then 900 s after each failure.
+func (c *compactions) backoff(key state.Key) {
+	_, err := c.store.Update(key, func(r *state.Record) error {
+		d := failureBackoff[min(r.Breaker.FailureCount, len(failureBackoff)-1)]
+		r.Breaker.FailureCount++
+		r.Breaker.BackoffUntil = time.Now().Add(d)
+		return nil
+	})
+	if err != nil {
+		c.log.Warn().Err(err).Msg("cannot record the summariser failure")
+	}
+}
+
+// precompact prepares a summary in the background from a copy of a request
+// body, so the turn that crosses the trigger finds it ready.
+func (c *compactions) precompact(ti turnInput) {
+	done, mine := c.acquire(ti.key)
+	if !mine {
+		return
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		defer c.release(ti.key, done)
+		rec, ok, err := c.store.Get(ti.key)
+		if err != nil || !ok || rec.Breaker.Tripped || time.Now().Before(rec.Breaker.BackoffUntil) {
+			return
+		}
+		ti.rec = rec
+		ti.res = c.pipeline.RewriteWith(ti.body, c.options(rec))
+		if !ti.res.Understood {
+			return
+		}
+		ti.kind = "precompact"
+		if _, ev, err := c.run(ti); err == nil {
+			c.events.publish(ev)
+		}
+	}()
+}
+
+// wait blocks until background precompactions have ended.
+func (c *compactions) wait() { c.bg.Wait() }

@@ -1,0 +1,559 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/squash"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/tidwall/gjson"
+)
+
+const testTrigger = 4000
+
+func compactionConfig(upstream string) Config {
+	return Config{Upstream: upstream, Compaction: CompactionConfig{
+		Enabled: true,
+		Trigger: rewrite.TriggerConfig{ThresholdTokens: testTrigger},
+	}}
+}
+
+// openStoreAt opens a bbolt store the test closes itself (restarts) or at
+// cleanup.
+func openStoreAt(t *testing.T, path string) state.Store {
+	t.Helper()
+	st, err := state.OpenBolt(path, state.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func pipelineForTest() *rewrite.Pipeline {
+	sq := squash.New(squash.Config{})
+	return rewrite.New(rewrite.Config{
+		Squash: func(tool, c string) string { return sq.Apply(tool, c).Text },
+		Dedup:  rewrite.DefaultDedupConfig(),
+	})
+}
+
+// agent drives a tool-using conversation through ctxpress with the official
+// client: every turn appends the assistant's tool call and its result.
+type agent struct {
+	t       *testing.T
+	client  openai.Client
+	convID  string
+	history []openai.ChatCompletionMessageParamUnion
+	turns   int
+}
+
+func newAgent(t *testing.T, baseURL, convID string) *agent {
+	return &agent{
+		t:      t,
+		client: openai.NewClient(option.WithBaseURL(baseURL), option.WithAPIKey("sk-agent"), option.WithMaxRetries(0)),
+		convID: convID,
+		history: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage("You are a coding agent. Use the tools to fix the bug."),
+			openai.UserMessage("The test TestParseDate fails on leap years; find and fix the bug in dateparse/parse.go."),
+		},
+	}
+}
+
+// toolOutput is a distinct ~1.2 KB result (under the squash floor, so the
+// history really grows).
+func toolOutput(turn int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "$ grep -n leap dateparse/*.go (turn %d)\n", turn)
+	for i := 0; b.Len() < 1200; i++ {
+		fmt.Fprintf(&b, "dateparse/parse_%d.go:%d: if year%%4 == 0 && (year%%100 != 0 || year%%400 == 0) { days = %d }\n", turn, 10+i, 28+i%3)
+	}
+	return b.String()
+}
+
+// turn sends the history, checks the answer, and appends a tool call and
+// its result. It returns the response headers.
+func (a *agent) turn(stream bool, extra ...option.RequestOption) http.Header {
+	a.t.Helper()
+	a.turns++
+	var headers http.Header
+	opts := append([]option.RequestOption{
+		option.WithHeader("X-Session-ID", a.convID),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(r)
+			if resp != nil {
+				headers = resp.Header
+			}
+			return resp, err
+		}),
+	}, extra...)
+	params := openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: a.history}
+	var content string
+	if stream {
+		s := a.client.Chat.Completions.NewStreaming(context.Background(), params, opts...)
+		acc := openai.ChatCompletionAccumulator{}
+		for s.Next() {
+			acc.AddChunk(s.Current())
+		}
+		if err := s.Err(); err != nil {
+			a.t.Fatalf("turn %d: %v", a.turns, err)
+		}
+		content = acc.Choices[0].Message.Content
+	} else {
+		got, err := a.client.Chat.Completions.New(context.Background(), params, opts...)
+		if err != nil {
+			a.t.Fatalf("turn %d: %v", a.turns, err)
+		}
+		content = got.Choices[0].Message.Content
+	}
+	if content == "" {
+		a.t.Fatalf("turn %d: empty answer", a.turns)
+	}
+	id := "call_" + strconv.Itoa(a.turns)
+	call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+		ID: id, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash",
+			Arguments: fmt.Sprintf(`{"command":"grep -n leap dateparse/*.go # %d"}`, a.turns)},
+	}}
+	a.history = append(a.history,
+		openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
+			Content:   openai.ChatCompletionAssistantMessageParamContentUnion{OfString: openai.String(content)},
+			ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call}}},
+		openai.ToolMessage(toolOutput(a.turns), id))
+	return headers
+}
+
+// messagesOf returns the raw messages of a request body.
+func messagesOf(body []byte) []string {
+	var out []string
+	for _, m := range gjson.GetBytes(body, "messages").Array() {
+		out = append(out, m.Raw)
+	}
+	return out
+}
+
+func isPrefix(a, b []string) bool {
+	if len(a) > len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// The headline: a 60-turn tool-using conversation through ctxpress, in
+// both stream modes. The upstream's input stays under the trigger after
+// compactions, every request is valid for a strict server with at most one
+// summary block, the forwarded prefix is stable between compactions, and
+// after a restart on the same db the next turn still gets the summary.
+func TestSixtyTurnAgentConversation(t *testing.T) {
+	up := openaitest.New(t)
+	dbPath := filepath.Join(t.TempDir(), "ctxpress.db")
+	st := openStoreAt(t, dbPath)
+	p := startProxyWith(t, compactionConfig(up.BaseURL()), Deps{Pipeline: pipelineForTest(), Store: st})
+	a := newAgent(t, p.BaseURL(), "sixty")
+
+	var prev []string
+	compactions, stable := 0, 0
+	for i := 0; i < 60; i++ {
+		h := a.turn(i%2 == 1)
+		chats, _ := up.ChatRequests()
+		body := chats[len(chats)-1].Body
+		if err := compactor.ValidateChat(body); err != nil {
+			t.Fatalf("turn %d: request invalid for a strict server: %v", i+1, err)
+		}
+		if n := strings.Count(string(body), "<conversation_summary>"); n > 1 {
+			t.Fatalf("turn %d: %d summary blocks", i+1, n)
+		}
+		msgs := messagesOf(body)
+		if h.Get(HeaderCompacted) == "true" {
+			compactions++
+			if in := openaitest.PromptTokens(body); in >= testTrigger {
+				t.Fatalf("turn %d: compacted request still has %d input tokens (trigger %d)", i+1, in, testTrigger)
+			}
+			if !strings.Contains(msgs[0], "<conversation_summary>") {
+				t.Fatalf("turn %d: compacted but no summary in the system message: %.200s", i+1, msgs[0])
+			}
+		} else if prev != nil {
+			if !isPrefix(prev, msgs) {
+				t.Fatalf("turn %d: forwarded history is not an extension of the previous turn's (no compaction in between)", i+1)
+			}
+			stable++
+		}
+		prev = msgs
+	}
+	if compactions < 2 {
+		t.Fatalf("only %d compactions in 60 turns", compactions)
+	}
+	_, summaries := up.ChatRequests()
+	if len(summaries) != compactions {
+		t.Fatalf("%d summary calls for %d compactions", len(summaries), compactions)
+	}
+	first := gjson.GetBytes(summaries[0].Body, "messages.0.content").String()
+	for _, want := range []string{"create a structured checkpoint summary", "[USER]:", "[ASSISTANT]:", "[Tool calls: bash(", "[TOOL RESULT call_1]:", "## Active Task"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("first summary prompt lacks %q", want)
+		}
+	}
+	second := gjson.GetBytes(summaries[1].Body, "messages.0.content").String()
+	if !strings.Contains(second, "PREVIOUS SUMMARY:") || !strings.Contains(second, "Fix the build.") {
+		t.Errorf("second summary prompt is not an iterative update")
+	}
+	if temp := gjson.GetBytes(summaries[0].Body, "temperature").Float(); temp != 0.3 {
+		t.Errorf("summary temperature %v", temp)
+	}
+	t.Logf("60 turns: %d compactions, %d turns with a stable prefix", compactions, stable)
+
+	// Restart ctxpress on the same db: the next turn still gets the summary.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st2 := openStoreAt(t, dbPath)
+	t.Cleanup(func() { st2.Close() })
+	p2 := startProxyWith(t, compactionConfig(up.BaseURL()), Deps{Pipeline: pipelineForTest(), Store: st2})
+	a.client = openai.NewClient(option.WithBaseURL(p2.BaseURL()), option.WithAPIKey("sk-agent"), option.WithMaxRetries(0))
+	before := len(up.Requests())
+	h := a.turn(false)
+	chats, _ := up.ChatRequests()
+	body := chats[len(chats)-1].Body
+	if !strings.Contains(string(body), "<conversation_summary>") || h.Get(HeaderCompacted) == "true" && len(up.Requests()) > before+2 {
+		t.Fatalf("after a restart the summary was not applied")
+	}
+	if in := openaitest.PromptTokens(body); in >= testTrigger {
+		t.Fatalf("after a restart the request has %d input tokens", in)
+	}
+}
+
+// A client that edits an early message no longer matches the stored
+// summary: it gets its own history, never a summary of another one.
+func TestEditedHistoryGetsNoSummary(t *testing.T) {
+	up := openaitest.New(t)
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+	p := startProxyWith(t, compactionConfig(up.BaseURL()), Deps{Pipeline: pipelineForTest(), Store: st})
+	a := newAgent(t, p.BaseURL(), "edited")
+	for i := 0; i < 30; i++ {
+		a.turn(false)
+	}
+	chats, _ := up.ChatRequests()
+	if !strings.Contains(string(chats[len(chats)-1].Body), "<conversation_summary>") {
+		t.Fatal("no summary after 30 turns")
+	}
+	// Edit the first tool result (covered by the summary).
+	a.history[3] = openai.ToolMessage("edited output", "call_1")
+	a.history = a.history[:12] // and rewind
+	a.turn(false)
+	chats, _ = up.ChatRequests()
+	if strings.Contains(string(chats[len(chats)-1].Body), "<conversation_summary>") {
+		t.Fatal("an edited history got the summary of the original one")
+	}
+	waitFor(t, func() bool { return strings.Contains(p.logs.String(), "history differs from every stored summary") }, "the miss in the log")
+}
+
+// Ten concurrent requests of one conversation over the trigger make
+// exactly one summary call, and every one is answered.
+func TestConcurrentTurnsCompactOnce(t *testing.T) {
+	up := openaitest.New(t)
+	slow := make(chan struct{})
+	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
+		<-slow
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"s","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nkeep going"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`)
+	})
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 2500
+	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	a := newAgent(t, p.BaseURL(), "concurrent")
+	for i := 0; i < 12; i++ { // grow past the trigger without compacting yet
+		a.history = append(a.history,
+			openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+				ID: "c" + strconv.Itoa(i), Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash", Arguments: `{"command":"ls"}`}}}}}},
+			openai.ToolMessage(toolOutput(i), "c"+strconv.Itoa(i)))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := a.client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: a.history},
+				option.WithHeader("X-Session-ID", a.convID))
+			errs <- err
+		}()
+	}
+	waitFor(t, func() bool { _, s := up.ChatRequests(); return len(s) >= 1 }, "the summary call")
+	time.Sleep(100 * time.Millisecond) // let the other nine arrive and queue behind it
+	close(slow)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	chats, summaries := up.ChatRequests()
+	if len(summaries) != 1 {
+		t.Fatalf("%d summary calls, want 1", len(summaries))
+	}
+	if len(chats) != 10 {
+		t.Fatalf("%d chat requests answered, want 10", len(chats))
+	}
+}
+
+// Whatever the summariser does (down, garbage, empty, slow), every request
+// is answered and forwarded uncompacted; failures back off.
+func TestSummariserFailuresNeverLoseARequest(t *testing.T) {
+	for name, h := range map[string]http.HandlerFunc{
+		"500": func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(500)
+			fmt.Fprint(w, `{"error":{"message":"model overloaded"}}`)
+		},
+		"garbage": func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>oops") },
+		"empty": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`)
+		},
+		"slow": func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := openaitest.New(t)
+			up.Handle(openaitest.SummaryPath, h)
+			st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+			t.Cleanup(func() { st.Close() })
+			cfg := compactionConfig(up.BaseURL())
+			cfg.Compaction.Summarizer.Timeout = 300 * time.Millisecond
+			p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+			a := newAgent(t, p.BaseURL(), "failing-"+name)
+			for i := 0; i < 25; i++ {
+				if h := a.turn(i%2 == 0); h.Get(HeaderCompacted) == "true" {
+					t.Fatalf("turn %d compacted with a broken summariser", i+1)
+				}
+			}
+			_, summaries := up.ChatRequests()
+			if len(summaries) != 1 {
+				t.Fatalf("%d summary attempts: a failure must back off", len(summaries))
+			}
+			rec, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), a.convID))
+			if rec.Breaker.FailureCount != 1 || time.Until(rec.Breaker.BackoffUntil) < 50*time.Second {
+				t.Fatalf("breaker after a failure: %+v", rec.Breaker)
+			}
+		})
+	}
+}
+
+// "/compact" as the last user message is answered by ctxpress itself, in
+// the client's stream mode, after compacting; no completion call is made.
+func TestCompactCommand(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
+			up := openaitest.New(t)
+			st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+			t.Cleanup(func() { st.Close() })
+			cfg := compactionConfig(up.BaseURL())
+			cfg.Compaction.Trigger.ThresholdTokens = 100000 // never on its own
+			p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+			a := newAgent(t, p.BaseURL(), "command")
+			for i := 0; i < 10; i++ {
+				a.turn(false)
+			}
+			chatsBefore, _ := up.ChatRequests()
+			a.history = append(a.history, openai.UserMessage("/compact"))
+			h := a.turn(stream)
+			chats, summaries := up.ChatRequests()
+			if len(chats) != len(chatsBefore) || len(summaries) != 1 {
+				t.Fatalf("chat calls %d -> %d, summary calls %d", len(chatsBefore), len(chats), len(summaries))
+			}
+			if h.Get(HeaderCompacted) != "true" {
+				t.Fatalf("X-Ctxpress-Compacted = %q", h.Get(HeaderCompacted))
+			}
+			last := a.history[len(a.history)-2].OfAssistant.Content.OfString.Value
+			if !strings.Contains(last, "compacted this conversation") || !strings.Contains(last, "tokens") {
+				t.Fatalf("answer: %q", last)
+			}
+			a.history = append(a.history, openai.UserMessage("continue"))
+			a.turn(false)
+			chats, _ = up.ChatRequests()
+			if !strings.Contains(string(chats[len(chats)-1].Body), "<conversation_summary>") {
+				t.Fatal("the turn after /compact has no summary")
+			}
+		})
+	}
+}
+
+// The circuit breaker: when the upstream still reports input over the
+// trigger after two compactions in a row, auto-compaction stops for the
+// conversation; a manual compaction resets it.
+func TestCircuitBreaker(t *testing.T) {
+	up := openaitest.New(t)
+	// An upstream that counts far more tokens than ctxpress can save.
+	up.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		body := make([]byte, r.ContentLength)
+		r.Body.Read(body)
+		if openaitest.IsSummaryRequest(body) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nx"},"finish_reason":"stop"}]}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`, 50*testTrigger)
+	})
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Precompact = false
+	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	a := newAgent(t, p.BaseURL(), "breaker")
+	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
+	compacted := 0
+	for i := 0; i < 12; i++ {
+		if a.turn(false).Get(HeaderCompacted) == "true" {
+			compacted++
+		}
+		waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
+	}
+	rec, _, _ := st.Get(key)
+	if compacted != 2 || !rec.Breaker.Tripped || !strings.Contains(rec.Breaker.Reason, "over the trigger") {
+		t.Fatalf("compactions %d, breaker %+v", compacted, rec.Breaker)
+	}
+	// A manual compaction still runs and resets the breaker.
+	if h := a.turn(false, option.WithHeader(HeaderCompact, "force")); h.Get(HeaderCompacted) != "true" {
+		t.Fatal("forced compaction refused by the breaker")
+	}
+	rec, _, _ = st.Get(key)
+	if rec.Breaker.Tripped {
+		t.Fatalf("manual compaction did not reset the breaker: %+v", rec.Breaker)
+	}
+}
+
+// The admin endpoint schedules a compaction for a conversation's next
+// request; ephemeral requests are never compacted.
+func TestAdminCompactAndEphemeral(t *testing.T) {
+	up := openaitest.New(t)
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 100000
+	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	a := newAgent(t, p.BaseURL(), "admin")
+	for i := 0; i < 10; i++ {
+		a.turn(false)
+	}
+	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
+	waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == 10 }, "turns recorded")
+	resp, err := http.Post(p.URL+"/ctxpress/conversations/admin/compact", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("admin compact: %d", resp.StatusCode)
+	}
+	if h := a.turn(false, option.WithHeader(HeaderEphemeral, "1")); h.Get(HeaderCompacted) == "true" {
+		t.Fatal("an ephemeral request was compacted")
+	}
+	if h := a.turn(false); h.Get(HeaderCompacted) != "true" {
+		t.Fatal("the scheduled compaction did not run on the next request")
+	}
+	if h := a.turn(false); h.Get(HeaderCompacted) == "true" {
+		t.Fatal("the schedule was not cleared")
+	}
+	resp, _ = http.Post(p.URL+"/ctxpress/conversations/nobody/compact", "application/json", nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown conversation: %d", resp.StatusCode)
+	}
+}
+
+// With precompact on, summaries are written in the background after a turn
+// nears the trigger, so no turn waits for a summary call; the requests still
+// stay under the trigger. Compaction events reach /ctxpress/events.
+func TestPrecompactNoTurnWaits(t *testing.T) {
+	up := openaitest.New(t)
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Precompact = true
+	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+
+	events, err := http.Get(p.URL + "/ctxpress/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Body.Close()
+	got := make(chan string, 64)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := events.Body.Read(buf)
+			if n > 0 {
+				got <- string(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	a := newAgent(t, p.BaseURL(), "pre")
+	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
+	applied := 0
+	for i := 0; i < 40; i++ {
+		if h := a.turn(false); h.Get(HeaderCompacted) == "true" {
+			t.Fatalf("turn %d waited for a summary call", i+1)
+		}
+		chats, _ := up.ChatRequests()
+		body := chats[len(chats)-1].Body
+		if strings.Contains(string(body), "<conversation_summary>") {
+			applied++
+		}
+		if in := openaitest.PromptTokens(body); in >= testTrigger {
+			t.Fatalf("turn %d: %d input tokens reached the upstream (trigger %d)", i+1, in, testTrigger)
+		}
+		// Let a background summary finish before the next turn, as an
+		// agent's thinking time would.
+		waitFor(t, func() bool {
+			p.comp.mu.Lock()
+			defer p.comp.mu.Unlock()
+			return len(p.comp.inflight) == 0
+		}, "background compaction")
+		waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
+	}
+	_, summaries := up.ChatRequests()
+	if len(summaries) == 0 || applied == 0 {
+		t.Fatalf("%d background summaries, applied on %d turns", len(summaries), applied)
+	}
+	select {
+	case s := <-got:
+		for !strings.Contains(s, `"trigger":"precompact"`) {
+			s += <-got
+		}
+		if !strings.Contains(s, `"result":"ok"`) || !strings.Contains(s, `"conversation":"pre"`) {
+			t.Fatalf("event: %s", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no compaction event on /ctxpress/events")
+	}
+}
