@@ -237,6 +237,9 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 	defer c.release(ti.key, done)
 	newRec, ev, err := c.run(ti)
 	if err != nil {
+		if rec.Breaker.ForceNext {
+			c.clearForceNext(ti.key) // one scheduled attempt, not one per turn
+		}
 		return ti.res, outcome{event: ev, err: err}
 	}
 	res := c.pipeline.RewriteWith(ti.body, c.options(newRec))
@@ -356,6 +359,15 @@ func (c *compactions) backoff(key state.Key) {
 	})
 	if err != nil {
 		c.log.Warn().Err(err).Msg("cannot record the summariser failure")
+	}
+}
+
+func (c *compactions) clearForceNext(key state.Key) {
+	if _, err := c.store.Update(key, func(r *state.Record) error {
+		r.Breaker.ForceNext = false
+		return nil
+	}); err != nil {
+		c.log.Warn().Err(err).Msg("cannot clear the scheduled compaction")
 	}
 }
 

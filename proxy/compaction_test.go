@@ -557,3 +557,26 @@ func TestPrecompactNoTurnWaits(t *testing.T) {
 		t.Fatal("no compaction event on /ctxpress/events")
 	}
 }
+
+// Every compaction event is POSTed to the configured webhook.
+func TestEventWebhook(t *testing.T) {
+	up := openaitest.New(t)
+	hook := openaitest.New(t) // any loopback HTTP server that records requests
+	hook.Handle("/hook", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.WebhookURL = hook.URL + "/hook"
+	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	a := newAgent(t, p.BaseURL(), "hooked")
+	for i := 0; i < 10; i++ {
+		a.turn(false)
+	}
+	a.turn(false, option.WithHeader(HeaderCompact, "force"))
+	waitFor(t, func() bool { return len(hook.Requests()) > 0 }, "the webhook POST")
+	got := hook.Requests()[0]
+	if got.Method != http.MethodPost || gjson.GetBytes(got.Body, "conversation").String() != "hooked" ||
+		gjson.GetBytes(got.Body, "trigger").String() != "manual" || gjson.GetBytes(got.Body, "result").String() != "ok" {
+		t.Fatalf("webhook got %s %s", got.Method, got.Body)
+	}
+}
