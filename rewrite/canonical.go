@@ -72,6 +72,12 @@ func appendJSONString(dst []byte, s string) []byte {
 // written. Two values that differ only in whitespace, key order or string
 // escaping have the same canonical form. v must come from valid JSON.
 func appendCanonical(dst []byte, v gjson.Result) []byte {
+	return appendCanonicalSkip(dst, v, "")
+}
+
+// appendCanonicalSkip is appendCanonical leaving out, at any depth, object
+// members named skip ("" skips nothing).
+func appendCanonicalSkip(dst []byte, v gjson.Result, skip string) []byte {
 	switch v.Type {
 	case gjson.String:
 		return appendJSONString(dst, v.Str)
@@ -84,7 +90,7 @@ func appendCanonical(dst []byte, v gjson.Result) []byte {
 					dst = append(dst, ',')
 				}
 				first = false
-				dst = appendCanonical(dst, e)
+				dst = appendCanonicalSkip(dst, e, skip)
 				return true
 			})
 			return append(dst, ']')
@@ -95,7 +101,9 @@ func appendCanonical(dst []byte, v gjson.Result) []byte {
 		}
 		var kvs []kv
 		v.ForEach(func(k, e gjson.Result) bool {
-			kvs = append(kvs, kv{k.Str, e})
+			if skip == "" || k.Str != skip {
+				kvs = append(kvs, kv{k.Str, e})
+			}
 			return true
 		})
 		sort.SliceStable(kvs, func(i, j int) bool { return kvs[i].k < kvs[j].k })
@@ -106,7 +114,7 @@ func appendCanonical(dst []byte, v gjson.Result) []byte {
 			}
 			dst = appendJSONString(dst, e.k)
 			dst = append(dst, ':')
-			dst = appendCanonical(dst, e.v)
+			dst = appendCanonicalSkip(dst, e.v, skip)
 		}
 		return append(dst, '}')
 	default:

@@ -88,7 +88,10 @@ func chainStep(prev, digest [sha256.Size]byte) [sha256.Size]byte {
 
 // canonicalDigest is the sha256 of a message's canonical form.
 func canonicalDigest(raw []byte) [sha256.Size]byte {
-	return sha256.Sum256(appendCanonical(nil, gjson.Parse(string(raw))))
+	// cache_control markers are left out: Anthropic-style clients move their
+	// prompt-cache breakpoints to the newest messages every turn, which must
+	// not make the history look edited.
+	return sha256.Sum256(appendCanonicalSkip(nil, gjson.Parse(string(raw)), "cache_control"))
 }
 
 // view is what RewriteWith learnt about one request, kept in its Result for

@@ -420,3 +420,16 @@ func TestResultConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Regression: a client that moves its cache_control breakpoint from one
+// message to a newer one every turn still matches its stored summary.
+func TestChainIgnoresMovingCacheControl(t *testing.T) {
+	with := `{"role":"user","content":[{"type":"text","text":"Fix the parser.","cache_control":{"type":"ephemeral"}}]}`
+	without := `{"role":"user","content":[{"type":"text","text":"Fix the parser."}]}`
+	if canonicalDigest([]byte(with)) != canonicalDigest([]byte(without)) {
+		t.Fatal("a moved cache_control marker changes the chain")
+	}
+	if canonicalDigest([]byte(without)) == canonicalDigest([]byte(`{"role":"user","content":[{"type":"text","text":"Fix the lexer."}]}`)) {
+		t.Fatal("different content, same digest")
+	}
+}
