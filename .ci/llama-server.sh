@@ -4,6 +4,7 @@
 # checkout, keyed by version, and rebuilt only when missing.
 #
 #   .ci/llama-server.sh build          # prints the path of the binary
+#   .ci/llama-server.sh verify         # checks the model's sha256
 #   .ci/llama-server.sh start PORTFILE # starts it on a free loopback port; writes the port
 #   .ci/llama-server.sh stop           # stops the server started by start
 #
@@ -86,10 +87,11 @@ stop() {
 
 case "${1:-}" in
 build) build ;;
+verify) check_model ;;
 start) start "${2:?port file}" ;;
 stop) stop ;;
 *)
-	echo "usage: $0 build | start PORTFILE | stop" >&2
+	echo "usage: $0 build | verify | start PORTFILE | stop" >&2
 	exit 2
 	;;
 esac

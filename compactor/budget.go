@@ -26,7 +26,7 @@ func DefaultMaxTokens(trigger int) int {
 // TranscriptBudget returns how many chars of transcript (Transcript's
 // maxChars) fit the summary model's window next to the prompt around it
 // and the maxTokens of answer: (window - maxTokens - tokens of
-// BuildPrompt(prev, "") - 64) tokens, converted to chars with the ratio
+// BuildPromptFor(window, prev, "") - 64) tokens, converted to chars with the ratio
 // countTokens measures on Transcript(msgs, 0), of which 90% is used (see
 // budgetSafety). countTokens nil counts 4 chars per token. The result is
 // <= 0 when nothing fits, and may exceed the transcript's length when all
@@ -36,7 +36,7 @@ func TranscriptBudget(window, maxTokens int, countTokens func(string) int, prev 
 	if countTokens == nil {
 		countTokens = func(s string) int { return (len(s) + 3) / 4 }
 	}
-	room := window - maxTokens - countTokens(BuildPrompt(prev, "")) - budgetReserve
+	room := window - maxTokens - countTokens(BuildPromptFor(window, prev, "")) - budgetReserve
 	if room <= 0 {
 		return 0
 	}

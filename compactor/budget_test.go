@@ -23,6 +23,7 @@ func TestTranscriptBudget(t *testing.T) {
 		window, maxTokens int
 		prev              string
 	}{
+		{2048, 409, ""},
 		{8192, 1024, ""},
 		{32768, 4000, ""},
 		{32768, 4000, strings.Repeat("previous summary line\n", 300)},
@@ -32,7 +33,7 @@ func TestTranscriptBudget(t *testing.T) {
 		if budget <= 0 {
 			t.Fatalf("window %d: budget %d", tc.window, budget)
 		}
-		prompt := BuildPrompt(tc.prev, Transcript(msgs, budget))
+		prompt := BuildPromptFor(tc.window, tc.prev, Transcript(msgs, budget))
 		if used := counter(prompt) + tc.maxTokens; used > tc.window {
 			t.Errorf("window %d: prompt %d + max_tokens %d = %d tokens, over the window",
 				tc.window, counter(prompt), tc.maxTokens, used)
@@ -41,7 +42,7 @@ func TestTranscriptBudget(t *testing.T) {
 			t.Errorf("window %d: only %d tokens used while the transcript was cut", tc.window, used)
 		}
 	}
-	if b := TranscriptBudget(2000, 1500, counter, "", msgs); b > 0 {
+	if b := TranscriptBudget(2000, 1800, counter, "", msgs); b > 0 {
 		t.Errorf("no room left, yet budget %d", b)
 	}
 	if b := TranscriptBudget(100000, 1000, nil, "", nil); b <= 0 {

@@ -20,3 +20,7 @@ var ErrBadResponse = errors.New("compactor: unreadable summary response")
 
 // ErrInvalidChat means a chat request would be refused by a strict server (see ValidateChat).
 var ErrInvalidChat = errors.New("compactor: invalid chat request")
+
+// ErrContextOverflow means the summary upstream refused the summary request
+// as longer than its context window (it also wraps ErrUpstream).
+var ErrContextOverflow = errors.New("compactor: summary request exceeds the summariser's context window")

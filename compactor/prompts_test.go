@@ -77,3 +77,23 @@ func activeTaskLine() string {
 	_, after, _ := strings.Cut(SummaryTemplate, "## Active Task\n")
 	return after
 }
+
+// A small summariser window gets the compact prompt: the same 13 sections
+// and rules, far fewer tokens; the first sentence marks both.
+func TestCompactPromptForSmallWindows(t *testing.T) {
+	full, compact := BuildPromptFor(128000, "", "T"), BuildPromptFor(2048, "", "T")
+	if full != BuildPrompt("", "T") {
+		t.Fatal("a large window does not get the full prompt")
+	}
+	if len(compact) > len(full)/3 {
+		t.Fatalf("compact prompt %d bytes, full %d", len(compact), len(full))
+	}
+	for _, p := range []string{full, compact} {
+		if !strings.HasPrefix(p, SummarizerLead) || strings.Count(p, "\n## ") != 13 || !strings.Contains(p, "\n## Active Task") {
+			t.Fatalf("prompt lacks the lead or the 13 sections:\n%s", p)
+		}
+	}
+	if upd := BuildPromptFor(2048, "old summary", "T"); !strings.Contains(upd, "PREVIOUS SUMMARY:") || !strings.Contains(upd, "old summary") {
+		t.Fatal("compact update prompt lacks the previous summary")
+	}
+}

@@ -81,7 +81,7 @@ func IsSummaryRequest(body []byte) bool {
 		return false
 	}
 	text, _ := req.Messages[0].Content.(string)
-	return strings.HasPrefix(text, compactor.SummarizerPreamble)
+	return strings.HasPrefix(text, compactor.SummarizerLead)
 }
 
 // ChatRequests returns the chat completion requests received so far, summary
