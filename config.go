@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ctxpress/ctxpress/proxy"
@@ -43,7 +44,10 @@ type config struct {
 	Models            map[string]modelConfig `yaml:"models"`
 	DefaultWindow     int                    `yaml:"default_context_window"`
 	ConciseOutput     bool                   `yaml:"concise_output"`
+	Auth              authConfig             `yaml:"auth"`
 	AdminToken        string                 `yaml:"admin_token"`
+	Metrics           metricsConfig          `yaml:"metrics"`
+	UI                uiConfig               `yaml:"ui"`
 	Log               logConfig              `yaml:"log"`
 }
 
@@ -67,6 +71,23 @@ type summarizerConfig struct {
 	APIKey    string        `yaml:"api_key"`
 	Timeout   time.Duration `yaml:"timeout"`
 	MaxTokens int           `yaml:"max_tokens"`
+}
+
+// authConfig: when Keys is non-empty, every client must present one of them;
+// the provider's key then lives only in upstream_api_key.
+type authConfig struct {
+	Keys []string `yaml:"keys"`
+}
+
+// metricsConfig: /metrics follows the admin rule unless Public.
+type metricsConfig struct {
+	Public bool `yaml:"public"`
+}
+
+// uiConfig: the dashboard's money figure.
+type uiConfig struct {
+	PricePerMillionTokens float64 `yaml:"price_per_million_tokens"`
+	Currency              string  `yaml:"currency"`
 }
 
 type eventsConfig struct {
@@ -128,6 +149,8 @@ func defaultConfig() config {
 			SummaryPlacement: "system",
 			Summarizer:       summarizerConfig{Timeout: 120 * time.Second},
 		},
+		Auth:          authConfig{Keys: []string{}},
+		UI:            uiConfig{PricePerMillionTokens: proxy.DefaultPricePerMillionTokens, Currency: "$"},
 		Models:        map[string]modelConfig{},
 		DefaultWindow: 128000,
 		Log:           logConfig{Level: "info", Format: "console"},
@@ -170,6 +193,7 @@ func (c config) pipelineConfig(count func(string) int) rewrite.Config {
 	if c.Squash.Enabled {
 		sq := squash.New(squash.Config{MinBytes: c.Squash.MinBytes, ExemptTools: nonNil(c.Squash.ExemptTools), CountTokens: count})
 		rc.Squash = func(tool, content string) string { return sq.Apply(tool, content).Text }
+		rc.SquashShape = func(content string) string { return string(squash.Detect(content)) } // metrics by shape
 	}
 	return rc
 }
@@ -194,6 +218,9 @@ func (c config) proxyConfig() proxy.Config {
 		UpstreamTimeout:   c.UpstreamTimeout,
 		StreamIdleTimeout: c.StreamIdleTimeout,
 		AdminToken:        c.AdminToken,
+		MetricsPublic:     c.Metrics.Public,
+		UI:                proxy.UIConfig{PricePerMillionTokens: c.UI.PricePerMillionTokens, Currency: c.UI.Currency},
+		AuthKeys:          c.Auth.Keys,
 		Compaction:        c.compactionConfig(),
 	}
 }
@@ -310,6 +337,16 @@ func applyEnv(c *config, getenv func(string) string) error {
 	for name, dst := range str {
 		if v := getenv(name); v != "" {
 			*dst = v
+		}
+	}
+	// Keys are comma-separated, so a list of them fits one variable (keys
+	// hold no commas: they are tokens).
+	if v := getenv("CTXPRESS_AUTH_KEYS"); v != "" {
+		c.Auth.Keys = c.Auth.Keys[:0:0]
+		for _, k := range strings.Split(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				c.Auth.Keys = append(c.Auth.Keys, k)
+			}
 		}
 	}
 	if v := getenv("CTXPRESS_MAX_BODY_BYTES"); v != "" {

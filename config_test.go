@@ -90,3 +90,26 @@ func TestConfigErrorsAreClear(t *testing.T) {
 		}
 	}
 }
+
+// auth.keys come from the file or, comma-separated, from CTXPRESS_AUTH_KEYS,
+// and reach the proxy; an empty key is refused.
+func TestAuthKeysConfig(t *testing.T) {
+	f := newServeFlags()
+	c, err := loadConfig(f, func(k string) string {
+		return map[string]string{"CTXPRESS_AUTH_KEYS": " cx-one, cx-two ,,"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.proxyConfig().AuthKeys; !reflect.DeepEqual(got, []string{"cx-one", "cx-two"}) {
+		t.Fatalf("auth keys from env: %q", got)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yml")
+	os.WriteFile(file, []byte("auth: {keys: [\"\"]}\n"), 0o600)
+	f = newServeFlags()
+	f.fs.Parse([]string{"--config", file})
+	if _, err := loadConfig(f, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "auth.keys") {
+		t.Fatalf("an empty key: %v", err)
+	}
+}

@@ -30,6 +30,7 @@ Usage:
   ctxpress serve [--config FILE] [--listen ADDR] [--upstream URL] [--db FILE] [flags]
   ctxpress squash [--tool NAME] [FILE|-]   print what ctxpress would send for a tool output
   ctxpress count [--model M] [FILE|-]      token count of a text or a chat request
+  ctxpress conversations [list|show ID|rm ID|compact ID] [--db FILE] [--json]
   ctxpress version
 
 Run "ctxpress serve --help" for every flag.
@@ -52,6 +53,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdSquash(args[1:], stdin, stdout, stderr)
 	case "count":
 		return cmdCount(args[1:], stdin, stdout, stderr)
+	case "conversations":
+		return cmdConversations(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionString())
 		return 0
@@ -116,9 +119,8 @@ func serve(cfg config, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	if !isLoopback(ln.Addr()) {
-		log.Warn().Str("listen", ln.Addr().String()).
-			Msg("listening beyond loopback: anyone who can reach this address can use your upstream through ctxpress")
+	if msg := exposureWarning(ln.Addr(), len(cfg.Auth.Keys)); msg != "" {
+		log.Warn().Str("listen", ln.Addr().String()).Msg(msg)
 	}
 	log.Info().Str("listen", ln.Addr().String()).Str("upstream", cfg.Upstream).Str("version", version).Msg("ctxpress serving")
 
@@ -170,6 +172,17 @@ func openStore(cfg config, log zerolog.Logger) (state.Store, error) {
 		return nil, fmt.Errorf("opening db %s: %w", cfg.DB, err)
 	}
 	return st, nil
+}
+
+// exposureWarning is the startup warning for a listener that clients beyond
+// this machine can reach while no client key is required, or "" when none is
+// due: such a proxy spends its owner's upstream key for anyone.
+func exposureWarning(addr net.Addr, authKeys int) string {
+	if isLoopback(addr) || authKeys > 0 {
+		return ""
+	}
+	return "SECURITY: listening beyond loopback WITHOUT auth.keys: anyone who can reach " + addr.String() +
+		" can use your upstream (and its key) through ctxpress; set auth.keys (env CTXPRESS_AUTH_KEYS) or listen on 127.0.0.1"
 }
 
 func isLoopback(addr net.Addr) bool {

@@ -6,15 +6,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/ctxpress/ctxpress/rewrite"
-	"github.com/ctxpress/ctxpress/state"
 	"github.com/valyala/fasthttp"
 )
 
 const adminPrefix = "/ctxpress/"
+
+// adminCookie carries the admin token for the dashboard: a browser cannot
+// put it in an Authorization header on a page load or an EventSource.
+const adminCookie = "ctxpress_admin"
 
 // handleAdmin serves ctxpress's own endpoints under /ctxpress/. Everything
 // but healthz needs the admin token when one is configured, and a loopback
@@ -26,62 +30,87 @@ func (s *Server) handleAdmin(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString(`{"status":"ok"}`)
 		return
 	}
+	if path == pathUI && ctx.QueryArgs().Has("token") {
+		s.uiLogin(ctx)
+		return
+	}
 	if !s.adminAllowed(ctx) {
 		writeError(ctx, fasthttp.StatusUnauthorized, "admin_unauthorized",
 			"admin endpoints need the admin token (Authorization: Bearer …), or a loopback client when none is set")
 		return
 	}
+	if !ctx.IsGet() && !ctx.IsHead() && crossSite(ctx) {
+		writeError(ctx, fasthttp.StatusForbidden, "cross_site", "admin changes are not accepted from another site's page")
+		return
+	}
 	rest := strings.TrimPrefix(path, adminPrefix)
+	get := ctx.IsGet() || ctx.IsHead()
 	switch {
-	case rest == "events" && ctx.IsGet():
+	case rest == "events" && get:
 		s.events.serveEvents(ctx)
-	case strings.HasPrefix(rest, "conversations/") && strings.HasSuffix(rest, "/compact") && ctx.IsPost():
-		id := strings.TrimSuffix(strings.TrimPrefix(rest, "conversations/"), "/compact")
-		s.scheduleCompaction(ctx, id)
+	case (rest == "ui" || strings.HasPrefix(rest, "ui/")) && get:
+		s.serveUI(ctx, rest)
+	case rest == "stats" && get:
+		s.serveStats(ctx)
+	case rest == "conversations" && get:
+		s.listConversations(ctx)
+	case strings.HasPrefix(rest, "conversations/"):
+		s.conversationEndpoint(ctx)
 	default:
 		writeError(ctx, fasthttp.StatusNotFound, "not_found", "no such ctxpress endpoint")
 	}
 }
 
+// adminAllowed applies the admin rule: the admin token (Authorization:
+// Bearer, or the dashboard's cookie) when one is set, else a loopback peer.
 func (s *Server) adminAllowed(ctx *fasthttp.RequestCtx) bool {
 	if s.cfg.AdminToken != "" {
 		got := strings.TrimPrefix(string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)), "Bearer ")
+		if got == "" {
+			got = string(ctx.Request.Header.Cookie(adminCookie))
+		}
 		return subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.AdminToken)) == 1
 	}
 	addr, ok := ctx.RemoteAddr().(*net.TCPAddr)
 	return ok && addr.IP.IsLoopback()
 }
 
-// scheduleCompaction marks every conversation with this id (in any
-// namespace) to be compacted on its next request.
-func (s *Server) scheduleCompaction(ctx *fasthttp.RequestCtx, id string) {
-	if s.store == nil || id == "" {
-		writeError(ctx, fasthttp.StatusNotFound, "not_found", "no such conversation")
+// uiLogin turns /ctxpress/ui?token=… into the dashboard's cookie and
+// redirects to the page without the token, so it stays out of the address
+// bar and history. The cookie is HttpOnly and SameSite=Strict: another
+// site's page can neither read it nor send it.
+func (s *Server) uiLogin(ctx *fasthttp.RequestCtx) {
+	token := ctx.QueryArgs().Peek("token")
+	if s.cfg.AdminToken == "" || subtle.ConstantTimeCompare(token, []byte(s.cfg.AdminToken)) != 1 {
+		writeError(ctx, fasthttp.StatusUnauthorized, "admin_unauthorized", "wrong admin token")
 		return
 	}
-	recs, err := s.store.List(state.ListOptions{ID: id})
-	if err != nil {
-		writeError(ctx, fasthttp.StatusInternalServerError, "store_error", "cannot read the conversation store")
-		return
+	c := fasthttp.AcquireCookie()
+	defer fasthttp.ReleaseCookie(c)
+	c.SetKey(adminCookie)
+	c.SetValue(s.cfg.AdminToken)
+	c.SetPath(adminPrefix)
+	c.SetHTTPOnly(true)
+	c.SetSameSite(fasthttp.CookieSameSiteStrictMode)
+	ctx.Response.Header.SetCookie(c)
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.Redirect(pathUI, fasthttp.StatusSeeOther)
+}
+
+// crossSite reports whether a browser says the request comes from another
+// site's page. A page anywhere can POST a form to 127.0.0.1 with no CORS
+// check, so changes need the browser's word that they come from ctxpress's
+// own page; clients that are not browsers send neither header.
+func crossSite(ctx *fasthttp.RequestCtx) bool {
+	if site := string(ctx.Request.Header.Peek("Sec-Fetch-Site")); site != "" {
+		return site != "same-origin" && site != "none"
 	}
-	n := 0
-	for _, r := range recs {
-		if _, err := s.store.Update(r.Key, func(r *state.Record) error {
-			r.Breaker.ForceNext = true
-			return nil
-		}); err == nil {
-			n++
-		}
+	origin := string(ctx.Request.Header.Peek("Origin"))
+	if origin == "" {
+		return false
 	}
-	if n == 0 {
-		writeError(ctx, fasthttp.StatusNotFound, "not_found", "no such conversation")
-		return
-	}
-	ctx.SetStatusCode(fasthttp.StatusAccepted)
-	ctx.SetContentType("application/json")
-	b, _ := json.Marshal(map[string]any{"conversation": id, "scheduled": n,
-		"message": "the conversation is compacted on its next request"})
-	ctx.SetBody(b)
+	u, err := url.Parse(origin)
+	return err != nil || u.Host != string(ctx.Host())
 }
 
 // answerCompactCommand answers a "/compact" user message itself, in the
@@ -111,6 +140,7 @@ func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res
 		ctx.SetContentType("application/json")
 		ctx.SetBody(b)
 		x.bytesOut = int64(len(b))
+		s.metrics.exchange(x)
 		s.logExchange(x)
 		return
 	}
@@ -132,5 +162,6 @@ func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res
 	})
 	x.bytesOut = int64(len(sse))
 	x.stream = true
+	s.metrics.exchange(x)
 	s.logExchange(x)
 }

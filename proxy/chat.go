@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -31,6 +32,8 @@ type turn struct {
 	model                     string
 	tokensBefore, tokensAfter int
 	squashed, deduped         int
+	squashStats               []rewrite.SquashStat // for metrics
+	dedupSaved                int
 	summaryApplied            bool
 	compacted                 bool
 	trigger                   int
@@ -57,11 +60,14 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	t := &turn{id: id, ephemeral: string(ctx.Request.Header.Peek(HeaderEphemeral)) == "1"}
 	var rec state.Record
 	if id.ID != "" {
-		t.key = state.NewKey(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization), id.ID)
+		t.key = state.NewKey(x.credential, id.ID)
 		if s.store != nil {
 			var err error
 			if rec, _, err = s.store.Get(t.key); err != nil {
 				s.storeFailed("cannot read the conversation record", err)
+			}
+			if s.rec != nil {
+				s.rec.overlay(t.key, &rec)
 			}
 		}
 	}
@@ -81,7 +87,11 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		var o outcome
 		res, o = s.comp.maybeCompact(ti, force)
 		t.compacted = o.compacted
-		if o.err != nil {
+		switch {
+		case errors.Is(o.err, errStoreFailing):
+			// A broken disk is reported once per interval, not per turn.
+			s.storeFailed("compaction paused while the conversation store fails", o.err)
+		case o.err != nil:
 			s.log.Warn().Err(o.err).Str("conversation", id.ID).Msg("compaction not done; forwarding uncompacted")
 		}
 		if res.CompactCommand {
@@ -98,6 +108,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	}
 	t.model, t.tokensBefore, t.tokensAfter = res.Model, res.TokensBefore, res.TokensAfter
 	t.squashed, t.deduped, t.summaryApplied = res.Squashed, res.Deduped, res.Applied >= 0
+	t.squashStats, t.dedupSaved = res.SquashStats, res.DedupSavedTokens
 	x.turn = t
 	out, injected := res.Body, false
 	if res.Stream {
@@ -134,8 +145,13 @@ func (s *Server) rewrite(body []byte, opts rewrite.Options) (res rewrite.Result,
 // writes the access-log line.
 func (s *Server) finish(x *exchange) {
 	t := x.turn
+	s.metrics.exchange(x)
 	if t != nil && s.rec != nil && t.id.ID != "" && !t.ephemeral && x.status >= 200 && x.status < 300 && x.err == nil {
-		s.rec.record(turnRecord{turn: *t, usage: x.usage})
+		tr := turnRecord{turn: *t, usage: x.usage}
+		// The precompaction's body copy is for precompact below; a queued
+		// record must not pin it (up to a thousand queued bodies under load).
+		tr.turn.precompact = nil
+		s.rec.record(tr)
 		if pc := t.precompact; pc != nil && x.usage.Found &&
 			float64(x.usage.InputTokens) >= s.comp.cfg.precompactRatio()*float64(t.trigger) {
 			s.comp.precompact(*pc)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxpress/ctxpress/compactor"
@@ -139,6 +141,27 @@ type compactions struct {
 	mu       sync.Mutex
 	inflight map[state.Key]chan struct{} // guarded by mu; closed when the compaction ends
 	bg       sync.WaitGroup              // background precompactions
+
+	// storeFailedAt is when a store write of a compaction last failed
+	// (unix nanos; 0: never). For storeRetry after it no compaction is
+	// attempted: its summary could not be kept, so every turn would pay a
+	// summary call (and log a failure) for nothing.
+	storeFailedAt atomic.Int64
+}
+
+// storeRetry is how long compactions pause after a failed store write.
+const storeRetry = 30 * time.Second
+
+// errStoreFailing marks a compaction not attempted because the store
+// failed a write within storeRetry.
+var errStoreFailing = errors.New("the conversation store is failing")
+
+func (c *compactions) storeFailed() { c.storeFailedAt.Store(time.Now().UnixNano()) }
+
+// storeFailing reports whether a store write failed within storeRetry.
+func (c *compactions) storeFailing() bool {
+	t := c.storeFailedAt.Load()
+	return t != 0 && time.Since(time.Unix(0, t)) < storeRetry
 }
 
 // outcome is what a compaction attempt did to one request.
@@ -197,6 +220,9 @@ type turnInput struct {
 	authorization string
 	trigger       int
 	kind          string // auto | precompact | manual
+	// urgent: the request would not fit the model's window at all, so any
+	// reclaim beats the minimum that protects the prompt cache.
+	urgent bool
 }
 
 // maybeCompact compacts the request in ti when it is due (or forced), and
@@ -213,6 +239,7 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 		if effective <= ti.trigger {
 			return ti.res, outcome{}
 		}
+		ti.urgent = effective >= c.cfg.Trigger.ContextWindow(ti.res.Model)
 		if rec.Breaker.Tripped {
 			return ti.res, outcome{err: fmt.Errorf("%w: circuit breaker open (%s)", errSkipped, rec.Breaker.Reason)}
 		}
@@ -220,6 +247,9 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 			return ti.res, outcome{err: fmt.Errorf("%w: summariser backoff until %s", errSkipped, rec.Breaker.BackoffUntil.Format(time.TimeOnly))}
 		}
 		ti.kind = "auto"
+	}
+	if c.storeFailing() {
+		return ti.res, outcome{err: fmt.Errorf("%w: %w", errSkipped, errStoreFailing)}
 	}
 	done, mine := c.acquire(ti.key)
 	if !mine {
@@ -266,7 +296,12 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		c.events.publish(ev)
 		return ti.rec, ev, err
 	}
-	keepTokens := c.cfg.keepRecentTokens(ti.trigger)
+	// The trigger, target and reclaim are in the upstream's tokens; the
+	// pipeline counts with tiktoken. cal converts (upstream ≈ estimate × cal).
+	cal := calibrationOf(ti.rec)
+	toEstimate := func(upstreamTokens int) int { return int(float64(upstreamTokens) / cal) }
+	maxTokens := c.cfg.maxSummaryTokens(ti.trigger)
+	keepTokens := toEstimate(c.cfg.keepRecentTokens(ti.trigger))
 	if ti.kind == "manual" {
 		// A manual compaction of a conversation far below its trigger keeps
 		// a tail in proportion to the conversation, not to the trigger.
@@ -276,26 +311,65 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	if !ok {
 		return fail("skipped", fmt.Errorf("%w: nothing to summarise outside the last %d messages", errSkipped, c.cfg.keepRecent()))
 	}
-	maxTokens := c.cfg.maxSummaryTokens(ti.trigger)
-	if ti.kind != "manual" && prop.SummarisedTokens-maxTokens < c.cfg.minReclaim(ti.trigger) {
-		return fail("skipped", fmt.Errorf("%w: would reclaim under %d tokens", errSkipped, c.cfg.minReclaim(ti.trigger)))
+	// Hysteresis: aim below target_ratio of the trigger once the summary is
+	// in, so the next turns do not compact again. A shorter raw tail gets
+	// there when the first cut keeps too much (never under keep_recent).
+	target := int(c.cfg.targetRatio() * float64(ti.trigger))
+	if over := int(float64(prop.KeptTokens)*cal) + maxTokens - target; over > 0 && keepTokens > 0 {
+		if p2, ok := ti.res.Compaction(c.cfg.keepRecent(), max(keepTokens-toEstimate(over), 0)); ok && p2.Cut > prop.Cut {
+			prop = p2
+		}
+	}
+	// An update replaces the previous summary's block too.
+	replaced := prop.SummarisedTokens
+	if prop.PrevSummary != "" {
+		replaced += ti.res.SummaryTokens(prop.PrevSummary)
+	}
+	reclaim := int(float64(replaced)*cal) - maxTokens
+	minimum := c.cfg.minReclaim(ti.trigger)
+	if ti.urgent {
+		minimum = 1
+	}
+	// A manual compaction is the user's call, whatever it reclaims.
+	if ti.kind != "manual" && reclaim < minimum {
+		return fail("skipped", fmt.Errorf("%w: would reclaim %d tokens, under the minimum %d", errSkipped, max(reclaim, 0), minimum))
 	}
 	model := c.cfg.Summarizer.Model
 	if model == "" {
 		model = ti.res.Model
 	}
-	count := func(s string) int { return c.pipeline.Counter().CountText(model, s) }
+	// The summariser counts with its own tokenizer. When it is the
+	// conversation's own upstream and model, the conversation's calibration
+	// says how far off tiktoken is (a small local model can count 2x more),
+	// so the transcript is budgeted in the summariser's tokens.
+	scale := 1.0
+	if c.cfg.Summarizer.BaseURL == "" && model == ti.res.Model && cal > 1 {
+		scale = cal
+	}
+	count := func(s string) int { return int(math.Ceil(float64(c.pipeline.Counter().CountText(model, s)) * scale)) }
 	msgs := prop.Messages[prop.From:prop.Cut]
 	window := c.cfg.Trigger.ContextWindow(model)
 	budget := compactor.TranscriptBudget(window, maxTokens, count, prop.PrevSummary, msgs)
 	if budget <= 0 {
 		return fail("failed", fmt.Errorf("summariser window of %d tokens has no room for a transcript", window))
 	}
-	prompt := compactor.BuildPrompt(prop.PrevSummary, compactor.Transcript(msgs, budget))
-	sr, err := c.sum.Summarize(context.Background(), compactor.SummaryRequest{
-		BaseURL: c.summaryBase(), Authorization: c.summaryAuth(ti.authorization), Model: model,
-		Prompt: prompt, MaxTokens: maxTokens, Timeout: c.summaryTimeout(),
-	})
+	c.events.started(ev) // a dashboard shows the compaction while the summary is written
+	callStart := time.Now()
+	summarize := func(budget int) (compactor.SummaryResult, error) {
+		return c.sum.Summarize(context.Background(), compactor.SummaryRequest{
+			BaseURL: c.summaryBase(), Authorization: c.summaryAuth(ti.authorization), Model: model,
+			Prompt:    compactor.BuildPromptFor(window, prop.PrevSummary, compactor.Transcript(msgs, budget)),
+			MaxTokens: maxTokens, Timeout: c.summaryTimeout(),
+		})
+	}
+	sr, err := summarize(budget)
+	if errors.Is(err, compactor.ErrContextOverflow) {
+		// The summariser's tokenizer counts more than the estimate allowed
+		// for: one more try with half the transcript.
+		c.log.Info().Str("conversation", ti.key.ID).Msg("summary request over the summariser's window; retrying with half the transcript")
+		sr, err = summarize(budget / 2)
+	}
+	ev.SummarizerMS = max(1, time.Since(callStart).Milliseconds()) // 0 means no call
 	if err != nil {
 		c.backoff(ti.key)
 		return fail("failed", err)
@@ -316,6 +390,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		return nil
 	})
 	if err != nil {
+		c.storeFailed()
 		return fail("failed", fmt.Errorf("storing the summary: %w", err))
 	}
 	ev.Result, ev.Covered = "ok", prop.Covered
@@ -326,6 +401,14 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		c.log.Warn().Str("conversation", ti.key.ID).Msg("summary hit max_tokens and may be cut short")
 	}
 	return newRec, ev, nil
+}
+
+// calibrationOf is the conversation's calibration, 1 when it has none.
+func calibrationOf(rec state.Record) float64 {
+	if rec.Calibration > 0 {
+		return rec.Calibration
+	}
+	return 1
 }
 
 func (c *compactions) summaryBase() string {
@@ -358,6 +441,7 @@ func (c *compactions) backoff(key state.Key) {
 		return nil
 	})
 	if err != nil {
+		c.storeFailed()
 		c.log.Warn().Err(err).Msg("cannot record the summariser failure")
 	}
 }
@@ -367,6 +451,7 @@ func (c *compactions) clearForceNext(key state.Key) {
 		r.Breaker.ForceNext = false
 		return nil
 	}); err != nil {
+		c.storeFailed()
 		c.log.Warn().Err(err).Msg("cannot clear the scheduled compaction")
 	}
 }
@@ -374,6 +459,9 @@ func (c *compactions) clearForceNext(key state.Key) {
 // precompact prepares a summary in the background from a copy of a request
 // body, so the turn that crosses the trigger finds it ready.
 func (c *compactions) precompact(ti turnInput) {
+	if c.storeFailing() {
+		return
+	}
 	done, mine := c.acquire(ti.key)
 	if !mine {
 		return

@@ -37,6 +37,17 @@ type Config struct {
 	// /ctxpress/ endpoints but healthz; when empty they answer loopback
 	// clients only.
 	AdminToken string
+	// MetricsPublic serves /metrics to anyone who can reach the listener;
+	// false (the default) applies the admin rule above to it.
+	MetricsPublic bool
+	// UI configures the dashboard at /ctxpress/ui.
+	UI UIConfig
+	// AuthKeys, when not empty, are the keys a client must present
+	// (Authorization: Bearer … or X-Ctxpress-Key) on every path but healthz
+	// and the admin endpoints (which have AdminToken); others get 401 and
+	// nothing is forwarded. The client's key is never sent upstream, and it
+	// names the client's conversation namespace.
+	AuthKeys []string
 	// Compaction: when and how conversations are summarised.
 	Compaction CompactionConfig
 }
@@ -79,6 +90,11 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	if _, err := parseUpstream(c.Upstream); err != nil {
 		return err
+	}
+	for _, k := range c.AuthKeys {
+		if k == "" || strings.ContainsAny(k, " \t\r\n,") {
+			return errors.New("auth.keys: a key must be non-empty, without spaces or commas")
+		}
 	}
 	if c.MaxBodyBytes < 0 {
 		return errors.New("max_body_bytes must not be negative")

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"encoding/json"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,10 +11,23 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// Event types on /ctxpress/events; each is also the SSE event name.
+const (
+	// EventCompaction: a compaction ended (ok, skipped or failed). The
+	// default type, and the only one posted to the webhook.
+	EventCompaction = "compaction"
+	// EventCompactionStarted: a summary call began (an Event without a
+	// result), so a dashboard can show the compaction while it runs.
+	EventCompactionStarted = "compaction_started"
+	// EventTurn: a chat turn was written to its conversation's record (a
+	// TurnEvent), so a dashboard can redraw without polling.
+	EventTurn = "turn"
+)
+
 // Event is one compaction as subscribers and the webhook see it.
 type Event struct {
 	Time          time.Time `json:"time"`
-	Type          string    `json:"type"` // "compaction"
+	Type          string    `json:"type"` // EventCompaction or EventCompactionStarted
 	Conversation  string    `json:"conversation"`
 	Model         string    `json:"model,omitempty"`
 	Trigger       string    `json:"trigger"` // auto | precompact | manual
@@ -24,6 +38,35 @@ type Event struct {
 	TokensAfter   int       `json:"tokens_after"`
 	SummaryTokens int       `json:"summary_tokens"`
 	DurationMS    int64     `json:"duration_ms"`
+	// SummarizerMS is the time of the summary call alone; 0 when no call
+	// was made (a skip).
+	SummarizerMS int64 `json:"summarizer_ms,omitempty"`
+}
+
+// TurnEvent is a chat turn as recorded in its conversation.
+type TurnEvent struct {
+	Time         time.Time `json:"time"`
+	Type         string    `json:"type"` // EventTurn
+	Conversation string    `json:"conversation"`
+	Namespace    string    `json:"namespace"`
+	Model        string    `json:"model,omitempty"`
+	TokensBefore int       `json:"tokens_before"`
+	TokensAfter  int       `json:"tokens_after"`
+	InputTokens  int       `json:"input_tokens"`
+	Compacted    bool      `json:"compacted"`
+	Requests     int64     `json:"requests"` // the conversation's, this turn included
+}
+
+// frame is one event on its way to subscribers.
+type frame struct {
+	typ  string
+	data []byte
+}
+
+// subscriber is one /ctxpress/events client and the event types it asked for.
+type subscriber struct {
+	ch    chan frame
+	types map[string]bool
 }
 
 // eventBus fans events out to SSE subscribers and an optional webhook. A
@@ -31,13 +74,16 @@ type Event struct {
 type eventBus struct {
 	log  zerolog.Logger
 	hook chan []byte // nil without a webhook
+	// onCompaction, when set, sees every compaction event (metrics); set
+	// before the server serves, never changed after.
+	onCompaction func(Event)
 
 	mu   sync.Mutex
-	subs map[chan []byte]struct{} // guarded by mu
+	subs map[*subscriber]struct{} // guarded by mu
 }
 
 func newEventBus(log zerolog.Logger, webhookURL string) *eventBus {
-	b := &eventBus{log: log, subs: map[chan []byte]struct{}{}}
+	b := &eventBus{log: log, subs: map[*subscriber]struct{}{}}
 	if webhookURL != "" {
 		b.hook = make(chan []byte, 256)
 		go b.postHooks(webhookURL)
@@ -46,21 +92,17 @@ func newEventBus(log zerolog.Logger, webhookURL string) *eventBus {
 }
 
 func (b *eventBus) publish(e Event) {
-	e.Type = "compaction"
+	e.Type = EventCompaction
 	data, _ := json.Marshal(e)
 	lvl := zerolog.InfoLevel
 	if e.Result == "failed" {
 		lvl = zerolog.WarnLevel
 	}
 	b.log.WithLevel(lvl).RawJSON("event", data).Msg("compaction")
-	b.mu.Lock()
-	for ch := range b.subs {
-		select {
-		case ch <- data:
-		default:
-		}
+	if b.onCompaction != nil {
+		b.onCompaction(e)
 	}
-	b.mu.Unlock()
+	b.send(frame{EventCompaction, data})
 	if b.hook != nil {
 		select {
 		case b.hook <- data:
@@ -70,18 +112,72 @@ func (b *eventBus) publish(e Event) {
 	}
 }
 
-func (b *eventBus) subscribe() chan []byte {
-	ch := make(chan []byte, 64)
-	b.mu.Lock()
-	b.subs[ch] = struct{}{}
-	b.mu.Unlock()
-	return ch
+// started tells subscribers that a summary call of e's conversation began.
+// It is not logged at info nor posted: the compaction event that follows is.
+func (b *eventBus) started(e Event) {
+	e.Type = EventCompactionStarted
+	data, _ := json.Marshal(e)
+	b.log.Debug().RawJSON("event", data).Msg("compaction started")
+	b.send(frame{EventCompactionStarted, data})
 }
 
-func (b *eventBus) unsubscribe(ch chan []byte) {
+// turn tells subscribers that a turn was recorded.
+func (b *eventBus) turn(e TurnEvent) {
+	e.Type = EventTurn
+	data, _ := json.Marshal(e)
+	b.send(frame{EventTurn, data})
+}
+
+// send gives f to every subscriber that asked for its type, without
+// waiting: a full subscriber misses it.
+func (b *eventBus) send(f frame) {
 	b.mu.Lock()
-	delete(b.subs, ch)
+	defer b.mu.Unlock()
+	for sub := range b.subs {
+		if !sub.types[f.typ] {
+			continue
+		}
+		select {
+		case sub.ch <- f:
+		default:
+		}
+	}
+}
+
+func (b *eventBus) subscribe(types map[string]bool) *subscriber {
+	sub := &subscriber{ch: make(chan frame, 64), types: types}
+	b.mu.Lock()
+	b.subs[sub] = struct{}{}
 	b.mu.Unlock()
+	return sub
+}
+
+func (b *eventBus) unsubscribe(sub *subscriber) {
+	b.mu.Lock()
+	delete(b.subs, sub)
+	b.mu.Unlock()
+}
+
+// eventTypes parses the types query parameter of /ctxpress/events: a comma
+// list of event types, or "all". Absent, it is compaction only, what the
+// stream carried before there were other types, so an existing client that
+// reads data lines without looking at event names sees no new shapes.
+func eventTypes(q string) (map[string]bool, bool) {
+	if q == "" {
+		return map[string]bool{EventCompaction: true}, true
+	}
+	all := map[string]bool{EventCompaction: true, EventCompactionStarted: true, EventTurn: true}
+	if q == "all" {
+		return all, true
+	}
+	types := map[string]bool{}
+	for _, t := range strings.Split(q, ",") {
+		if !all[t] {
+			return nil, false
+		}
+		types[t] = true
+	}
+	return types, true
 }
 
 // postHooks posts each event to the webhook, one at a time, giving up on an
@@ -105,12 +201,18 @@ func (b *eventBus) postHooks(url string) {
 // serveEvents streams events as SSE until the client leaves or the server
 // shuts down; a comment every 15 s keeps idle connections open.
 func (b *eventBus) serveEvents(ctx *fasthttp.RequestCtx) {
+	types, ok := eventTypes(string(ctx.QueryArgs().Peek("types")))
+	if !ok {
+		writeError(ctx, fasthttp.StatusBadRequest, "bad_request",
+			"types: want a comma list of compaction, compaction_started, turn, or all")
+		return
+	}
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	done := ctx.Done()
-	ch := b.subscribe()
+	sub := b.subscribe(types)
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer b.unsubscribe(ch)
+		defer b.unsubscribe(sub)
 		tick := time.NewTicker(15 * time.Second)
 		defer tick.Stop()
 		if _, err := w.WriteString(": ctxpress events\n\n"); err != nil || w.Flush() != nil {
@@ -124,9 +226,9 @@ func (b *eventBus) serveEvents(ctx *fasthttp.RequestCtx) {
 				if _, err := w.WriteString(": keep-alive\n\n"); err != nil || w.Flush() != nil {
 					return
 				}
-			case data := <-ch:
-				w.WriteString("event: compaction\ndata: ")
-				w.Write(data)
+			case f := <-sub.ch:
+				w.WriteString("event: " + f.typ + "\ndata: ")
+				w.Write(f.data)
 				if _, err := w.WriteString("\n\n"); err != nil || w.Flush() != nil {
 					return
 				}

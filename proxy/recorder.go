@@ -10,11 +10,15 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Calibration bounds: one odd turn (a server that counts a cached prefix
-// differently, a truncated answer) must not swing the estimate wildly.
+// Calibration bounds. Tokenizers really differ by more than 2x from
+// o200k (llama.cpp's stories260K counts 2.3x more), so the absolute bounds
+// are wide; what keeps one odd turn (a server that counts a cached prefix
+// differently, a truncated answer) from swinging the estimate wildly is the
+// step bound: a turn moves the calibration at most 2x either way.
 const (
-	minCalibration = 0.5
-	maxCalibration = 2.0
+	minCalibration     = 0.25
+	maxCalibration     = 4.0
+	maxCalibrationStep = 2.0
 )
 
 // recordQueue is how many turns may wait for the store; past it a turn's
@@ -37,9 +41,18 @@ type recorder struct {
 	log   zerolog.Logger
 	queue chan turnRecord
 	done  chan struct{}
+	// written, when set, is told of each record written and whether the
+	// turn opened its breaker (events, metrics).
+	written func(rec state.Record, tripped bool)
 
 	mu     sync.RWMutex
 	closed bool // guarded by mu; set once the queue is closed
+
+	pendingMu sync.Mutex
+	// pending holds turns queued but not yet written, so the next request
+	// of a conversation, often sent the moment the previous answer ends,
+	// still sees the previous turn's usage and calibration.
+	pending map[state.Key]pendingTurns // guarded by pendingMu
 
 	warn warnLimiter
 }
@@ -62,8 +75,9 @@ func (w *warnLimiter) warn(log zerolog.Logger, msg string, err error) {
 	log.Warn().Err(err).Int64("failures", n).Msg(msg)
 }
 
-func newRecorder(store state.Store, log zerolog.Logger) *recorder {
-	r := &recorder{store: store, log: log, queue: make(chan turnRecord, recordQueue), done: make(chan struct{})}
+func newRecorder(store state.Store, log zerolog.Logger, written func(state.Record, bool)) *recorder {
+	r := &recorder{store: store, log: log, queue: make(chan turnRecord, recordQueue), done: make(chan struct{}),
+		pending: map[state.Key]pendingTurns{}, written: written}
 	go r.run()
 	return r
 }
@@ -74,38 +88,95 @@ func (r *recorder) record(tr turnRecord) {
 	if r.closed {
 		return
 	}
+	r.pendingMu.Lock()
+	p := r.pending[tr.turn.key]
+	p.n++
+	if tr.usage.Found {
+		p.latest = tr
+	}
+	r.pending[tr.turn.key] = p
+	r.pendingMu.Unlock()
 	select {
 	case r.queue <- tr:
 	default:
+		r.done1(tr.turn.key)
 		r.failed("record queue full; turn not recorded", nil)
+	}
+}
+
+// pendingTurns is what a request needs of its conversation's turns that are
+// queued but not written yet: how many, and the latest one with usage.
+type pendingTurns struct {
+	n      int
+	latest turnRecord
+}
+
+// done1 counts one pending turn of key as written (or lost).
+func (r *recorder) done1(key state.Key) {
+	r.pendingMu.Lock()
+	defer r.pendingMu.Unlock()
+	if p := r.pending[key]; p.n > 1 {
+		p.n--
+		r.pending[key] = p
+	} else {
+		delete(r.pending, key)
+	}
+}
+
+// overlay gives rec, a record just read from the store, the usage and
+// calibration of key's latest turn that is queued but not yet written: O(1)
+// however many are queued, under a short lock.
+func (r *recorder) overlay(key state.Key, rec *state.Record) {
+	r.pendingMu.Lock()
+	p, ok := r.pending[key]
+	r.pendingMu.Unlock()
+	if ok && p.latest.usage.Found {
+		applyUsage(rec, p.latest)
 	}
 }
 
 func (r *recorder) run() {
 	defer close(r.done)
 	for tr := range r.queue {
-		if _, err := r.store.Update(tr.turn.key, func(rec *state.Record) error {
+		wasTripped := false
+		rec, err := r.store.Update(tr.turn.key, func(rec *state.Record) error {
+			wasTripped = rec.Breaker.Tripped
 			applyTurn(rec, tr, time.Now())
 			return nil
-		}); err != nil {
+		})
+		// A reader between the commit and here may apply this turn twice
+		// to its copy; the fields a request reads (last usage,
+		// calibration) come out the same.
+		r.done1(tr.turn.key)
+		if err != nil {
 			r.failed("cannot write the conversation record", err)
+			continue
+		}
+		if r.written != nil {
+			r.written(rec, !wasTripped && rec.Breaker.Tripped)
 		}
 	}
 }
 
 // applyTurn folds one answered turn into its conversation's record.
+// applyUsage records what the upstream reported for a turn: the input
+// tokens, the estimate they answer, and the calibration between the two.
+func applyUsage(rec *state.Record, tr turnRecord) {
+	t := tr.turn
+	rec.LastInputTokens = tr.usage.InputTokens
+	rec.LastEstimate = t.tokensAfter
+	if t.tokensAfter > 0 && tr.usage.InputTokens > 0 {
+		rec.Calibration = nextCalibration(rec.Calibration, float64(tr.usage.InputTokens)/float64(t.tokensAfter))
+	}
+}
+
 func applyTurn(rec *state.Record, tr turnRecord, now time.Time) {
 	t := tr.turn
 	if t.model != "" {
 		rec.Model = t.model
 	}
 	if tr.usage.Found {
-		rec.LastInputTokens = tr.usage.InputTokens
-		rec.LastEstimate = t.tokensAfter
-		if t.tokensAfter > 0 && tr.usage.InputTokens > 0 {
-			c := float64(tr.usage.InputTokens) / float64(t.tokensAfter)
-			rec.Calibration = min(max(c, minCalibration), maxCalibration)
-		}
+		applyUsage(rec, tr)
 	}
 	if t.compacted && tr.usage.Found && t.trigger > 0 {
 		if tr.usage.InputTokens > t.trigger {
@@ -134,4 +205,14 @@ func (r *recorder) close() {
 	}
 	r.mu.Unlock()
 	<-r.done
+}
+
+// nextCalibration folds one turn's observed ratio (reported input /
+// estimate) into the previous calibration (0 when none).
+func nextCalibration(prev, observed float64) float64 {
+	c := observed
+	if prev > 0 {
+		c = min(max(c, prev/maxCalibrationStep), prev*maxCalibrationStep)
+	}
+	return min(max(c, minCalibration), maxCalibration)
 }

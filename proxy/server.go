@@ -27,6 +27,7 @@ type Server struct {
 	rec      *recorder         // nil without a store
 	comp     *compactions      // always set; compaction itself may be off
 	events   *eventBus
+	metrics  *metrics    // private registry behind /metrics
 	warn     warnLimiter // store failures on the request path
 }
 
@@ -56,7 +57,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, up: up, pipeline: deps.Pipeline, store: deps.Store}
 	s.events = newEventBus(log, cfg.Compaction.WebhookURL)
 	if deps.Store != nil {
-		s.rec = newRecorder(deps.Store, log)
+		s.rec = newRecorder(deps.Store, log, s.recorded)
 	}
 	s.comp = &compactions{
 		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: compactor.NewSummarizer(),
@@ -66,6 +67,8 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	if deps.Pipeline == nil || deps.Store == nil {
 		s.comp.cfg.Enabled = false // compaction needs both
 	}
+	s.metrics = newMetrics(s.comp.running, deps.Store)
+	s.events.onCompaction = s.metrics.compaction
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		ErrorHandler:       s.handleReadError,
@@ -127,6 +130,9 @@ type exchange struct {
 	usage        Usage
 	err          error
 	turn         *turn // chat requests ctxpress understood
+	// credential names the client's conversation namespace: its
+	// Authorization header, or its ctxpress key (see authenticate).
+	credential []byte
 }
 
 func newExchange(ctx *fasthttp.RequestCtx) *exchange {
@@ -152,11 +158,18 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}()
 	path := ctx.Path()
+	if string(path) == pathMetrics {
+		s.handleMetrics(ctx) // ctxpress's own, never the upstream's
+		return
+	}
 	if len(path) >= len(adminPrefix) && string(path[:len(adminPrefix)]) == adminPrefix {
 		s.handleAdmin(ctx)
 		return
 	}
 	x := newExchange(ctx)
+	if !s.authenticate(ctx, x) {
+		return
+	}
 	if ctx.IsPost() && isChatPath(path) {
 		s.handleChat(ctx, x)
 		return
@@ -244,7 +257,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 			fasthttp.ReleaseResponse(resp)
 			s.finish(x)
 		}
-		ctx.SetBodyStreamWriter(r.writeTo)
+		ctx.SetBodyStreamWriter(s.metrics.countStream(r.writeTo))
 	case o.readUsage:
 		whole, err := readBody(stream, contentLength)
 		_ = stream.CloseWithError(err)

@@ -25,6 +25,7 @@ func (v *view) render(plan dedupPlan, res *Result) {
 	req, a := v.req, v.a
 	res.TokensBefore = v.fixed
 	res.TokensAfter = v.fixed - plan.saved
+	res.DedupSavedTokens = plan.saved
 	for i, f := range a.facts {
 		res.TokensBefore += f.before
 		if i < v.lead || i >= v.dropTo {
@@ -66,6 +67,7 @@ func (v *view) render(plan dedupPlan, res *Result) {
 			continue
 		}
 		res.Squashed += f.squashed
+		res.SquashStats = append(res.SquashStats, f.stats...)
 		for _, e := range f.edits {
 			edits = append(edits, edit{start: m.start + e.start, end: m.start + e.end, repl: e.repl})
 		}

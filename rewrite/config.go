@@ -11,6 +11,10 @@ type Config struct {
 	// business. nil disables squashing. A result that does not save tokens
 	// is not used.
 	Squash func(tool, content string) string
+	// SquashShape names the shape of a tool output Squash changed (json,
+	// log, generic), for Result.SquashStats; it is called once per squashed
+	// text and memoised with it. nil leaves the shape empty.
+	SquashShape func(content string) string
 	// Dedup configures the replacement of superseded tool results.
 	Dedup DedupConfig
 	// CacheBytes bounds the memory of the squash, token and per-message

@@ -59,7 +59,12 @@ type Result struct {
 	TokensBefore, TokensAfter int
 	// Squashed counts the tool outputs (texts) squashed in Body; Deduped the
 	// tool results replaced by DedupPlaceholder.
-	Squashed, Deduped       int
+	Squashed, Deduped int
+	// SquashStats has one entry per text counted in Squashed: its shape
+	// (Config.SquashShape) and content tokens before and after.
+	SquashStats []SquashStat
+	// DedupSavedTokens is what the dedups counted in Deduped saved.
+	DedupSavedTokens        int
 	BytesBefore, BytesAfter int
 
 	// Lead is the number of leading system/developer messages of the
@@ -104,11 +109,12 @@ type analysis struct {
 // and (for a tool result) the tool's name, and is memoised on exactly that,
 // so a turn costs only its new messages.
 type facts struct {
-	before, after int    // tokens of the message as sent, as squashed
-	contentAfter  int    // tokens of the content as squashed
-	edits         []edit // squash edits, offsets relative to the message start
-	squashed      int    // texts squashed
-	calls         []call // the calls an assistant message makes
+	before, after int          // tokens of the message as sent, as squashed
+	contentAfter  int          // tokens of the content as squashed
+	edits         []edit       // squash edits, offsets relative to the message start
+	squashed      int          // texts squashed
+	stats         []SquashStat // one per text squashed
+	calls         []call       // the calls an assistant message makes
 }
 
 // size approximates the bytes f holds, for the cache bound.
@@ -120,6 +126,7 @@ func (f *facts) size() int64 {
 	for _, c := range f.calls {
 		n += int64(len(c.id)+len(c.key.tool)) + 64
 	}
+	n += int64(len(f.stats)) * 40
 	return n
 }
 
@@ -236,7 +243,8 @@ func (p *Pipeline) messageFacts(enc Encoding, tool string, m *message, h [sha256
 		overhead := c.overheadTokens(enc, m)
 		var before, after int
 		if m.isResult() {
-			f.edits, before, after, f.squashed = p.squashContent(enc, tool, m)
+			f.edits, before, after, f.stats = p.squashContent(enc, tool, m)
+			f.squashed = len(f.stats)
 		} else {
 			before = c.contentTokens(enc, m.result(m.content))
 			after = before

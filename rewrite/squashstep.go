@@ -51,8 +51,8 @@ func (p *Pipeline) callSquash(tool, text string) (out string) {
 // a whole, an array content one text part at a time (the array keeps its
 // shape; other parts are untouched). A squash is used only when it saves
 // tokens. It returns the edits (relative to the message start), the content
-// tokens before and after, and how many texts were squashed.
-func (p *Pipeline) squashContent(enc Encoding, tool string, m *message) (edits []edit, before, after, n int) {
+// tokens before and after, and a SquashStat per text squashed.
+func (p *Pipeline) squashContent(enc Encoding, tool string, m *message) (edits []edit, before, after int, stats []SquashStat) {
 	c := p.counter
 	content := m.result(m.content)
 	squashOne := func(text gjson.Result) (tokBefore, tokAfter int) {
@@ -70,7 +70,11 @@ func (p *Pipeline) squashContent(enc Encoding, tool string, m *message) (edits [
 		}
 		start := text.Index - m.start
 		edits = append(edits, edit{start: start, end: start + len(text.Raw), repl: appendJSONString(nil, out)})
-		n++
+		st := SquashStat{TokensBefore: tokBefore, TokensAfter: tokOut}
+		if p.cfg.SquashShape != nil {
+			st.Shape = p.cfg.SquashShape(text.Str)
+		}
+		stats = append(stats, st)
 		return tokBefore, tokOut
 	}
 	switch {
@@ -93,7 +97,13 @@ func (p *Pipeline) squashContent(enc Encoding, tool string, m *message) (edits [
 		before = c.contentTokens(enc, content)
 		after = before
 	}
-	return edits, before, after, n
+	return edits, before, after, stats
+}
+
+// SquashStat is what squashing one tool output text saved.
+type SquashStat struct {
+	Shape                     string // from Config.SquashShape; "" without it
+	TokensBefore, TokensAfter int    // of the text
 }
 
 // rawAt reports whether v's Index really points at its raw text in body, so

@@ -1,0 +1,423 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ctxpress/ctxpress/proxy"
+	"github.com/ctxpress/ctxpress/state"
+)
+
+const conversationsUsage = `Usage:
+  ctxpress conversations list [--offset N] [--limit N]
+  ctxpress conversations show ID
+  ctxpress conversations rm ID
+  ctxpress conversations compact ID      compact on the conversation's next request
+
+Flags (anywhere after the sub-command):
+  --db FILE            conversation db (default: the config's db, env CTXPRESS_DB, else ctxpress.db)
+  --config FILE        config file, for db, listen and admin_token (env CTXPRESS_CONFIG)
+  --server URL         use a running ctxpress's admin API, e.g. http://127.0.0.1:8484
+  --admin-token TOKEN  admin token for --server (default: the config's admin_token)
+  --namespace NS       only the conversation of this namespace (an id may exist in several)
+  --json               print JSON (the admin API's shapes) instead of tables
+
+bbolt lets one process write the db. While ctxpress serves from it, the db is
+locked: list and show then ask the server's admin API (--server, else the
+config's listen address), and so do rm and compact, which need to write.
+`
+
+// convFlags are the options of `ctxpress conversations`.
+type convFlags struct {
+	db, config, server, token, namespace string
+	json                                 bool
+	offset, limit                        int
+}
+
+// lockWait is how long the CLI waits for the db's lock before turning to
+// the admin API: a running server holds it for good, so waiting longer
+// only delays the answer.
+const lockWait = 300 * time.Millisecond
+
+func cmdConversations(args []string, stdout, stderr io.Writer) int {
+	var f convFlags
+	fs := flag.NewFlagSet("conversations", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.db, "db", "", "")
+	fs.StringVar(&f.config, "config", "", "")
+	fs.StringVar(&f.server, "server", "", "")
+	fs.StringVar(&f.token, "admin-token", "", "")
+	fs.StringVar(&f.namespace, "namespace", "", "")
+	fs.BoolVar(&f.json, "json", false, "")
+	fs.IntVar(&f.offset, "offset", 0, "")
+	fs.IntVar(&f.limit, "limit", 50, "")
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, conversationsUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ctxpress conversations: %v\n\n%s", err, conversationsUsage)
+		return 2
+	}
+	if len(pos) == 0 {
+		pos = []string{"list"}
+	}
+	cmd, rest := pos[0], pos[1:]
+	wantID := cmd == "show" || cmd == "rm" || cmd == "compact"
+	switch {
+	case cmd != "list" && !wantID:
+		fmt.Fprintf(stderr, "ctxpress conversations: unknown command %q\n\n%s", cmd, conversationsUsage)
+		return 2
+	case wantID && len(rest) != 1, !wantID && len(rest) != 0:
+		fmt.Fprintf(stderr, "ctxpress conversations %s: want %s\n\n%s", cmd, map[bool]string{true: "one ID", false: "no argument"}[wantID], conversationsUsage)
+		return 2
+	}
+	b, err := openBackend(f, cmd != "list" && cmd != "show")
+	if err != nil {
+		fmt.Fprintf(stderr, "ctxpress conversations: %v\n", err)
+		return 1
+	}
+	defer b.close()
+	out := convOutput{w: stdout, json: f.json}
+	switch cmd {
+	case "list":
+		page, err := b.list(f.offset, f.limit)
+		if err == nil {
+			err = out.list(page)
+		}
+		return report(stderr, err)
+	case "show":
+		got, err := b.show(rest[0], f.namespace)
+		if err == nil {
+			err = out.show(got)
+		}
+		return report(stderr, err)
+	case "rm":
+		n, err := b.rm(rest[0], f.namespace)
+		if err == nil {
+			err = out.done(map[string]any{"id": rest[0], "deleted": n},
+				fmt.Sprintf("deleted conversation %q (%d namespace%s)", rest[0], n, plural(n)))
+		}
+		return report(stderr, err)
+	default: // compact
+		n, err := b.compact(rest[0], f.namespace)
+		if err == nil {
+			err = out.done(map[string]any{"conversation": rest[0], "scheduled": n},
+				fmt.Sprintf("conversation %q is compacted on its next request (%d namespace%s)", rest[0], n, plural(n)))
+		}
+		return report(stderr, err)
+	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func report(stderr io.Writer, err error) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "ctxpress conversations: %v\n", err)
+	return 1
+}
+
+// parseInterleaved parses flags placed before, between or after the
+// positional arguments, as a person types them ("show ID --json").
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// errNotFound is a conversation id with no record.
+var errNotFound = errors.New("no such conversation")
+
+// backend is where the commands read and write: the db file, or a running
+// server's admin API.
+type backend interface {
+	list(offset, limit int) (listPage, error)
+	show(id, namespace string) ([]proxy.ConversationDetail, error)
+	rm(id, namespace string) (int, error)
+	compact(id, namespace string) (int, error)
+	close()
+}
+
+type listPage struct {
+	Object  string                   `json:"object"`
+	Data    []proxy.ConversationInfo `json:"data"`
+	Offset  int                      `json:"offset"`
+	Limit   int                      `json:"limit"`
+	HasMore bool                     `json:"has_more"`
+}
+
+// openBackend picks the backend: --server when given; else the db file,
+// read-only unless write, and the admin API when a running server holds it.
+func openBackend(f convFlags, write bool) (backend, error) {
+	c := defaultConfig()
+	cfgPath := f.config
+	if cfgPath == "" {
+		cfgPath = os.Getenv("CTXPRESS_CONFIG")
+	}
+	if cfgPath != "" {
+		data, err := os.ReadFile(cfgPath)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if err := decodeConfigFile(&c, data); err != nil {
+			return nil, fmt.Errorf("config %s: %w", cfgPath, err)
+		}
+	}
+	if err := applyEnv(&c, os.Getenv); err != nil {
+		return nil, err
+	}
+	token := f.token
+	if token == "" {
+		token = c.AdminToken
+	}
+	if f.server != "" {
+		return newAPIBackend(f.server, token)
+	}
+	db := f.db
+	if db == "" {
+		db = c.DB
+	}
+	if db == "" {
+		return nil, errors.New(`the config keeps state in memory (db: ""); use --server URL to ask the running server`)
+	}
+	if _, err := os.Stat(db); err != nil {
+		return nil, fmt.Errorf("no db at %s (%w): pass --db FILE, or --server URL for a running ctxpress", db, err)
+	}
+	st, err := state.OpenBolt(db, state.BoltOptions{ReadOnly: !write, Timeout: lockWait, SweepInterval: -1})
+	if err == nil {
+		return &dbBackend{st: st}, nil
+	}
+	if !errors.Is(err, state.ErrLocked) {
+		return nil, err
+	}
+	server := serverURL(c.Listen)
+	api, apiErr := newAPIBackend(server, token)
+	if apiErr == nil {
+		apiErr = api.ping()
+	}
+	if apiErr != nil {
+		return nil, fmt.Errorf("%s is locked by another process (a running ctxpress?), and the admin API at %s did not answer: %v\n"+
+			"  Pass --server URL with that ctxpress's address (and --admin-token when it sets admin_token), or stop it and retry", db, server, apiErr)
+	}
+	return api, nil
+}
+
+// serverURL is the admin API address for a listen address: a wildcard
+// host is reached on loopback.
+func serverURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "http://" + listen
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// dbBackend works on the db file directly.
+type dbBackend struct{ st state.Store }
+
+func (b *dbBackend) close() { _ = b.st.Close() }
+
+func (b *dbBackend) list(offset, limit int) (listPage, error) {
+	limit = max(limit, 1)
+	recs, err := b.st.List(state.ListOptions{Offset: offset, Limit: limit + 1})
+	if err != nil {
+		return listPage{}, err
+	}
+	p := listPage{Object: "list", Data: []proxy.ConversationInfo{}, Offset: offset, Limit: limit}
+	if len(recs) > limit {
+		recs, p.HasMore = recs[:limit], true
+	}
+	for _, r := range recs {
+		p.Data = append(p.Data, proxy.ConversationInfoOf(r, false))
+	}
+	return p, nil
+}
+
+func (b *dbBackend) find(id, ns string) ([]state.Record, error) {
+	recs, err := b.st.List(state.ListOptions{ID: id, Namespace: ns})
+	if err == nil && len(recs) == 0 {
+		err = fmt.Errorf("%w %q", errNotFound, id)
+	}
+	return recs, err
+}
+
+func (b *dbBackend) show(id, ns string) ([]proxy.ConversationDetail, error) {
+	recs, err := b.find(id, ns)
+	var out []proxy.ConversationDetail
+	for _, r := range recs {
+		out = append(out, proxy.ConversationDetailOf(r, false))
+	}
+	return out, err
+}
+
+func (b *dbBackend) rm(id, ns string) (int, error) {
+	recs, err := b.find(id, ns)
+	n := 0
+	for _, r := range recs {
+		ok, err := b.st.Delete(r.Key)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, err
+}
+
+func (b *dbBackend) compact(id, ns string) (int, error) {
+	recs, err := b.find(id, ns)
+	for i, r := range recs {
+		if _, err := b.st.Update(r.Key, func(r *state.Record) error {
+			r.Breaker.ForceNext = true
+			return nil
+		}); err != nil {
+			return i, err
+		}
+	}
+	return len(recs), err
+}
+
+// apiBackend asks a running ctxpress.
+type apiBackend struct {
+	base, token string
+	client      *http.Client
+}
+
+func newAPIBackend(server, token string) (*apiBackend, error) {
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--server %q: want a URL like http://127.0.0.1:8484", server)
+	}
+	return &apiBackend{base: strings.TrimRight(server, "/") + "/ctxpress", token: token,
+		client: &http.Client{Timeout: 10 * time.Second}}, nil
+}
+
+func (b *apiBackend) close() {}
+
+func (b *apiBackend) ping() error {
+	return b.do(http.MethodGet, "/healthz", nil)
+}
+
+// do calls the admin API and decodes the answer into out (when not nil);
+// an error answer comes back with the server's message.
+func (b *apiBackend) do(method, path string, out any) error {
+	req, err := http.NewRequest(method, b.base+path, nil)
+	if err != nil {
+		return err
+	}
+	if b.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("reading the answer of %s: %w", b.base+path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error struct{ Message, Code string } `json:"error"`
+		}
+		_ = json.Unmarshal(body, &e)
+		msg := strings.TrimPrefix(e.Error.Message, "ctxpress: ")
+		switch {
+		case e.Error.Code == "conversation_not_found":
+			return errNotFound
+		case resp.StatusCode == http.StatusUnauthorized:
+			return fmt.Errorf("%s: %s (pass --admin-token, or set admin_token in --config)", resp.Status, msg)
+		case msg == "":
+			return fmt.Errorf("%s %s: %s", method, b.base+path, resp.Status)
+		}
+		return fmt.Errorf("%s: %s", resp.Status, msg)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(body, out)
+}
+
+func idPath(id, ns string) string {
+	p := "/conversations/" + url.PathEscape(id)
+	if ns != "" {
+		p += "?namespace=" + url.QueryEscape(ns)
+	}
+	return p
+}
+
+func (b *apiBackend) list(offset, limit int) (listPage, error) {
+	var p listPage
+	err := b.do(http.MethodGet, "/conversations?offset="+strconv.Itoa(offset)+"&limit="+strconv.Itoa(limit), &p)
+	return p, err
+}
+
+func (b *apiBackend) show(id, ns string) ([]proxy.ConversationDetail, error) {
+	var got struct {
+		Data []proxy.ConversationDetail `json:"data"`
+	}
+	err := b.do(http.MethodGet, idPath(id, ns), &got)
+	return got.Data, notFoundID(err, id)
+}
+
+func (b *apiBackend) rm(id, ns string) (int, error) {
+	var got struct {
+		Deleted int `json:"deleted"`
+	}
+	err := b.do(http.MethodDelete, idPath(id, ns), &got)
+	return got.Deleted, notFoundID(err, id)
+}
+
+func (b *apiBackend) compact(id, ns string) (int, error) {
+	var got struct {
+		Scheduled int `json:"scheduled"`
+	}
+	p := "/conversations/" + url.PathEscape(id) + "/compact"
+	if ns != "" {
+		p += "?namespace=" + url.QueryEscape(ns)
+	}
+	err := b.do(http.MethodPost, p, &got)
+	return got.Scheduled, notFoundID(err, id)
+}
+
+func notFoundID(err error, id string) error {
+	if errors.Is(err, errNotFound) {
+		return fmt.Errorf("%w %q", errNotFound, id)
+	}
+	return err
+}

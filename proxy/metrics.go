@@ -1,0 +1,254 @@
+package proxy
+
+import (
+	"bufio"
+	"strconv"
+	"strings"
+
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+)
+
+const pathMetrics = "/metrics"
+
+// metrics are the Server's Prometheus collectors, on a registry of its own:
+// two Servers in one process (tests, embedders) never share or clash, and
+// nothing is registered globally.
+type metrics struct {
+	reg     *prometheus.Registry
+	handler fasthttp.RequestHandler
+
+	requests        *prometheus.CounterVec   // path, status
+	upstreamLatency *prometheus.HistogramVec // path
+	activeStreams   prometheus.Gauge
+
+	tokensBefore, tokensAfter, tokensSaved prometheus.Counter
+	reqTokensBefore, reqTokensAfter        prometheus.Histogram
+	reqTokensSaved                         prometheus.Histogram
+
+	squashed       *prometheus.CounterVec // shape
+	squashSaved    *prometheus.CounterVec // shape
+	dedupHits      prometheus.Counter
+	dedupSaved     prometheus.Counter
+	compactions    *prometheus.CounterVec   // trigger, result
+	summarizer     *prometheus.HistogramVec // result
+	breakerTrips   prometheus.Counter
+	recordedTurns  prometheus.Counter
+	compactionsNow prometheus.GaugeFunc
+}
+
+// tokenBuckets span a one-line request to a 1M-token context.
+var tokenBuckets = prometheus.ExponentialBuckets(256, 2, 13) // 256 … 1,048,576
+
+// newMetrics registers every collector. inflight reports the compactions
+// running now; store, when it implements state.Sizer, gives the db size.
+func newMetrics(inflight func() int, store state.Store) *metrics {
+	reg := prometheus.NewRegistry()
+	f := factory{reg}
+	m := &metrics{
+		reg: reg,
+		requests: f.counterVec("ctxpress_requests_total",
+			"Proxied requests by path (known OpenAI endpoints, else \"other\") and answer status.", "path", "status"),
+		upstreamLatency: f.histogramVec("ctxpress_upstream_latency_seconds",
+			"Time from sending a request upstream to its response headers (a whole non-streamed completion).",
+			prometheus.ExponentialBuckets(0.005, 2.5, 12), "path"),
+		activeStreams: f.gauge("ctxpress_active_streams", "Streamed answers being relayed now."),
+		tokensBefore: f.counter("ctxpress_tokens_before_total",
+			"Estimated input tokens of answered chat requests as the client sent them."),
+		tokensAfter: f.counter("ctxpress_tokens_after_total",
+			"Estimated input tokens of answered chat requests as ctxpress forwarded them."),
+		tokensSaved: f.counter("ctxpress_tokens_saved_total",
+			"Input tokens ctxpress saved on answered chat requests: max(0, before-after) per request."),
+		reqTokensBefore: f.histogram("ctxpress_request_tokens_before", "Estimated input tokens per chat request as sent.", tokenBuckets),
+		reqTokensAfter:  f.histogram("ctxpress_request_tokens_after", "Estimated input tokens per chat request as forwarded.", tokenBuckets),
+		reqTokensSaved: f.histogram("ctxpress_request_tokens_saved", "Input tokens saved per chat request.",
+			prometheus.ExponentialBuckets(16, 2, 17)),
+		squashed: f.counterVec("ctxpress_squashed_outputs_total",
+			"Tool outputs squashed, counted once per forwarded request that carries them, by shape.", "shape"),
+		squashSaved: f.counterVec("ctxpress_squash_saved_tokens_total",
+			"Tokens squashing saved, per forwarded request, by shape of the tool output.", "shape"),
+		dedupHits:     f.counter("ctxpress_dedup_hits_total", "Superseded tool results replaced by a placeholder, per forwarded request."),
+		dedupSaved:    f.counter("ctxpress_dedup_saved_tokens_total", "Tokens dedup saved, per forwarded request."),
+		compactions:   f.counterVec("ctxpress_compactions_total", "Compactions by trigger (auto, precompact, manual) and result (ok, skipped, failed).", "trigger", "result"),
+		summarizer:    f.histogramVec("ctxpress_summarizer_duration_seconds", "Duration of summary calls by result (ok, failed).", prometheus.ExponentialBuckets(0.05, 2, 14), "result"),
+		breakerTrips:  f.counter("ctxpress_breaker_trips_total", "Conversations whose compaction circuit breaker opened."),
+		recordedTurns: f.counter("ctxpress_recorded_turns_total", "Chat turns written to the conversation store."),
+	}
+	m.compactionsNow = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compactions_in_flight",
+		Help: "Compactions (summary calls) running now."}, func() float64 { return float64(inflight()) })
+	reg.MustRegister(m.compactionsNow,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if sz, ok := store.(state.Sizer); ok {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_db_size_bytes",
+			Help: "Size of the conversation db file."}, func() float64 {
+			n, err := sz.Size()
+			if err != nil {
+				return -1 // a scrape must not fail because the file is gone; -1 says so
+			}
+			return float64(n)
+		}))
+	}
+	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		Registry: reg, ErrorHandling: promhttp.ContinueOnError,
+	}))
+	return m
+}
+
+// factory creates collectors and registers them on one registry.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+// knownEndpoints are the first path segments (after /v1) that get their own
+// path label; anything else is "other", so a client cannot grow the label
+// set without bound.
+var knownEndpoints = map[string]bool{
+	"chat": true, "completions": true, "embeddings": true, "models": true, "responses": true,
+	"moderations": true, "images": true, "audio": true, "files": true, "batches": true,
+	"messages": true, "rerank": true, "tokenize": true, "health": true,
+}
+
+// metricPath is the path label of a proxied request: /v1/<endpoint> for a
+// known endpoint (with or without the client's /v1), "other" else.
+func metricPath(path string) string {
+	p := strings.TrimPrefix(path, "/v1")
+	if p == pathChatCompletions {
+		return "/v1" + pathChatCompletions
+	}
+	seg, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	if knownEndpoints[seg] && seg != "chat" {
+		return "/v1/" + seg
+	}
+	return "other"
+}
+
+// exchange counts one proxied request once its answer is sent, and what
+// the rewrite of an understood chat request did when the upstream answered
+// it 2xx (the rule of the conversation record, so the dashboard and these
+// counters agree; they differ only by turns no record keeps: ephemeral
+// ones and those without a conversation id).
+func (m *metrics) exchange(x *exchange) {
+	path := metricPath(x.path)
+	m.requests.WithLabelValues(path, strconv.Itoa(x.status)).Inc()
+	if x.upstream > 0 {
+		m.upstreamLatency.WithLabelValues(path).Observe(x.upstream.Seconds())
+	}
+	if x.turn != nil && x.status >= 200 && x.status < 300 && x.err == nil {
+		m.turn(x.turn)
+	}
+}
+
+// turn counts the tokens and savings of one answered chat turn.
+func (m *metrics) turn(t *turn) {
+	before, after := t.tokensBefore, t.tokensAfter
+	saved := max(0, before-after)
+	m.tokensBefore.Add(float64(before))
+	m.tokensAfter.Add(float64(after))
+	m.tokensSaved.Add(float64(saved))
+	m.reqTokensBefore.Observe(float64(before))
+	m.reqTokensAfter.Observe(float64(after))
+	m.reqTokensSaved.Observe(float64(saved))
+	for _, st := range t.squashStats {
+		shape := st.Shape
+		if shape == "" {
+			shape = "unknown"
+		}
+		m.squashed.WithLabelValues(shape).Inc()
+		m.squashSaved.WithLabelValues(shape).Add(float64(max(0, st.TokensBefore-st.TokensAfter)))
+	}
+	if t.deduped > 0 {
+		m.dedupHits.Add(float64(t.deduped))
+		m.dedupSaved.Add(float64(t.dedupSaved))
+	}
+}
+
+// compaction counts a compaction event (not a start).
+func (m *metrics) compaction(e Event) {
+	m.compactions.WithLabelValues(e.Trigger, e.Result).Inc()
+	if e.SummarizerMS > 0 {
+		m.summarizer.WithLabelValues(e.Result).Observe(float64(e.SummarizerMS) / 1000)
+	}
+}
+
+// recorded counts a turn written to the store, and a breaker it opened.
+func (m *metrics) recorded(tripped bool) {
+	m.recordedTurns.Inc()
+	if tripped {
+		m.breakerTrips.Inc()
+	}
+}
+
+// countStream wraps a stream writer so the gauge counts it while it runs.
+func (m *metrics) countStream(w fasthttp.StreamWriter) fasthttp.StreamWriter {
+	return func(bw *bufio.Writer) {
+		m.activeStreams.Inc()
+		defer m.activeStreams.Dec()
+		w(bw)
+	}
+}
+
+// running reports how many compactions are in flight now.
+func (c *compactions) running() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.inflight)
+}
+
+// handleMetrics serves /metrics in the Prometheus text format. It follows
+// the admin rule (admin token, else loopback) unless metrics are public.
+func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
+	if !s.cfg.MetricsPublic && !s.adminAllowed(ctx) {
+		writeError(ctx, fasthttp.StatusUnauthorized, "admin_unauthorized",
+			"/metrics needs the admin token (Authorization: Bearer …), or a loopback client when none is set; or set metrics.public")
+		return
+	}
+	if !ctx.IsGet() && !ctx.IsHead() {
+		writeError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "/metrics answers GET")
+		return
+	}
+	s.metrics.handler(ctx)
+}
+
+// recorded is the recorder's callback: a turn is in the store.
+func (s *Server) recorded(rec state.Record, tripped bool) {
+	s.metrics.recorded(tripped)
+	e := TurnEvent{Time: rec.UpdatedAt, Conversation: rec.Key.ID, Namespace: rec.Key.Namespace,
+		Model: rec.Model, Requests: rec.Requests}
+	if n := len(rec.Turns); n > 0 {
+		t := rec.Turns[n-1]
+		e.TokensBefore, e.TokensAfter, e.InputTokens, e.Compacted = t.TokensBefore, t.TokensAfter, t.InputTokens, t.Compacted
+	}
+	s.events.turn(e)
+}

@@ -1,0 +1,276 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/squash"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/openai/openai-go/v3"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// pipelineWithShapes is pipelineForTest with squash shapes for metrics.
+func pipelineWithShapes() *rewrite.Pipeline {
+	sq := squash.New(squash.Config{})
+	return rewrite.New(rewrite.Config{
+		Squash:      func(tool, c string) string { return sq.Apply(tool, c).Text },
+		SquashShape: func(c string) string { return string(squash.Detect(c)) },
+		Dedup:       rewrite.DefaultDedupConfig(),
+	})
+}
+
+// scrape fetches /metrics and parses the text format.
+func scrape(t *testing.T, url string, header ...string) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	if len(header) == 2 {
+		req.Header.Set(header[0], header[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Fatalf("/metrics Content-Type %q", ct)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics is not the Prometheus text format: %v", err)
+	}
+	return fams
+}
+
+// value returns the value of the metric in fams with exactly these labels
+// (name=value pairs); a histogram gives its sample count. A missing
+// series is 0, as Prometheus would read an unset counter.
+func value(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+next:
+	for _, m := range f.Metric {
+		if len(m.Label) != len(labels)/2 {
+			continue
+		}
+		for i := 0; i < len(labels); i += 2 {
+			found := false
+			for _, l := range m.Label {
+				if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return 0
+}
+
+// workerLog is a tool output squash recognises as a log.
+func workerLog() string {
+	var b strings.Builder
+	for i := 0; i < 200; i++ {
+		fmt.Fprintf(&b, "2024-05-01T10:%02d:%02d INFO worker-%d processed batch %d in %dms\n", i/60, i%60, i%4, i, 10+i%7)
+	}
+	b.WriteString("2024-05-01T10:59:59 ERROR worker-2 failed: connection reset by peer\n")
+	return b.String()
+}
+
+// After a scripted conversation the counters equal what happened: the
+// requests sent, the compactions the answers reported, and the tokens
+// saved that the answers' headers add up to.
+func TestMetricsAfterScriptedConversation(t *testing.T) {
+	up := openaitest.New(t)
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "ctxpress.db"))
+	t.Cleanup(func() { st.Close() })
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Precompact = false // every compaction happens on a turn, so the headers count them
+	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineWithShapes(), Store: st})
+	a := newAgent(t, p.BaseURL(), "metrics")
+	a.history = append(a.history,
+		openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+			ID: "log0", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash", Arguments: `{"command":"cat worker.log"}`}}}}}},
+		openai.ToolMessage(workerLog(), "log0"))
+
+	const turns = 30
+	var before, after, saved float64
+	compacted := 0
+	for i := 0; i < turns; i++ {
+		h := a.turn(i%2 == 1)
+		b, _ := strconv.Atoi(h.Get(HeaderTokensBefore))
+		f, _ := strconv.Atoi(h.Get(HeaderTokensAfter))
+		before, after, saved = before+float64(b), after+float64(f), saved+float64(max(0, b-f))
+		if h.Get(HeaderCompacted) == "true" {
+			compacted++
+		}
+	}
+	if compacted == 0 {
+		t.Fatal("the script did not compact; the test proves nothing")
+	}
+	if resp, err := http.Get(p.BaseURL() + "/models"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
+	waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == turns }, "the turns recorded")
+
+	m := scrape(t, p.URL)
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"chat requests", value(m, "ctxpress_requests_total", "path", "/v1/chat/completions", "status", "200"), turns},
+		{"models requests", value(m, "ctxpress_requests_total", "path", "/v1/models", "status", "200"), 1},
+		{"upstream latency samples", value(m, "ctxpress_upstream_latency_seconds", "path", "/v1/chat/completions"), turns},
+		{"tokens before", value(m, "ctxpress_tokens_before_total"), before},
+		{"tokens after", value(m, "ctxpress_tokens_after_total"), after},
+		{"tokens saved", value(m, "ctxpress_tokens_saved_total"), saved},
+		{"tokens saved samples", value(m, "ctxpress_request_tokens_saved"), turns},
+		{"compactions", value(m, "ctxpress_compactions_total", "trigger", "auto", "result", "ok"), float64(compacted)},
+		{"summariser calls", value(m, "ctxpress_summarizer_duration_seconds", "result", "ok"), float64(compacted)},
+		{"recorded turns", value(m, "ctxpress_recorded_turns_total"), turns},
+		{"active streams", value(m, "ctxpress_active_streams"), 0},
+		{"compactions in flight", value(m, "ctxpress_compactions_in_flight"), 0},
+		{"breaker trips", value(m, "ctxpress_breaker_trips_total"), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: metric %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	// The big log is squashed on every turn until a summary covers it.
+	if n := value(m, "ctxpress_squashed_outputs_total", "shape", "log"); n < 1 || n > turns {
+		t.Errorf("log outputs squashed: %v", n)
+	}
+	if n := value(m, "ctxpress_squash_saved_tokens_total", "shape", "log"); n <= 0 {
+		t.Errorf("log squash saved %v tokens", n)
+	}
+	if n := value(m, "ctxpress_db_size_bytes"); n <= 0 {
+		t.Errorf("db size %v", n)
+	}
+	if value(m, "go_goroutines") == 0 {
+		t.Error("no Go runtime metrics")
+	}
+
+	// The dashboard's totals come from the records and agree.
+	var stats Stats
+	getJSON(t, p.URL+"/ctxpress/stats", &stats)
+	if stats.Requests != turns || float64(stats.TokensSaved) != saved || stats.Compactions != int64(compacted) {
+		t.Errorf("stats %+v; want %d requests, %v saved, %d compactions", stats, turns, saved, compacted)
+	}
+	if want := saved * DefaultPricePerMillionTokens / 1e6; stats.MoneySaved != want {
+		t.Errorf("money saved %v, want %v", stats.MoneySaved, want)
+	}
+}
+
+// The breaker opening is counted once.
+func TestMetricsBreakerTrip(t *testing.T) {
+	up := openaitest.New(t)
+	up.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if openaitest.IsSummaryRequest(body) {
+			fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nx"},"finish_reason":"stop"}]}`)
+			return
+		}
+		fmt.Fprintf(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`, 50*testTrigger)
+	})
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Precompact = false
+	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	a := newAgent(t, p.BaseURL(), "breaker-metrics")
+	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
+	for i := 0; i < 12; i++ {
+		a.turn(false)
+		waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
+	}
+	if rec, _, _ := st.Get(key); !rec.Breaker.Tripped {
+		t.Fatal("the breaker did not open")
+	}
+	if n := value(scrape(t, p.URL), "ctxpress_breaker_trips_total"); n != 1 {
+		t.Fatalf("breaker trips %v, want 1", n)
+	}
+}
+
+// /metrics follows the admin rule: the token when one is set, unless
+// metrics are public.
+func TestMetricsAuth(t *testing.T) {
+	up := openaitest.New(t)
+	p := startProxy(t, Config{Upstream: up.BaseURL(), AdminToken: "s3cret"})
+	resp, err := http.Get(p.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without the token: %d", resp.StatusCode)
+	}
+	scrape(t, p.URL, "Authorization", "Bearer s3cret")
+	if len(up.Requests()) != 0 {
+		t.Fatal("/metrics reached the upstream")
+	}
+
+	pub := startProxy(t, Config{Upstream: up.BaseURL(), AdminToken: "s3cret", MetricsPublic: true})
+	scrape(t, pub.URL)
+}
+
+func TestMetricPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/v1/chat/completions": "/v1/chat/completions",
+		"/chat/completions":    "/v1/chat/completions",
+		"/v1/models":           "/v1/models",
+		"/models/gpt-4o":       "/v1/models",
+		"/v1/chat/other":       "other",
+		"/v1/whatever/x":       "other",
+		"/":                    "other",
+	} {
+		if got := metricPath(in); got != want {
+			t.Errorf("metricPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}

@@ -1,0 +1,272 @@
+// ctxpress dashboard. Plain JavaScript, no dependencies. Every text that
+// comes from the API (ids, models, summaries: model output, untrusted) is
+// set with textContent or as an SVG text node, never parsed as markup.
+"use strict";
+
+const API = "/ctxpress";
+const PAGE = 25;
+const SVGNS = "http://www.w3.org/2000/svg";
+
+const state = {
+  offset: 0,
+  hasMore: false,
+  selected: null,          // {id, ns}
+  compacting: new Map(),   // conversation id -> started event
+  rows: [],
+};
+
+const $ = (id) => document.getElementById(id);
+const fmt = (n) => Number(n || 0).toLocaleString("en-US");
+
+function el(tag, attrs, text) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function svg(tag, attrs) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  return e;
+}
+
+function ago(iso) {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return Math.round(s) + "s ago";
+  if (s < 3600) return Math.round(s / 60) + "m ago";
+  if (s < 86400) return Math.round(s / 3600) + "h ago";
+  return Math.round(s / 86400) + "d ago";
+}
+
+function money(v, cur) {
+  return cur + (v >= 1 || v === 0 ? v.toFixed(2) : v.toFixed(4));
+}
+
+async function api(path) {
+  const r = await fetch(API + path, { credentials: "same-origin", cache: "no-store" });
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    const msg = (body.error && body.error.message) || r.status + " " + r.statusText;
+    const err = new Error(msg);
+    err.status = r.status;
+    throw err;
+  }
+  return body;
+}
+
+function showError(err) {
+  const box = $("error");
+  box.hidden = !err;
+  box.textContent = err ? String(err.message || err) : "";
+}
+
+// --- totals ---------------------------------------------------------------
+
+async function loadStats() {
+  const s = await api("/stats");
+  $("t-requests").textContent = fmt(s.requests);
+  $("t-saved").textContent = fmt(s.tokens_saved);
+  const pct = s.tokens_before > 0 ? (100 * s.tokens_saved / s.tokens_before).toFixed(1) + "% of input" : "";
+  $("t-saved-pct").textContent = pct;
+  if (s.price_per_million_tokens > 0) {
+    $("tile-money").hidden = false;
+    $("t-money").textContent = money(s.money_saved, s.currency);
+    $("t-price").textContent = "at " + s.currency + s.price_per_million_tokens + " per 1M input tokens";
+  } else {
+    $("tile-money").hidden = true;
+  }
+  $("t-compactions").textContent = fmt(s.compactions);
+  $("t-conversations").textContent = fmt(s.conversations) + " conversations" + (s.persistent ? "" : " (memory only)");
+}
+
+// --- conversations table ----------------------------------------------------
+
+async function loadList() {
+  const page = await api("/conversations?offset=" + state.offset + "&limit=" + PAGE);
+  state.rows = page.data;
+  state.hasMore = page.has_more;
+  renderList();
+}
+
+function badges(c) {
+  const td = el("td");
+  if (c.compacting || state.compacting.has(c.id)) td.append(el("span", { class: "badge compacting" }, "compacting…"));
+  if (c.breaker_tripped) td.append(el("span", { class: "badge tripped" }, "breaker open"));
+  if (c.compaction_scheduled) td.append(el("span", { class: "badge scheduled" }, "compaction scheduled"));
+  if (c.branch_count > 0) td.append(el("span", { class: "badge" }, "summarised"));
+  return td;
+}
+
+function renderList() {
+  const tbody = $("conversations").tBodies[0];
+  tbody.replaceChildren();
+  for (const c of state.rows) {
+    const tr = el("tr", { "data-id": c.id, "data-ns": c.namespace });
+    if (state.selected && state.selected.id === c.id && state.selected.ns === c.namespace) tr.className = "selected";
+    const idCell = el("td", { class: "id", title: c.id + "  (namespace " + c.namespace + ")" }, c.id);
+    tr.append(idCell, el("td", {}, c.model || "–"),
+      el("td", { class: "num" }, fmt(c.requests)),
+      el("td", { class: "num" }, fmt(c.last_input_tokens)),
+      el("td", { class: "num" }, fmt(c.tokens_saved)),
+      el("td", { class: "num" }, fmt(c.compactions)),
+      el("td", { title: c.updated_at }, ago(c.updated_at)),
+      badges(c));
+    tr.addEventListener("click", () => select(c.id, c.namespace));
+    tbody.append(tr);
+  }
+  $("empty").hidden = state.rows.length > 0 || state.offset > 0;
+  $("prev").disabled = state.offset === 0;
+  $("next").disabled = !state.hasMore;
+  $("page").textContent = state.rows.length ? (state.offset + 1) + "–" + (state.offset + state.rows.length) : "";
+}
+
+// --- one conversation -------------------------------------------------------
+
+function select(id, ns) {
+  state.selected = { id, ns };
+  history.replaceState(null, "", "#c=" + encodeURIComponent(ns) + "/" + encodeURIComponent(id));
+  renderList();
+  loadDetail().catch(showError);
+}
+
+async function loadDetail() {
+  const sel = state.selected;
+  if (!sel) return;
+  let got;
+  try {
+    got = await api("/conversations/" + encodeURIComponent(sel.id) + "?namespace=" + encodeURIComponent(sel.ns));
+  } catch (err) {
+    if (err.status === 404) { $("detail").hidden = true; state.selected = null; return; }
+    throw err;
+  }
+  const d = got.data[0];
+  $("detail").hidden = false;
+  $("d-id").textContent = d.id;
+  $("d-ns").textContent = "namespace " + d.namespace;
+  const facts = $("d-facts");
+  facts.replaceChildren();
+  const fact = (label, value) => { const s = el("span", {}, label + " "); s.append(el("b", {}, value)); facts.append(s); };
+  fact("model", d.model || "–");
+  fact("requests", fmt(d.requests));
+  fact("tokens saved", fmt(d.tokens_saved));
+  fact("compactions", fmt(d.compactions));
+  fact("last input", fmt(d.last_input_tokens));
+  fact("calibration", d.calibration ? d.calibration.toFixed(2) : "–");
+  fact("branches", String(d.branch_count));
+  if (d.breaker.tripped) fact("breaker", "open: " + d.breaker.reason);
+  drawChart(d.turns);
+  const sum = $("summary");
+  if (d.current_summary) {
+    sum.textContent = d.current_summary.summary;
+    sum.classList.remove("muted");
+  } else {
+    sum.textContent = "Not compacted yet: the conversation is sent as the client wrote it (squashed and deduplicated).";
+    sum.classList.add("muted");
+  }
+}
+
+// drawChart plots input tokens per turn: as the client sent them (grey,
+// dashed) and as ctxpress forwarded them (blue). A compaction is a dashed
+// vertical line where the blue line drops.
+function drawChart(turns) {
+  const box = $("chart");
+  box.replaceChildren();
+  if (!turns.length) { box.append(el("p", { class: "muted" }, "No turns recorded.")); return; }
+  const W = 900, H = 260, L = 64, R = 12, T = 12, B = 30;
+  const max = Math.max(1, ...turns.map((t) => Math.max(t.tokens_before, t.tokens_after)));
+  const step = turns.length > 1 ? (W - L - R) / (turns.length - 1) : 0;
+  const x = (i) => L + (turns.length > 1 ? i * step : (W - L - R) / 2);
+  const y = (v) => T + (H - T - B) * (1 - v / max);
+  const root = svg("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "input tokens per turn" });
+  for (let k = 0; k <= 4; k++) {
+    const v = (max * k) / 4, yy = y(v);
+    root.append(svg("line", { class: k ? "grid" : "axis", x1: L, x2: W - R, y1: yy, y2: yy }));
+    const label = svg("text", { x: L - 6, y: yy + 4, "text-anchor": "end" });
+    label.textContent = fmt(Math.round(v));
+    root.append(label);
+  }
+  const ticks = Math.min(turns.length, 10);
+  for (let k = 0; k < ticks; k++) {
+    const i = Math.round((k * (turns.length - 1)) / Math.max(1, ticks - 1));
+    const label = svg("text", { x: x(i), y: H - 10, "text-anchor": "middle" });
+    label.textContent = String(i + 1);
+    root.append(label);
+  }
+  turns.forEach((t, i) => {
+    if (t.compacted) root.append(svg("line", { class: "compaction", x1: x(i), x2: x(i), y1: T, y2: H - B }));
+  });
+  const points = (key) => turns.map((t, i) => x(i).toFixed(1) + "," + y(t[key]).toFixed(1)).join(" ");
+  root.append(svg("polyline", { class: "line-before", points: points("tokens_before") }));
+  root.append(svg("polyline", { class: "line-after", points: points("tokens_after") }));
+  const r = turns.length > 80 ? 1.8 : 3;
+  turns.forEach((t, i) => {
+    const b = svg("circle", { class: "pt-before", cx: x(i), cy: y(t.tokens_before), r: r * 0.7 });
+    const a = svg("circle", { class: "pt-after" + (t.compacted ? " compacted" : ""), cx: x(i), cy: y(t.tokens_after), r, "data-turn": i + 1 });
+    const tip = svg("title", {});
+    tip.textContent = "turn " + (i + 1) + ": " + fmt(t.tokens_before) + " → " + fmt(t.tokens_after) + " tokens" +
+      (t.input_tokens ? " (upstream counted " + fmt(t.input_tokens) + ")" : "") + (t.compacted ? ", compacted" : "");
+    a.append(tip);
+    root.append(b, a);
+  });
+  box.append(root);
+}
+
+// --- live updates -----------------------------------------------------------
+
+let pending = null, lastStats = 0;
+
+// refresh redraws after events, at most every 300 ms (a busy agent sends
+// many turns), and the totals at most once a second: they read every record.
+function refresh() {
+  if (pending) return;
+  pending = setTimeout(async () => {
+    pending = null;
+    try {
+      const jobs = [loadList(), loadDetail()];
+      if (Date.now() - lastStats > 1000) { lastStats = Date.now(); jobs.push(loadStats()); } else { setTimeout(refresh, 1000); }
+      await Promise.all(jobs);
+      showError(null);
+    } catch (err) { showError(err); }
+  }, 300);
+}
+
+function renderCompacting() {
+  const box = $("compacting");
+  const ids = [...state.compacting.keys()];
+  box.hidden = ids.length === 0;
+  box.textContent = ids.length ? "Compacting " + ids.join(", ") + ": writing a summary…" : "";
+  renderList();
+}
+
+function connect() {
+  const live = $("live");
+  const es = new EventSource(API + "/events?types=all");
+  es.onopen = () => { live.textContent = "live"; live.className = "live on"; refresh(); };
+  es.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
+  es.addEventListener("turn", refresh);
+  es.addEventListener("compaction_started", (m) => {
+    const e = JSON.parse(m.data);
+    state.compacting.set(e.conversation, e);
+    renderCompacting();
+  });
+  es.addEventListener("compaction", (m) => {
+    const e = JSON.parse(m.data);
+    state.compacting.delete(e.conversation);
+    renderCompacting();
+    refresh();
+  });
+}
+
+function start() {
+  $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); loadList().catch(showError); });
+  $("next").addEventListener("click", () => { state.offset += PAGE; loadList().catch(showError); });
+  const m = /^#c=([^/]*)\/(.+)$/.exec(location.hash);
+  if (m) state.selected = { ns: decodeURIComponent(m[1]), id: decodeURIComponent(m[2]) };
+  lastStats = Date.now();
+  Promise.all([loadStats(), loadList(), loadDetail()]).then(() => showError(null), showError)
+    .finally(() => document.body.setAttribute("data-ready", "1"));
+  connect();
+}
+
+document.addEventListener("DOMContentLoaded", start);

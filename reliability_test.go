@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/state"
+	bolt "go.etcd.io/bbolt"
+)
+
+func TestExposureWarning(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		keys int
+		warn bool
+	}{
+		{"127.0.0.1:8484", 0, false},
+		{"[::1]:8484", 0, false},
+		{"0.0.0.0:8484", 0, true},
+		{"[::]:8484", 0, true},
+		{"192.0.2.10:8484", 0, true},
+		{"0.0.0.0:8484", 1, false},
+	} {
+		addr, _ := net.ResolveTCPAddr("tcp", tc.addr)
+		msg := exposureWarning(addr, tc.keys)
+		if (msg != "") != tc.warn || tc.warn && !strings.Contains(msg, "auth.keys") {
+			t.Errorf("exposureWarning(%s, %d keys) = %q", tc.addr, tc.keys, msg)
+		}
+	}
+}
+
+// simAgent is a tool-using conversation driven over raw HTTP.
+type simAgent struct {
+	id   string
+	msgs []map[string]any
+	sent int // turns answered 200
+}
+
+func newSimAgent(id string) *simAgent {
+	return &simAgent{id: id, msgs: []map[string]any{
+		{"role": "system", "content": "You are a coding agent."},
+		{"role": "user", "content": "Fix the failing build of " + id + "."},
+	}}
+}
+
+// turn sends the history and appends a tool call and a ~1.2 KB result.
+func (a *simAgent) turn(url string) error {
+	body, _ := json.Marshal(map[string]any{"model": "gpt-4o", "messages": a.msgs, "stream": len(a.msgs)%4 == 0})
+	req, _ := http.NewRequest("POST", url+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-kill")
+	req.Header.Set("X-Session-ID", a.id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	a.sent++
+	n := len(a.msgs)
+	call := fmt.Sprintf("call_%d", n)
+	var out strings.Builder
+	for i := 0; out.Len() < 1200; i++ {
+		fmt.Fprintf(&out, "%s/build_%d.go:%d: undefined: handler%d\n", a.id, n, i, i*7)
+	}
+	a.msgs = append(a.msgs,
+		map[string]any{"role": "assistant", "content": "Running the build.", "tool_calls": []map[string]any{{
+			"id": call, "type": "function", "function": map[string]any{"name": "bash", "arguments": fmt.Sprintf(`{"command":"go build ./... # %d"}`, n)}}}},
+		map[string]any{"role": "tool", "tool_call_id": call, "content": out.String()})
+	return nil
+}
+
+// checkDB opens the db file as bbolt and as ctxpress's store: every stored
+// record decodes, and every summary in it is one the summariser wrote (no
+// torn or mixed record).
+func checkDB(t *testing.T, path string, served func(string) bool) int {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("the db does not open as bbolt after SIGKILL: %v", err)
+	}
+	raw := 0
+	if err := db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("conversations")); b != nil {
+			raw = b.Stats().KeyN
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	st, err := state.OpenBolt(path, state.BoltOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("ctxpress cannot open the db after SIGKILL: %v", err)
+	}
+	defer st.Close()
+	recs, err := st.List(state.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != raw {
+		t.Fatalf("%d records stored, %d decode", raw, len(recs))
+	}
+	for _, r := range recs {
+		if _, ok, err := st.Get(r.Key); err != nil || !ok {
+			t.Fatalf("record %s: ok %v, %v", r.Key, ok, err)
+		}
+		for _, b := range r.Branches {
+			if !served(b.Summary) {
+				t.Fatalf("record %s holds a summary the summariser never wrote: %q", r.Key, b.Summary)
+			}
+		}
+	}
+	return len(recs)
+}
+
+// ctxpress killed with SIGKILL while conversations are being compacted
+// (precompactions in the background, compactions on the request path):
+// restarted on the same db, it opens it, every record decodes to a version
+// that was written whole, and the conversations go on. Three kill cycles.
+func TestSIGKILLDuringCompactions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the binary")
+	}
+	up := openaitest.New(t)
+	var summaryN atomic.Int64
+	var servedMu sync.Mutex
+	served := map[string]bool{}
+	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
+		n := summaryN.Add(1)
+		tag := fmt.Sprintf("summary-%d", n)
+		servedMu.Lock()
+		served[tag] = true
+		servedMu.Unlock()
+		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond) // kills land inside summary calls too
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Goal\nFix the build.\n\n## Active Task\n%s"},"finish_reason":"stop"}]}`, tag)
+	})
+	tagRe := regexp.MustCompile(`summary-\d+`)
+	wasServed := func(summary string) bool {
+		servedMu.Lock()
+		defer servedMu.Unlock()
+		m := tagRe.FindString(summary)
+		return m != "" && served[m]
+	}
+
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "ctxpress.db")
+	cfgPath := filepath.Join(dir, "config.yml")
+	os.WriteFile(cfgPath, []byte("compaction:\n  threshold_tokens: 4000\n  keep_recent: 4\n"), 0o600)
+	bin := buildBinary(t)
+	agents := make([]*simAgent, 6)
+	for i := range agents {
+		agents[i] = newSimAgent(fmt.Sprintf("agent-%d", i))
+	}
+	for cycle := 0; cycle < 3; cycle++ {
+		cmd, url, logs := startBinary(t, bin, "--config", cfgPath, "--db", dbPath, "--upstream", up.BaseURL())
+		go func() {
+			for logs.Scan() {
+			}
+		}()
+		start := summaryN.Load()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, a := range agents {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if a.turn(url) != nil {
+						return // the process is gone
+					}
+				}
+			}()
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for summaryN.Load() < start+4 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if summaryN.Load() < start+4 {
+			t.Fatalf("cycle %d: only %d compactions in 30s", cycle, summaryN.Load()-start)
+		}
+		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		close(stop)
+		wg.Wait()
+		n := checkDB(t, dbPath, wasServed)
+		t.Logf("cycle %d: killed after %d compactions; %d records intact", cycle, summaryN.Load()-start, n)
+	}
+
+	// Restarted once more, every conversation goes on, with its summary.
+	_, url, logs := startBinary(t, bin, "--config", cfgPath, "--db", dbPath, "--upstream", up.BaseURL())
+	go func() {
+		for logs.Scan() {
+		}
+	}()
+	for _, a := range agents {
+		if err := a.turn(url); err != nil {
+			t.Fatalf("%s after the restart: %v", a.id, err)
+		}
+	}
+	chats, _ := up.ChatRequests()
+	withSummary := 0
+	for _, r := range chats[len(chats)-len(agents):] {
+		if strings.Contains(string(r.Body), "<conversation_summary>") {
+			withSummary++
+		}
+	}
+	if withSummary == 0 {
+		t.Fatal("no conversation got its summary after the restarts")
+	}
+}
