@@ -175,6 +175,11 @@ func (f *failingStore) Update(state.Key, func(*state.Record) error) (state.Recor
 	return state.Record{}, errDiskFull
 }
 
+func (f *failingStore) UpdateMany(muts []state.Mutation) ([]state.Record, []error, error) {
+	f.writes.Add(1)
+	return make([]state.Record, len(muts)), make([]error, len(muts)), errDiskFull
+}
+
 func (f *failingStore) Get(k state.Key) (state.Record, bool, error) {
 	if f.failReads {
 		return state.Record{}, false, errDiskFull

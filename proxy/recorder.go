@@ -135,25 +135,56 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	}
 }
 
+// maxRecordBatch bounds how many queued turns one transaction writes.
+const maxRecordBatch = 256
+
+// run writes queued turns, as many as are waiting in one transaction: one
+// disk sync per batch instead of per turn, so the writer keeps up with
+// thousands of turns a second.
 func (r *recorder) run() {
 	defer close(r.done)
+	batch := make([]turnRecord, 0, maxRecordBatch)
 	for tr := range r.queue {
-		wasTripped := false
-		rec, err := r.store.Update(tr.turn.key, func(rec *state.Record) error {
-			wasTripped = rec.Breaker.Tripped
-			applyTurn(rec, tr, time.Now())
-			return nil
-		})
-		// A reader between the commit and here may apply this turn twice
-		// to its copy; the fields a request reads (last usage,
-		// calibration) come out the same.
-		r.done1(tr.turn.key)
-		if err != nil {
-			r.failed("cannot write the conversation record", err)
-			continue
+		batch = append(batch[:0], tr)
+	drain:
+		for len(batch) < maxRecordBatch {
+			select {
+			case next, ok := <-r.queue:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, next)
+			default:
+				break drain
+			}
 		}
-		if r.written != nil {
-			r.written(rec, !wasTripped && rec.Breaker.Tripped)
+		r.write(batch)
+	}
+}
+
+func (r *recorder) write(batch []turnRecord) {
+	tripped := make([]bool, len(batch))
+	muts := make([]state.Mutation, len(batch))
+	now := time.Now()
+	for i, tr := range batch {
+		muts[i] = state.Mutation{Key: tr.turn.key, Fn: func(rec *state.Record) error {
+			tripped[i] = rec.Breaker.Tripped
+			applyTurn(rec, tr, now)
+			return nil
+		}}
+	}
+	recs, errs, err := r.store.UpdateMany(muts)
+	for i, tr := range batch {
+		// A reader between the commit and here may apply this turn's usage
+		// twice to its copy; it comes out the same.
+		r.done1(tr.turn.key)
+		switch {
+		case err != nil:
+			r.failed("cannot write the conversation record", err)
+		case errs[i] != nil:
+			r.failed("cannot write the conversation record", errs[i])
+		case r.written != nil:
+			r.written(recs[i], !tripped[i] && recs[i].Breaker.Tripped)
 		}
 	}
 }

@@ -344,6 +344,49 @@ func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
 	return out, nil
 }
 
+func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
+	recs, errs := make([]Record, len(muts)), make([]error, len(muts))
+	if s.readOnly {
+		return recs, errs, fmt.Errorf("state: update: %w", ErrReadOnly)
+	}
+	err := s.update("update", func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketConversations)
+		now := s.now()
+		for i, m := range muts {
+			recs[i], errs[i] = Record{}, nil // a retried transaction starts clean
+			if err := m.Key.Validate(); err != nil {
+				errs[i] = err
+				continue
+			}
+			fn := m.Fn
+			userFn := func(r *Record) error {
+				defer func() {
+					if p := recover(); p != nil {
+						panic(userPanic{p})
+					}
+				}()
+				return fn(r)
+			}
+			k := m.Key.encode()
+			rec, data, err := applyUpdate(m.Key, b.Get(k), now, userFn)
+			var ue errUser
+			if errors.As(err, &ue) {
+				errs[i] = ue.err
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := b.Put(k, data); err != nil {
+				return err
+			}
+			recs[i] = rec
+		}
+		return nil
+	})
+	return recs, errs, err
+}
+
 func (s *boltStore) Delete(key Key) (bool, error) {
 	if err := key.Validate(); err != nil {
 		return false, err

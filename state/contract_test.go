@@ -32,6 +32,7 @@ var contractCases = []struct {
 	{"UpdateCreates", testUpdateCreates},
 	{"RoundTripAllFields", testRoundTrip},
 	{"UpdateErrorWritesNothing", testUpdateError},
+	{"UpdateMany", testUpdateMany},
 	{"UpdateKeepsKeyAndCreatedAt", testUpdateKeepsKey},
 	{"NonFiniteCalibration", testNonFiniteCalibration},
 	{"Delete", testDelete},
@@ -531,5 +532,34 @@ func testClosed(t *testing.T, im impl) {
 		if !errors.Is(err, ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", op, err)
 		}
+	}
+}
+
+// UpdateMany writes every good update in one go and reports the bad ones.
+func testUpdateMany(t *testing.T, im impl) {
+	s := im.open(t, testOptions{})
+	boom := errors.New("boom")
+	inc := func(r *Record) error { r.Requests++; return nil }
+	muts := []Mutation{
+		{Key: keyA, Fn: inc},
+		{Key: keyB, Fn: func(*Record) error { return boom }},
+		{Key: Key{}, Fn: inc},
+		{Key: keyA, Fn: inc},
+	}
+	recs, errs, err := s.UpdateMany(muts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[1] != boom || errs[2] == nil || errs[3] != nil {
+		t.Fatalf("errs = %v", errs)
+	}
+	if recs[3].Requests != 2 {
+		t.Fatalf("in-order updates of one key: %+v", recs[3])
+	}
+	if rec, ok, _ := s.Get(keyA); !ok || rec.Requests != 2 {
+		t.Fatalf("keyA after UpdateMany: %+v", rec)
+	}
+	if _, ok, _ := s.Get(keyB); ok {
+		t.Fatal("a failed mutation was written")
 	}
 }

@@ -89,6 +89,17 @@ func (s *memStore) Update(key Key, fn func(*Record) error) (Record, error) {
 	return rec, nil
 }
 
+func (s *memStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
+	recs, errs := make([]Record, len(muts)), make([]error, len(muts))
+	for i, m := range muts {
+		recs[i], errs[i] = s.Update(m.Key, m.Fn)
+		if errors.Is(errs[i], ErrClosed) {
+			return recs, errs, errs[i]
+		}
+	}
+	return recs, errs, nil
+}
+
 func (s *memStore) Delete(key Key) (bool, error) {
 	if err := key.Validate(); err != nil {
 		return false, err

@@ -33,6 +33,14 @@ type Store interface {
 	// call the Store, and changes it makes to Key are ignored.
 	Update(key Key, fn func(*Record) error) (Record, error)
 
+	// UpdateMany applies several updates in one write transaction: one disk
+	// sync for all of them, for a writer that would fall behind at one sync
+	// per update. They run in order with Update's semantics each; one whose
+	// key is invalid or whose Fn returns an error is left out and its error
+	// put in errs[i], the others are written and returned in recs. err is a
+	// failure of the transaction itself (nothing written).
+	UpdateMany(muts []Mutation) (recs []Record, errs []error, err error)
+
 	// Delete removes the record for key and reports whether there was one.
 	Delete(key Key) (bool, error)
 
@@ -187,4 +195,10 @@ func (s *sweeper) Stop() {
 	}
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
+}
+
+// Mutation is one update of UpdateMany.
+type Mutation struct {
+	Key Key
+	Fn  func(*Record) error
 }
