@@ -65,8 +65,14 @@ func (s *Server) handleAdmin(ctx *fasthttp.RequestCtx) {
 // Bearer, or the dashboard's cookie) when one is set, else a loopback peer.
 func (s *Server) adminAllowed(ctx *fasthttp.RequestCtx) bool {
 	if s.cfg.AdminToken != "" {
-		got := strings.TrimPrefix(string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)), "Bearer ")
-		if got == "" {
+		// Only "Bearer <token>" counts: a bare token in Authorization is
+		// refused, as a strict API would.
+		auth := string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))
+		got, bearer := strings.CutPrefix(auth, "Bearer ")
+		if !bearer {
+			got = ""
+		}
+		if auth == "" {
 			got = string(ctx.Request.Header.Cookie(adminCookie))
 		}
 		return subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.AdminToken)) == 1

@@ -141,6 +141,9 @@ func TestAdminTokenEnforced(t *testing.T) {
 	if code, _ := adminDo(t, http.MethodGet, p.URL+"/ctxpress/stats", bearer); code != http.StatusOK {
 		t.Errorf("stats with the token: %d", code)
 	}
+	if code, _ := adminDo(t, http.MethodGet, p.URL+"/ctxpress/stats", map[string]string{"Authorization": "s3cret"}); code != http.StatusUnauthorized {
+		t.Errorf("a bare token without Bearer: %d", code)
+	}
 	if code, _ := adminDo(t, http.MethodGet, p.URL+"/ctxpress/stats", map[string]string{"Cookie": adminCookie + "=s3cret"}); code != http.StatusOK {
 		t.Errorf("stats with the cookie: %d", code)
 	}
