@@ -7,36 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/internal/corpustest"
 	"github.com/tidwall/gjson"
 )
 
-// corpusDir returns the shared corpus (shared/corpus found by walking up from
-// the package directory, or $CTXPRESS_CORPUS), and skips the test when it is
-// absent.
-func corpusDir(tb testing.TB) string {
-	tb.Helper()
-	if d := os.Getenv("CTXPRESS_CORPUS"); d != "" {
-		if _, err := os.Stat(filepath.Join(d, "traces")); err == nil {
-			return d
-		}
-		tb.Skipf("CTXPRESS_CORPUS=%s has no traces/ directory", d)
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		d := filepath.Join(dir, "shared", "corpus")
-		if _, err := os.Stat(filepath.Join(d, "traces")); err == nil {
-			return d
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Skip("corpus not found: no shared/corpus above the package directory; set CTXPRESS_CORPUS to run the corpus tests")
-		}
-		dir = parent
-	}
-}
+// corpusDir returns the shared corpus, skipping the test when it is absent.
+func corpusDir(tb testing.TB) string { return corpustest.Dir(tb) }
 
 // trace is one corpus request body, its messages as the compactor sees
 // them, and each message's raw JSON.
