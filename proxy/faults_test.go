@@ -45,12 +45,19 @@ func resetConn(t *testing.T, w http.ResponseWriter) {
 // not recorded.
 func TestUpstreamResetMidStream(t *testing.T) {
 	up := openaitest.New(t)
+	// The reset waits until the client has the first events: a RST can
+	// make the kernel drop data not yet read, which would test the kernel.
+	clientHasEvents := make(chan struct{})
 	up.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(200)
 		for i := 0; i < 3; i++ {
 			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i)
 			w.(http.Flusher).Flush()
+		}
+		select {
+		case <-clientHasEvents:
+		case <-time.After(5 * time.Second):
 		}
 		resetConn(t, w)
 	})
@@ -66,12 +73,15 @@ func TestUpstreamResetMidStream(t *testing.T) {
 			return
 		}
 		defer resp.Body.Close()
-		got, err := io.ReadAll(resp.Body)
+		br := bufio.NewReader(resp.Body)
+		first, _ := br.ReadString('\n')
+		close(clientHasEvents)
+		rest, err := io.ReadAll(br)
 		if err == nil {
-			t.Errorf("a reset stream ended cleanly: the client cannot tell it was cut (%q)", got)
+			t.Errorf("a reset stream ended cleanly: the client cannot tell it was cut (%q)", rest)
 		}
-		if !strings.Contains(string(got), "w0 ") {
-			t.Errorf("events before the reset were lost: %q", got)
+		if !strings.Contains(first, "w0 ") {
+			t.Errorf("events before the reset were lost: %q", first)
 		}
 	})
 	waitFor(t, func() bool { return strings.Contains(p.logs.String(), `"stream":true`) }, "the access log line")
