@@ -1,9 +1,6 @@
 package compactor
 
 import (
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -26,22 +23,10 @@ type trace struct {
 // loadTraces reads every corpus trace, sorted by name.
 func loadTraces(tb testing.TB) []trace {
 	tb.Helper()
-	files, err := filepath.Glob(filepath.Join(corpusDir(tb), "traces", "*.json"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sort.Strings(files)
 	var ts []trace
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		msgs, raw := parseMessages(tb, b)
-		ts = append(ts, trace{name: filepath.Base(f), body: b, msgs: msgs, raw: raw})
-	}
-	if len(ts) == 0 {
-		tb.Skip("corpus has no traces")
+	for _, c := range corpustest.Traces(tb) {
+		msgs, raw := parseMessages(tb, c.Body)
+		ts = append(ts, trace{name: c.Name, body: c.Body, msgs: msgs, raw: raw})
 	}
 	return ts
 }

@@ -1,9 +1,6 @@
 package rewrite
 
 import (
-	"os"
-	"path/filepath"
-	"sort"
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/corpustest"
@@ -24,21 +21,9 @@ type trace struct {
 // loadTraces reads every corpus trace, sorted by name.
 func loadTraces(tb testing.TB) []trace {
 	tb.Helper()
-	files, err := filepath.Glob(filepath.Join(corpusDir(tb), "traces", "*.json"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sort.Strings(files)
 	var ts []trace
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ts = append(ts, trace{name: filepath.Base(f), body: b})
-	}
-	if len(ts) == 0 {
-		tb.Skip("corpus has no traces")
+	for _, c := range corpustest.Traces(tb) {
+		ts = append(ts, trace{name: c.Name, body: c.Body})
 	}
 	return ts
 }

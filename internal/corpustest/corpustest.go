@@ -6,6 +6,7 @@ package corpustest
 import (
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 )
 
@@ -43,4 +44,33 @@ func Dir(tb testing.TB) string {
 		tb.Skip(why)
 	}
 	return d
+}
+
+// Trace is one corpus request body (traces/*.json).
+type Trace struct {
+	Name string
+	Body []byte
+}
+
+// Traces reads every corpus trace, sorted by name, and skips the test when
+// the corpus or its traces are absent.
+func Traces(tb testing.TB) []Trace {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(Dir(tb), "traces", "*.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sort.Strings(files)
+	ts := make([]Trace, 0, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ts = append(ts, Trace{Name: filepath.Base(f), Body: b})
+	}
+	if len(ts) == 0 {
+		tb.Skip("corpus has no traces")
+	}
+	return ts
 }
