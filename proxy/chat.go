@@ -71,6 +71,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 			}
 		}
 	}
+	headerCompacted := false
 	res, ok := s.rewrite(body, s.comp.options(rec))
 	if !ok || !res.Understood {
 		s.forward(ctx, x, body, forwardOpts{readUsage: true})
@@ -86,7 +87,8 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		force := bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || rec.Breaker.ForceNext || res.CompactCommand
 		var o outcome
 		res, o = s.comp.maybeCompact(ti, force)
-		t.compacted = o.compacted
+		t.compacted = o.compacted && !o.joined
+		headerCompacted = o.compacted
 		switch {
 		case errors.Is(o.err, errStoreFailing):
 			// A broken disk is reported once per interval, not per turn.
@@ -98,7 +100,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 			s.answerCompactCommand(ctx, x, res, o)
 			return
 		}
-		if s.comp.cfg.Precompact && !t.compacted {
+		if s.comp.cfg.Precompact && !o.compacted {
 			effective := rewrite.Effective(res.TokensAfter, rec.LastEstimate, rec.LastInputTokens, rec.Calibration)
 			if float64(effective) >= 0.9*s.comp.cfg.precompactRatio()*float64(t.trigger) {
 				ti.body = append([]byte(nil), body...) // the body is gone once the handler returns
@@ -120,7 +122,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		headers: func(h *fasthttp.ResponseHeader) {
 			h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
 			h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))
-			h.Set(HeaderCompacted, strconv.FormatBool(t.compacted))
+			h.Set(HeaderCompacted, strconv.FormatBool(headerCompacted))
 			if id.ID != "" {
 				h.Set(HeaderConversation, id.ID)
 			}

@@ -167,8 +167,11 @@ func (c *compactions) storeFailing() bool {
 // outcome is what a compaction attempt did to one request.
 type outcome struct {
 	compacted bool // a new summary was written for this request
-	event     Event
-	err       error
+	// joined: that summary was written by the background compaction this
+	// request waited for, which counted itself.
+	joined bool
+	event  Event
+	err    error
 }
 
 // errSkipped marks a compaction that was not worth doing (nothing to
@@ -251,8 +254,9 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 	if c.storeFailing() {
 		return ti.res, outcome{err: fmt.Errorf("%w: %w", errSkipped, errStoreFailing)}
 	}
+	asked := ti.res
 	done, mine := c.acquire(ti.key)
-	if !mine {
+	for !mine {
 		select {
 		case <-done:
 		case <-time.After(c.summaryTimeout() + 5*time.Second):
@@ -262,13 +266,27 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 		if err != nil || !ok {
 			return ti.res, outcome{}
 		}
-		return c.pipeline.RewriteWith(ti.body, c.options(fresh)), outcome{}
+		res := c.pipeline.RewriteWith(ti.body, c.options(fresh))
+		if ti.kind != "manual" {
+			return res, outcome{}
+		}
+		// The user asked for a compaction of this request: the background
+		// one that just ended may have covered less, so run one now on top.
+		ti.rec, ti.res = fresh, res
+		done, mine = c.acquire(ti.key)
 	}
 	defer c.release(ti.key, done)
 	newRec, ev, err := c.run(ti)
 	if err != nil {
 		if rec.Breaker.ForceNext {
 			c.clearForceNext(ti.key) // one scheduled attempt, not one per turn
+		}
+		if ti.kind == "manual" && errors.Is(err, errSkipped) && ti.res.Covered > asked.Covered {
+			// The background compaction waited on already covered what
+			// there was: the user's request is compacted all the same.
+			ev = Event{Time: time.Now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: "manual", Result: "ok",
+				Covered: ti.res.Covered, TokensBefore: asked.TokensAfter, TokensAfter: ti.res.TokensAfter}
+			return ti.res, outcome{compacted: true, joined: true, event: ev}
 		}
 		return ti.res, outcome{event: ev, err: err}
 	}

@@ -580,3 +580,45 @@ func TestEventWebhook(t *testing.T) {
 		t.Fatalf("webhook got %s %s", got.Method, got.Body)
 	}
 }
+
+// "/compact" sent while a background compaction of the same conversation is
+// writing its summary waits for it and still answers "compacted": the user
+// asked for it, and the request carries a summary either way.
+func TestCompactCommandDuringBackgroundCompaction(t *testing.T) {
+	up := openaitest.New(t)
+	started, release := make(chan struct{}, 8), make(chan struct{})
+	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nFix the parser."},"finish_reason":"stop"}]}`)
+	})
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Precompact = true
+	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	a := newAgent(t, p.BaseURL(), "joined")
+	for i := 0; ; i++ {
+		if i == 40 {
+			t.Fatal("no background compaction started in 40 turns")
+		}
+		a.turn(false)
+		select {
+		case <-started:
+		case <-time.After(300 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	a.history = append(a.history, openai.UserMessage("/compact"))
+	answered := make(chan http.Header, 1)
+	go func() { answered <- a.turn(false) }()
+	time.Sleep(200 * time.Millisecond) // let /compact reach the running compaction
+	close(release)
+	h := <-answered
+	last := a.history[len(a.history)-2].OfAssistant.Content.OfString.Value
+	if h.Get(HeaderCompacted) != "true" || !strings.Contains(last, "compacted this conversation") {
+		t.Fatalf("/compact during a background compaction: %q (X-Ctxpress-Compacted %q)", last, h.Get(HeaderCompacted))
+	}
+}
