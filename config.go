@@ -47,6 +47,7 @@ type config struct {
 	Auth              authConfig             `yaml:"auth"`
 	AdminToken        string                 `yaml:"admin_token"`
 	Metrics           metricsConfig          `yaml:"metrics"`
+	Debug             debugConfig            `yaml:"debug"`
 	UI                uiConfig               `yaml:"ui"`
 	Log               logConfig              `yaml:"log"`
 }
@@ -75,6 +76,11 @@ type summarizerConfig struct {
 
 // authConfig: when Keys is non-empty, every client must present one of them;
 // the provider's key then lives only in upstream_api_key.
+// debugConfig holds diagnostics that are off unless asked for.
+type debugConfig struct {
+	Pprof bool `yaml:"pprof"`
+}
+
 type authConfig struct {
 	Keys []string `yaml:"keys"`
 }
@@ -219,6 +225,7 @@ func (c config) proxyConfig() proxy.Config {
 		StreamIdleTimeout: c.StreamIdleTimeout,
 		AdminToken:        c.AdminToken,
 		MetricsPublic:     c.Metrics.Public,
+		Pprof:             c.Debug.Pprof,
 		UI:                proxy.UIConfig{PricePerMillionTokens: c.UI.PricePerMillionTokens, Currency: c.UI.Currency},
 		AuthKeys:          c.Auth.Keys,
 		Compaction:        c.compactionConfig(),
@@ -355,6 +362,13 @@ func applyEnv(c *config, getenv func(string) string) error {
 			return fmt.Errorf("CTXPRESS_MAX_BODY_BYTES: %w", err)
 		}
 		c.MaxBodyBytes = n
+	}
+	if v := getenv("CTXPRESS_DEBUG_PPROF"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("CTXPRESS_DEBUG_PPROF: %w", err)
+		}
+		c.Debug.Pprof = on
 	}
 	return nil
 }

@@ -56,6 +56,8 @@ func (s *Server) handleAdmin(ctx *fasthttp.RequestCtx) {
 		s.listConversations(ctx)
 	case strings.HasPrefix(rest, "conversations/"):
 		s.conversationEndpoint(ctx)
+	case strings.HasPrefix(rest, "debug/pprof/") && s.cfg.Pprof:
+		servePprof(ctx, strings.TrimPrefix(rest, "debug/"))
 	default:
 		writeError(ctx, fasthttp.StatusNotFound, "not_found", "no such ctxpress endpoint")
 	}

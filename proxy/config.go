@@ -40,6 +40,9 @@ type Config struct {
 	// MetricsPublic serves /metrics to anyone who can reach the listener;
 	// false (the default) applies the admin rule above to it.
 	MetricsPublic bool
+	// Pprof serves Go's runtime profiles under /ctxpress/debug/pprof/,
+	// behind the admin rule, for a heap or CPU profile of a live process.
+	Pprof bool
 	// UI configures the dashboard at /ctxpress/ui.
 	UI UIConfig
 	// AuthKeys, when not empty, are the keys a client must present

@@ -365,3 +365,27 @@ func TestSecretsNeverReachSummariesOrTheDB(t *testing.T) {
 		}
 	}
 }
+
+// Profiles are off unless debug.pprof is set, and then behind the admin
+// token like every admin endpoint.
+func TestPprofOptInBehindAdminToken(t *testing.T) {
+	up := openaitest.New(t)
+	deps, _ := chatDeps(t)
+	off := startProxyWith(t, Config{Upstream: up.BaseURL()}, deps)
+	if status, _, _ := send(t, "GET", off.URL+"/ctxpress/debug/pprof/heap", "", nil); status != http.StatusNotFound {
+		t.Fatalf("pprof off: %d", status)
+	}
+	deps2, _ := chatDeps(t)
+	on := startProxyWith(t, Config{Upstream: up.BaseURL(), AdminToken: "adm", Pprof: true}, deps2)
+	if status, _, _ := send(t, "GET", on.URL+"/ctxpress/debug/pprof/heap", "", nil); status != http.StatusUnauthorized {
+		t.Fatalf("pprof without the admin token: %d", status)
+	}
+	status, body, _ := send(t, "GET", on.URL+"/ctxpress/debug/pprof/heap?debug=1", "", map[string]string{"Authorization": "Bearer adm"})
+	if status != http.StatusOK || !strings.Contains(body, "heap profile") {
+		t.Fatalf("heap profile: %d %.200s", status, body)
+	}
+	status, body, _ = send(t, "GET", on.URL+"/ctxpress/debug/pprof/", "", map[string]string{"Authorization": "Bearer adm"})
+	if status != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Fatalf("pprof index: %d %.200s", status, body)
+	}
+}
