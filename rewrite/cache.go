@@ -10,8 +10,9 @@ import (
 const DefaultCacheBytes int64 = 64 << 20
 
 // entryOverhead approximates the bytes an entry costs beyond its value:
-// the key, the list links, the map slot.
-const entryOverhead = 128
+// the entry with its key and links (80), its map slot at a typical load
+// (~64) and a boxed value (~32).
+const entryOverhead = 176
 
 // Cache key kinds, the first byte hashed into every key, so that a token
 // count, a squash result, a message memo and a canonical digest can never

@@ -119,14 +119,17 @@ type facts struct {
 
 // size approximates the bytes f holds, for the cache bound.
 func (f *facts) size() int64 {
-	n := int64(64)
+	const factsSize, editSize, callSize, statSize = 112, 48, 64, 40 // with their allocation classes
+	n := int64(factsSize + cap(f.edits)*editSize + cap(f.calls)*callSize + cap(f.stats)*statSize)
 	for _, e := range f.edits {
-		n += int64(len(e.repl)) + 40
+		n += int64(cap(e.repl))
 	}
 	for _, c := range f.calls {
-		n += int64(len(c.id)+len(c.key.tool)) + 64
+		n += int64(len(c.id) + len(c.key.tool))
 	}
-	n += int64(len(f.stats)) * 40
+	for _, s := range f.stats {
+		n += int64(len(s.Shape))
+	}
 	return n
 }
 

@@ -18,6 +18,16 @@ type squashResult struct {
 	same bool
 }
 
+// jsonString is s as a JSON string in a slice of its own size: it is kept
+// in the cache, where spare capacity would be memory the bound misses.
+func exactJSONString(s string) []byte {
+	b := appendJSONString(make([]byte, 0, len(s)+2), s)
+	if cap(b)-len(b) > len(b)/16 {
+		b = append(make([]byte, 0, len(b)), b...)
+	}
+	return b
+}
+
 // squashText returns the squashed form of a tool output, from the cache
 // when this (tool, text) was squashed before. It reports false when the
 // squash changed nothing. A panicking Squash counts as changing nothing.
@@ -69,7 +79,7 @@ func (p *Pipeline) squashContent(enc Encoding, tool string, m *message) (edits [
 			return tokBefore, tokBefore
 		}
 		start := text.Index - m.start
-		edits = append(edits, edit{start: start, end: start + len(text.Raw), repl: appendJSONString(nil, out)})
+		edits = append(edits, edit{start: start, end: start + len(text.Raw), repl: exactJSONString(out)})
 		st := SquashStat{TokensBefore: tokBefore, TokensAfter: tokOut}
 		if p.cfg.SquashShape != nil {
 			st.Shape = p.cfg.SquashShape(text.Str)
