@@ -1,5 +1,7 @@
 package compactor
 
+import "unicode/utf8"
+
 // Safety margins for TranscriptBudget. The chars-per-token ratio is
 // measured on the whole transcript, but the cap keeps only its start and
 // end, which may be denser (code, JSON, non-English text); and the chat
@@ -27,7 +29,7 @@ func DefaultMaxTokens(trigger int) int {
 // maxChars) fit the summary model's window next to the prompt around it
 // and the maxTokens of answer: (window - maxTokens - tokens of
 // BuildPromptFor(window, prev, "") - 64) tokens, converted to chars with the ratio
-// countTokens measures on Transcript(msgs, 0), of which 90% is used (see
+// countTokens measures on Transcript(msgs, 0) (its start and end when long), of which 90% is used (see
 // budgetSafety). countTokens nil counts 4 chars per token. The result is
 // <= 0 when nothing fits, and may exceed the transcript's length when all
 // of it fits. It renders the transcript once to measure it; the caller
@@ -41,10 +43,33 @@ func TranscriptBudget(window, maxTokens int, countTokens func(string) int, prev 
 		return 0
 	}
 	charsPerToken := 4.0 // when there is no text to measure
-	if t := Transcript(msgs, 0); len(t) > 0 {
+	if t := ratioSample(Transcript(msgs, 0)); len(t) > 0 {
 		if n := countTokens(t); n > 0 {
 			charsPerToken = float64(len(t)) / float64(n)
 		}
 	}
 	return int(float64(room) * charsPerToken * budgetSafety)
+}
+
+// ratioSampleChars bounds the text tokenised to measure a transcript's
+// chars per token: a long transcript is measured on its first and last
+// ratioSampleChars/2, the parts the cap keeps. Tokenising all of it cost
+// more CPU than the rest of a compaction together.
+const ratioSampleChars = 32 << 10
+
+// ratioSample returns t, or when it is longer than ratioSampleChars its
+// start and end joined, cut on rune boundaries.
+func ratioSample(t string) string {
+	if len(t) <= ratioSampleChars {
+		return t
+	}
+	half := ratioSampleChars / 2
+	head, tail := half, len(t)-half
+	for head > 0 && !utf8.RuneStart(t[head]) {
+		head--
+	}
+	for tail < len(t) && !utf8.RuneStart(t[tail]) {
+		tail++
+	}
+	return t[:head] + t[tail:]
 }

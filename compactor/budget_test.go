@@ -16,7 +16,26 @@ func TestDefaultMaxTokens(t *testing.T) {
 }
 
 func TestTranscriptBudget(t *testing.T) {
-	counter := func(s string) int { return len(s) / 4 }
+	t.Run("4 chars per token", func(t *testing.T) { testTranscriptBudget(t, func(s string) int { return len(s) / 4 }) })
+	// A counter whose ratio varies along the transcript (code and logs
+	// are denser than prose): the ratio is measured on a sample of a long
+	// transcript, and the budget must still fit.
+	t.Run("dense punctuation", func(t *testing.T) {
+		testTranscriptBudget(t, func(s string) int {
+			n, letters := 0, 0
+			for i := 0; i < len(s); i++ {
+				if c := s[i] | 0x20; c >= 'a' && c <= 'z' {
+					letters++
+				} else {
+					n++
+				}
+			}
+			return n + letters/4
+		})
+	})
+}
+
+func testTranscriptBudget(t *testing.T, counter func(string) int) {
 	tr := bigTrace(t)
 	msgs := tr.msgs[LeadingSystem(tr.msgs):]
 	for _, tc := range []struct {

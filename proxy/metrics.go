@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -45,8 +46,9 @@ type metrics struct {
 var tokenBuckets = prometheus.ExponentialBuckets(256, 2, 13) // 256 … 1,048,576
 
 // newMetrics registers every collector. inflight reports the compactions
-// running now; store, when it implements state.Sizer, gives the db size.
-func newMetrics(inflight func() int, store state.Store) *metrics {
+// running now; store, when it implements state.Sizer, gives the db size;
+// pipeline, when not nil, its cache's fill.
+func newMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeline) *metrics {
 	reg := prometheus.NewRegistry()
 	f := factory{reg}
 	m := &metrics{
@@ -82,6 +84,18 @@ func newMetrics(inflight func() int, store state.Store) *metrics {
 		Help: "Compactions (summary calls) running now."}, func() float64 { return float64(inflight()) })
 	reg.MustRegister(m.compactionsNow,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if pipeline != nil {
+		cacheGauge := func(name, help string, v func(entries int, bytes, limit int64) float64) {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+				func() float64 { return v(pipeline.CacheStats()) }))
+		}
+		cacheGauge("ctxpress_rewrite_cache_bytes", "Bytes held by the rewrite cache (token counts, squash results, per-message facts).",
+			func(_ int, bytes, _ int64) float64 { return float64(bytes) })
+		cacheGauge("ctxpress_rewrite_cache_limit_bytes", "The rewrite cache's bound (cache_bytes); it evicts the least recently used entries beyond it.",
+			func(_ int, _, limit int64) float64 { return float64(limit) })
+		cacheGauge("ctxpress_rewrite_cache_entries", "Entries in the rewrite cache.",
+			func(entries int, _, _ int64) float64 { return float64(entries) })
+	}
 	if sz, ok := store.(state.Sizer); ok {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_db_size_bytes",
 			Help: "Size of the conversation db file."}, func() float64 {

@@ -175,6 +175,9 @@ func TestMetricsAfterScriptedConversation(t *testing.T) {
 	if n := value(m, "ctxpress_db_size_bytes"); n <= 0 {
 		t.Errorf("db size %v", n)
 	}
+	if used, limit := value(m, "ctxpress_rewrite_cache_bytes"), value(m, "ctxpress_rewrite_cache_limit_bytes"); used <= 0 || limit != float64(rewrite.DefaultCacheBytes) || used > limit {
+		t.Errorf("rewrite cache %v of %v bytes", used, limit)
+	}
 	if value(m, "go_goroutines") == 0 {
 		t.Error("no Go runtime metrics")
 	}

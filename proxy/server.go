@@ -67,7 +67,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	if deps.Pipeline == nil || deps.Store == nil {
 		s.comp.cfg.Enabled = false // compaction needs both
 	}
-	s.metrics = newMetrics(s.comp.running, deps.Store)
+	s.metrics = newMetrics(s.comp.running, deps.Store, deps.Pipeline)
 	s.events.onCompaction = s.metrics.compaction
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,

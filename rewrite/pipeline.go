@@ -31,6 +31,13 @@ func New(cfg Config) *Pipeline {
 	}
 }
 
+// CacheStats reports the entries in the pipeline's cache, the bytes they
+// account for and the bound on those bytes (Config.CacheBytes).
+func (p *Pipeline) CacheStats() (entries int, bytes, limit int64) {
+	entries, bytes = p.cache.stats()
+	return entries, bytes, max(p.cache.max, 0)
+}
+
 // Counter returns the pipeline's token counter; it shares the pipeline's
 // cache.
 func (p *Pipeline) Counter() *Counter { return p.counter }

@@ -21,6 +21,7 @@ type stats struct {
 	firstErr    atomic.Value // string
 	compacted   atomic.Int64 // answers with X-Ctxpress-Compacted: true
 	streamed    atomic.Int64
+	completed   atomic.Int64 // answered without error, for progress lines
 	start, stop time.Time
 }
 
@@ -257,6 +258,7 @@ func agentLoad(baseURL string, n, maxTurns int, st *stats, stop <-chan struct{})
 					st.fail("agent %d: answer without a choice: %.200s", i, resp.Body())
 				default:
 					mine = append(mine, el)
+					st.completed.Add(1)
 					if stream {
 						st.streamed.Add(1)
 					}

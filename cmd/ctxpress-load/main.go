@@ -18,15 +18,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 type options struct {
 	bin, nginx          string
 	agents, maxTurns    int
 	duration, warmup    time.Duration
+	warmupMax           time.Duration
 	compare, latency    time.Duration
 	conc                int
 	threshold           int
@@ -44,8 +48,9 @@ func main() {
 	flag.BoolVar(&o.noNginx, "no-nginx", false, "skip the nginx comparison")
 	flag.IntVar(&o.agents, "agents", 32, "concurrent simulated agents in the agent phase")
 	flag.IntVar(&o.maxTurns, "turns", 40, "turns per conversation before an agent starts a new one")
-	flag.DurationVar(&o.duration, "duration", 5*time.Minute, "agent phase length, warm-up included")
-	flag.DurationVar(&o.warmup, "warmup", 30*time.Second, "agent phase warm-up: RSS is compared with its value at this point")
+	flag.DurationVar(&o.duration, "duration", 5*time.Minute, "agent phase length after the warm-up")
+	flag.DurationVar(&o.warmup, "warmup", 30*time.Second, "shortest warm-up; it lasts until ctxpress's rewrite cache is full too (at most -warmup-max), and RSS is compared with its value then")
+	flag.DurationVar(&o.warmupMax, "warmup-max", 5*time.Minute, "longest warm-up, when the rewrite cache does not fill")
 	flag.DurationVar(&o.compare, "compare", 20*time.Second, "length of each pass-through comparison run (0: skip)")
 	flag.DurationVar(&o.latency, "latency", 5*time.Second, "length of each one-client latency run (0: skip)")
 	flag.IntVar(&o.conc, "conc", 32, "concurrent clients in the pass-through comparison")
@@ -220,7 +225,7 @@ func compare(o options, dir string, up *fakeUpstream, cxURL string) bool {
 // agentPhase runs the simulated agents for o.duration, sampling ctxpress's
 // RSS every second.
 func agentPhase(o options, pid int, up *fakeUpstream, cxURL string) bool {
-	fmt.Printf("\n== agents: %d concurrent, %d turns per conversation, stream and not, %v (warm-up %v)\n", o.agents, o.maxTurns, o.duration, o.warmup)
+	fmt.Printf("\n== agents: %d concurrent, %d turns per conversation, stream and not, %v after a warm-up of at least %v that fills the rewrite cache\n", o.agents, o.maxTurns, o.duration, o.warmup)
 	st := &stats{start: time.Now()}
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -229,8 +234,7 @@ func agentPhase(o options, pid int, up *fakeUpstream, cxURL string) bool {
 	summariesAtWarm := up.summaries.Load()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	deadline := st.start.Add(o.duration)
-	warmAt := st.start.Add(o.warmup)
+	var deadline time.Time // set when the warm-up ends
 	lastReport := time.Now()
 	for now := range tick.C {
 		rss, h, anon, err := procMem(pid)
@@ -240,19 +244,26 @@ func agentPhase(o options, pid int, up *fakeUpstream, cxURL string) bool {
 			break
 		}
 		hwm, endRSS, endAnon = h, rss, anon
-		if warmRSS == 0 && now.After(warmAt) {
-			warmRSS, minRSS, maxRSS, warmAnon = rss, rss, rss, anon
-			summariesAtWarm = up.summaries.Load()
+		if elapsed := now.Sub(st.start); warmRSS == 0 && elapsed >= o.warmup {
+			// Warm means the rewrite cache has filled to its bound: until
+			// then memory grows by design, up to cache_bytes.
+			used, limit, err := cacheFill(cxURL)
+			if full := err == nil && used >= 0.95*limit; full || elapsed >= o.warmupMax {
+				warmRSS, minRSS, maxRSS, warmAnon = rss, rss, rss, anon
+				summariesAtWarm = up.summaries.Load()
+				deadline = now.Add(o.duration)
+				fmt.Printf("  %4.0fs  warm-up over: rewrite cache %.1f of %.1f MiB (full: %v); RSS %.1f MiB\n",
+					elapsed.Seconds(), used/(1<<20), limit/(1<<20), full, mib(rss))
+			}
 		}
 		if warmRSS > 0 {
 			minRSS, maxRSS = min(minRSS, rss), max(maxRSS, rss)
 		}
 		if now.Sub(lastReport) >= 30*time.Second {
 			lastReport = now
-			s := st.summary()
-			fmt.Printf("  %4.0fs  %6d requests  %d errors  RSS %d MiB  summaries %d\n", now.Sub(st.start).Seconds(), s.n, s.errs, rss>>10, up.summaries.Load())
+			fmt.Printf("  %4.0fs  %6d requests  %d errors  RSS %d MiB  summaries %d\n", now.Sub(st.start).Seconds(), st.completed.Load(), st.errs.Load(), rss>>10, up.summaries.Load())
 		}
-		if now.After(deadline) {
+		if !deadline.IsZero() && now.After(deadline) {
 			break
 		}
 	}
@@ -286,3 +297,33 @@ func agentPhase(o options, pid int, up *fakeUpstream, cxURL string) bool {
 }
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
+
+// cacheFill reads ctxpress's rewrite cache bytes and bound from /metrics.
+func cacheFill(cxURL string) (used, limit float64, err error) {
+	status, body, err := fasthttp.GetTimeout(nil, strings.TrimSuffix(cxURL, "/v1")+"/metrics", 5*time.Second)
+	if err != nil {
+		return 0, 0, err
+	}
+	if status != fasthttp.StatusOK {
+		return 0, 0, fmt.Errorf("/metrics: status %d", status)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "ctxpress_rewrite_cache_bytes":
+			used, err = strconv.ParseFloat(value, 64)
+		case "ctxpress_rewrite_cache_limit_bytes":
+			limit, err = strconv.ParseFloat(value, 64)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	if limit <= 0 {
+		return 0, 0, fmt.Errorf("/metrics has no rewrite cache figures")
+	}
+	return used, limit, nil
+}
