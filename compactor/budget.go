@@ -34,7 +34,11 @@ func DefaultMaxTokens(trigger int) int {
 // <= 0 when nothing fits, and may exceed the transcript's length when all
 // of it fits. It renders the transcript once to measure it; the caller
 // renders it again with the budget.
-func TranscriptBudget(window, maxTokens int, countTokens func(string) int, prev string, msgs []Message) int {
+//
+// msgTokens > 0 says msgs hold about that many tokens (the caller's cached
+// counts of the texts as forwarded, with their per-message framing): the
+// ratio is then taken from it, and the transcript is not tokenised at all.
+func TranscriptBudget(window, maxTokens int, countTokens func(string) int, prev string, msgs []Message, msgTokens int) int {
 	if countTokens == nil {
 		countTokens = func(s string) int { return (len(s) + 3) / 4 }
 	}
@@ -43,9 +47,22 @@ func TranscriptBudget(window, maxTokens int, countTokens func(string) int, prev 
 		return 0
 	}
 	charsPerToken := 4.0 // when there is no text to measure
-	if t := ratioSample(Transcript(msgs, 0)); len(t) > 0 {
-		if n := countTokens(t); n > 0 {
-			charsPerToken = float64(len(t)) / float64(n)
+	switch t := Transcript(msgs, 0); {
+	case len(t) == 0:
+	case msgTokens > 0:
+		// The counts are of the texts whole; the transcript truncates
+		// long ones, so the ratio is of the texts too.
+		chars := 0
+		for i := range msgs {
+			chars += len(msgs[i].Text)
+			for _, c := range msgs[i].ToolCalls {
+				chars += len(c.Name) + len(c.Arguments)
+			}
+		}
+		charsPerToken = float64(chars) / float64(msgTokens)
+	default:
+		if n := countTokens(ratioSample(t)); n > 0 {
+			charsPerToken = float64(len(ratioSample(t))) / float64(n)
 		}
 	}
 	return int(float64(room) * charsPerToken * budgetSafety)

@@ -367,7 +367,10 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	count := func(s string) int { return int(math.Ceil(float64(c.pipeline.Counter().CountText(model, s)) * scale)) }
 	msgs := prop.Messages[prop.From:prop.Cut]
 	window := c.cfg.Trigger.ContextWindow(model)
-	budget := compactor.TranscriptBudget(window, maxTokens, count, prop.PrevSummary, msgs)
+	// The messages' tokens are known from the rewrite's cache: the ratio of
+	// chars to tokens comes from them, without tokenising the transcript.
+	msgTokens := int(math.Ceil(float64(prop.SummarisedTokens) * scale))
+	budget := compactor.TranscriptBudget(window, maxTokens, count, prop.PrevSummary, msgs, msgTokens)
 	if budget <= 0 {
 		return fail("failed", fmt.Errorf("summariser window of %d tokens has no room for a transcript", window))
 	}
