@@ -66,6 +66,9 @@ type boltStore struct {
 	now      func() time.Time
 	sweeper  *sweeper // nil when disabled
 
+	records *recordCache // decoded records, so a busy conversation is not re-decoded every turn
+	closed  atomic.Bool  // set by Close: the cache must not answer after it
+
 	// broken holds the first error of a bbolt panic; see run.
 	broken atomic.Pointer[error]
 
@@ -124,7 +127,7 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 	}
 
 	rs := resolveRetention(opts.Retention, opts.SweepInterval, opts.Now, opts.OnSweep)
-	s := &boltStore{db: db, path: path, readOnly: opts.ReadOnly, now: rs.now}
+	s := &boltStore{db: db, path: path, readOnly: opts.ReadOnly, now: rs.now, records: newRecordCache()}
 	if !opts.ReadOnly {
 		s.sweeper = startSweeper(rs, s.Sweep)
 	}
@@ -282,16 +285,17 @@ func (s *boltStore) Get(key Key) (Record, bool, error) {
 	if err := key.Validate(); err != nil {
 		return Record{}, false, err
 	}
-	var (
-		rec Record
-		ok  bool
-	)
+	k := key.encode()
+	rec, ok, gen := s.records.get(k)
+	if ok && !s.closed.Load() {
+		return rec, true, nil
+	}
 	err := s.view("get", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketConversations)
 		if b == nil {
 			return nil
 		}
-		data := b.Get(key.encode())
+		data := b.Get(k)
 		if data == nil {
 			return nil
 		}
@@ -302,6 +306,9 @@ func (s *boltStore) Get(key Key) (Record, bool, error) {
 	})
 	if err != nil {
 		return Record{}, false, err
+	}
+	if ok {
+		s.records.add(k, rec, gen)
 	}
 	return rec, ok, nil
 }
@@ -324,16 +331,23 @@ func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
 		return fn(r)
 	}
 	var out Record
+	committed := false
+	defer s.forgetUncommitted(&committed)
 	err := s.update("update", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketConversations)
 		k := key.encode()
-		rec, data, err := applyUpdate(key, b.Get(k), s.now(), userFn)
+		rec, data, err := s.apply(key, k, b.Get(k), s.now(), userFn)
 		if err != nil {
 			return err
 		}
+		if err := b.Put(k, data); err != nil {
+			return err
+		}
 		out = rec
-		return b.Put(k, data)
+		s.records.put(k, rec)
+		return nil
 	})
+	committed = err == nil
 	var ue errUser
 	if errors.As(err, &ue) {
 		return Record{}, ue.err
@@ -349,6 +363,8 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 	if s.readOnly {
 		return recs, errs, fmt.Errorf("state: update: %w", ErrReadOnly)
 	}
+	committed := false
+	defer s.forgetUncommitted(&committed)
 	err := s.update("update", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketConversations)
 		now := s.now()
@@ -368,7 +384,7 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 				return fn(r)
 			}
 			k := m.Key.encode()
-			rec, data, err := applyUpdate(m.Key, b.Get(k), now, userFn)
+			rec, data, err := s.apply(m.Key, k, b.Get(k), now, userFn)
 			var ue errUser
 			if errors.As(err, &ue) {
 				errs[i] = ue.err
@@ -381,10 +397,32 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 				return err
 			}
 			recs[i] = rec
+			s.records.put(k, rec)
 		}
 		return nil
 	})
+	committed = err == nil
 	return recs, errs, err
+}
+
+// forgetUncommitted clears the record cache when a write transaction
+// failed or panicked after its writers put records it did not commit.
+func (s *boltStore) forgetUncommitted(committed *bool) {
+	if !*committed {
+		s.records.clear()
+	}
+}
+
+// apply is applyUpdate starting from the cached record when there is one
+// (the bytes in old are then that same record: every write goes through
+// the cache).
+func (s *boltStore) apply(key Key, k, old []byte, now time.Time, fn func(*Record) error) (Record, []byte, error) {
+	if old != nil {
+		if rec, ok, _ := s.records.get(k); ok {
+			return applyTo(rec, key, now, fn)
+		}
+	}
+	return applyUpdate(key, old, now, fn)
 }
 
 func (s *boltStore) Delete(key Key) (bool, error) {
@@ -402,6 +440,7 @@ func (s *boltStore) Delete(key Key) (bool, error) {
 			return nil
 		}
 		found = true
+		s.records.remove(k)
 		return b.Delete(k)
 	})
 	if err != nil {
@@ -467,6 +506,7 @@ func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
 			return err
 		}
 		for _, k := range doomed {
+			s.records.remove(k)
 			if err := b.Delete(k); err != nil {
 				return err
 			}
@@ -483,6 +523,8 @@ func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
 func (s *boltStore) Close() error {
 	s.closeOnce.Do(func() {
 		s.sweeper.Stop()
+		s.closed.Store(true)
+		s.records.clear()
 		if err := s.broken.Load(); err != nil {
 			// bbolt may hold its locks; leave the file to the process exit.
 			s.closeErr = fmt.Errorf("state: close %s: not closed: %w", s.path, *err)

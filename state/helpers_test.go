@@ -67,7 +67,9 @@ func impls() []impl {
 			},
 			putRaw: func(t *testing.T, s Store, key Key, data []byte) {
 				t.Helper()
-				err := s.(*boltStore).db.Update(func(tx *bolt.Tx) error {
+				bs := s.(*boltStore)
+				err := bs.db.Update(func(tx *bolt.Tx) error {
+					bs.records.remove(key.encode()) // written behind the store's back
 					return tx.Bucket(bucketConversations).Put(key.encode(), data)
 				})
 				if err != nil {

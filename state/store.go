@@ -119,6 +119,12 @@ func applyUpdate(key Key, old []byte, now time.Time, fn func(*Record) error) (Re
 			rec = r
 		}
 	}
+	return applyTo(rec, key, now, fn)
+}
+
+// applyTo is applyUpdate on an already decoded record (a store's own
+// copy: fn may change it).
+func applyTo(rec Record, key Key, now time.Time, fn func(*Record) error) (Record, []byte, error) {
 	if err := fn(&rec); err != nil {
 		return Record{}, nil, errUser{err}
 	}
