@@ -20,6 +20,17 @@ const goldenV1 = `{"ns":"ns","id":"c1","model":"gpt-4o","last_input_tokens":1234
 	`"turns":[[1735787045000,100,100,90,0],[1735787046000,200,100,95,1]],` +
 	`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:06Z"}`
 
+// goldenWritten is what this version writes: goldenV1 with the turns last
+// (they are spliced in after the rest). Both must decode to the same record.
+const goldenWritten = `{"ns":"ns","id":"c1","model":"gpt-4o","last_input_tokens":1234,"last_estimate":1200,` +
+	`"calibration":1.5,"requests":2,"tokens_before":300,"tokens_after":200,"tokens_saved":100,"compactions":1,` +
+	`"branches":[{"summary":"S","covered":4,"hash":"6100000000000000000000000000000000000000000000000000000000000000",` +
+	`"created_at":"2025-01-02T03:04:05Z","used_at":"2025-01-02T03:04:05Z"}],` +
+	`"breaker":{"consecutive_over_trigger":2,"reason":"r"},` +
+	`"recent_summaries":[{"at":"2025-01-02T03:04:05Z","summary":"S","covered_messages":4,"tokens_before":250,"tokens_after":100}],` +
+	`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:06Z",` +
+	`"turns":[[1735787045000,100,100,90,0],[1735787046000,200,100,95,1]]}`
+
 func goldenRecord() Record {
 	return Record{
 		Key: Key{Namespace: "ns", ID: "c1"}, Model: "gpt-4o",
@@ -44,12 +55,14 @@ func TestEncodingGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(data) != goldenV1 {
-		t.Errorf("encoding changed:\n got %s\nwant %s", data, goldenV1)
+	if string(data) != goldenWritten {
+		t.Errorf("encoding changed:\n got %s\nwant %s", data, goldenWritten)
 	}
-	got, err := decodeRecord(r.Key, []byte(goldenV1))
-	if err != nil || !reflect.DeepEqual(got, r) {
-		t.Errorf("decode(golden) =\n%+v, %v\nwant\n%+v", got, err, r)
+	for _, golden := range []string{goldenV1, goldenWritten} {
+		got, err := decodeRecord(r.Key, []byte(golden))
+		if err != nil || !reflect.DeepEqual(got, r) {
+			t.Errorf("decode(%s) =\n%+v, %v\nwant\n%+v", golden, got, err, r)
+		}
 	}
 	var v map[string]any
 	if err := json.Unmarshal(data, &v); err != nil {
