@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // buildCtxpress builds the ctxpress binary of the module the tool runs in.
@@ -26,11 +28,15 @@ func buildCtxpress(dir string) (string, error) {
 	return bin, nil
 }
 
-// startCtxpress runs `ctxpress serve` on a loopback port and returns the
-// process and its base URL once it says it is serving. Its later log lines
-// are counted, not kept.
+// startCtxpress runs `ctxpress serve` on a free loopback port and returns
+// the process and its base URL once its healthz answers (any log level:
+// the "serving" line is info). Its log lines are counted, not kept.
 func startCtxpress(bin, upstream, dir string, extra []string) (*exec.Cmd, string, *logCounter, error) {
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream, "--log-format", "json"}, extra...)
+	addr, err := freeLoopbackAddr()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	args := append([]string{"serve", "--listen", addr, "--upstream", upstream, "--log-format", "json"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "CTXPRESS_CONFIG="+filepath.Join(dir, "ctxpress.yml"))
 	cmd.Dir = dir
@@ -43,17 +49,34 @@ func startCtxpress(bin, upstream, dir string, extra []string) (*exec.Cmd, string
 	}
 	sc := bufio.NewScanner(stderr)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var line struct{ Message, Listen string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "ctxpress serving" {
-			lc := &logCounter{}
-			go lc.drain(sc)
-			return cmd, "http://" + line.Listen + "/v1", lc, nil
+	lc := &logCounter{}
+	exited := make(chan struct{})
+	go func() { lc.drain(sc); close(exited) }()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-exited:
+			_ = cmd.Wait()
+			return nil, "", nil, errors.New("ctxpress exited before serving")
+		default:
+		}
+		if status, _, err := fasthttp.GetTimeout(nil, "http://"+addr+"/ctxpress/healthz", time.Second); err == nil && status == fasthttp.StatusOK {
+			return cmd, "http://" + addr + "/v1", lc, nil
 		}
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	return nil, "", nil, errors.New("ctxpress exited before serving")
+	return nil, "", nil, errors.New("ctxpress did not answer its healthz within 30s")
+}
+
+// freeLoopbackAddr returns a loopback address with a port nothing listens
+// on now.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // logCounter reads ctxpress's JSON log: it counts warnings and errors and
