@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/envproxy"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
@@ -53,7 +54,11 @@ type Summarizer struct {
 
 // NewSummarizer returns a Summarizer with its own connection pool.
 func NewSummarizer() *Summarizer {
+	// The environment's outbound proxy, as for the upstream (a bad proxy
+	// URL has already stopped the upstream client from starting).
+	dial, _ := envproxy.Dial("", 10*time.Second)
 	return &Summarizer{client: &fasthttp.Client{
+		Dial:                dial,
 		Name:                "ctxpress-compactor",
 		MaxIdleConnDuration: 90 * time.Second,
 		MaxResponseBodySize: maxResponseBytes,

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/envproxy"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 )
@@ -183,7 +184,8 @@ func eventTypes(q string) (map[string]bool, bool) {
 // postHooks posts each event to the webhook, one at a time, giving up on an
 // event after one try: events are a notification, not a ledger.
 func (b *eventBus) postHooks(url string) {
-	client := &fasthttp.Client{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+	dial, _ := envproxy.Dial("", 10*time.Second) // as the upstream's; nil dials directly
+	client := &fasthttp.Client{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, Dial: dial}
 	for data := range b.hook {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 		req.SetRequestURI(url)

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/envproxy"
 	"github.com/valyala/fasthttp"
 )
 
@@ -38,6 +40,16 @@ func newUpstreamClient(cfg Config) (*upstreamClient, error) {
 	}
 	conns := &connRegistry{byLocal: map[string]net.Conn{}}
 	dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+	dial := func(addr string) (net.Conn, error) { return dialer.Dial("tcp", addr) }
+	// An outbound proxy from the environment (HTTPS_PROXY, ...), as a
+	// net/http client would use; fasthttp alone ignores it.
+	proxied, err := envproxy.Dial(u.scheme, cfg.ConnectTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("outbound proxy from the environment: %w", err)
+	}
+	if proxied != nil {
+		dial = proxied
+	}
 	c := &fasthttp.Client{
 		// Stream every answer: Do returns once headers are in, so SSE can be
 		// relayed as it arrives.
@@ -51,7 +63,7 @@ func newUpstreamClient(cfg Config) (*upstreamClient, error) {
 		ReadBufferSize:      64 << 10, // also the response-header size limit
 		WriteBufferSize:     64 << 10,
 		Dial: func(addr string) (net.Conn, error) {
-			c, err := dialer.Dial("tcp", addr)
+			c, err := dial(addr)
 			if err != nil {
 				return nil, err
 			}
