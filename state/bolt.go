@@ -286,11 +286,17 @@ func (s *boltStore) Get(key Key) (Record, bool, error) {
 		return Record{}, false, err
 	}
 	k := key.encode()
-	rec, ok, gen := s.records.get(k)
-	if ok && !s.closed.Load() {
+	// A closed or broken store answers with its error, not from memory.
+	if rec, ok := s.records.get(k); ok && !s.closed.Load() && s.broken.Load() == nil {
 		return rec, true, nil
 	}
+	var (
+		rec  Record
+		ok   bool
+		txid uint64
+	)
 	err := s.view("get", func(tx *bolt.Tx) error {
+		txid = uint64(tx.ID())
 		b := tx.Bucket(bucketConversations)
 		if b == nil {
 			return nil
@@ -308,7 +314,7 @@ func (s *boltStore) Get(key Key) (Record, bool, error) {
 		return Record{}, false, err
 	}
 	if ok {
-		s.records.add(k, rec, gen)
+		s.records.add(k, rec, txid)
 	}
 	return rec, ok, nil
 }
@@ -331,9 +337,10 @@ func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
 		return fn(r)
 	}
 	var out Record
-	committed := false
-	defer s.forgetUncommitted(&committed)
+	var w cacheWrite
+	defer s.forgetUncommitted(&w)
 	err := s.update("update", func(tx *bolt.Tx) error {
+		w.txid = uint64(tx.ID())
 		b := tx.Bucket(bucketConversations)
 		k := key.encode()
 		rec, data, err := s.apply(key, k, b.Get(k), s.now(), userFn)
@@ -344,10 +351,10 @@ func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
 			return err
 		}
 		out = rec
-		s.records.put(k, rec)
+		s.records.put(k, rec, w.txid)
 		return nil
 	})
-	committed = err == nil
+	w.committed = err == nil
 	var ue errUser
 	if errors.As(err, &ue) {
 		return Record{}, ue.err
@@ -363,9 +370,10 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 	if s.readOnly {
 		return recs, errs, fmt.Errorf("state: update: %w", ErrReadOnly)
 	}
-	committed := false
-	defer s.forgetUncommitted(&committed)
+	var w cacheWrite
+	defer s.forgetUncommitted(&w)
 	err := s.update("update", func(tx *bolt.Tx) error {
+		w.txid = uint64(tx.ID())
 		b := tx.Bucket(bucketConversations)
 		now := s.now()
 		for i, m := range muts {
@@ -397,19 +405,25 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 				return err
 			}
 			recs[i] = rec
-			s.records.put(k, rec)
+			s.records.put(k, rec, w.txid)
 		}
 		return nil
 	})
-	committed = err == nil
+	w.committed = err == nil
 	return recs, errs, err
+}
+
+// cacheWrite follows one write transaction for the record cache.
+type cacheWrite struct {
+	txid      uint64 // 0 until the transaction has begun
+	committed bool
 }
 
 // forgetUncommitted clears the record cache when a write transaction
 // failed or panicked after its writers put records it did not commit.
-func (s *boltStore) forgetUncommitted(committed *bool) {
-	if !*committed {
-		s.records.clear()
+func (s *boltStore) forgetUncommitted(w *cacheWrite) {
+	if !w.committed && w.txid != 0 {
+		s.records.clear(w.txid)
 	}
 }
 
@@ -418,7 +432,7 @@ func (s *boltStore) forgetUncommitted(committed *bool) {
 // the cache).
 func (s *boltStore) apply(key Key, k, old []byte, now time.Time, fn func(*Record) error) (Record, []byte, error) {
 	if old != nil {
-		if rec, ok, _ := s.records.get(k); ok {
+		if rec, ok := s.records.get(k); ok {
 			return applyTo(rec, key, now, fn)
 		}
 	}
@@ -433,16 +447,20 @@ func (s *boltStore) Delete(key Key) (bool, error) {
 		return false, fmt.Errorf("state: delete: %w", ErrReadOnly)
 	}
 	var found bool
+	var w cacheWrite
+	defer s.forgetUncommitted(&w)
 	err := s.update("delete", func(tx *bolt.Tx) error {
+		w.txid = uint64(tx.ID())
 		b := tx.Bucket(bucketConversations)
 		k := key.encode()
 		if b.Get(k) == nil {
 			return nil
 		}
 		found = true
-		s.records.remove(k)
+		s.records.remove(k, w.txid)
 		return b.Delete(k)
 	})
+	w.committed = err == nil
 	if err != nil {
 		return false, err
 	}
@@ -493,7 +511,10 @@ func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
 		return 0, fmt.Errorf("state: sweep: %w", ErrReadOnly)
 	}
 	var n int
+	var w cacheWrite
+	defer s.forgetUncommitted(&w)
 	err := s.update("sweep", func(tx *bolt.Tx) error {
+		w.txid = uint64(tx.ID())
 		b := tx.Bucket(bucketConversations)
 		var doomed [][]byte
 		err := b.ForEach(func(k, v []byte) error {
@@ -506,7 +527,7 @@ func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
 			return err
 		}
 		for _, k := range doomed {
-			s.records.remove(k)
+			s.records.remove(k, w.txid)
 			if err := b.Delete(k); err != nil {
 				return err
 			}
@@ -514,6 +535,7 @@ func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
 		n = len(doomed)
 		return nil
 	})
+	w.committed = err == nil
 	if err != nil {
 		return 0, err
 	}
@@ -524,7 +546,7 @@ func (s *boltStore) Close() error {
 	s.closeOnce.Do(func() {
 		s.sweeper.Stop()
 		s.closed.Store(true)
-		s.records.clear()
+		s.records.clear(0)
 		if err := s.broken.Load(); err != nil {
 			// bbolt may hold its locks; leave the file to the process exit.
 			s.closeErr = fmt.Errorf("state: close %s: not closed: %w", s.path, *err)

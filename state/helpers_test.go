@@ -69,7 +69,7 @@ func impls() []impl {
 				t.Helper()
 				bs := s.(*boltStore)
 				err := bs.db.Update(func(tx *bolt.Tx) error {
-					bs.records.remove(key.encode()) // written behind the store's back
+					bs.records.remove(key.encode(), uint64(tx.ID())) // written behind the store's back
 					return tx.Bucket(bucketConversations).Put(key.encode(), data)
 				})
 				if err != nil {

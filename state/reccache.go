@@ -12,87 +12,97 @@ import (
 const recordCacheSize = 512
 
 // recordCache holds decoded records by encoded key, least recently used
-// evicted. Writers put the record they write from inside their bbolt write
-// transaction, which bbolt serialises, so the cache follows the commit order;
-// a failed transaction clears the cache. A reader adds what it decoded only
-// when no write happened since it looked (gen), so a read that raced a write
-// cannot leave the older record behind.
+// evicted, each with the bbolt transaction id that wrote it.
+//
+// Writers put the record they write, or a tombstone for one they delete,
+// from inside their write transaction; bbolt runs those one at a time, so
+// the cache follows the write order. A reader that missed adds what its read
+// transaction (id r) decoded only when the key has no entry at all and
+// nothing newer than r was ever dropped from the cache (floor): any write to
+// the key after r left an entry or a tombstone, or raised the floor when it
+// was dropped. So a read that raced a write cannot leave older data behind.
 type recordCache struct {
-	mu  sync.Mutex
-	gen uint64 // bumped by every change
-	ll  *list.List
-	m   map[string]*list.Element // value: *cachedRecord
+	mu    sync.Mutex
+	floor uint64 // highest transaction id of anything dropped
+	ll    *list.List
+	m     map[string]*list.Element // value: *cachedRecord
 }
 
 type cachedRecord struct {
-	key string
-	rec Record
+	key     string
+	rec     Record
+	txid    uint64
+	deleted bool // a tombstone
 }
 
 func newRecordCache() *recordCache {
 	return &recordCache{ll: list.New(), m: make(map[string]*list.Element)}
 }
 
-// get returns a copy of the record under k and the generation to pass to
-// add when there is none.
-func (c *recordCache) get(k []byte) (Record, bool, uint64) {
+// get returns a copy of the record under k, if the cache has it.
+func (c *recordCache) get(k []byte) (Record, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[string(k)]; ok {
 		c.ll.MoveToFront(e)
-		return e.Value.(*cachedRecord).rec.clone(), true, c.gen
+		if cr := e.Value.(*cachedRecord); !cr.deleted {
+			return cr.rec.clone(), true
+		}
 	}
-	return Record{}, false, c.gen
+	return Record{}, false
 }
 
-// add stores a copy of rec under k if nothing changed since get returned gen.
-func (c *recordCache) add(k []byte, rec Record, gen uint64) {
+// add stores a copy of rec, as a read transaction with id txid decoded it,
+// when that cannot hide a newer write (see recordCache).
+func (c *recordCache) add(k []byte, rec Record, txid uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen == c.gen {
-		c.putLocked(string(k), rec.clone())
+	if _, ok := c.m[string(k)]; ok || txid < c.floor {
+		return
 	}
+	c.setLocked(string(k), &cachedRecord{rec: rec.clone(), txid: txid})
 }
 
-// put stores a copy of rec under k: a writer's new version.
-func (c *recordCache) put(k []byte, rec Record) {
+// put stores a copy of rec, written by the write transaction txid.
+func (c *recordCache) put(k []byte, rec Record, txid uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gen++
-	c.putLocked(string(k), rec.clone())
+	c.setLocked(string(k), &cachedRecord{rec: rec.clone(), txid: txid})
 }
 
-func (c *recordCache) putLocked(k string, rec Record) {
+// remove leaves a tombstone for k, deleted by the write transaction txid.
+func (c *recordCache) remove(k []byte, txid uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setLocked(string(k), &cachedRecord{txid: txid, deleted: true})
+}
+
+func (c *recordCache) setLocked(k string, cr *cachedRecord) {
+	cr.key = k
 	if e, ok := c.m[k]; ok {
-		e.Value.(*cachedRecord).rec = rec
+		e.Value = cr
 		c.ll.MoveToFront(e)
 		return
 	}
-	c.m[k] = c.ll.PushFront(&cachedRecord{key: k, rec: rec})
+	c.m[k] = c.ll.PushFront(cr)
 	for c.ll.Len() > recordCacheSize {
 		old := c.ll.Back()
 		c.ll.Remove(old)
-		delete(c.m, old.Value.(*cachedRecord).key)
+		dropped := old.Value.(*cachedRecord)
+		delete(c.m, dropped.key)
+		c.floor = max(c.floor, dropped.txid)
 	}
 }
 
-// remove forgets k.
-func (c *recordCache) remove(k []byte) {
+// clear forgets everything: the write transaction txid failed after its
+// writers put records it did not commit.
+func (c *recordCache) clear(txid uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gen++
-	if e, ok := c.m[string(k)]; ok {
-		c.ll.Remove(e)
-		delete(c.m, string(k))
+	for e := c.ll.Front(); e != nil; e = e.Next() {
+		c.floor = max(c.floor, e.Value.(*cachedRecord).txid)
 	}
-}
-
-// clear forgets everything: a write transaction failed after its writers
-// put records it did not commit.
-func (c *recordCache) clear() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gen++
+	c.floor = max(c.floor, txid)
 	c.ll.Init()
 	clear(c.m)
 }

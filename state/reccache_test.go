@@ -119,3 +119,72 @@ func TestRecordCacheHandsOutCopies(t *testing.T) {
 		t.Fatalf("a caller's change reached the store: %+v %+v", again.Turns[0], again.Branches[0])
 	}
 }
+
+// A reader that decoded a record before a write or delete committed cannot
+// put that older record back: a tombstone or entry blocks it, and so does
+// the floor once those are dropped.
+func TestRecordCacheRefusesOlderReads(t *testing.T) {
+	c := newRecordCache()
+	k := []byte("k")
+	c.remove(k, 10) // deleted by transaction 10
+	c.add(k, Record{Requests: 1}, 9)
+	if _, ok := c.get(k); ok {
+		t.Fatal("a read from before the delete was cached")
+	}
+	c.put(k, Record{Requests: 2}, 11)
+	c.add(k, Record{Requests: 1}, 10)
+	if rec, _ := c.get(k); rec.Requests != 2 {
+		t.Fatalf("a read replaced a newer write: %+v", rec)
+	}
+	// Drop everything by eviction: the floor keeps older reads out.
+	for i := 0; i <= recordCacheSize; i++ {
+		c.put([]byte{byte(i), byte(i >> 8), 'x'}, Record{}, uint64(100+i))
+	}
+	c.add(k, Record{Requests: 1}, 50)
+	if _, ok := c.get(k); ok {
+		t.Fatal("after eviction, a read older than what was dropped was cached")
+	}
+	c.clear(900)
+	c.add(k, Record{Requests: 3}, 899)
+	if _, ok := c.get(k); ok {
+		t.Fatal("after a failed write, a read older than it was cached")
+	}
+	c.add(k, Record{Requests: 3}, 900)
+	if rec, ok := c.get(k); !ok || rec.Requests != 3 {
+		t.Fatal("a current read was not cached")
+	}
+}
+
+// Deleting a record while readers hammer it: once Delete returns, Get says
+// it is gone.
+func TestRecordCacheDeleteUnderReads(t *testing.T) {
+	s := openTestBolt(t, filepath.Join(t.TempDir(), "c.db"), BoltOptions{})
+	for round := 0; round < 50; round++ {
+		mustUpdate(t, s, keyA, func(r *Record) error { r.Requests = 1; return nil })
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for r := 0; r < 3; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						s.Get(keyA)
+					}
+				}
+			}()
+		}
+		if ok, err := s.Delete(keyA); !ok || err != nil {
+			t.Fatalf("Delete: %v %v", ok, err)
+		}
+		time.Sleep(time.Millisecond)
+		close(stop)
+		wg.Wait()
+		if _, ok, _ := s.Get(keyA); ok {
+			t.Fatalf("round %d: the deleted record is still there", round)
+		}
+	}
+}
