@@ -364,45 +364,6 @@ func TestSummariserFailuresNeverLoseARequest(t *testing.T) {
 	}
 }
 
-// "/compact" as the last user message is answered by ctxpress itself, in
-// the client's stream mode, after compacting; no completion call is made.
-func TestCompactCommand(t *testing.T) {
-	for _, stream := range []bool{false, true} {
-		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
-			up := openaitest.New(t)
-			st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-			t.Cleanup(func() { st.Close() })
-			cfg := compactionConfig(up.BaseURL())
-			cfg.Compaction.Trigger.ThresholdTokens = 100000 // never on its own
-			p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
-			a := newAgent(t, p.BaseURL(), "command")
-			for i := 0; i < 10; i++ {
-				a.turn(false)
-			}
-			chatsBefore, _ := up.ChatRequests()
-			a.history = append(a.history, openai.UserMessage("/compact"))
-			h := a.turn(stream)
-			chats, summaries := up.ChatRequests()
-			if len(chats) != len(chatsBefore) || len(summaries) != 1 {
-				t.Fatalf("chat calls %d -> %d, summary calls %d", len(chatsBefore), len(chats), len(summaries))
-			}
-			if h.Get(HeaderCompacted) != "true" {
-				t.Fatalf("X-Ctxpress-Compacted = %q", h.Get(HeaderCompacted))
-			}
-			last := a.history[len(a.history)-2].OfAssistant.Content.OfString.Value
-			if !strings.Contains(last, "compacted this conversation") || !strings.Contains(last, "tokens") {
-				t.Fatalf("answer: %q", last)
-			}
-			a.history = append(a.history, openai.UserMessage("continue"))
-			a.turn(false)
-			chats, _ = up.ChatRequests()
-			if !strings.Contains(string(chats[len(chats)-1].Body), "<conversation_summary>") {
-				t.Fatal("the turn after /compact has no summary")
-			}
-		})
-	}
-}
-
 // The circuit breaker: when the upstream still reports input over the
 // trigger after two compactions in a row, auto-compaction stops for the
 // conversation; a manual compaction resets it.
@@ -578,47 +539,5 @@ func TestEventWebhook(t *testing.T) {
 	if got.Method != http.MethodPost || gjson.GetBytes(got.Body, "conversation").String() != "hooked" ||
 		gjson.GetBytes(got.Body, "trigger").String() != "manual" || gjson.GetBytes(got.Body, "result").String() != "ok" {
 		t.Fatalf("webhook got %s %s", got.Method, got.Body)
-	}
-}
-
-// "/compact" sent while a background compaction of the same conversation is
-// writing its summary waits for it and still answers "compacted": the user
-// asked for it, and the request carries a summary either way.
-func TestCompactCommandDuringBackgroundCompaction(t *testing.T) {
-	up := openaitest.New(t)
-	started, release := make(chan struct{}, 8), make(chan struct{})
-	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
-		started <- struct{}{}
-		<-release
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nFix the parser."},"finish_reason":"stop"}]}`)
-	})
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
-	cfg := compactionConfig(up.BaseURL())
-	cfg.Compaction.Precompact = true
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
-	a := newAgent(t, p.BaseURL(), "joined")
-	for i := 0; ; i++ {
-		if i == 40 {
-			t.Fatal("no background compaction started in 40 turns")
-		}
-		a.turn(false)
-		select {
-		case <-started:
-		case <-time.After(300 * time.Millisecond):
-			continue
-		}
-		break
-	}
-	a.history = append(a.history, openai.UserMessage("/compact"))
-	answered := make(chan http.Header, 1)
-	go func() { answered <- a.turn(false) }()
-	time.Sleep(200 * time.Millisecond) // let /compact reach the running compaction
-	close(release)
-	h := <-answered
-	last := a.history[len(a.history)-2].OfAssistant.Content.OfString.Value
-	if h.Get(HeaderCompacted) != "true" || !strings.Contains(last, "compacted this conversation") {
-		t.Fatalf("/compact during a background compaction: %q (X-Ctxpress-Compacted %q)", last, h.Get(HeaderCompacted))
 	}
 }
