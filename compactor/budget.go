@@ -32,12 +32,13 @@ func DefaultMaxTokens(trigger int) int {
 // countTokens measures on Transcript(msgs, 0) (its start and end when long), of which 90% is used (see
 // budgetSafety). countTokens nil counts 4 chars per token. The result is
 // <= 0 when nothing fits, and may exceed the transcript's length when all
-// of it fits. It renders the transcript once to measure it; the caller
+// of it fits. Without msgTokens it renders the transcript once to measure it; the caller
 // renders it again with the budget.
 //
 // msgTokens > 0 says msgs hold about that many tokens (the caller's cached
 // counts of the texts as forwarded, with their per-message framing): the
-// ratio is then taken from it, and the transcript is not tokenised at all.
+// ratio is then taken from it, and the transcript is neither rendered nor
+// tokenised.
 func TranscriptBudget(window, maxTokens int, countTokens func(string) int, prev string, msgs []Message, msgTokens int) int {
 	if countTokens == nil {
 		countTokens = func(s string) int { return (len(s) + 3) / 4 }
@@ -47,11 +48,9 @@ func TranscriptBudget(window, maxTokens int, countTokens func(string) int, prev 
 		return 0
 	}
 	charsPerToken := 4.0 // when there is no text to measure
-	switch t := Transcript(msgs, 0); {
-	case len(t) == 0:
-	case msgTokens > 0:
-		// The counts are of the texts whole; the transcript truncates
-		// long ones, so the ratio is of the texts too.
+	if msgTokens > 0 {
+		// The counts are of the texts whole (the transcript truncates long
+		// ones), so the ratio is of the texts too; nothing is rendered.
 		chars := 0
 		for i := range msgs {
 			chars += len(msgs[i].Text)
@@ -59,10 +58,12 @@ func TranscriptBudget(window, maxTokens int, countTokens func(string) int, prev 
 				chars += len(c.Name) + len(c.Arguments)
 			}
 		}
-		charsPerToken = float64(chars) / float64(msgTokens)
-	default:
-		if n := countTokens(ratioSample(t)); n > 0 {
-			charsPerToken = float64(len(ratioSample(t))) / float64(n)
+		if chars > 0 {
+			charsPerToken = float64(chars) / float64(msgTokens)
+		}
+	} else if sample := ratioSample(Transcript(msgs, 0)); len(sample) > 0 {
+		if n := countTokens(sample); n > 0 {
+			charsPerToken = float64(len(sample)) / float64(n)
 		}
 	}
 	return int(float64(room) * charsPerToken * budgetSafety)
