@@ -53,7 +53,12 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		s.forward(ctx, x, body, forwardOpts{readUsage: true})
 		return
 	}
-	id := s.pipeline.Identify(func(name string) []byte { return ctx.Request.Header.Peek(name) }, body)
+	parsed, ok := s.parse(body)
+	if !ok {
+		s.forward(ctx, x, body, forwardOpts{readUsage: true})
+		return
+	}
+	id := s.pipeline.IdentifyParsed(func(name string) []byte { return ctx.Request.Header.Peek(name) }, parsed)
 	if len(id.Rejected) > 0 {
 		s.log.Warn().Strs("sources", id.Rejected).Msg("ignored a conversation id that is too long or not printable")
 	}
@@ -72,7 +77,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		}
 	}
 	headerCompacted := false
-	res, ok := s.rewrite(body, s.comp.options(rec))
+	res, ok := s.rewrite(parsed, s.comp.options(rec))
 	if !ok || !res.Understood {
 		s.forward(ctx, x, body, forwardOpts{readUsage: true})
 		return
@@ -82,7 +87,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	}
 	if s.comp.cfg.Enabled && id.ID != "" && s.store != nil && !t.ephemeral {
 		t.trigger = s.comp.cfg.Trigger.Trigger(res.Model)
-		ti := turnInput{key: t.key, rec: rec, body: body, res: res, trigger: t.trigger,
+		ti := turnInput{key: t.key, rec: rec, parsed: parsed, res: res, trigger: t.trigger,
 			authorization: string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))}
 		force := bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || rec.Breaker.ForceNext || res.CompactCommand
 		var o outcome
@@ -103,7 +108,9 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		if s.comp.cfg.Precompact && !o.compacted {
 			effective := rewrite.Effective(res.TokensAfter, rec.LastEstimate, rec.LastInputTokens, rec.Calibration)
 			if float64(effective) >= 0.9*s.comp.cfg.precompactRatio()*float64(t.trigger) {
-				ti.body = append([]byte(nil), body...) // the body is gone once the handler returns
+				// The body is gone once the handler returns; the background
+				// compaction parses its own copy.
+				ti.body, ti.parsed = append([]byte(nil), body...), nil
 				t.precompact = &ti
 			}
 		}
@@ -130,16 +137,25 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	})
 }
 
-// rewrite runs the pipeline; a panic inside it is logged and the request
-// goes upstream as the client sent it (ok false).
-func (s *Server) rewrite(body []byte, opts rewrite.Options) (res rewrite.Result, ok bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			s.log.Error().Str("panic", fmt.Sprint(p)).Msg("rewrite failed; forwarding the request unchanged")
-			ok = false
-		}
-	}()
-	return s.pipeline.RewriteWith(body, opts), true
+// parse validates and reads the body once for every later step; a panic
+// inside it is logged and the request goes upstream as the client sent it
+// (ok false).
+func (s *Server) parse(body []byte) (parsed *rewrite.Parsed, ok bool) {
+	defer s.recoverPipeline(&ok)
+	return rewrite.Parse(body), true
+}
+
+// rewrite runs the pipeline, with parse's safety net.
+func (s *Server) rewrite(parsed *rewrite.Parsed, opts rewrite.Options) (res rewrite.Result, ok bool) {
+	defer s.recoverPipeline(&ok)
+	return s.pipeline.RewriteParsed(parsed, opts), true
+}
+
+func (s *Server) recoverPipeline(ok *bool) {
+	if p := recover(); p != nil {
+		s.log.Error().Str("panic", fmt.Sprint(p)).Msg("rewrite failed; forwarding the request unchanged")
+		*ok = false
+	}
 }
 
 // finish ends a request: it records an understood chat turn the upstream

@@ -218,7 +218,8 @@ func (c *compactions) release(key state.Key, done chan struct{}) {
 type turnInput struct {
 	key           state.Key
 	rec           state.Record
-	body          []byte
+	parsed        *rewrite.Parsed // the request; only while its handler runs
+	body          []byte          // a copy of it, for a background compaction
 	res           rewrite.Result
 	authorization string
 	trigger       int
@@ -266,7 +267,7 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 		if err != nil || !ok {
 			return ti.res, outcome{}
 		}
-		res := c.pipeline.RewriteWith(ti.body, c.options(fresh))
+		res := c.pipeline.RewriteParsed(ti.parsed, c.options(fresh))
 		if ti.kind != "manual" {
 			return res, outcome{}
 		}
@@ -290,7 +291,7 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 		}
 		return ti.res, outcome{event: ev, err: err}
 	}
-	res := c.pipeline.RewriteWith(ti.body, c.options(newRec))
+	res := c.pipeline.RewriteParsed(ti.parsed, c.options(newRec))
 	ev.TokensAfter = res.TokensAfter
 	c.events.publish(ev)
 	return res, outcome{compacted: true, event: ev}
@@ -496,7 +497,8 @@ func (c *compactions) precompact(ti turnInput) {
 			return
 		}
 		ti.rec = rec
-		ti.res = c.pipeline.RewriteWith(ti.body, c.options(rec))
+		ti.parsed = rewrite.Parse(ti.body)
+		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(rec))
 		if !ti.res.Understood {
 			return
 		}

@@ -120,7 +120,7 @@ func (v *view) fullMessages() []compactor.Message {
 		case len(f.edits) > 0:
 			// The squashed message, re-read: edits are relative to its start.
 			sq := splice(m.bytes(), f.edits)
-			sm := parseMessage(sq, span{0, len(sq)})
+			sm := parseMessage(sq, 0)
 			cm.Text = contentText(sm.result(sm.content))
 		default:
 			cm.Text = contentText(m.result(m.content))

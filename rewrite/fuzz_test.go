@@ -28,6 +28,7 @@ func FuzzRewrite(f *testing.F) {
 		string(chat("qwen", `{"role":"tool","tool_call_id":"x","content":[{"type":"text","text":"\u00e9\ud83d\ude00\\n"},{"type":"text","text":1}]}`)),
 		`{"messages":[{"role":"tool","content":"a\"b"}],"messages":[{"role":"user"}]}`,
 		`  {"messages" : [ { "role" : "function" , "name" : "f" , "content" : "x" } ] }  `,
+		`{"prompt\u005fcache_key":"k\u00e9","prompt_cache_key":"second","messages":[]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -70,7 +71,12 @@ func FuzzRewrite(f *testing.F) {
 		if json.Valid(body) && !json.Valid(out) {
 			t.Fatalf("EnsureStreamUsage: invalid output %s", out)
 		}
-		Identify(IdentifyConfig{}, func(string) []byte { return nil }, body)
+		id := Identify(IdentifyConfig{}, func(string) []byte { return nil }, body)
+		if k := gjson.GetBytes(body, "prompt_cache_key"); gjson.ValidBytes(body) && k.Type == gjson.String && validID([]byte(k.Str)) {
+			if id.ID != k.Str || id.Source != "body:prompt_cache_key" {
+				t.Fatalf("prompt_cache_key %q, identified %+v", k.Str, id)
+			}
+		}
 	})
 }
 

@@ -210,7 +210,7 @@ func (v *view) extendChain(chain [][sha256.Size]byte, k int) [][sha256.Size]byte
 // messageDigest is canonicalDigest of m, whose bytes hash to h, from the
 // cache when m was seen before: a warm turn canonicalises only its new
 // messages.
-func (p *Pipeline) messageDigest(m *message, h [sha256.Size]byte) [sha256.Size]byte {
+func (p *Pipeline) messageDigest(m *message, h contentHash) [sha256.Size]byte {
 	key := newKey(kindCanonical, string(h[:]))
 	if v, ok := p.cache.get(key); ok {
 		return v.([sha256.Size]byte)

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/tidwall/gjson"
 )
 
 // Identify modes.
@@ -78,6 +76,16 @@ type Identity struct {
 // finds the common spellings. body may be anything; a body that is not JSON
 // gives only header ids.
 func Identify(cfg IdentifyConfig, header func(name string) []byte, body []byte) Identity {
+	return identify(cfg, header, func() *Parsed { return Parse(body) })
+}
+
+// IdentifyParsed is Identify on a body already parsed.
+func IdentifyParsed(cfg IdentifyConfig, header func(name string) []byte, p *Parsed) Identity {
+	return identify(cfg, header, func() *Parsed { return p })
+}
+
+// identify parses the body only when no header names the conversation.
+func identify(cfg IdentifyConfig, header func(name string) []byte, parsed func() *Parsed) Identity {
 	var id Identity
 	names := cfg.Headers
 	if names == nil {
@@ -98,21 +106,24 @@ func Identify(cfg IdentifyConfig, header func(name string) []byte, body []byte) 
 			return id
 		}
 	}
-	if !gjson.ValidBytes(body) {
+	p := parsed()
+	if !p.valid {
 		return id
 	}
-	if k := gjson.GetBytes(body, "prompt_cache_key"); k.Type == gjson.String && k.Str != "" {
-		const src = "body:prompt_cache_key"
-		if validID([]byte(k.Str)) {
-			id.ID, id.Source = k.Str, src
-			return id
+	if p.req.cacheKey.exists() {
+		if k, ok := stringValue(p.body, p.req.cacheKey); ok && k != "" {
+			const src = "body:prompt_cache_key"
+			if validID([]byte(k)) {
+				id.ID, id.Source = k, src
+				return id
+			}
+			id.Rejected = append(id.Rejected, src)
 		}
-		id.Rejected = append(id.Rejected, src)
 	}
-	if cfg.Mode == ModeHeader {
+	if cfg.Mode == ModeHeader || !p.chat {
 		return id
 	}
-	if fp := fingerprint(body); fp != "" {
+	if fp := fingerprint(&p.req); fp != "" {
 		id.ID, id.Source = fp, "fingerprint"
 	}
 	return id
@@ -152,13 +163,9 @@ func validID(v []byte) bool {
 }
 
 // fingerprint returns "fp-" + 16 hex digits identifying the opening of the
-// conversation in body, or "" when it has no system, developer or user
-// message to identify it by. body must be valid JSON.
-func fingerprint(body []byte) string {
-	req, ok := parseRequest(body)
-	if !ok {
-		return ""
-	}
+// conversation in req, or "" when it has no system, developer or user
+// message to identify it by.
+func fingerprint(req *request) string {
 	h := sha256.New()
 	found, leading := false, true
 	for i := range req.messages {

@@ -54,7 +54,7 @@ func TestIdentify(t *testing.T) {
 		{"empty header is absent", IdentifyConfig{}, headers("X-Session-ID", ""), body, "pck-1", "body:prompt_cache_key", nil},
 		{"too long header rejected, next used", IdentifyConfig{}, headers("X-Conversation-ID", long, "thread-id", "t"), body, "t", "header:thread-id", []string{"header:X-Conversation-ID"}},
 		{"control character rejected", IdentifyConfig{}, headers("X-Session-ID", "a\x01b"), body, "pck-1", "body:prompt_cache_key", []string{"header:X-Session-ID"}},
-		{"fingerprint", IdentifyConfig{}, headers(), noKey, fingerprint(noKey), "fingerprint", nil},
+		{"fingerprint", IdentifyConfig{}, headers(), noKey, fingerprint(&Parse(noKey).req), "fingerprint", nil},
 		{"header mode: no fingerprint", IdentifyConfig{Mode: ModeHeader}, headers(), noKey, "", "", nil},
 		{"header mode keeps prompt_cache_key", IdentifyConfig{Mode: ModeHeader}, headers(), body, "pck-1", "body:prompt_cache_key", nil},
 		{"bad prompt_cache_key rejected", IdentifyConfig{}, headers(), []byte(`{"prompt_cache_key":"` + long + `","messages":[{"role":"user","content":"hi"}]}`), "fp-", "fingerprint", []string{"body:prompt_cache_key"}},

@@ -16,6 +16,7 @@ type request struct {
 	array     span // the `messages` array
 	messages  []message
 	tools     span // `tools`; counted, never changed
+	cacheKey  span // `prompt_cache_key`, a conversation id
 	functions span // legacy `functions`; counted, never changed
 }
 
@@ -70,6 +71,7 @@ const (
 	fieldContent
 	fieldToolCalls
 	fieldFunctionCall
+	fieldPromptCacheKey
 )
 
 // fieldOf returns which member the key span names; an escaped key is
@@ -106,6 +108,8 @@ func fieldByName(name string) int {
 		return fieldToolCalls
 	case "function_call":
 		return fieldFunctionCall
+	case "prompt_cache_key":
+		return fieldPromptCacheKey
 	}
 	return fieldOther
 }
@@ -143,54 +147,75 @@ func parseRequest(body []byte) (request, bool) {
 	if i >= len(body) || body[i] != '{' {
 		return req, false
 	}
-	var msgs span
-	var seenModel, seenStream bool
-	forEachMember(body, span{i, valueEnd(body, i)}, func(k, v span) bool {
+	var seenModel, seenStream, seenMessages bool
+	// One pass: the messages array is read element by element as the walk
+	// reaches it, not skipped first and read again.
+	walkObject(body, i, func(k span, vs int) int {
 		switch fieldOf(body, k) {
 		case fieldModel:
+			ve := valueEnd(body, vs)
 			if !seenModel {
 				seenModel = true
-				req.model, _ = stringValue(body, v)
+				req.model, _ = stringValue(body, span{vs, ve})
 			}
+			return ve
 		case fieldStream:
+			ve := valueEnd(body, vs)
 			if !seenStream {
 				seenStream = true
-				req.stream = string(body[v.start:v.end]) == "true"
+				req.stream = string(body[vs:ve]) == "true"
 			}
+			return ve
 		case fieldMessages:
-			if !msgs.exists() {
-				msgs = v
+			if seenMessages || body[vs] != '[' {
+				seenMessages = true // the first one counts, as with gjson.Get
+				return valueEnd(body, vs)
 			}
+			seenMessages = true
+			req.messages = make([]message, 0, 64)
+			ve := walkArray(body, vs, func(es int) int {
+				m := parseMessage(body, es)
+				req.messages = append(req.messages, m)
+				return m.end
+			})
+			req.array = span{vs, ve}
+			return ve
 		case fieldTools:
+			ve := valueEnd(body, vs)
 			if !req.tools.exists() {
-				req.tools = v
+				req.tools = span{vs, ve}
 			}
+			return ve
 		case fieldFunctions:
+			ve := valueEnd(body, vs)
 			if !req.functions.exists() {
-				req.functions = v
+				req.functions = span{vs, ve}
 			}
+			return ve
+		case fieldPromptCacheKey:
+			ve := valueEnd(body, vs)
+			if !req.cacheKey.exists() {
+				req.cacheKey = span{vs, ve}
+			}
+			return ve
 		}
-		return true
+		return valueEnd(body, vs)
 	})
-	if !msgs.exists() || body[msgs.start] != '[' {
-		return req, false
-	}
-	req.array = msgs
-	req.messages = make([]message, 0, 64)
-	forEachElement(body, msgs, func(v span) {
-		req.messages = append(req.messages, parseMessage(body, v))
-	})
-	return req, true
+	return req, req.array.exists()
 }
 
-// parseMessage reads the members ctxpress uses out of one message.
-func parseMessage(body []byte, v span) message {
-	m := message{body: body, span: v, object: body[v.start] == '{'}
+// parseMessage reads the members ctxpress uses out of the message that
+// starts at body[start]; the message's span ends where the walk ends.
+func parseMessage(body []byte, start int) message {
+	m := message{body: body, span: span{start, 0}, object: body[start] == '{'}
 	if !m.object {
+		m.end = valueEnd(body, start)
 		return m
 	}
 	var seenRole, seenName, seenID bool
-	forEachMember(body, v, func(k, f span) bool {
+	m.end = walkObject(body, start, func(k span, vs int) int {
+		ve := valueEnd(body, vs)
+		f := span{vs, ve}
 		switch fieldOf(body, k) {
 		case fieldRole:
 			if !seenRole {
@@ -220,7 +245,7 @@ func parseMessage(body []byte, v span) message {
 				m.functionCall = f
 			}
 		}
-		return true
+		return ve
 	})
 	return m
 }

@@ -1,10 +1,6 @@
 package rewrite
 
-import (
-	"crypto/sha256"
-
-	"github.com/tidwall/gjson"
-)
+import ()
 
 // Pipeline rewrites chat-completions bodies. It is safe for concurrent
 // use; its caches are shared by all requests.
@@ -45,6 +41,11 @@ func (p *Pipeline) Counter() *Counter { return p.counter }
 // Identify is Identify with the pipeline's IdentifyConfig.
 func (p *Pipeline) Identify(header func(name string) []byte, body []byte) Identity {
 	return Identify(p.cfg.Identify, header, body)
+}
+
+// IdentifyParsed is Identify on a body already parsed.
+func (p *Pipeline) IdentifyParsed(header func(name string) []byte, parsed *Parsed) Identity {
+	return IdentifyParsed(p.cfg.Identify, header, parsed)
 }
 
 // Result is the outcome of Rewrite and RewriteWith.
@@ -105,10 +106,10 @@ type Result struct {
 // to find how many recent messages fit a token budget.
 type analysis struct {
 	facts  []*facts
-	hashes [][sha256.Size]byte // sha256 of each message's bytes as sent
-	tools  []string            // tool name of each result message
-	keys   []callKey           // dedup key of each result message
-	keyed  []bool              // whether keys[i] is known
+	hashes []contentHash // of each message's bytes as sent
+	tools  []string      // tool name of each result message
+	keys   []callKey     // dedup key of each result message
+	keyed  []bool        // whether keys[i] is known
 }
 
 // facts is what Rewrite derives from one message: its tokens and the edits
@@ -149,8 +150,8 @@ func (p *Pipeline) Rewrite(body []byte) Result {
 // stored summary of opts.Branches that matches the request's history (see
 // Options), or else trims it to opts.MaxHistoryMessages; squashes and dedups
 // the tool results that remain; adds the concise-output instruction; and
-// counts tokens before and after. It validates body once, here, with
-// gjson.ValidBytes; every later step relies on that. A body that is not
+// counts tokens before and after. It validates body once (Parse); every
+// later step relies on that. A body that is not
 // valid JSON or not a chat request is returned unchanged with Understood
 // false.
 //
@@ -166,14 +167,18 @@ func (p *Pipeline) Rewrite(body []byte) Result {
 // body is not modified and may be returned as Result.Body; the Result
 // reads body (Compaction), so body must not change while it is in use.
 func (p *Pipeline) RewriteWith(body []byte, opts Options) Result {
+	return p.RewriteParsed(Parse(body), opts)
+}
+
+// RewriteParsed is RewriteWith on a body already parsed: the proxy parses
+// each request once for Identify and every rewrite of it.
+func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
+	body := parsed.body
 	res := Result{Body: body, BytesBefore: len(body), BytesAfter: len(body), Applied: -1}
-	if !gjson.ValidBytes(body) {
+	if !parsed.chat {
 		return res
 	}
-	req, ok := parseRequest(body)
-	if !ok {
-		return res
-	}
+	req := parsed.req // a copy: the view reads it, and parsed stays as it is
 	res.Understood, res.Model, res.Stream, res.Messages = true, req.model, req.stream, len(req.messages)
 	enc := EncodingForModel(req.model)
 	a := p.analyse(enc, &req)
@@ -205,7 +210,7 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 	n := len(req.messages)
 	a := &analysis{
 		facts:  make([]*facts, n),
-		hashes: make([][sha256.Size]byte, n),
+		hashes: make([]contentHash, n),
 		tools:  make([]string, n),
 		keys:   make([]callKey, n),
 		keyed:  make([]bool, n),
@@ -214,7 +219,7 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 	var legacy *callKey
 	for i := range req.messages {
 		m := &req.messages[i]
-		a.hashes[i] = sha256.Sum256(m.bytes())
+		a.hashes[i] = hashContent(m.bytes())
 		if m.isResult() {
 			a.tools[i], a.keys[i], a.keyed[i] = resultKey(m, calls, legacy)
 			if m.role == "function" {
@@ -238,7 +243,7 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 // messageFacts returns the facts of message m (whose bytes hash to h),
 // from the memo when this message was seen before with the same encoding
 // and tool name.
-func (p *Pipeline) messageFacts(enc Encoding, tool string, m *message, h [sha256.Size]byte) *facts {
+func (p *Pipeline) messageFacts(enc Encoding, tool string, m *message, h contentHash) *facts {
 	key := newKey(kindMessage, string(enc), tool, string(h[:]))
 	if v, ok := p.cache.get(key); ok {
 		return v.(*facts)

@@ -80,36 +80,73 @@ func valueEnd(b []byte, i int) int {
 // forEachElement calls fn with the span of each element of the array that
 // opens at b[arr.start].
 func forEachElement(b []byte, arr span, fn func(v span)) {
-	i := skipSpace(b, arr.start+1)
-	for i < arr.end && b[i] != ']' {
-		e := valueEnd(b, i)
-		fn(span{i, e})
-		i = skipSpace(b, e)
-		if i < arr.end && b[i] == ',' {
-			i = skipSpace(b, i+1)
-		}
-	}
+	walkArray(b, arr.start, func(vs int) int {
+		e := valueEnd(b, vs)
+		fn(span{vs, e})
+		return e
+	})
 }
 
 // forEachMember calls fn with the key (a span of the JSON string, quotes
 // included) and the value of each member of the object that opens at
 // b[obj.start]; fn returns false to stop.
 func forEachMember(b []byte, obj span, fn func(key, v span) bool) {
-	i := skipSpace(b, obj.start+1)
-	for i < obj.end && b[i] == '"' {
-		ke := stringEnd(b, i)
-		j := skipSpace(b, ke)
-		if j >= obj.end || b[j] != ':' {
-			return
+	stop := false
+	walkObject(b, obj.start, func(k span, vs int) int {
+		if stop {
+			return -1
 		}
-		vs := skipSpace(b, j+1)
 		ve := valueEnd(b, vs)
-		if !fn(span{i, ke}, span{vs, ve}) {
-			return
+		stop = !fn(k, span{vs, ve})
+		return ve
+	})
+}
+
+// walkArray calls fn with the start of each element of the array that opens
+// at b[i]; fn returns the element's end (having read it, or with valueEnd),
+// or -1 to stop. walkArray returns the index just past the array, so a
+// caller that reads the elements scans each byte once. It returns -1 when
+// stopped.
+func walkArray(b []byte, i int, fn func(vs int) int) int {
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] != ']' {
+		e := fn(i)
+		if e < 0 {
+			return -1
 		}
-		i = skipSpace(b, ve)
-		if i < obj.end && b[i] == ',' {
+		if e <= i { // not JSON after all: stop rather than spin
+			return len(b)
+		}
+		i = skipSpace(b, e)
+		if i < len(b) && b[i] == ',' {
 			i = skipSpace(b, i+1)
 		}
 	}
+	return min(i+1, len(b))
+}
+
+// walkObject is walkArray for an object: fn gets each member's key (a span
+// of the JSON string, quotes included) and the start of its value.
+func walkObject(b []byte, i int, fn func(key span, vs int) int) int {
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] == '"' {
+		ke := stringEnd(b, i)
+		j := skipSpace(b, ke)
+		if j >= len(b) || b[j] != ':' {
+			return len(b)
+		}
+		vs := skipSpace(b, j+1)
+		ve := fn(span{i, ke}, vs)
+		if ve < 0 {
+			return -1
+		}
+		if ve <= i {
+			return len(b)
+		}
+		i = skipSpace(b, ve)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return min(i+1, len(b))
 }
