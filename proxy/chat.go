@@ -50,12 +50,12 @@ type turn struct {
 func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	body := ctx.Request.Body()
 	if s.pipeline == nil {
-		s.forward(ctx, x, body, forwardOpts{readUsage: true})
+		s.forward(ctx, x, body, forwardOpts{readUsage: true, cancellable: true})
 		return
 	}
 	parsed, ok := s.parse(body)
 	if !ok {
-		s.forward(ctx, x, body, forwardOpts{readUsage: true})
+		s.forward(ctx, x, body, forwardOpts{readUsage: true, cancellable: true})
 		return
 	}
 	id := s.pipeline.IdentifyParsed(func(name string) []byte { return ctx.Request.Header.Peek(name) }, parsed)
@@ -79,7 +79,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	headerCompacted := false
 	res, ok := s.rewrite(parsed, s.comp.options(rec))
 	if !ok || !res.Understood {
-		s.forward(ctx, x, body, forwardOpts{readUsage: true})
+		s.forward(ctx, x, body, forwardOpts{readUsage: true, cancellable: true})
 		return
 	}
 	if res.SummaryMiss {
@@ -124,8 +124,9 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		out, injected = rewrite.EnsureStreamUsage(out)
 	}
 	s.forward(ctx, x, out, forwardOpts{
-		readUsage:  true,
-		stripUsage: injected,
+		readUsage:   true,
+		cancellable: true,
+		stripUsage:  injected,
 		headers: func(h *fasthttp.ResponseHeader) {
 			h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
 			h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))
@@ -162,6 +163,10 @@ func (s *Server) recoverPipeline(ok *bool) {
 // answered, starts a precompaction when the turn came near the trigger, and
 // writes the access-log line.
 func (s *Server) finish(x *exchange) {
+	if x.release != nil {
+		x.release()
+		x.release = nil
+	}
 	t := x.turn
 	s.metrics.exchange(x)
 	if t != nil && s.rec != nil && t.id.ID != "" && !t.ephemeral && x.status >= 200 && x.status < 300 && x.err == nil {

@@ -31,7 +31,8 @@ type Config struct {
 	// StreamIdleTimeout cuts a streamed answer when the upstream sends nothing
 	// for this long; 0 means 5m.
 	StreamIdleTimeout time.Duration
-	// MaxConnsPerHost caps pooled upstream connections; 0 means 512.
+	// MaxConnsPerHost caps upstream connections, of chat requests and of
+	// everything else each; 0 means 512.
 	MaxConnsPerHost int
 	// AdminToken, when set, is required (Authorization: Bearer …) on the
 	// /ctxpress/ endpoints but healthz; when empty they answer loopback

@@ -129,7 +129,8 @@ type exchange struct {
 	stream       bool
 	usage        Usage
 	err          error
-	turn         *turn // chat requests ctxpress understood
+	turn         *turn  // chat requests ctxpress understood
+	release      func() // returns the upstream lease, once the answer is done
 	// credential names the client's conversation namespace: its
 	// Authorization header, or its ctxpress key (see authenticate).
 	credential []byte
@@ -194,6 +195,9 @@ type forwardOpts struct {
 	stripUsage bool
 	// headers adds ctxpress's own headers to the answer.
 	headers func(h *fasthttp.ResponseHeader)
+	// cancellable: a client that leaves before the upstream answers aborts
+	// the upstream request (a chat completion can take minutes to start).
+	cancellable bool
 }
 
 // forward sends the request upstream with body and relays the answer.
@@ -205,7 +209,20 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 	req.Header.Del("Expect")
 	resp := fasthttp.AcquireResponse()
 	t0 := time.Now()
-	err := s.up.do(req, resp)
+	var err error
+	if o.cancellable {
+		var gone bool
+		x.release, gone, err = s.up.doCancellable(req, resp, ctx.Conn())
+		if gone {
+			fasthttp.ReleaseRequest(req)
+			fasthttp.ReleaseResponse(resp)
+			x.upstream = time.Since(t0)
+			s.clientGone(ctx, x)
+			return
+		}
+	} else {
+		err = s.up.do(req, resp)
+	}
 	x.upstream = time.Since(t0)
 	fasthttp.ReleaseRequest(req)
 	if err != nil {
@@ -278,6 +295,20 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 		}}, contentLength)
 	}
 }
+
+// clientGone ends a request whose client left before the upstream answered
+// (the upstream request was aborted): nobody reads an answer, so the
+// connection is closed; the log and metrics say 499, as nginx does.
+func (s *Server) clientGone(ctx *fasthttp.RequestCtx, x *exchange) {
+	ctx.Response.Reset()
+	ctx.SetConnectionClose()
+	x.status, x.err = statusClientClosed, errClientGone
+	s.finish(x)
+}
+
+// statusClientClosed is nginx's 499, "client closed request": only ever
+// logged, never sent.
+const statusClientClosed = 499
 
 // fail answers a proxy fault in the OpenAI error shape and logs it.
 func (s *Server) fail(ctx *fasthttp.RequestCtx, x *exchange, err error) {

@@ -29,6 +29,7 @@ var hopHeaders = []string{
 type upstreamClient struct {
 	url     upstreamURL
 	client  *fasthttp.Client
+	leases  *leases // for requests a gone client should cancel
 	conns   *connRegistry
 	timeout time.Duration // response-header timeout
 }
@@ -50,6 +51,13 @@ func newUpstreamClient(cfg Config) (*upstreamClient, error) {
 	if proxied != nil {
 		dial = proxied
 	}
+	tracked := func(addr string) (net.Conn, error) {
+		c, err := dial(addr)
+		if err != nil {
+			return nil, err
+		}
+		return conns.track(c), nil
+	}
 	c := &fasthttp.Client{
 		// Stream every answer: Do returns once headers are in, so SSE can be
 		// relayed as it arrives.
@@ -59,24 +67,41 @@ func newUpstreamClient(cfg Config) (*upstreamClient, error) {
 		MaxConnsPerHost:          cfg.MaxConnsPerHost,
 		// Shorter than the usual upstream keep-alive (LM Studio, nginx: 5s+),
 		// so a pooled connection is rarely one the upstream already closed.
-		MaxIdleConnDuration: 4 * time.Second,
-		ReadBufferSize:      64 << 10, // also the response-header size limit
-		WriteBufferSize:     64 << 10,
-		Dial: func(addr string) (net.Conn, error) {
-			c, err := dial(addr)
-			if err != nil {
-				return nil, err
-			}
-			return conns.track(c), nil
-		},
-		// A pooled connection the upstream closed before answering gets one
-		// more try on a fresh connection, whatever the method: the request was
-		// never answered, and losing it would be worse than a retry.
-		RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
-			return false, attempts < 2 && isStaleConn(err)
-		},
+		MaxIdleConnDuration: idleConnDuration,
+		ReadBufferSize:      upstreamBufferSize, // also the response-header size limit
+		WriteBufferSize:     upstreamBufferSize,
+		Dial:                tracked,
+		RetryIfErr:          retryStale,
 	}
-	return &upstreamClient{url: u, client: c, conns: conns, timeout: cfg.UpstreamTimeout}, nil
+	isTLS := u.scheme == "https"
+	addr := fasthttp.AddMissingPort(u.host, isTLS)
+	newHC := func(dial fasthttp.DialFunc) *fasthttp.HostClient {
+		return &fasthttp.HostClient{
+			Addr: addr, IsTLS: isTLS, MaxConns: 1,
+			StreamResponseBody:       true,
+			NoDefaultUserAgentHeader: true,
+			DisablePathNormalizing:   true,
+			MaxIdleConnDuration:      idleConnDuration,
+			ReadBufferSize:           upstreamBufferSize,
+			WriteBufferSize:          upstreamBufferSize,
+			Dial:                     dial,
+			RetryIfErr:               retryStale,
+		}
+	}
+	return &upstreamClient{url: u, client: c, conns: conns, timeout: cfg.UpstreamTimeout,
+		leases: newLeases(max(cfg.MaxConnsPerHost, 1), tracked, newHC)}, nil
+}
+
+const (
+	idleConnDuration   = 4 * time.Second
+	upstreamBufferSize = 64 << 10
+)
+
+// retryStale: a pooled connection the upstream closed before answering
+// gets one more try on a fresh connection, whatever the method: the request
+// was never answered, and losing it would be worse than a retry.
+func retryStale(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
+	return false, attempts < 2 && isStaleConn(err)
 }
 
 // do sends req and waits for the response headers, at most the header timeout.
@@ -97,7 +122,33 @@ func (u *upstreamClient) releaseDeadline(resp *fasthttp.Response) {
 	}
 }
 
-func (u *upstreamClient) closeIdle() { u.client.CloseIdleConnections() }
+// doCancellable is do on a lease of its own, so that the request is
+// aborted, its upstream connection closed, when the client behind
+// clientConn goes away before the headers come. release must be called
+// once resp's body is read or abandoned. gone reports an abort; without a
+// free lease (or a client connection) it is plain do.
+func (u *upstreamClient) doCancellable(req *fasthttp.Request, resp *fasthttp.Response, clientConn net.Conn) (release func(), gone bool, err error) {
+	var l *lease
+	if clientConn != nil {
+		l = u.leases.get()
+	}
+	if l == nil {
+		return func() {}, false, u.do(req, resp)
+	}
+	stop := watchClient(clientConn, l, clientWatchInterval)
+	err = l.hc.DoDeadline(req, resp, time.Now().Add(u.timeout))
+	gone = stop()
+	return func() { u.leases.put(l) }, gone, err
+}
+
+// clientWatchInterval is how often a waiting chat request checks that its
+// client is still there.
+const clientWatchInterval = 250 * time.Millisecond
+
+func (u *upstreamClient) closeIdle() {
+	u.client.CloseIdleConnections()
+	u.leases.closeIdle()
+}
 
 // connRegistry finds an upstream connection by its local address, the one
 // handle fasthttp gives back (Response.LocalAddr) after a request.

@@ -1,0 +1,141 @@
+package proxy
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// A chat request can run for minutes before the upstream sends a byte:
+// prompt processing of a long history, or a whole non-streamed answer. When
+// its client gives up meanwhile, the upstream should stop too (llama.cpp,
+// LM Studio and vLLM stop generating when the connection closes), but
+// fasthttp's pooled Client cannot abort one request. So chat requests go
+// through leases: single-connection clients that keep their connection
+// alive between requests like the pool does, and that know which
+// connection to close.
+
+// lease is one single-connection upstream client, used by one request at a
+// time.
+type lease struct {
+	hc      *fasthttp.HostClient
+	mu      sync.Mutex
+	conn    net.Conn // the connection hc holds, guarded by mu
+	aborted bool     // guarded by mu: no new connection may be dialled
+}
+
+// abort closes the lease's connection, failing the request on it.
+func (l *lease) abort() {
+	l.mu.Lock()
+	l.aborted = true
+	c := l.conn
+	l.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// leases hands out leases, keeping idle ones for reuse.
+type leases struct {
+	idle   chan *lease
+	active atomic.Int64
+	limit  int64 // at most this many leased at once; beyond it, the shared pool
+	newHC  func(dial fasthttp.DialFunc) *fasthttp.HostClient
+	dial   fasthttp.DialFunc
+}
+
+func newLeases(limit int, dial fasthttp.DialFunc, newHC func(fasthttp.DialFunc) *fasthttp.HostClient) *leases {
+	return &leases{idle: make(chan *lease, limit), limit: int64(limit), newHC: newHC, dial: dial}
+}
+
+// get returns a lease, or nil when as many are out as the upstream may
+// have connections (the caller then uses the shared pool, uncancellable).
+func (ls *leases) get() *lease {
+	if ls.active.Add(1) > ls.limit {
+		ls.active.Add(-1)
+		return nil
+	}
+	select {
+	case l := <-ls.idle:
+		return l
+	default:
+	}
+	l := &lease{}
+	l.hc = ls.newHC(func(addr string) (net.Conn, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.aborted {
+			return nil, errClientGone
+		}
+		c, err := ls.dial(addr)
+		if err == nil {
+			l.conn = c
+		}
+		return c, err
+	})
+	return l
+}
+
+// put returns l once its response is fully read or abandoned.
+func (ls *leases) put(l *lease) {
+	ls.active.Add(-1)
+	l.mu.Lock()
+	aborted := l.aborted
+	l.mu.Unlock()
+	if aborted {
+		l.hc.CloseIdleConnections()
+		return
+	}
+	select {
+	case ls.idle <- l:
+	default:
+		l.hc.CloseIdleConnections()
+	}
+}
+
+// closeIdle closes the connections of the idle leases.
+func (ls *leases) closeIdle() {
+	for {
+		select {
+		case l := <-ls.idle:
+			l.hc.CloseIdleConnections()
+		default:
+			return
+		}
+	}
+}
+
+// watchClient polls, while the upstream has not answered, whether the
+// client behind conn has closed its connection, and then aborts l. The
+// first look comes after a short delay, so a quick request costs one timer.
+// stop ends the watch and reports whether it aborted.
+func watchClient(conn net.Conn, l *lease, every time.Duration) (stop func() bool) {
+	var mu sync.Mutex
+	stopped, gone := false, false
+	var t *time.Timer
+	mu.Lock() // t is set before the first look reads it
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if peerClosed(conn) {
+			gone = true
+			l.abort()
+			return
+		}
+		t.Reset(every)
+	})
+	return func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+		return gone
+	}
+}
