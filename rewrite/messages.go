@@ -181,27 +181,24 @@ func parseRequest(body []byte) (request, bool) {
 			req.array = span{vs, ve}
 			return ve
 		case fieldTools:
-			ve := valueEnd(body, vs)
-			if !req.tools.exists() {
-				req.tools = span{vs, ve}
-			}
-			return ve
+			return keepFirst(&req.tools, vs, valueEnd(body, vs))
 		case fieldFunctions:
-			ve := valueEnd(body, vs)
-			if !req.functions.exists() {
-				req.functions = span{vs, ve}
-			}
-			return ve
+			return keepFirst(&req.functions, vs, valueEnd(body, vs))
 		case fieldPromptCacheKey:
-			ve := valueEnd(body, vs)
-			if !req.cacheKey.exists() {
-				req.cacheKey = span{vs, ve}
-			}
-			return ve
+			return keepFirst(&req.cacheKey, vs, valueEnd(body, vs))
 		}
 		return valueEnd(body, vs)
 	})
 	return req, req.array.exists()
+}
+
+// keepFirst records the value [vs, ve) in *dst unless a member of the same
+// name came first (the first one counts, as with gjson.Get), and returns ve.
+func keepFirst(dst *span, vs, ve int) int {
+	if !dst.exists() {
+		*dst = span{vs, ve}
+	}
+	return ve
 }
 
 // parseMessage reads the members ctxpress uses out of the message that
