@@ -32,8 +32,14 @@ func buildBinary(t *testing.T) string {
 // once it says it is serving.
 func startBinary(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *bufio.Scanner) {
 	t.Helper()
+	return startBinaryEnv(t, bin, nil, args...)
+}
+
+// startBinaryEnv is startBinary with env added to the environment.
+func startBinaryEnv(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, string, *bufio.Scanner) {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
-	cmd.Env = append(os.Environ(), "CTXPRESS_CONFIG=")
+	cmd.Env = append(append(os.Environ(), "CTXPRESS_CONFIG="), env...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -340,3 +340,21 @@ func historyJSON(t *testing.T, a *agent) string {
 	w.Flush()
 	return b.String()
 }
+
+// An https:// upstream that speaks plain HTTP (a common slip with local
+// servers) is a 502 that says so, on the chat path and the pass-through.
+func TestUpstreamWithoutTLS(t *testing.T) {
+	up := openaitest.New(t)
+	p := startProxy(t, Config{Upstream: strings.Replace(up.BaseURL(), "http://", "https://", 1)})
+	for _, path := range []string{"/v1/chat/completions", "/v1/embeddings"} {
+		resp, err := http.Post(p.URL+path, "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "does not speak TLS") {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+}

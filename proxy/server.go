@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -328,7 +329,15 @@ func describeUpstreamError(err error) string {
 		return "upstream closed the connection"
 	default:
 		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+		var cert *tls.CertificateVerificationError
+		var record tls.RecordHeaderError
+		switch {
+		case errors.As(err, &cert):
+			// A private CA is trusted through SSL_CERT_FILE or SSL_CERT_DIR.
+			return "the upstream's TLS certificate is not trusted: " + cert.Err.Error()
+		case errors.As(err, &record):
+			return "the upstream does not speak TLS (an http:// upstream?)"
+		case errors.As(err, &op) && op.Op == "dial":
 			return "cannot connect to the upstream"
 		}
 		return "upstream unreachable"

@@ -6,6 +6,7 @@ package openaitest
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,11 +44,30 @@ type Server struct {
 // New starts a fake upstream on 127.0.0.1 and stops it at the end of the test.
 func New(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{Reply: "Hello from the fake upstream.", handlers: map[string]http.HandlerFunc{},
-		Summary: "## Goal\nFix the build.\n\n## Completed Actions\n1. Ran make: failed.\n\n## Active Task\nFix the error."}
+	s := newServer()
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// NewTLS is New over HTTPS, as hosted providers answer, with a certificate
+// of its own: CertPEM is what a client must trust.
+func NewTLS(t testing.TB) *Server {
+	t.Helper()
+	s := newServer()
+	s.Server = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// CertPEM returns the server's certificate, PEM-encoded (NewTLS only).
+func (s *Server) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
+}
+
+func newServer() *Server {
+	return &Server{Reply: "Hello from the fake upstream.", handlers: map[string]http.HandlerFunc{},
+		Summary: "## Goal\nFix the build.\n\n## Completed Actions\n1. Ran make: failed.\n\n## Active Task\nFix the error."}
 }
 
 // BaseURL is what a client would use as its OpenAI base URL: {URL}/v1.
