@@ -1,0 +1,5 @@
+//go:build !race
+
+package jsonvalid
+
+const raceEnabled = false
