@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/internal/envproxy"
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
@@ -156,7 +157,7 @@ func parseSummary(res SummaryResult, status int, body []byte, auth string) (Summ
 		}
 		return res, fmt.Errorf("%w: status %d: %s", ErrUpstream, status, upstreamMessage(body, auth))
 	}
-	if !gjson.ValidBytes(body) {
+	if !jsonvalid.Valid(body) {
 		return res, fmt.Errorf("%w: body is not JSON: %s", ErrBadResponse, upstreamMessage(body, auth))
 	}
 	root := gjson.ParseBytes(body)
@@ -230,7 +231,7 @@ func stripReasoning(s string) string {
 // first bytes, with secrets and the caller's own credential redacted.
 func upstreamMessage(body []byte, auth string) string {
 	msg := ""
-	if gjson.ValidBytes(body) {
+	if jsonvalid.Valid(body) {
 		msg = firstOf(gjson.ParseBytes(body), "error.message", "error", "message", "detail").String()
 	}
 	if msg == "" {

@@ -3,6 +3,7 @@ package compactor
 import (
 	"fmt"
 
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
 )
 
@@ -22,7 +23,7 @@ import (
 //
 // The error wraps ErrInvalidChat and names the index of the first problem.
 func ValidateChat(body []byte) error {
-	if !gjson.ValidBytes(body) {
+	if !jsonvalid.Valid(body) {
 		return fmt.Errorf("%w: body is not valid JSON", ErrInvalidChat)
 	}
 	msgs := gjson.GetBytes(body, "messages")

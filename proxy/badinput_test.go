@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -135,10 +136,14 @@ func strictChat(body []byte) error {
 }
 
 // checkNoDuplicateKeys walks the JSON tokens of dec and fails on an object
-// that repeats a key: parsers disagree on which one wins.
+// that repeats a key (parsers disagree on which one wins) or on nesting
+// deeper than encoding/json's own limit.
 func checkNoDuplicateKeys(dec *json.Decoder) error {
-	var walk func() error
-	walk = func() error {
+	var walk func(depth int) error
+	walk = func(depth int) error {
+		if depth > 10000 {
+			return errors.New("nesting too deep")
+		}
 		tok, err := dec.Token()
 		if err != nil {
 			return err
@@ -155,7 +160,7 @@ func checkNoDuplicateKeys(dec *json.Decoder) error {
 					return fmt.Errorf("duplicate key %q", k)
 				}
 				seen[k.(string)] = true
-				if err := walk(); err != nil {
+				if err := walk(depth + 1); err != nil {
 					return err
 				}
 			}
@@ -163,7 +168,7 @@ func checkNoDuplicateKeys(dec *json.Decoder) error {
 			return err
 		case json.Delim('['):
 			for dec.More() {
-				if err := walk(); err != nil {
+				if err := walk(depth + 1); err != nil {
 					return err
 				}
 			}
@@ -172,7 +177,7 @@ func checkNoDuplicateKeys(dec *json.Decoder) error {
 		}
 		return nil
 	}
-	return walk()
+	return walk(0)
 }
 
 // nested returns depth levels of open, then inner, then the closings.
@@ -211,6 +216,13 @@ func TestBadInput(t *testing.T) {
 		hugeSize = 8 << 20
 	}
 	huge := strings.Repeat("a", hugeSize)
+	// Nesting deep enough that a recursive reader (gjson's validator, a
+	// recursive canonicaliser) overflows the 1 GB goroutine stack, which
+	// kills the process: 24 MB of brackets, well under max_body_bytes.
+	deep := 12_000_000
+	if raceEnabled {
+		deep = 1_000_000
+	}
 
 	type tc struct {
 		name   string
@@ -255,6 +267,12 @@ func TestBadInput(t *testing.T) {
 		{name: "10000-deep arrays in content", body: chatWith(`[{"role":"user","content":` + nested("[", "]", "1", 10000) + `}]`)},
 		{name: "10000-deep objects beside messages", body: `{"model":"gpt-4o","x":` + nested(`{"a":`, "}", "1", 10000) + `,"messages":[` + okUser + `]}`},
 		{name: "10000-deep messages", body: `{"model":"gpt-4o","messages":` + nested("[", "]", "", 10000) + `}`},
+		{name: "12M-deep arrays in content", body: chatWith(`[{"role":"user","content":` + nested("[", "]", "1", deep) + `}]`)},
+		{name: "12M-deep messages", body: `{"model":"gpt-4o","messages":` + nested("[", "]", "", deep) + `}`},
+		{name: "12M-deep body", body: nested("[", "]", "", deep)},
+		{name: "12M-deep tool arguments", body: chatWith(`[` + okUser + `,` + asstCall("c1", `"`+nested("[", "]", "1", deep)+`"`) + `,{"role":"tool","tool_call_id":"c1","content":"x"}]`)},
+		{name: "12M-deep JSON as a tool output", body: chatWith(`[{"role":"user","content":"a conversation of its own"},` + asstCall("c1", `"{}"`) + `,{"role":"tool","tool_call_id":"c1","content":"` + nested("[", "]", "1", deep) + `"}]`), valid: true},
+		{name: "12M-deep JSON as a user message", body: chatWith(`[{"role":"user","content":"` + nested(`{\"a\":`, "}", "1", deep/4) + `"}]`)},
 		{name: "invalid UTF-8 in content", body: chatWith(`[{"role":"user","content":"bad \xff\xfe\xfd bytes"}]`)},
 		{name: "invalid UTF-8 in role", body: chatWith(`[{"role":"us\xc3er","content":"hi"}]`)},
 		{name: "raw NUL bytes", body: chatWith("[{\"role\":\"user\",\"content\":\"a\x00b\"}]")},

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
 )
 
@@ -85,7 +86,7 @@ func (f *usageChunkFilter) event(dst, ev []byte) []byte {
 		return append(dst, ev...)
 	}
 	data := eventData(ev)
-	if !gjson.ValidBytes(data) {
+	if !jsonvalid.Valid(data) {
 		return append(dst, ev...)
 	}
 	u := parseUsage(gjson.GetBytes(data, "usage"))

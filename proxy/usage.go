@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
@@ -46,7 +47,7 @@ func parseUsage(u gjson.Result) Usage {
 // a compressed body on a side copy; the client still gets the original bytes.
 func usageFromBody(body []byte, contentEncoding []byte) Usage {
 	plain, err := decodeBody(body, contentEncoding)
-	if err != nil || !gjson.ValidBytes(plain) {
+	if err != nil || !jsonvalid.Valid(plain) {
 		return Usage{}
 	}
 	return parseUsage(gjson.GetBytes(plain, "usage"))
@@ -116,7 +117,7 @@ func (s *sseUsage) line(line []byte) {
 		return
 	}
 	data = bytes.TrimSpace(data)
-	if !gjson.ValidBytes(data) {
+	if !jsonvalid.Valid(data) {
 		return
 	}
 	if u := parseUsage(gjson.GetBytes(data, "usage")); u.Found {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"unicode/utf8"
 
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
 )
 
@@ -78,6 +79,21 @@ func appendCanonical(dst []byte, v gjson.Result) []byte {
 // appendCanonicalSkip is appendCanonical leaving out, at any depth, object
 // members named skip ("" skips nothing).
 func appendCanonicalSkip(dst []byte, v gjson.Result, skip string) []byte {
+	return appendCanonicalDepth(dst, v, skip, 0)
+}
+
+// maxCanonicalDepth bounds the recursion: each level re-scans the rest of
+// its value (gjson finds an element's end by scanning it), so a hostile
+// value nested millions deep would cost hours and overflow the stack.
+// Deeper than this, a value is taken as written, after a byte no JSON
+// starts with, so it cannot equal a canonical form. Real messages and
+// arguments nest a handful of levels.
+const maxCanonicalDepth = 32
+
+func appendCanonicalDepth(dst []byte, v gjson.Result, skip string, depth int) []byte {
+	if depth > maxCanonicalDepth && v.Type == gjson.JSON {
+		return append(append(dst, 0), v.Raw...)
+	}
 	switch v.Type {
 	case gjson.String:
 		return appendJSONString(dst, v.Str)
@@ -90,7 +106,7 @@ func appendCanonicalSkip(dst []byte, v gjson.Result, skip string) []byte {
 					dst = append(dst, ',')
 				}
 				first = false
-				dst = appendCanonicalSkip(dst, e, skip)
+				dst = appendCanonicalDepth(dst, e, skip, depth+1)
 				return true
 			})
 			return append(dst, ']')
@@ -114,7 +130,7 @@ func appendCanonicalSkip(dst []byte, v gjson.Result, skip string) []byte {
 			}
 			dst = appendJSONString(dst, e.k)
 			dst = append(dst, ':')
-			dst = appendCanonicalSkip(dst, e.v, skip)
+			dst = appendCanonicalDepth(dst, e.v, skip, depth+1)
 		}
 		return append(dst, '}')
 	default:
@@ -130,7 +146,7 @@ func appendCanonicalSkip(dst []byte, v gjson.Result, skip string) []byte {
 func canonicalArgs(args gjson.Result) []byte {
 	switch {
 	case args.Type == gjson.String:
-		if gjson.Valid(args.Str) {
+		if jsonvalid.Valid([]byte(args.Str)) {
 			return appendCanonical(nil, gjson.Parse(args.Str))
 		}
 		return append([]byte{0}, args.Str...)

@@ -138,7 +138,7 @@ func stringValue(b []byte, s span) (string, bool) {
 }
 
 // parseRequest reads a chat request out of body. It expects well-formed
-// JSON (call gjson.ValidBytes first) and reports false when the body is not
+// JSON (call jsonvalid.Valid first) and reports false when the body is not
 // an object with a `messages` array. For duplicate keys the first one wins,
 // as with gjson.Get.
 func parseRequest(body []byte) (request, bool) {

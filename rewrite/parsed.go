@@ -1,6 +1,6 @@
 package rewrite
 
-import "github.com/tidwall/gjson"
+import "github.com/ctxpress/ctxpress/internal/jsonvalid"
 
 // Parsed is a request body validated and read once. The proxy identifies
 // the conversation, rewrites the request and, after a compaction, rewrites
@@ -17,7 +17,7 @@ type Parsed struct {
 // Parse validates body and reads the fields ctxpress uses out of it.
 func Parse(body []byte) *Parsed {
 	p := &Parsed{body: body}
-	if !gjson.ValidBytes(body) {
+	if !jsonvalid.Valid(body) {
 		return p
 	}
 	p.valid = true

@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 	"github.com/tidwall/gjson"
@@ -147,7 +148,7 @@ func (c *Counter) CountText(model, text string) int {
 // format, so the schema part is an overestimate by a few percent of it.
 // It returns ErrInvalidJSON or ErrNotChat for bodies it cannot count.
 func (c *Counter) CountRequest(body []byte) (int, error) {
-	if !gjson.ValidBytes(body) {
+	if !jsonvalid.Valid(body) {
 		return 0, ErrInvalidJSON
 	}
 	req, ok := parseRequest(body)

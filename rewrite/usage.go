@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -14,7 +15,7 @@ import (
 // stream_options that is not an object or null) is returned unchanged.
 // body is not modified.
 func EnsureStreamUsage(body []byte) (out []byte, injected bool) {
-	if !gjson.ValidBytes(body) {
+	if !jsonvalid.Valid(body) {
 		return body, false
 	}
 	if gjson.GetBytes(body, "stream").Type != gjson.True {
