@@ -42,20 +42,16 @@ type Server struct {
 }
 
 // New starts a fake upstream on 127.0.0.1 and stops it at the end of the test.
-func New(t testing.TB) *Server {
-	t.Helper()
-	s := newServer()
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
-	return s
-}
+func New(t testing.TB) *Server { return start(t, httptest.NewServer) }
 
 // NewTLS is New over HTTPS, as hosted providers answer, with a certificate
 // of its own: CertPEM is what a client must trust.
-func NewTLS(t testing.TB) *Server {
+func NewTLS(t testing.TB) *Server { return start(t, httptest.NewTLSServer) }
+
+func start(t testing.TB, serve func(http.Handler) *httptest.Server) *Server {
 	t.Helper()
 	s := newServer()
-	s.Server = httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	s.Server = serve(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
 }
