@@ -273,6 +273,7 @@ func TestBadInput(t *testing.T) {
 		{name: "12M-deep tool arguments", body: chatWith(`[` + okUser + `,` + asstCall("c1", `"`+nested("[", "]", "1", deep)+`"`) + `,{"role":"tool","tool_call_id":"c1","content":"x"}]`)},
 		{name: "12M-deep JSON as a tool output", body: chatWith(`[{"role":"user","content":"a conversation of its own"},` + asstCall("c1", `"{}"`) + `,{"role":"tool","tool_call_id":"c1","content":"` + nested("[", "]", "1", deep) + `"}]`), valid: true},
 		{name: "12M-deep JSON as a user message", body: chatWith(`[{"role":"user","content":"` + nested(`{\"a\":`, "}", "1", deep/4) + `"}]`)},
+		{name: "4 MiB of whitespace in content", body: chatWith(`[{"role":"user","content":"` + strings.Repeat(` \n`, 2<<20) + `x"}]`)},
 		{name: "invalid UTF-8 in content", body: chatWith(`[{"role":"user","content":"bad \xff\xfe\xfd bytes"}]`)},
 		{name: "invalid UTF-8 in role", body: chatWith(`[{"role":"us\xc3er","content":"hi"}]`)},
 		{name: "raw NUL bytes", body: chatWith("[{\"role\":\"user\",\"content\":\"a\x00b\"}]")},

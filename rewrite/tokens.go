@@ -252,27 +252,38 @@ func (c *Counter) partTokens(enc Encoding, part gjson.Result, text *string) int 
 	return c.Count(enc, part.Raw)
 }
 
-// maxRun bounds the unbroken run of non-space bytes encoded in one piece.
-// tiktoken-go's BPE is quadratic in the length of one pre-token, so a tool
-// output holding a 40 KB base64 blob or a minified line took almost a
-// second to count; cut into 256-byte pieces it takes microseconds, and the
-// count changes only by a token or so at each cut.
+// maxRun bounds the unbroken run of non-space bytes, and of whitespace,
+// encoded in one piece. tiktoken-go's BPE is quadratic in the length of one
+// pre-token, so a tool output holding a 40 KB base64 blob or a minified
+// line took almost a second to count, and 160 KB of spaces (padding, a
+// fixed-width dump) 16 s; cut into 256-byte pieces it takes microseconds,
+// and the count changes only by a token or so at each cut.
 const maxRun = 256
 
-// encodeBounded counts text's tokens, encoding long unbroken runs in
-// maxRun-byte pieces (at rune boundaries).
+// encodeBounded counts text's tokens, encoding long unbroken runs (of
+// whitespace or not) in maxRun-byte pieces (at rune boundaries).
 func encodeBounded(tk *tiktoken.Tiktoken, text string) int {
-	n, start, run := 0, 0, 0
+	n, start, run, spaces := 0, 0, 0, 0
 	for i := 0; i < len(text); {
 		r, size := rune(text[i]), 1
 		if r >= utf8.RuneSelf {
 			r, size = utf8.DecodeRuneInString(text[i:])
 		}
+		cut := false
 		if unicode.IsSpace(r) {
 			run = 0
-		} else if run += size; run > maxRun {
+			spaces += size
+			cut = spaces > maxRun
+		} else {
+			spaces = 0
+			run += size
+			cut = run > maxRun
+		}
+		if cut {
 			n += len(tk.EncodeOrdinary(text[start:i]))
-			start, run = i, size
+			start = i
+			run, spaces = 0, 0
+			continue // r starts the next piece
 		}
 		i += size
 	}

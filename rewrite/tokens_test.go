@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -149,5 +150,28 @@ func TestCountLongRunIsBounded(t *testing.T) {
 	exact := len(tk.EncodeOrdinary(small))
 	if got := c.Count(O200K, small); got < exact || float64(got) > 1.02*float64(exact)+2 {
 		t.Fatalf("piecewise count %d, exact %d", got, exact)
+	}
+}
+
+// Regression: a long run of whitespace (padding, a fixed-width dump, a
+// file of blank lines) is counted in pieces too: 160 KB of spaces took 16 s
+// of CPU, and a few MB would have held a core for hours. Short runs count
+// as they did; long ones stay within a few tokens per 256 bytes of exact.
+func TestCountLongWhitespaceIsBounded(t *testing.T) {
+	c := NewCounter(-1)
+	tk := encoders[O200K].get(O200K)
+	for _, unit := range []string{" ", "\n", "\t", " \n", "\r\n"} {
+		if n := c.Count(O200K, strings.Repeat(unit, 1<<20)+"x"); n <= 0 {
+			t.Fatalf("%q x 1M: count %d", unit, n)
+		}
+		small := strings.Repeat(unit, 2048/len(unit)) + "x"
+		exact := len(tk.EncodeOrdinary(small))
+		if got := c.Count(O200K, small); math.Abs(float64(got-exact)) > 2+float64(len(small))/256*2 {
+			t.Fatalf("%q x %d: piecewise count %d, exact %d", unit, 2048/len(unit), got, exact)
+		}
+		short := "a" + strings.Repeat(unit, 200/len(unit)) + "b"
+		if got, exact := c.Count(O200K, short), len(tk.EncodeOrdinary(short)); got != exact {
+			t.Fatalf("a short run of %q: %d, exact %d", unit, got, exact)
+		}
 	}
 }
