@@ -66,15 +66,23 @@ func (p *Pipeline) squashContent(enc Encoding, tool string, m *message) (edits [
 	c := p.counter
 	content := m.result(m.content)
 	squashOne := func(text gjson.Result) (tokBefore, tokAfter int) {
-		tokBefore = c.Count(enc, text.Str)
 		if p.cfg.Squash == nil || !rawAt(m.body, text) {
+			tokBefore = c.Count(enc, text.Str)
 			return tokBefore, tokBefore
 		}
 		out, changed := p.squashText(tool, text.Str)
 		if !changed {
+			tokBefore = c.Count(enc, text.Str)
 			return tokBefore, tokBefore
 		}
+		// The original is not sent: its count is only the savings figure,
+		// so a big one is estimated (Estimate), unless the squashed form
+		// comes close enough to it that the choice needs the exact count.
 		tokOut := c.Count(enc, out)
+		tokBefore = c.Estimate(enc, text.Str)
+		if len(text.Str) > sampleOver && float64(tokOut) >= 0.8*float64(tokBefore) {
+			tokBefore = c.Count(enc, text.Str)
+		}
 		if tokOut >= tokBefore {
 			return tokBefore, tokBefore
 		}

@@ -2,6 +2,8 @@ package rewrite
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -160,8 +162,12 @@ func TestCountLongRunIsBounded(t *testing.T) {
 func TestCountLongWhitespaceIsBounded(t *testing.T) {
 	c := NewCounter(-1)
 	tk := encoders[O200K].get(O200K)
+	size := 1 << 20
+	if raceEnabled {
+		size = 1 << 17
+	}
 	for _, unit := range []string{" ", "\n", "\t", " \n", "\r\n"} {
-		if n := c.Count(O200K, strings.Repeat(unit, 1<<20)+"x"); n <= 0 {
+		if n := c.Count(O200K, strings.Repeat(unit, size)+"x"); n <= 0 {
 			t.Fatalf("%q x 1M: count %d", unit, n)
 		}
 		small := strings.Repeat(unit, 2048/len(unit)) + "x"
@@ -173,5 +179,62 @@ func TestCountLongWhitespaceIsBounded(t *testing.T) {
 		if got, exact := c.Count(O200K, short), len(tk.EncodeOrdinary(short)); got != exact {
 			t.Fatalf("a short run of %q: %d, exact %d", unit, got, exact)
 		}
+	}
+}
+
+// A big text squash replaces is never sent, so its count (the savings
+// figure) is estimated from samples: on every corpus log and trace over
+// 128 KB the estimate is within 5% of the exact count (worst seen: 2.7%).
+func TestEstimateOnCorpus(t *testing.T) {
+	dir := corpusDir(t)
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*"))
+	traces, _ := filepath.Glob(filepath.Join(dir, "traces", "*"))
+	files := append(logs, traces...)
+	if raceEnabled {
+		files = files[:len(files)/16]
+	}
+	c := NewCounter(-1)
+	checked := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) <= sampleOver {
+			continue
+		}
+		exact, est := c.Count(O200K, string(b)), c.Estimate(O200K, string(b))
+		if off := math.Abs(float64(est-exact)) / float64(exact); off > 0.05 {
+			t.Errorf("%s: estimate %d, exact %d (%.1f%% off)", filepath.Base(f), est, exact, 100*off)
+		}
+		checked++
+	}
+	if checked < 20 && !raceEnabled {
+		t.Fatalf("only %d corpus files over %d bytes", checked, sampleOver)
+	}
+}
+
+// A turn with a big new log: the squashed output is counted exactly (it
+// is sent), the original is estimated, and the request's tokens before
+// stay within 3% of an exact count of the body.
+func TestBigSquashedOutputIsEstimated(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(corpusDir(t), "logs", "OpenStack_2k.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := chat("gpt-4o", `{"role":"user","content":"Why do the instances fail?"}`,
+		callMsg("c1", "bash", `"{\"command\":\"cat nova.log\"}"`), resultMsg("c1", string(b)))
+	p := New(Config{Squash: corpusSquash})
+	res := p.Rewrite(body)
+	if res.Squashed != 1 || res.TokensAfter*10 > res.TokensBefore {
+		t.Fatalf("the log was not squashed: %d squashed, %d -> %d tokens", res.Squashed, res.TokensBefore, res.TokensAfter)
+	}
+	exact, err := NewCounter(-1).CountRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off := math.Abs(float64(res.TokensBefore-exact)) / float64(exact); off > 0.03 {
+		t.Fatalf("tokens before %d, exact %d (%.1f%% off)", res.TokensBefore, exact, 100*off)
+	}
+	forwarded, _ := NewCounter(-1).CountRequest(res.Body)
+	if forwarded != res.TokensAfter {
+		t.Fatalf("tokens after %d, the forwarded body counts %d", res.TokensAfter, forwarded)
 	}
 }
