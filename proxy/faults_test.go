@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -356,5 +357,35 @@ func TestUpstreamWithoutTLS(t *testing.T) {
 		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "does not speak TLS") {
 			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
 		}
+	}
+}
+
+// Upstreams close idle keep-alive connections (llama-server, LM Studio,
+// nginx: a few seconds). A request that lands on a pooled connection the
+// upstream has just closed is retried on a fresh one, never answered 502:
+// on the chat path (its own leased connections) and the pass-through.
+func TestUpstreamClosesIdleConnections(t *testing.T) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	}))
+	up.Config.IdleTimeout = 100 * time.Millisecond
+	up.Start()
+	defer up.Close()
+	p := startProxy(t, Config{Upstream: up.URL + "/v1"})
+	for i := range 6 {
+		for _, path := range []string{"/v1/chat/completions", "/v1/embeddings"} {
+			resp, err := http.Post(p.URL+path, "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("request %d to %s after the upstream closed its idle connection: %d %s", i, path, resp.StatusCode, b)
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // the upstream closes the idle connections
 	}
 }
