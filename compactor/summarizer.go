@@ -59,7 +59,10 @@ func NewSummarizer() *Summarizer {
 	// URL has already stopped the upstream client from starting).
 	dial, _ := envproxy.Dial("", 10*time.Second)
 	return &Summarizer{client: &fasthttp.Client{
-		Dial:                dial,
+		Dial: dial,
+		// fasthttp dials IPv4 only by default: an upstream at [::1] or a
+		// localhost that resolves only to ::1 would be unreachable.
+		DialDualStack:       true,
 		Name:                "ctxpress-compactor",
 		MaxIdleConnDuration: 90 * time.Second,
 		MaxResponseBodySize: maxResponseBytes,

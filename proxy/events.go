@@ -185,7 +185,8 @@ func eventTypes(q string) (map[string]bool, bool) {
 // event after one try: events are a notification, not a ledger.
 func (b *eventBus) postHooks(url string) {
 	dial, _ := envproxy.Dial("", 10*time.Second) // as the upstream's; nil dials directly
-	client := &fasthttp.Client{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, Dial: dial}
+	client := &fasthttp.Client{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, Dial: dial,
+		DialDualStack: true} // fasthttp dials IPv4 only by default
 	for data := range b.hook {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 		req.SetRequestURI(url)

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,6 +48,23 @@ func New(t testing.TB) *Server { return start(t, httptest.NewServer) }
 // NewTLS is New over HTTPS, as hosted providers answer, with a certificate
 // of its own: CertPEM is what a client must trust.
 func NewTLS(t testing.TB) *Server { return start(t, httptest.NewTLSServer) }
+
+// NewIPv6 is New on the IPv6 loopback, [::1]; it skips the test where
+// there is none.
+func NewIPv6(t testing.TB) *Server {
+	t.Helper()
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	return start(t, func(h http.Handler) *httptest.Server {
+		s := httptest.NewUnstartedServer(h)
+		s.Listener.Close()
+		s.Listener = ln
+		s.Start()
+		return s
+	})
+}
 
 func start(t testing.TB, serve func(http.Handler) *httptest.Server) *Server {
 	t.Helper()
