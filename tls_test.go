@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -67,6 +70,32 @@ func TestHTTPSUpstream(t *testing.T) {
 		t.Fatalf("the upstream got %d chat requests, want 4", len(chats))
 	}
 
+	// A compaction's summary call goes over HTTPS too (its own client).
+	msgs := []map[string]any{{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix the leap-year bug."}}
+	for i := range 4 {
+		id := fmt.Sprintf("call_%d", i)
+		msgs = append(msgs,
+			map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function",
+				"function": map[string]any{"name": "bash", "arguments": fmt.Sprintf(`{"command":"grep -n leap part%d.go"}`, i)}}}},
+			map[string]any{"role": "tool", "tool_call_id": id, "content": strings.Repeat(fmt.Sprintf("part%d.go: if year%%4 == 0 { days = 29 }\n", i), 30)})
+	}
+	chatBody, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(chatBody))
+	req.Header.Set("X-Session-ID", "tls")
+	req.Header.Set("X-Ctxpress-Compact", "force")
+	cresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cbody, _ := io.ReadAll(cresp.Body)
+	cresp.Body.Close()
+	if cresp.StatusCode != 200 || cresp.Header.Get("X-Ctxpress-Compacted") != "true" {
+		t.Fatalf("forced compaction over HTTPS: %d, compacted %q: %s", cresp.StatusCode, cresp.Header.Get("X-Ctxpress-Compacted"), cbody)
+	}
+	if _, summaries := up.ChatRequests(); len(summaries) != 1 {
+		t.Fatalf("%d summary calls reached the HTTPS upstream", len(summaries))
+	}
+
 	// Without the CA the upstream is not trusted.
 	_, untrusting, logs2 := startBinaryEnv(t, bin, []string{"SSL_CERT_FILE=" + filepath.Join(t.TempDir(), "none.pem")}, "--upstream", up.BaseURL(),
 		"--db", filepath.Join(t.TempDir(), "b.db"))
@@ -78,7 +107,7 @@ func TestHTTPSUpstream(t *testing.T) {
 	if status != http.StatusBadGateway || !strings.Contains(body, "certificate") {
 		t.Fatalf("untrusted upstream: %d %s", status, body)
 	}
-	if chats, _ := up.ChatRequests(); len(chats) != 4 {
+	if chats, _ := up.ChatRequests(); len(chats) != 5 {
 		t.Fatal("a request reached an upstream whose certificate was not trusted")
 	}
 }
