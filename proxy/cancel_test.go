@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"github.com/valyala/fasthttp"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -69,8 +70,32 @@ func TestClientGoneBeforeHeadersCancelsUpstream(t *testing.T) {
 			}
 			// The aborted lease was dropped, not pooled: the next request
 			// dialled a fresh one, which is back in the pool once done.
-			waitFor(t, func() bool { return p.up.leases.active.Load() == 0 && len(p.up.leases.idle) == 1 },
+			waitFor(t, func() bool { return p.up.leases.active.Load() == 0 && p.up.leases.idleCount() == 1 },
 				"every lease returned, the aborted one dropped")
 		})
+	}
+}
+
+// The most recently returned lease is handed out first (its connection is
+// the likeliest to be still open); beyond the limit, get says to use the
+// shared pool.
+func TestLeasesMostRecentFirst(t *testing.T) {
+	ls := newLeases(2, nil, func(fasthttp.DialFunc) *fasthttp.HostClient { return &fasthttp.HostClient{} })
+	a, b := ls.get(), ls.get()
+	if a == nil || b == nil || a == b {
+		t.Fatal("two leases expected")
+	}
+	if ls.get() != nil {
+		t.Fatal("a third lease beyond the limit of 2")
+	}
+	ls.put(a)
+	ls.put(b)
+	if got := ls.get(); got != b {
+		t.Fatal("not the most recently returned lease")
+	}
+	b.abort()
+	ls.put(b)
+	if got := ls.get(); got != a {
+		t.Fatal("an aborted lease was pooled again")
 	}
 }

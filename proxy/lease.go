@@ -38,9 +38,12 @@ func (l *lease) abort() {
 	}
 }
 
-// leases hands out leases, keeping idle ones for reuse.
+// leases hands out leases, keeping idle ones for reuse, most recently used
+// first: its connection is the likeliest to be still open (a TLS handshake
+// with a hosted provider costs a round trip or two).
 type leases struct {
-	idle   chan *lease
+	mu     sync.Mutex
+	idle   []*lease // guarded by mu; a stack
 	active atomic.Int64
 	limit  int64 // at most this many leased at once; beyond it, the shared pool
 	newHC  func(dial fasthttp.DialFunc) *fasthttp.HostClient
@@ -48,7 +51,14 @@ type leases struct {
 }
 
 func newLeases(limit int, dial fasthttp.DialFunc, newHC func(fasthttp.DialFunc) *fasthttp.HostClient) *leases {
-	return &leases{idle: make(chan *lease, limit), limit: int64(limit), newHC: newHC, dial: dial}
+	return &leases{limit: int64(limit), newHC: newHC, dial: dial}
+}
+
+// idleCount is how many leases wait for reuse.
+func (ls *leases) idleCount() int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return len(ls.idle)
 }
 
 // get returns a lease, or nil when as many are out as the upstream may
@@ -58,11 +68,15 @@ func (ls *leases) get() *lease {
 		ls.active.Add(-1)
 		return nil
 	}
-	select {
-	case l := <-ls.idle:
+	ls.mu.Lock()
+	if n := len(ls.idle); n > 0 {
+		l := ls.idle[n-1]
+		ls.idle[n-1] = nil
+		ls.idle = ls.idle[:n-1]
+		ls.mu.Unlock()
 		return l
-	default:
 	}
+	ls.mu.Unlock()
 	l := &lease{}
 	l.hc = ls.newHC(func(addr string) (net.Conn, error) {
 		l.mu.Lock()
@@ -89,22 +103,25 @@ func (ls *leases) put(l *lease) {
 		l.hc.CloseIdleConnections()
 		return
 	}
-	select {
-	case ls.idle <- l:
-	default:
+	ls.mu.Lock()
+	if int64(len(ls.idle)) < ls.limit {
+		ls.idle = append(ls.idle, l)
+		l = nil
+	}
+	ls.mu.Unlock()
+	if l != nil {
 		l.hc.CloseIdleConnections()
 	}
 }
 
 // closeIdle closes the connections of the idle leases.
 func (ls *leases) closeIdle() {
-	for {
-		select {
-		case l := <-ls.idle:
-			l.hc.CloseIdleConnections()
-		default:
-			return
-		}
+	ls.mu.Lock()
+	idle := ls.idle
+	ls.idle = nil
+	ls.mu.Unlock()
+	for _, l := range idle {
+		l.hc.CloseIdleConnections()
 	}
 }
 
