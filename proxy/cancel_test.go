@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"github.com/valyala/fasthttp"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/valyala/fasthttp"
 )
 
 // A client that gives up before the upstream has sent anything (a long
