@@ -342,20 +342,17 @@ func historyJSON(t *testing.T, a *agent) string {
 	return b.String()
 }
 
+const hiChat = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+
 // An https:// upstream that speaks plain HTTP (a common slip with local
 // servers) is a 502 that says so, on the chat path and the pass-through.
 func TestUpstreamWithoutTLS(t *testing.T) {
 	up := openaitest.New(t)
 	p := startProxy(t, Config{Upstream: strings.Replace(up.BaseURL(), "http://", "https://", 1)})
 	for _, path := range []string{"/v1/chat/completions", "/v1/embeddings"} {
-		resp, err := http.Post(p.URL+path, "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "does not speak TLS") {
-			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		status, b, _ := send(t, "POST", p.URL+path, hiChat, nil)
+		if status != http.StatusBadGateway || !strings.Contains(b, "does not speak TLS") {
+			t.Fatalf("%s: %d %s", path, status, b)
 		}
 	}
 }
@@ -376,14 +373,8 @@ func TestUpstreamClosesIdleConnections(t *testing.T) {
 	p := startProxy(t, Config{Upstream: up.URL + "/v1"})
 	for i := range 6 {
 		for _, path := range []string{"/v1/chat/completions", "/v1/embeddings"} {
-			resp, err := http.Post(p.URL+path, "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("request %d to %s after the upstream closed its idle connection: %d %s", i, path, resp.StatusCode, b)
+			if status, b, _ := send(t, "POST", p.URL+path, hiChat, nil); status != 200 {
+				t.Fatalf("request %d to %s after the upstream closed its idle connection: %d %s", i, path, status, b)
 			}
 		}
 		time.Sleep(300 * time.Millisecond) // the upstream closes the idle connections
