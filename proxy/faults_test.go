@@ -380,3 +380,33 @@ func TestUpstreamClosesIdleConnections(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // the upstream closes the idle connections
 	}
 }
+
+// A common first-run slip: --upstream http://localhost:1234 where the
+// server's OpenAI API is under /v1. The upstream's 404 passes through as
+// sent, and the log says once what to set instead.
+func TestUpstreamWithoutV1IsHinted(t *testing.T) {
+	up := openaitest.New(t)
+	up.Handle("/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"error":"Unexpected endpoint or method. (POST /chat/completions)"}`)
+	})
+	p := startProxy(t, Config{Upstream: up.URL})
+	for range 3 {
+		status, b, _ := send(t, "POST", p.URL+"/v1/chat/completions", hiChat, nil)
+		if status != http.StatusNotFound || !strings.Contains(b, "Unexpected endpoint") {
+			t.Fatalf("the upstream's 404 did not pass through: %d %s", status, b)
+		}
+	}
+	waitFor(t, func() bool { return strings.Contains(p.logs.String(), `"try":"`+up.URL+`/v1"`) }, "the /v1 hint")
+	if n := strings.Count(p.logs.String(), "most likely under /v1"); n != 1 {
+		t.Fatalf("the hint was logged %d times, want once", n)
+	}
+	// With a base path configured, an upstream's 404 is its own business.
+	p2 := startProxy(t, Config{Upstream: up.URL + "/api"})
+	send(t, "POST", p2.URL+"/v1/chat/completions", hiChat, nil)
+	waitFor(t, func() bool { return strings.Contains(p2.logs.String(), `"status":404`) }, "the 404 logged")
+	if strings.Contains(p2.logs.String(), "most likely under /v1") {
+		t.Fatal("hinted /v1 for an upstream with a base path")
+	}
+}

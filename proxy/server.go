@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/ctxpress/ctxpress/compactor"
@@ -30,6 +32,8 @@ type Server struct {
 	events   *eventBus
 	metrics  *metrics    // private registry behind /metrics
 	warn     warnLimiter // store failures on the request path
+	// noV1Hint: the upstream hint for a base URL without /v1 is given once.
+	noV1Hint sync.Once
 }
 
 // Deps are the parts the chat handler runs on; a nil one turns its step off.
@@ -424,6 +428,22 @@ func (s *Server) logExchange(x *exchange) {
 		ev = ev.AnErr("error", x.err)
 	}
 	ev.Msg("request")
+	s.hintMissingV1(x)
+}
+
+// hintMissingV1 says, once, what a 404 on chat completions from an upstream
+// configured without a path most likely means: `--upstream
+// http://localhost:1234` where the server's OpenAI API is under /v1
+// (LM Studio, llama-server, Ollama, vLLM all put it there).
+func (s *Server) hintMissingV1(x *exchange) {
+	if x.status != fasthttp.StatusNotFound || s.up.url.base != "" || !strings.HasSuffix(x.path, "/chat/completions") {
+		return
+	}
+	s.noV1Hint.Do(func() {
+		s.log.Warn().Str("upstream", s.cfg.Upstream).
+			Str("try", strings.TrimRight(s.cfg.Upstream, "/")+"/v1").
+			Msg("the upstream answered 404 to /chat/completions; its OpenAI API is most likely under /v1 (set upstream to the base URL a client would use)")
+	})
 }
 
 // fasthttpLogger sends fasthttp's own connection-level messages (a client
