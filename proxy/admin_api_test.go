@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,11 +33,9 @@ func adminDo(t *testing.T, method, url string, header map[string]string) (int, [
 // compact, delete, and OpenAI-shaped errors.
 func TestConversationsAPI(t *testing.T) {
 	up := openaitest.New(t)
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = false
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, st := startWithStore(t, cfg)
 	a := newAgent(t, p.BaseURL(), "shared/id") // a slash: sent as %2F
 	for i := 0; i < 20; i++ {
 		a.turn(false)
@@ -113,9 +110,7 @@ func TestConversationsAPI(t *testing.T) {
 // from another site's page is refused.
 func TestAdminTokenEnforced(t *testing.T) {
 	up := openaitest.New(t)
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
-	p := startProxyWith(t, Config{Upstream: up.BaseURL(), AdminToken: "s3cret"}, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, st := startWithStore(t, Config{Upstream: up.BaseURL(), AdminToken: "s3cret"})
 	st.Update(state.NewKey([]byte("k"), "c1"), func(r *state.Record) error { r.Requests = 1; return nil })
 	bearer := map[string]string{"Authorization": "Bearer s3cret"}
 	for _, path := range []string{"conversations", "conversations/c1", "stats", "ui", "ui/app.js", "events"} {

@@ -3,7 +3,6 @@ package proxy
 import (
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,11 +18,9 @@ func TestCompactCommand(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
 			up := openaitest.New(t)
-			st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-			t.Cleanup(func() { st.Close() })
 			cfg := compactionConfig(up.BaseURL())
 			cfg.Compaction.Trigger.ThresholdTokens = 100000 // never on its own
-			p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+			p, _ := startWithStore(t, cfg)
 			a := newAgent(t, p.BaseURL(), "command")
 			for i := 0; i < 10; i++ {
 				a.turn(false)
@@ -64,11 +61,9 @@ func TestCompactCommandDuringBackgroundCompaction(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nFix the parser."},"finish_reason":"stop"}]}`)
 	})
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = true
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, _ := startWithStore(t, cfg)
 	a := newAgent(t, p.BaseURL(), "joined")
 	for i := 0; ; i++ {
 		if i == 40 {

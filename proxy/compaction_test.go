@@ -41,6 +41,15 @@ func openStoreAt(t *testing.T, path string) state.Store {
 	return st
 }
 
+// startWithStore starts a proxy configured by cfg with the test pipeline
+// and a bbolt store in a temp dir, closed at cleanup.
+func startWithStore(t *testing.T, cfg Config) (*testProxy, state.Store) {
+	t.Helper()
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+	return startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st}), st
+}
+
 func pipelineForTest() *rewrite.Pipeline {
 	sq := squash.New(squash.Config{})
 	return rewrite.New(rewrite.Config{
@@ -244,9 +253,7 @@ func TestSixtyTurnAgentConversation(t *testing.T) {
 // summary: it gets its own history, never a summary of another one.
 func TestEditedHistoryGetsNoSummary(t *testing.T) {
 	up := openaitest.New(t)
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
-	p := startProxyWith(t, compactionConfig(up.BaseURL()), Deps{Pipeline: pipelineForTest(), Store: st})
+	p, _ := startWithStore(t, compactionConfig(up.BaseURL()))
 	a := newAgent(t, p.BaseURL(), "edited")
 	for i := 0; i < 30; i++ {
 		a.turn(false)
@@ -276,11 +283,9 @@ func TestConcurrentTurnsCompactOnce(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"s","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nkeep going"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`)
 	})
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Trigger.ThresholdTokens = 2500
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, _ := startWithStore(t, cfg)
 	a := newAgent(t, p.BaseURL(), "concurrent")
 	for i := 0; i < 12; i++ { // grow past the trigger without compacting yet
 		a.history = append(a.history,
@@ -341,11 +346,9 @@ func TestSummariserFailuresNeverLoseARequest(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			up := openaitest.New(t)
 			up.Handle(openaitest.SummaryPath, h)
-			st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-			t.Cleanup(func() { st.Close() })
 			cfg := compactionConfig(up.BaseURL())
 			cfg.Compaction.Summarizer.Timeout = 300 * time.Millisecond
-			p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+			p, st := startWithStore(t, cfg)
 			a := newAgent(t, p.BaseURL(), "failing-"+name)
 			for i := 0; i < 25; i++ {
 				if h := a.turn(i%2 == 0); h.Get(HeaderCompacted) == "true" {
@@ -381,11 +384,9 @@ func TestCircuitBreaker(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`, 50*testTrigger)
 	})
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = false
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, st := startWithStore(t, cfg)
 	a := newAgent(t, p.BaseURL(), "breaker")
 	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
 	compacted := 0
@@ -413,11 +414,9 @@ func TestCircuitBreaker(t *testing.T) {
 // request; ephemeral requests are never compacted.
 func TestAdminCompactAndEphemeral(t *testing.T) {
 	up := openaitest.New(t)
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Trigger.ThresholdTokens = 100000
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, st := startWithStore(t, cfg)
 	a := newAgent(t, p.BaseURL(), "admin")
 	for i := 0; i < 10; i++ {
 		a.turn(false)
@@ -453,11 +452,9 @@ func TestAdminCompactAndEphemeral(t *testing.T) {
 // stay under the trigger. Compaction events reach /ctxpress/events.
 func TestPrecompactNoTurnWaits(t *testing.T) {
 	up := openaitest.New(t)
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = true
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, st := startWithStore(t, cfg)
 
 	events, err := http.Get(p.URL + "/ctxpress/events")
 	if err != nil {
@@ -524,11 +521,9 @@ func TestEventWebhook(t *testing.T) {
 	up := openaitest.New(t)
 	hook := openaitest.New(t) // any loopback HTTP server that records requests
 	hook.Handle("/hook", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.WebhookURL = hook.URL + "/hook"
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, _ := startWithStore(t, cfg)
 	a := newAgent(t, p.BaseURL(), "hooked")
 	for i := 0; i < 10; i++ {
 		a.turn(false)

@@ -277,12 +277,10 @@ func TestClientGoneMidCompaction(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Goal\nx\n\n## Active Task\nkeep going"},"finish_reason":"stop"}]}`)
 	})
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Trigger.ThresholdTokens = 100000 // the forced compaction only
 	cfg.Compaction.Summarizer.MaxTokens = 500       // so a short history is worth a summary
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, st := startWithStore(t, cfg)
 	a := newAgent(t, p.BaseURL(), "gone")
 	for i := 0; i < 10; i++ {
 		a.turn(false)

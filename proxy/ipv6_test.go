@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
-	"github.com/ctxpress/ctxpress/state"
 	"github.com/openai/openai-go/v3/option"
 )
 
@@ -18,14 +16,9 @@ func TestIPv6Upstream(t *testing.T) {
 	if !strings.Contains(up.URL, "[::1]") {
 		t.Fatalf("upstream at %s", up.URL)
 	}
-	st, err := state.OpenBolt(filepath.Join(t.TempDir(), "ctxpress.db"), state.BoltOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = false
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, _ := startWithStore(t, cfg)
 	a := newAgent(t, p.BaseURL(), "ipv6")
 	for range 3 {
 		a.turn(false)

@@ -205,11 +205,9 @@ func TestMetricsBreakerTrip(t *testing.T) {
 		}
 		fmt.Fprintf(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":1}}`, 50*testTrigger)
 	})
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = false
-	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	p, st := startWithStore(t, cfg)
 	a := newAgent(t, p.BaseURL(), "breaker-metrics")
 	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
 	for i := 0; i < 12; i++ {
