@@ -79,11 +79,6 @@ func Identify(cfg IdentifyConfig, header func(name string) []byte, body []byte) 
 	return identify(cfg, header, func() *Parsed { return Parse(body) })
 }
 
-// IdentifyParsed is Identify on a body already parsed.
-func IdentifyParsed(cfg IdentifyConfig, header func(name string) []byte, p *Parsed) Identity {
-	return identify(cfg, header, func() *Parsed { return p })
-}
-
 // identify parses the body only when no header names the conversation.
 func identify(cfg IdentifyConfig, header func(name string) []byte, parsed func() *Parsed) Identity {
 	var id Identity

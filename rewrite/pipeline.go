@@ -38,14 +38,10 @@ func (p *Pipeline) CacheStats() (entries int, bytes, limit int64) {
 // cache.
 func (p *Pipeline) Counter() *Counter { return p.counter }
 
-// Identify is Identify with the pipeline's IdentifyConfig.
-func (p *Pipeline) Identify(header func(name string) []byte, body []byte) Identity {
-	return Identify(p.cfg.Identify, header, body)
-}
-
-// IdentifyParsed is Identify on a body already parsed.
+// IdentifyParsed is Identify, with the pipeline's IdentifyConfig, on a body
+// already parsed.
 func (p *Pipeline) IdentifyParsed(header func(name string) []byte, parsed *Parsed) Identity {
-	return IdentifyParsed(p.cfg.Identify, header, parsed)
+	return identify(p.cfg.Identify, header, func() *Parsed { return parsed })
 }
 
 // Result is the outcome of Rewrite and RewriteWith.
