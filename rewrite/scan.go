@@ -77,31 +77,6 @@ func valueEnd(b []byte, i int) int {
 	}
 }
 
-// forEachElement calls fn with the span of each element of the array that
-// opens at b[arr.start].
-func forEachElement(b []byte, arr span, fn func(v span)) {
-	walkArray(b, arr.start, func(vs int) int {
-		e := valueEnd(b, vs)
-		fn(span{vs, e})
-		return e
-	})
-}
-
-// forEachMember calls fn with the key (a span of the JSON string, quotes
-// included) and the value of each member of the object that opens at
-// b[obj.start]; fn returns false to stop.
-func forEachMember(b []byte, obj span, fn func(key, v span) bool) {
-	stop := false
-	walkObject(b, obj.start, func(k span, vs int) int {
-		if stop {
-			return -1
-		}
-		ve := valueEnd(b, vs)
-		stop = !fn(k, span{vs, ve})
-		return ve
-	})
-}
-
 // walkArray calls fn with the start of each element of the array that opens
 // at b[i]; fn returns the element's end (having read it, or with valueEnd),
 // or -1 to stop. walkArray returns the index just past the array, so a
