@@ -45,6 +45,7 @@ type config struct {
 	DefaultWindow     int                    `yaml:"default_context_window"`
 	ConciseOutput     bool                   `yaml:"concise_output"`
 	Auth              authConfig             `yaml:"auth"`
+	Namespace         string                 `yaml:"namespace"`
 	AdminToken        string                 `yaml:"admin_token"`
 	Metrics           metricsConfig          `yaml:"metrics"`
 	Debug             debugConfig            `yaml:"debug"`
@@ -156,6 +157,7 @@ func defaultConfig() config {
 			Summarizer:       summarizerConfig{Timeout: 120 * time.Second},
 		},
 		Auth:          authConfig{Keys: []string{}},
+		Namespace:     "authorization",
 		UI:            uiConfig{PricePerMillionTokens: proxy.DefaultPricePerMillionTokens, Currency: "$"},
 		Models:        map[string]modelConfig{},
 		DefaultWindow: 128000,
@@ -228,6 +230,7 @@ func (c config) proxyConfig() proxy.Config {
 		Pprof:             c.Debug.Pprof,
 		UI:                proxy.UIConfig{PricePerMillionTokens: c.UI.PricePerMillionTokens, Currency: c.UI.Currency},
 		AuthKeys:          c.Auth.Keys,
+		Namespace:         c.Namespace,
 		Compaction:        c.compactionConfig(),
 	}
 }

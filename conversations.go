@@ -302,7 +302,7 @@ func (b *dbBackend) compact(id, ns string) (int, error) {
 	recs, err := b.find(id, ns)
 	for i, r := range recs {
 		if _, err := b.st.Update(r.Key, func(r *state.Record) error {
-			r.Breaker.ForceNext = true
+			r.ForceNext = true
 			return nil
 		}); err != nil {
 			return i, err

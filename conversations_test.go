@@ -127,7 +127,7 @@ func TestConversationsCLIWhileServing(t *testing.T) {
 	if code, _, errs := runCLI(t, "compact", "fix-leap-year", "--config", cfg); code != 0 {
 		t.Fatalf("compact through the API: %d %s", code, errs)
 	}
-	if rec, _, _ := st.Get(state.NewKey([]byte("Bearer a"), "fix-leap-year")); !rec.Breaker.ForceNext {
+	if rec, _, _ := st.Get(state.NewKey([]byte("Bearer a"), "fix-leap-year")); !rec.ForceNext {
 		t.Fatal("compact through the API did not schedule")
 	}
 	if code, _, errs := runCLI(t, "rm", "older", "--server", "http://"+ln.Addr().String(), "--admin-token", "tok"); code != 0 {

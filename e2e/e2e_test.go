@@ -178,8 +178,8 @@ func TestCalibration(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("no record: %v", err)
 	}
-	if math.Abs(rec.Calibration-cal) > 0.01 || rec.LastInputTokens == 0 {
-		t.Fatalf("recorded calibration %.3f, observed %.3f (record %+v)", rec.Calibration, cal, rec.Breaker)
+	if l := rec.CurrentLine(); math.Abs(l.Calibration-cal) > 0.01 || l.LastInputTokens == 0 {
+		t.Fatalf("recorded calibration %.3f, observed %.3f (line %+v)", l.Calibration, cal, l)
 	}
 }
 

@@ -148,8 +148,7 @@ func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res
 		ctx.SetContentType("application/json")
 		ctx.SetBody(b)
 		x.bytesOut = int64(len(b))
-		s.metrics.exchange(x)
-		s.logExchange(x)
+		s.finish(x)
 		return
 	}
 	chunk := func(delta map[string]any, finish any) []byte {
@@ -170,6 +169,5 @@ func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res
 	})
 	x.bytesOut = int64(len(sse))
 	x.stream = true
-	s.metrics.exchange(x)
-	s.logExchange(x)
+	s.finish(x)
 }

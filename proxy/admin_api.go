@@ -41,6 +41,7 @@ type ConversationInfo struct {
 	LastEstimate        int       `json:"last_estimate"`
 	Calibration         float64   `json:"calibration"`
 	BranchCount         int       `json:"branch_count"`
+	LineCount           int       `json:"line_count"` // histories seen under this id (see state.Line)
 	BreakerTripped      bool      `json:"breaker_tripped"`
 	CompactionScheduled bool      `json:"compaction_scheduled"`
 	Compacting          bool      `json:"compacting"` // a summary is being written now
@@ -118,14 +119,17 @@ type Stats struct {
 
 // ConversationInfoOf is r as the list shows it; compacting says whether a
 // summary of it is being written now.
+// The numbers and breaker shown are the current line's: the history the
+// conversation's latest request extended.
 func ConversationInfoOf(r state.Record, compacting bool) ConversationInfo {
+	l := r.CurrentLine()
 	return ConversationInfo{
 		ID: r.Key.ID, Namespace: r.Key.Namespace, Model: r.Model,
 		Requests: r.Requests, TokensBefore: r.TokensBefore, TokensAfter: r.TokensAfter,
 		TokensSaved: r.TokensSaved, Compactions: r.Compactions,
-		LastInputTokens: r.LastInputTokens, LastEstimate: r.LastEstimate, Calibration: r.Calibration,
-		BranchCount: len(r.Branches), BreakerTripped: r.Breaker.Tripped,
-		CompactionScheduled: r.Breaker.ForceNext, Compacting: compacting,
+		LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: l.Calibration,
+		BranchCount: len(r.Branches), LineCount: len(r.Lines), BreakerTripped: l.Breaker.Tripped,
+		CompactionScheduled: r.ForceNext, Compacting: compacting,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
@@ -157,8 +161,8 @@ func ConversationDetailOf(r state.Record, compacting bool) ConversationDetail {
 		d.RecentSummaries = append(d.RecentSummaries, SummaryInfo{At: e.At, Summary: e.Summary,
 			CoveredMessages: e.CoveredMessages, TokensBefore: e.TokensBefore, TokensAfter: e.TokensAfter})
 	}
-	b := r.Breaker
-	d.Breaker = BreakerInfo{ForceNext: b.ForceNext, Tripped: b.Tripped, ConsecutiveOverTrigger: b.ConsecutiveOverTrigger,
+	b := r.CurrentLine().Breaker
+	d.Breaker = BreakerInfo{ForceNext: r.ForceNext, Tripped: b.Tripped, ConsecutiveOverTrigger: b.ConsecutiveOverTrigger,
 		FailureCount: b.FailureCount, Reason: b.Reason}
 	if !b.BackoffUntil.IsZero() {
 		d.Breaker.BackoffUntil = &b.BackoffUntil
@@ -174,8 +178,12 @@ func ConversationDetailOf(r state.Record, compacting bool) ConversationDetail {
 func (c *compactions) isCompacting(key state.Key) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.inflight[key]
-	return ok
+	for k := range c.inflight {
+		if k.key == key {
+			return true
+		}
+	}
+	return false
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
@@ -372,7 +380,7 @@ func (s *Server) scheduleCompaction(ctx *fasthttp.RequestCtx, id string) {
 	n := 0
 	for _, r := range recs {
 		if _, err := s.store.Update(r.Key, func(r *state.Record) error {
-			r.Breaker.ForceNext = true
+			r.ForceNext = true
 			return nil
 		}); err == nil {
 			n++

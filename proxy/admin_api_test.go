@@ -82,7 +82,7 @@ func TestConversationsAPI(t *testing.T) {
 	if code, body := adminDo(t, http.MethodPost, p.URL+"/ctxpress/conversations/shared%2Fid/compact?namespace="+ns, nil); code != http.StatusAccepted {
 		t.Fatalf("compact: %d %s", code, body)
 	}
-	if rec, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), "shared/id")); !rec.Breaker.ForceNext {
+	if rec, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), "shared/id")); !rec.ForceNext {
 		t.Fatal("compact did not schedule")
 	}
 	if code, body := adminDo(t, http.MethodDelete, p.URL+"/ctxpress/conversations/shared%2Fid", nil); code != http.StatusOK || !strings.Contains(string(body), `"deleted":2`) {

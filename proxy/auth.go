@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"crypto/subtle"
+	"fmt"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 )
@@ -28,7 +30,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, x *exchange) bool {
 		if viaHeader != nil {
 			h.Del(HeaderClientKey) // ctxpress's own header, never the upstream's
 		}
-		x.credential = append(x.credential[:0], h.Peek(fasthttp.HeaderAuthorization)...)
+		x.credential = s.namespace.credential(x.credential[:0], h)
 		return true
 	}
 	var presented []byte
@@ -90,4 +92,37 @@ func bearerToken(v []byte) []byte {
 		}
 	}
 	return trimSpace(v[len(scheme):])
+}
+
+// namespaceMode is Config.Namespace, parsed.
+type namespaceMode struct {
+	header string // the header whose value names the namespace; "" with none
+	none   bool
+}
+
+// parseNamespace reads "authorization" (or ""), "none" or "header NAME".
+func parseNamespace(s string) (namespaceMode, error) {
+	switch f := strings.Fields(s); {
+	case len(f) == 0 || (len(f) == 1 && strings.EqualFold(f[0], "authorization")):
+		return namespaceMode{header: fasthttp.HeaderAuthorization}, nil
+	case len(f) == 1 && strings.EqualFold(f[0], "none"):
+		return namespaceMode{none: true}, nil
+	case len(f) == 2 && strings.EqualFold(f[0], "header"):
+		return namespaceMode{header: f[1]}, nil
+	}
+	return namespaceMode{}, fmt.Errorf("namespace %q: want authorization, none, or header NAME", s)
+}
+
+// credential appends what names a client's namespace to dst: the
+// configured header's value (empty when absent), or nothing for none.
+func (m namespaceMode) credential(dst []byte, h *fasthttp.RequestHeader) []byte {
+	switch {
+	case m.none:
+		return dst
+	case m.header != fasthttp.HeaderAuthorization:
+		// Apart from every Authorization value: a header's value never
+		// names the namespace of a client that sends it as its key.
+		dst = append(append(append(dst, "header "...), m.header...), 0)
+	}
+	return append(dst, h.Peek(m.header)...)
 }

@@ -27,14 +27,20 @@ const (
 
 // turn is what one understood chat request did, for the record and the log.
 type turn struct {
-	key                       state.Key
-	id                        rewrite.Identity
-	model                     string
+	key   state.Key
+	id    rewrite.Identity
+	line  lineRef // the line of history it extends
+	model string
+	// tokensBefore and tokensAfter are calibrated estimates (what the
+	// upstream will most likely count), for the headers, metrics and
+	// record; rawBefore and rawAfter are tiktoken's counts, for the log
+	// and the calibration.
 	tokensBefore, tokensAfter int
+	rawBefore, rawAfter       int
 	squashed, deduped         int
 	squashStats               []rewrite.SquashStat // for metrics
 	dedupSaved                int
-	summaryApplied            bool
+	applied                   *state.ChainHash // the summary branch applied, nil when none
 	compacted                 bool
 	trigger                   int
 	ephemeral                 bool
@@ -76,7 +82,6 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 			}
 		}
 	}
-	headerCompacted := false
 	res, ok := s.rewrite(parsed, s.comp.options(rec))
 	if !ok || !res.Understood {
 		s.forward(ctx, x, body, forwardOpts{readUsage: true, cancellable: true})
@@ -85,15 +90,18 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	if res.SummaryMiss {
 		s.log.Info().Str("conversation", id.ID).Msg("history differs from every stored summary (edited or rewound); no summary applied")
 	}
+	var nums state.Line
+	if id.ID != "" {
+		t.line, nums = lineOf(&rec, res)
+	}
+	var o outcome
 	if s.comp.cfg.Enabled && id.ID != "" && s.store != nil && !t.ephemeral {
 		t.trigger = s.comp.cfg.Trigger.Trigger(res.Model)
-		ti := turnInput{key: t.key, rec: rec, parsed: parsed, res: res, trigger: t.trigger,
+		ti := turnInput{key: t.key, rec: rec, line: t.line, nums: nums, parsed: parsed, res: res, trigger: t.trigger,
 			authorization: string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))}
-		force := bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || rec.Breaker.ForceNext || res.CompactCommand
-		var o outcome
+		force := bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || rec.ForceNext || res.CompactCommand
 		res, o = s.comp.maybeCompact(ti, force)
 		t.compacted = o.compacted && !o.joined
-		headerCompacted = o.compacted
 		switch {
 		case errors.Is(o.err, errStoreFailing):
 			// A broken disk is reported once per interval, not per turn.
@@ -101,12 +109,8 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		case o.err != nil:
 			s.log.Warn().Err(o.err).Str("conversation", id.ID).Msg("compaction not done; forwarding uncompacted")
 		}
-		if res.CompactCommand {
-			s.answerCompactCommand(ctx, x, res, o)
-			return
-		}
-		if s.comp.cfg.Precompact && !o.compacted {
-			effective := rewrite.Effective(res.TokensAfter, rec.LastEstimate, rec.LastInputTokens, rec.Calibration)
+		if s.comp.cfg.Precompact && !o.compacted && !res.CompactCommand {
+			effective := calibrated(res.TokensAfter, nums)
 			if float64(effective) >= 0.9*s.comp.cfg.precompactRatio()*float64(t.trigger) {
 				// The body is gone once the handler returns; the background
 				// compaction parses its own copy.
@@ -115,10 +119,27 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 			}
 		}
 	}
-	t.model, t.tokensBefore, t.tokensAfter = res.Model, res.TokensBefore, res.TokensAfter
-	t.squashed, t.deduped, t.summaryApplied = res.Squashed, res.Deduped, res.Applied >= 0
+	t.model, t.rawBefore, t.rawAfter = res.Model, res.TokensBefore, res.TokensAfter
+	t.tokensAfter = calibrated(res.TokensAfter, nums)
+	t.tokensBefore = t.tokensAfter
+	if res.TokensBefore != res.TokensAfter {
+		t.tokensBefore = scaled(res.TokensBefore, calibrationOf(nums))
+	}
+	t.squashed, t.deduped = res.Squashed, res.Deduped
 	t.squashStats, t.dedupSaved = res.SquashStats, res.DedupSavedTokens
+	if h, ok := res.AppliedHash(); ok {
+		applied := state.ChainHash(h)
+		t.applied = &applied
+	}
 	x.turn = t
+	if res.CompactCommand {
+		if o.compacted {
+			// Recorded as the turn it is: what the conversation costs now.
+			t.tokensAfter = o.event.TokensAfter
+		}
+		s.answerCompactCommand(ctx, x, res, o)
+		return
+	}
 	out, injected := res.Body, false
 	if res.Stream {
 		out, injected = rewrite.EnsureStreamUsage(out)
@@ -130,7 +151,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		headers: func(h *fasthttp.ResponseHeader) {
 			h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
 			h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))
-			h.Set(HeaderCompacted, strconv.FormatBool(headerCompacted))
+			h.Set(HeaderCompacted, strconv.FormatBool(o.compacted))
 			if id.ID != "" {
 				h.Set(HeaderConversation, id.ID)
 			}

@@ -138,9 +138,11 @@ type compactions struct {
 	upstream string // default summariser base URL
 	apiKey   string // upstream_api_key, when set
 
+	now func() time.Time // the clock of backoff and branch times
+
 	mu       sync.Mutex
-	inflight map[state.Key]chan struct{} // guarded by mu; closed when the compaction ends
-	bg       sync.WaitGroup              // background precompactions
+	inflight map[lineKey]chan struct{} // guarded by mu; closed when the compaction ends
+	bg       sync.WaitGroup            // background precompactions
 
 	// storeFailedAt is when a store write of a compaction last failed
 	// (unix nanos; 0: never). For storeRetry after it no compaction is
@@ -156,12 +158,12 @@ const storeRetry = 30 * time.Second
 // failed a write within storeRetry.
 var errStoreFailing = errors.New("the conversation store is failing")
 
-func (c *compactions) storeFailed() { c.storeFailedAt.Store(time.Now().UnixNano()) }
+func (c *compactions) storeFailed() { c.storeFailedAt.Store(c.now().UnixNano()) }
 
 // storeFailing reports whether a store write failed within storeRetry.
 func (c *compactions) storeFailing() bool {
 	t := c.storeFailedAt.Load()
-	return t != 0 && time.Since(time.Unix(0, t)) < storeRetry
+	return t != 0 && c.now().Sub(time.Unix(0, t)) < storeRetry
 }
 
 // outcome is what a compaction attempt did to one request.
@@ -194,9 +196,9 @@ func (c *compactions) options(rec state.Record) rewrite.Options {
 	return o
 }
 
-// acquire starts a compaction of key, or returns the channel of the one
+// acquire starts a compaction of a line, or returns the channel of the one
 // already running (mine false).
-func (c *compactions) acquire(key state.Key) (done chan struct{}, mine bool) {
+func (c *compactions) acquire(key lineKey) (done chan struct{}, mine bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ch, ok := c.inflight[key]; ok {
@@ -207,7 +209,7 @@ func (c *compactions) acquire(key state.Key) (done chan struct{}, mine bool) {
 	return ch, true
 }
 
-func (c *compactions) release(key state.Key, done chan struct{}) {
+func (c *compactions) release(key lineKey, done chan struct{}) {
 	c.mu.Lock()
 	delete(c.inflight, key)
 	c.mu.Unlock()
@@ -218,6 +220,8 @@ func (c *compactions) release(key state.Key, done chan struct{}) {
 type turnInput struct {
 	key           state.Key
 	rec           state.Record
+	line          lineRef         // the line of history the request extends
+	nums          state.Line      // that line's numbers and breaker, as the request sees them
 	parsed        *rewrite.Parsed // the request; only while its handler runs
 	body          []byte          // a copy of it, for a background compaction
 	res           rewrite.Result
@@ -229,26 +233,20 @@ type turnInput struct {
 	urgent bool
 }
 
+func (ti *turnInput) lockKey() lineKey { return lineKey{key: ti.key, line: ti.line.id} }
+
 // maybeCompact compacts the request in ti when it is due (or forced), and
 // returns the rewrite to forward: with the new summary applied on success,
-// else the one given. A request arriving while its conversation is being
-// compacted waits for that compaction and uses its summary; it never starts
-// a second one.
+// else the one given. A request arriving while its line is being compacted
+// waits for that compaction and uses its summary; it never starts a second
+// one.
 func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, outcome) {
-	rec := ti.rec
-	effective := rewrite.Effective(ti.res.TokensAfter, rec.LastEstimate, rec.LastInputTokens, rec.Calibration)
 	if force {
 		ti.kind = "manual"
 	} else {
-		if effective <= ti.trigger {
-			return ti.res, outcome{}
-		}
-		ti.urgent = effective >= c.cfg.Trigger.ContextWindow(ti.res.Model)
-		if rec.Breaker.Tripped {
-			return ti.res, outcome{err: fmt.Errorf("%w: circuit breaker open (%s)", errSkipped, rec.Breaker.Reason)}
-		}
-		if time.Now().Before(rec.Breaker.BackoffUntil) {
-			return ti.res, outcome{err: fmt.Errorf("%w: summariser backoff until %s", errSkipped, rec.Breaker.BackoffUntil.Format(time.TimeOnly))}
+		due, err := c.due(&ti)
+		if !due {
+			return ti.res, outcome{err: err}
 		}
 		ti.kind = "auto"
 	}
@@ -256,7 +254,7 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 		return ti.res, outcome{err: fmt.Errorf("%w: %w", errSkipped, errStoreFailing)}
 	}
 	asked := ti.res
-	done, mine := c.acquire(ti.key)
+	done, mine := c.acquire(ti.lockKey())
 	for !mine {
 		select {
 		case <-done:
@@ -274,28 +272,91 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 		// The user asked for a compaction of this request: the background
 		// one that just ended may have covered less, so run one now on top.
 		ti.rec, ti.res = fresh, res
-		done, mine = c.acquire(ti.key)
+		done, mine = c.acquire(ti.lockKey())
 	}
-	defer c.release(ti.key, done)
+	defer c.release(ti.lockKey(), done)
+	if !c.refresh(&ti) && ti.kind != "manual" {
+		// A compaction of this line stored its summary between this turn's
+		// read of the record and the lock: its result is what to send.
+		return ti.res, outcome{}
+	}
 	newRec, ev, err := c.run(ti)
 	if err != nil {
-		if rec.Breaker.ForceNext {
+		if ti.rec.ForceNext {
 			c.clearForceNext(ti.key) // one scheduled attempt, not one per turn
 		}
 		if ti.kind == "manual" && errors.Is(err, errSkipped) && ti.res.Covered > asked.Covered {
 			// The background compaction waited on already covered what
 			// there was: the user's request is compacted all the same.
-			ev = Event{Time: time.Now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: "manual", Result: "ok",
-				Covered: ti.res.Covered, TokensBefore: asked.TokensAfter, TokensAfter: ti.res.TokensAfter}
+			cal := calibrationOf(ti.nums)
+			ev = Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: "manual", Result: "ok",
+				Covered: ti.res.Covered, TokensBefore: calibrated(asked.TokensAfter, ti.nums), TokensAfter: scaled(ti.res.TokensAfter, cal)}
 			return ti.res, outcome{compacted: true, joined: true, event: ev}
 		}
 		return ti.res, outcome{event: ev, err: err}
 	}
 	res := c.pipeline.RewriteParsed(ti.parsed, c.options(newRec))
-	ev.TokensAfter = res.TokensAfter
+	ev.TokensAfter = scaled(res.TokensAfter, calibrationOf(ti.nums))
 	c.events.publish(ev)
 	return res, outcome{compacted: true, event: ev}
 }
+
+// due reports whether the request in ti is over its trigger and its line
+// may be compacted; err says why not when it is over but may not (breaker,
+// backoff). It sets ti.urgent.
+func (c *compactions) due(ti *turnInput) (bool, error) {
+	effective := calibrated(ti.res.TokensAfter, ti.nums)
+	if effective <= ti.trigger {
+		return false, nil
+	}
+	ti.urgent = effective >= c.cfg.Trigger.ContextWindow(ti.res.Model)
+	b := ti.nums.Breaker
+	if b.Tripped {
+		return false, fmt.Errorf("%w: circuit breaker open (%s)", errSkipped, b.Reason)
+	}
+	if c.now().Before(b.BackoffUntil) {
+		return false, fmt.Errorf("%w: summariser backoff until %s", errSkipped, b.BackoffUntil.Format(time.TimeOnly))
+	}
+	return true, nil
+}
+
+// refresh re-reads the record once the line's lock is held: a background
+// compaction of the line may have stored a summary (or failed and backed
+// off) since the turn read it, and compacting from the stale record would
+// pay for a second summary of the same messages. It reports whether the
+// request is still due (always true when nothing changed).
+func (c *compactions) refresh(ti *turnInput) bool {
+	fresh, ok, err := c.store.Get(ti.key)
+	if err != nil || !ok {
+		return true
+	}
+	if l := fresh.LineByID(ti.line.id); l != nil {
+		ti.nums.Breaker = l.Breaker
+	}
+	if !sameBranches(fresh.Branches, ti.rec.Branches) {
+		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(fresh))
+	}
+	ti.rec = fresh
+	due, _ := c.due(ti)
+	return due
+}
+
+// sameBranches reports whether a and b hold the same summaries.
+func sameBranches(a, b []state.Branch) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Hash != b[i].Hash || a[i].Covered != b[i].Covered {
+			return false
+		}
+	}
+	return true
+}
+
+// scaled is tokens × calibration, rounded: a tiktoken count in the
+// upstream's tokens.
+func scaled(tokens int, cal float64) int { return int(math.Round(float64(tokens) * cal)) }
 
 func (c *compactions) summaryTimeout() time.Duration {
 	if c.cfg.Summarizer.Timeout > 0 {
@@ -309,7 +370,8 @@ func (c *compactions) summaryTimeout() time.Duration {
 // knows the tokens after.
 func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	start := time.Now()
-	ev := Event{Time: start, Conversation: ti.key.ID, Model: ti.res.Model, Trigger: ti.kind, TokensBefore: ti.res.TokensAfter}
+	ev := Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: ti.kind,
+		TokensBefore: calibrated(ti.res.TokensAfter, ti.nums)}
 	fail := func(result string, err error) (state.Record, Event, error) {
 		ev.Result, ev.Reason, ev.DurationMS = result, err.Error(), time.Since(start).Milliseconds()
 		c.events.publish(ev)
@@ -317,7 +379,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	}
 	// The trigger, target and reclaim are in the upstream's tokens; the
 	// pipeline counts with tiktoken. cal converts (upstream ≈ estimate × cal).
-	cal := calibrationOf(ti.rec)
+	cal := calibrationOf(ti.nums)
 	toEstimate := func(upstreamTokens int) int { return int(float64(upstreamTokens) / cal) }
 	maxTokens := c.cfg.maxSummaryTokens(ti.trigger)
 	keepTokens := toEstimate(c.cfg.keepRecentTokens(ti.trigger))
@@ -393,18 +455,27 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	}
 	ev.SummarizerMS = max(1, time.Since(callStart).Milliseconds()) // 0 means no call
 	if err != nil {
-		c.backoff(ti.key)
+		c.backoff(ti)
 		return fail("failed", err)
 	}
 	summary := compactor.Redact(compactor.SeedActiveTask(sr.Summary, prop.LatestUserAsk))
-	now := time.Now()
+	now := c.now()
+	summaryTokens := ti.res.SummaryTokens(summary)
 	newRec, err := c.store.Update(ti.key, func(r *state.Record) error {
 		r.PutBranch(state.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Parent: prop.Parent}, now)
 		r.AddSummaryHistory(state.SummaryEntry{At: now, Summary: summary, CoveredMessages: prop.Covered,
-			TokensBefore: ti.res.TokensAfter, TokensAfter: prop.KeptTokens + ti.res.SummaryTokens(summary)})
-		r.Breaker.FailureCount, r.Breaker.BackoffUntil = 0, time.Time{}
+			TokensBefore: ev.TokensBefore, TokensAfter: scaled(prop.KeptTokens+summaryTokens, cal)})
+		updateLine(r, ti.line, now, func(l *state.Line) {
+			l.Breaker.FailureCount, l.Breaker.BackoffUntil = 0, time.Time{}
+			if ti.kind == "manual" {
+				l.Breaker = state.Breaker{}
+			}
+			if l.Model == "" {
+				l.Model = ti.res.Model
+			}
+		})
 		if ti.kind == "manual" {
-			r.Breaker = state.Breaker{}
+			r.ForceNext = false
 		}
 		if ti.kind == "precompact" { // a sync compaction is counted with its turn
 			r.Compactions++
@@ -416,21 +487,13 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		return fail("failed", fmt.Errorf("storing the summary: %w", err))
 	}
 	ev.Result, ev.Covered = "ok", prop.Covered
-	ev.SummaryTokens = ti.res.SummaryTokens(summary)
-	ev.TokensAfter = prop.KeptTokens + ev.SummaryTokens
+	ev.SummaryTokens = scaled(summaryTokens, cal)
+	ev.TokensAfter = scaled(prop.KeptTokens+summaryTokens, cal)
 	ev.DurationMS = time.Since(start).Milliseconds()
 	if sr.Truncated {
 		c.log.Warn().Str("conversation", ti.key.ID).Msg("summary hit max_tokens and may be cut short")
 	}
 	return newRec, ev, nil
-}
-
-// calibrationOf is the conversation's calibration, 1 when it has none.
-func calibrationOf(rec state.Record) float64 {
-	if rec.Calibration > 0 {
-		return rec.Calibration
-	}
-	return 1
 }
 
 func (c *compactions) summaryBase() string {
@@ -454,12 +517,15 @@ func (c *compactions) summaryAuth(client string) string {
 }
 
 // backoff records a summariser failure: the next automatic compaction of the
-// conversation waits 60 s, then 300 s, then 900 s after each failure.
-func (c *compactions) backoff(key state.Key) {
-	_, err := c.store.Update(key, func(r *state.Record) error {
-		d := failureBackoff[min(r.Breaker.FailureCount, len(failureBackoff)-1)]
-		r.Breaker.FailureCount++
-		r.Breaker.BackoffUntil = time.Now().Add(d)
+// line waits 60 s, then 300 s, then 900 s after each failure.
+func (c *compactions) backoff(ti turnInput) {
+	now := c.now()
+	_, err := c.store.Update(ti.key, func(r *state.Record) error {
+		updateLine(r, ti.line, now, func(l *state.Line) {
+			d := failureBackoff[min(l.Breaker.FailureCount, len(failureBackoff)-1)]
+			l.Breaker.FailureCount++
+			l.Breaker.BackoffUntil = now.Add(d)
+		})
 		return nil
 	})
 	if err != nil {
@@ -470,7 +536,7 @@ func (c *compactions) backoff(key state.Key) {
 
 func (c *compactions) clearForceNext(key state.Key) {
 	if _, err := c.store.Update(key, func(r *state.Record) error {
-		r.Breaker.ForceNext = false
+		r.ForceNext = false
 		return nil
 	}); err != nil {
 		c.storeFailed()
@@ -484,16 +550,25 @@ func (c *compactions) precompact(ti turnInput) {
 	if c.storeFailing() {
 		return
 	}
-	done, mine := c.acquire(ti.key)
+	done, mine := c.acquire(ti.lockKey())
 	if !mine {
 		return
 	}
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		defer c.release(ti.key, done)
+		defer c.release(ti.lockKey(), done)
 		rec, ok, err := c.store.Get(ti.key)
-		if err != nil || !ok || rec.Breaker.Tripped || time.Now().Before(rec.Breaker.BackoffUntil) {
+		if err != nil {
+			return
+		}
+		if !ok { // the turn that asked is still queued for the store
+			rec = state.Record{Key: ti.key}
+		}
+		if l := rec.LineByID(ti.line.id); l != nil {
+			ti.nums.Breaker = l.Breaker
+		}
+		if b := ti.nums.Breaker; b.Tripped || c.now().Before(b.BackoffUntil) {
 			return
 		}
 		ti.rec = rec

@@ -360,8 +360,8 @@ func TestSummariserFailuresNeverLoseARequest(t *testing.T) {
 				t.Fatalf("%d summary attempts: a failure must back off", len(summaries))
 			}
 			rec, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), a.convID))
-			if rec.Breaker.FailureCount != 1 || time.Until(rec.Breaker.BackoffUntil) < 50*time.Second {
-				t.Fatalf("breaker after a failure: %+v", rec.Breaker)
+			if b := rec.CurrentLine().Breaker; b.FailureCount != 1 || time.Until(b.BackoffUntil) < 50*time.Second {
+				t.Fatalf("breaker after a failure: %+v", b)
 			}
 		})
 	}
@@ -397,16 +397,16 @@ func TestCircuitBreaker(t *testing.T) {
 		waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
 	}
 	rec, _, _ := st.Get(key)
-	if compacted != 2 || !rec.Breaker.Tripped || !strings.Contains(rec.Breaker.Reason, "over the trigger") {
-		t.Fatalf("compactions %d, breaker %+v", compacted, rec.Breaker)
+	if b := rec.CurrentLine().Breaker; compacted != 2 || !b.Tripped || !strings.Contains(b.Reason, "over the trigger") {
+		t.Fatalf("compactions %d, breaker %+v", compacted, b)
 	}
 	// A manual compaction still runs and resets the breaker.
 	if h := a.turn(false, option.WithHeader(HeaderCompact, "force")); h.Get(HeaderCompacted) != "true" {
 		t.Fatal("forced compaction refused by the breaker")
 	}
 	rec, _, _ = st.Get(key)
-	if rec.Breaker.Tripped {
-		t.Fatalf("manual compaction did not reset the breaker: %+v", rec.Breaker)
+	if b := rec.CurrentLine().Breaker; b.Tripped {
+		t.Fatalf("manual compaction did not reset the breaker: %+v", b)
 	}
 }
 

@@ -52,6 +52,14 @@ type Config struct {
 	// nothing is forwarded. The client's key is never sent upstream, and it
 	// names the client's conversation namespace.
 	AuthKeys []string
+	// Namespace says what separates clients' conversations when AuthKeys is
+	// empty (with AuthKeys, each key is a namespace): "authorization" (""
+	// too) hashes the Authorization header, so two API keys never share a
+	// record; "none" puts every client in one namespace; "header NAME"
+	// uses that header's value. Credentials that rotate (Azure, Vertex and
+	// Copilot tokens change hourly) would otherwise forget every summary
+	// at each change.
+	Namespace string
 	// Compaction: when and how conversations are summarised.
 	Compaction CompactionConfig
 }
@@ -99,6 +107,9 @@ func (c Config) Validate() error {
 		if k == "" || strings.ContainsAny(k, " \t\r\n,") {
 			return errors.New("auth.keys: a key must be non-empty, without spaces or commas")
 		}
+	}
+	if _, err := parseNamespace(c.Namespace); err != nil {
+		return err
 	}
 	if c.MaxBodyBytes < 0 {
 		return errors.New("max_body_bytes must not be negative")

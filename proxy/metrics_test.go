@@ -140,7 +140,11 @@ func TestMetricsAfterScriptedConversation(t *testing.T) {
 		resp.Body.Close()
 	}
 	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
-	waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == turns }, "the turns recorded")
+	// The metric counts a turn after its write commits: wait for both.
+	waitFor(t, func() bool {
+		rec, _, _ := st.Get(key)
+		return rec.Requests == turns && value(scrape(t, p.URL), "ctxpress_recorded_turns_total") == turns
+	}, "the turns recorded")
 
 	m := scrape(t, p.URL)
 	for _, c := range []struct {
@@ -214,7 +218,7 @@ func TestMetricsBreakerTrip(t *testing.T) {
 		a.turn(false)
 		waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
 	}
-	if rec, _, _ := st.Get(key); !rec.Breaker.Tripped {
+	if rec, _, _ := st.Get(key); !rec.CurrentLine().Breaker.Tripped {
 		t.Fatal("the breaker did not open")
 	}
 	if n := value(scrape(t, p.URL), "ctxpress_breaker_trips_total"); n != 1 {

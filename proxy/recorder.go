@@ -131,7 +131,9 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	p, ok := r.pending[key]
 	r.pendingMu.Unlock()
 	if ok && p.latest.usage.Found {
-		applyUsage(rec, p.latest)
+		tr := p.latest
+		tr.turn.compacted = false // the breaker is the writer's business
+		updateLine(rec, tr.turn.line, time.Now(), func(l *state.Line) { observe(rec, l, tr) })
 	}
 }
 
@@ -163,13 +165,12 @@ func (r *recorder) run() {
 }
 
 func (r *recorder) write(batch []turnRecord) {
-	tripped := make([]bool, len(batch))
+	opened := make([]bool, len(batch))
 	muts := make([]state.Mutation, len(batch))
 	now := time.Now()
 	for i, tr := range batch {
 		muts[i] = state.Mutation{Key: tr.turn.key, Fn: func(rec *state.Record) error {
-			tripped[i] = rec.Breaker.Tripped
-			applyTurn(rec, tr, now)
+			opened[i] = applyTurn(rec, tr, now)
 			return nil
 		}}
 	}
@@ -184,45 +185,65 @@ func (r *recorder) write(batch []turnRecord) {
 		case errs[i] != nil:
 			r.failed("cannot write the conversation record", errs[i])
 		case r.written != nil:
-			r.written(recs[i], !tripped[i] && recs[i].Breaker.Tripped)
+			r.written(recs[i], opened[i])
 		}
 	}
 }
 
-// applyTurn folds one answered turn into its conversation's record.
-// applyUsage records what the upstream reported for a turn: the input
-// tokens, the estimate they answer, and the calibration between the two.
-func applyUsage(rec *state.Record, tr turnRecord) {
-	t := tr.turn
-	rec.LastInputTokens = tr.usage.InputTokens
-	rec.LastEstimate = t.tokensAfter
-	if t.tokensAfter > 0 && tr.usage.InputTokens > 0 {
-		rec.Calibration = nextCalibration(rec.Calibration, float64(tr.usage.InputTokens)/float64(t.tokensAfter))
-	}
-}
-
-func applyTurn(rec *state.Record, tr turnRecord, now time.Time) {
+// applyTurn folds one answered turn into its conversation's record: the
+// counters and turn list, the summary it used (so LRU eviction keeps it),
+// and its line's numbers. It reports whether the turn opened the line's
+// breaker.
+func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 	t := tr.turn
 	if t.model != "" {
 		rec.Model = t.model
 	}
-	if tr.usage.Found {
-		applyUsage(rec, tr)
+	if t.applied != nil {
+		rec.TouchBranch(*t.applied, now)
 	}
-	if t.compacted && tr.usage.Found && t.trigger > 0 {
-		if tr.usage.InputTokens > t.trigger {
-			rec.Breaker.ConsecutiveOverTrigger++
-			if rec.Breaker.ConsecutiveOverTrigger >= breakerTrips {
-				rec.Breaker.Tripped = true
-				rec.Breaker.Reason = fmt.Sprintf("upstream reported %d input tokens, over the trigger of %d, after %d compactions in a row",
-					tr.usage.InputTokens, t.trigger, rec.Breaker.ConsecutiveOverTrigger)
-			}
-		} else {
-			rec.Breaker.ConsecutiveOverTrigger = 0
-		}
-	}
+	updateLine(rec, t.line, now, func(l *state.Line) { opened = observe(rec, l, tr) })
 	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
 		InputTokens: tr.usage.InputTokens, Compacted: t.compacted})
+	return opened
+}
+
+// observe folds what the upstream reported for a turn into the turn's
+// line l of rec: the input tokens, the raw estimate they answer, the
+// calibration between the two (per model: a line whose model changes
+// starts from that model's calibration on the other lines), and the
+// breaker. Only a request of the line comes here, so a side request
+// under the same key (a title, a sub-agent) never moves the main line's
+// numbers. It reports whether the breaker opened.
+func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
+	t := tr.turn
+	if t.model != "" && t.model != l.Model {
+		l.Model, l.Calibration = t.model, rec.CalibrationFor(t.model)
+		l.LastInputTokens, l.LastEstimate = 0, 0
+	}
+	if !tr.usage.Found {
+		return false
+	}
+	l.LastInputTokens, l.LastEstimate = tr.usage.InputTokens, t.rawAfter
+	if t.rawAfter > 0 && tr.usage.InputTokens > 0 {
+		l.Calibration = nextCalibration(l.Calibration, float64(tr.usage.InputTokens)/float64(t.rawAfter))
+	}
+	if !t.compacted || t.trigger <= 0 {
+		return false
+	}
+	b := &l.Breaker
+	if tr.usage.InputTokens <= t.trigger {
+		b.ConsecutiveOverTrigger = 0
+		return false
+	}
+	b.ConsecutiveOverTrigger++
+	if b.ConsecutiveOverTrigger >= breakerTrips && !b.Tripped {
+		b.Tripped = true
+		b.Reason = fmt.Sprintf("upstream reported %d input tokens, over the trigger of %d, after %d compactions in a row",
+			tr.usage.InputTokens, t.trigger, b.ConsecutiveOverTrigger)
+		return true
+	}
+	return false
 }
 
 func (r *recorder) failed(msg string, err error) { r.warn.warn(r.log, msg, err) }

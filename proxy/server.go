@@ -31,6 +31,8 @@ type Server struct {
 	comp     *compactions      // always set; compaction itself may be off
 	events   *eventBus
 	metrics  *metrics    // private registry behind /metrics
+	// namespace is cfg.Namespace, parsed.
+	namespace namespaceMode
 	warn     warnLimiter // store failures on the request path
 	// noV1Hint: the upstream hint for a base URL without /v1 is given once.
 	noV1Hint sync.Once
@@ -60,6 +62,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, up: up, pipeline: deps.Pipeline, store: deps.Store}
+	s.namespace, _ = parseNamespace(cfg.Namespace) // Validate checked it
 	s.events = newEventBus(log, cfg.Compaction.WebhookURL)
 	if deps.Store != nil {
 		s.rec = newRecorder(deps.Store, log, s.recorded)
@@ -67,7 +70,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp = &compactions{
 		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: compactor.NewSummarizer(),
 		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
-		inflight: map[state.Key]chan struct{}{},
+		inflight: map[lineKey]chan struct{}{}, now: time.Now,
 	}
 	if deps.Pipeline == nil || deps.Store == nil {
 		s.comp.cfg.Enabled = false // compaction needs both
@@ -413,7 +416,9 @@ func (s *Server) logExchange(x *exchange) {
 		ev = ev.Bool("stream", true)
 	}
 	if t := x.turn; t != nil {
-		ev = ev.Int("tokens_before", t.tokensBefore).Int("tokens_after", t.tokensAfter)
+		// The headers' calibrated estimates, and tiktoken's own counts.
+		ev = ev.Int("tokens_before", t.tokensBefore).Int("tokens_after", t.tokensAfter).
+			Int("raw_tokens_before", t.rawBefore).Int("raw_tokens_after", t.rawAfter)
 		if t.squashed > 0 || t.deduped > 0 {
 			ev = ev.Int("squashed", t.squashed).Int("deduped", t.deduped)
 		}

@@ -150,3 +150,26 @@ func toolCallsFull(m *message) []compactor.ToolCall {
 	}
 	return out
 }
+
+// HistoryChain returns the chain hashes h_0 … h_n of the request's client
+// messages after the leading system messages (h_0 is zero; see ChainHash):
+// h_k names the first k of them, so a request extends an earlier one of k
+// messages exactly when its h_k equals that request's h_k. nil when the
+// Result is not Understood. Each message's canonical digest is cached, so a
+// warm turn hashes 64 bytes per message.
+func (r Result) HistoryChain() [][sha256.Size]byte {
+	v := r.view
+	if v == nil {
+		return nil
+	}
+	return v.extendChain(v.chain, len(v.msgs)-v.lead)
+}
+
+// AppliedHash returns the Hash of the stored summary applied to this
+// request, false when none was.
+func (r Result) AppliedHash() ([sha256.Size]byte, bool) {
+	if r.view == nil || r.view.branch == nil {
+		return [sha256.Size]byte{}, false
+	}
+	return r.view.branch.Hash, true
+}

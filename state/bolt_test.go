@@ -28,7 +28,7 @@ func TestBoltSurvivesRestart(t *testing.T) {
 	}
 	want := mustUpdate(t, s, keyA, func(r *Record) error { *r = fullRecord(keyA); return nil })
 	clock.Advance(time.Minute)
-	mustUpdate(t, s, keyB, func(r *Record) error { r.LastInputTokens = 4242; return nil })
+	mustUpdate(t, s, keyB, func(r *Record) error { r.PutLine(Line{ID: hashOf("l"), LastInputTokens: 4242}); return nil })
 	before, err := s.List(ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +41,8 @@ func TestBoltSurvivesRestart(t *testing.T) {
 	if got := mustGet(t, s, keyA); !reflect.DeepEqual(got, want) {
 		t.Errorf("after restart Get =\n%+v\nwant\n%+v", got, want)
 	}
-	if got := mustGet(t, s, keyB); got.LastInputTokens != 4242 {
-		t.Errorf("after restart LastInputTokens = %d, want 4242", got.LastInputTokens)
+	if got := mustGet(t, s, keyB); got.CurrentLine().LastInputTokens != 4242 {
+		t.Errorf("after restart LastInputTokens = %d, want 4242", got.CurrentLine().LastInputTokens)
 	}
 	after, err := s.List(ListOptions{})
 	if err != nil || !reflect.DeepEqual(after, before) {

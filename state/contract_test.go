@@ -104,9 +104,9 @@ func testRoundTrip(t *testing.T, im impl) {
 
 	// Times in another zone come back as the same instant.
 	zone := time.FixedZone("X", 5*3600)
-	mustUpdate(t, s, keyA, func(r *Record) error { r.Breaker.BackoffUntil = t0.In(zone); return nil })
-	if rec := mustGet(t, s, keyA); !rec.Breaker.BackoffUntil.Equal(t0) {
-		t.Errorf("BackoffUntil = %v, want %v", rec.Breaker.BackoffUntil, t0)
+	mustUpdate(t, s, keyA, func(r *Record) error { r.Lines[0].Breaker.BackoffUntil = t0.In(zone); return nil })
+	if rec := mustGet(t, s, keyA); !rec.Lines[0].Breaker.BackoffUntil.Equal(t0) {
+		t.Errorf("BackoffUntil = %v, want %v", rec.Lines[0].Breaker.BackoffUntil, t0)
 	}
 }
 
@@ -154,9 +154,9 @@ func testUpdateKeepsKey(t *testing.T, im impl) {
 func testNonFiniteCalibration(t *testing.T, im impl) {
 	s := im.open(t, testOptions{})
 	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-		got := mustUpdate(t, s, keyA, func(r *Record) error { r.Calibration = v; return nil })
-		if got.Calibration != 0 {
-			t.Errorf("Calibration %v stored as %v, want 0", v, got.Calibration)
+		got := mustUpdate(t, s, keyA, func(r *Record) error { r.PutLine(Line{Calibration: v}); return nil })
+		if got.Lines[0].Calibration != 0 {
+			t.Errorf("Calibration %v stored as %v, want 0", v, got.Lines[0].Calibration)
 		}
 	}
 }

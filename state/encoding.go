@@ -17,20 +17,38 @@ type diskRecord struct {
 	Namespace       string        `json:"ns"`
 	ID              string        `json:"id"`
 	Model           string        `json:"model,omitempty"`
-	LastInputTokens int           `json:"last_input_tokens,omitempty"`
-	LastEstimate    int           `json:"last_estimate,omitempty"`
-	Calibration     float64       `json:"calibration,omitempty"`
 	Requests        int64         `json:"requests,omitempty"`
 	TokensBefore    int64         `json:"tokens_before,omitempty"`
 	TokensAfter     int64         `json:"tokens_after,omitempty"`
 	TokensSaved     int64         `json:"tokens_saved,omitempty"`
 	Compactions     int64         `json:"compactions,omitempty"`
 	Branches        []diskBranch  `json:"branches,omitempty"`
-	Breaker         diskBreaker   `json:"breaker,omitzero"`
+	Lines           []diskLine    `json:"lines,omitempty"`
+	ForceNext       bool          `json:"force_next,omitempty"`
 	RecentSummaries []diskSummary `json:"recent_summaries,omitempty"`
 	Turns           diskTurns     `json:"turns,omitempty"`
 	CreatedAt       time.Time     `json:"created_at,omitzero"`
 	UpdatedAt       time.Time     `json:"updated_at,omitzero"`
+
+	// Before lines (schema 1 records): one set of numbers and one breaker
+	// for the whole key. Read, never written: they become a line every
+	// request extends (Messages 0), so an upgrade keeps its calibration.
+	LegacyLastInputTokens int         `json:"last_input_tokens,omitempty"`
+	LegacyLastEstimate    int         `json:"last_estimate,omitempty"`
+	LegacyCalibration     float64     `json:"calibration,omitempty"`
+	LegacyBreaker         diskBreaker `json:"breaker,omitzero"`
+}
+
+type diskLine struct {
+	ID              ChainHash   `json:"id,omitzero"`
+	Tip             ChainHash   `json:"tip,omitzero"`
+	Messages        int         `json:"messages,omitempty"`
+	Model           string      `json:"model,omitempty"`
+	LastInputTokens int         `json:"last_input_tokens,omitempty"`
+	LastEstimate    int         `json:"last_estimate,omitempty"`
+	Calibration     float64     `json:"calibration,omitempty"`
+	Breaker         diskBreaker `json:"breaker,omitzero"`
+	UsedAt          time.Time   `json:"used_at,omitzero"`
 }
 
 type diskBranch struct {
@@ -43,7 +61,7 @@ type diskBranch struct {
 }
 
 type diskBreaker struct {
-	ForceNext              bool      `json:"force_next,omitempty"`
+	ForceNext              bool      `json:"force_next,omitempty"` // schema 1 only; now diskRecord.ForceNext
 	Tripped                bool      `json:"tripped,omitempty"`
 	ConsecutiveOverTrigger int       `json:"consecutive_over_trigger,omitempty"`
 	FailureCount           int       `json:"failure_count,omitempty"`
@@ -208,11 +226,15 @@ func utc(t time.Time) time.Time {
 // monotonic reading (Turn.At to the millisecond), a finite Calibration, nil
 // for empty slices. TestNormalizeMatchesRoundTrip keeps the two in step.
 func normalize(r *Record) {
-	if math.IsNaN(r.Calibration) || math.IsInf(r.Calibration, 0) {
-		r.Calibration = 0
-	}
 	r.CreatedAt, r.UpdatedAt = utc(r.CreatedAt), utc(r.UpdatedAt)
-	r.Breaker.BackoffUntil = utc(r.Breaker.BackoffUntil)
+	if len(r.Lines) == 0 {
+		r.Lines = nil
+	}
+	for i := range r.Lines {
+		l := &r.Lines[i]
+		l.Calibration = finite(l.Calibration)
+		l.Breaker.BackoffUntil, l.UsedAt = utc(l.Breaker.BackoffUntil), utc(l.UsedAt)
+	}
 	if len(r.Branches) == 0 {
 		r.Branches = nil
 	}
@@ -239,30 +261,24 @@ func normalize(r *Record) {
 // encodeRecord returns the stored bytes of r.
 func encodeRecord(r *Record) ([]byte, error) {
 	d := diskRecord{
-		Namespace:       r.Key.Namespace,
-		ID:              r.Key.ID,
-		Model:           r.Model,
-		LastInputTokens: r.LastInputTokens,
-		LastEstimate:    r.LastEstimate,
-		Calibration:     r.Calibration,
-		Requests:        r.Requests,
-		TokensBefore:    r.TokensBefore,
-		TokensAfter:     r.TokensAfter,
-		TokensSaved:     r.TokensSaved,
-		Compactions:     r.Compactions,
-		Breaker: diskBreaker{
-			ForceNext:              r.Breaker.ForceNext,
-			Tripped:                r.Breaker.Tripped,
-			ConsecutiveOverTrigger: r.Breaker.ConsecutiveOverTrigger,
-			FailureCount:           r.Breaker.FailureCount,
-			BackoffUntil:           utc(r.Breaker.BackoffUntil),
-			Reason:                 r.Breaker.Reason,
-		},
-		CreatedAt: utc(r.CreatedAt),
-		UpdatedAt: utc(r.UpdatedAt),
+		Namespace:    r.Key.Namespace,
+		ID:           r.Key.ID,
+		Model:        r.Model,
+		Requests:     r.Requests,
+		TokensBefore: r.TokensBefore,
+		TokensAfter:  r.TokensAfter,
+		TokensSaved:  r.TokensSaved,
+		Compactions:  r.Compactions,
+		ForceNext:    r.ForceNext,
+		CreatedAt:    utc(r.CreatedAt),
+		UpdatedAt:    utc(r.UpdatedAt),
 	}
-	if math.IsNaN(d.Calibration) || math.IsInf(d.Calibration, 0) {
-		d.Calibration = 0
+	for _, l := range r.Lines {
+		d.Lines = append(d.Lines, diskLine{
+			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
+			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
+			Breaker: toDiskBreaker(l.Breaker), UsedAt: utc(l.UsedAt),
+		})
 	}
 	for _, b := range r.Branches {
 		d.Branches = append(d.Branches, diskBranch{
@@ -298,26 +314,27 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		return Record{}, fmt.Errorf("state: decode %s: %w: %w", key, ErrCorrupt, err)
 	}
 	r := Record{
-		Key:             key,
-		Model:           d.Model,
-		LastInputTokens: d.LastInputTokens,
-		LastEstimate:    d.LastEstimate,
-		Calibration:     d.Calibration,
-		Requests:        d.Requests,
-		TokensBefore:    d.TokensBefore,
-		TokensAfter:     d.TokensAfter,
-		TokensSaved:     d.TokensSaved,
-		Compactions:     d.Compactions,
-		Breaker: Breaker{
-			ForceNext:              d.Breaker.ForceNext,
-			Tripped:                d.Breaker.Tripped,
-			ConsecutiveOverTrigger: d.Breaker.ConsecutiveOverTrigger,
-			FailureCount:           d.Breaker.FailureCount,
-			BackoffUntil:           d.Breaker.BackoffUntil,
-			Reason:                 d.Breaker.Reason,
-		},
-		CreatedAt: d.CreatedAt,
-		UpdatedAt: d.UpdatedAt,
+		Key:          key,
+		Model:        d.Model,
+		Requests:     d.Requests,
+		TokensBefore: d.TokensBefore,
+		TokensAfter:  d.TokensAfter,
+		TokensSaved:  d.TokensSaved,
+		Compactions:  d.Compactions,
+		ForceNext:    d.ForceNext || d.LegacyBreaker.ForceNext,
+		CreatedAt:    d.CreatedAt,
+		UpdatedAt:    d.UpdatedAt,
+	}
+	for _, l := range d.Lines {
+		r.Lines = append(r.Lines, Line{
+			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
+			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
+			Breaker: fromDiskBreaker(l.Breaker), UsedAt: l.UsedAt,
+		})
+	}
+	if len(d.Lines) == 0 && (d.LegacyLastInputTokens > 0 || d.LegacyCalibration > 0 || d.LegacyBreaker != (diskBreaker{ForceNext: d.LegacyBreaker.ForceNext})) {
+		r.Lines = []Line{{Model: d.Model, LastInputTokens: d.LegacyLastInputTokens, LastEstimate: d.LegacyLastEstimate,
+			Calibration: finite(d.LegacyCalibration), Breaker: fromDiskBreaker(d.LegacyBreaker), UsedAt: d.UpdatedAt}}
 	}
 	for _, b := range d.Branches {
 		r.Branches = append(r.Branches, Branch{
@@ -333,6 +350,24 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 	}
 	r.Turns = []Turn(d.Turns)
 	return r, nil
+}
+
+func toDiskBreaker(b Breaker) diskBreaker {
+	return diskBreaker{Tripped: b.Tripped, ConsecutiveOverTrigger: b.ConsecutiveOverTrigger,
+		FailureCount: b.FailureCount, BackoffUntil: utc(b.BackoffUntil), Reason: b.Reason}
+}
+
+func fromDiskBreaker(d diskBreaker) Breaker {
+	return Breaker{Tripped: d.Tripped, ConsecutiveOverTrigger: d.ConsecutiveOverTrigger,
+		FailureCount: d.FailureCount, BackoffUntil: d.BackoffUntil, Reason: d.Reason}
+}
+
+// finite returns f, or 0 for NaN and ±Inf (JSON has no such numbers).
+func finite(f float64) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	return f
 }
 
 // decodeStamp reads only UpdatedAt; ok is false for undecodable bytes.

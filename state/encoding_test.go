@@ -20,13 +20,14 @@ const goldenV1 = `{"ns":"ns","id":"c1","model":"gpt-4o","last_input_tokens":1234
 	`"turns":[[1735787045000,100,100,90,0],[1735787046000,200,100,95,1]],` +
 	`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:06Z"}`
 
-// goldenWritten is what this version writes: goldenV1 with the turns last
-// (they are spliced in after the rest). Both must decode to the same record.
-const goldenWritten = `{"ns":"ns","id":"c1","model":"gpt-4o","last_input_tokens":1234,"last_estimate":1200,` +
-	`"calibration":1.5,"requests":2,"tokens_before":300,"tokens_after":200,"tokens_saved":100,"compactions":1,` +
+// goldenWritten is what this version writes: goldenV1's numbers and breaker
+// as a line, and the turns last (they are spliced in after the rest). Both
+// must decode to the same record.
+const goldenWritten = `{"ns":"ns","id":"c1","model":"gpt-4o","requests":2,"tokens_before":300,"tokens_after":200,"tokens_saved":100,"compactions":1,` +
 	`"branches":[{"summary":"S","covered":4,"hash":"6100000000000000000000000000000000000000000000000000000000000000",` +
 	`"created_at":"2025-01-02T03:04:05Z","used_at":"2025-01-02T03:04:05Z"}],` +
-	`"breaker":{"consecutive_over_trigger":2,"reason":"r"},` +
+	`"lines":[{"model":"gpt-4o","last_input_tokens":1234,"last_estimate":1200,"calibration":1.5,` +
+	`"breaker":{"consecutive_over_trigger":2,"reason":"r"},"used_at":"2025-01-02T03:04:06Z"}],` +
 	`"recent_summaries":[{"at":"2025-01-02T03:04:05Z","summary":"S","covered_messages":4,"tokens_before":250,"tokens_after":100}],` +
 	`"created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:06Z",` +
 	`"turns":[[1735787045000,100,100,90,0],[1735787046000,200,100,95,1]]}`
@@ -34,10 +35,12 @@ const goldenWritten = `{"ns":"ns","id":"c1","model":"gpt-4o","last_input_tokens"
 func goldenRecord() Record {
 	return Record{
 		Key: Key{Namespace: "ns", ID: "c1"}, Model: "gpt-4o",
-		LastInputTokens: 1234, LastEstimate: 1200, Calibration: 1.5,
 		Requests: 2, TokensBefore: 300, TokensAfter: 200, TokensSaved: 100, Compactions: 1,
 		Branches: []Branch{{Summary: "S", Covered: 4, Hash: hashOf("a"), CreatedAt: t0, UsedAt: t0}},
-		Breaker:  Breaker{ConsecutiveOverTrigger: 2, Reason: "r"},
+		// A schema-1 record's numbers and breaker become a line that every
+		// request extends (no ID, no tip, 0 messages).
+		Lines: []Line{{Model: "gpt-4o", LastInputTokens: 1234, LastEstimate: 1200, Calibration: 1.5,
+			Breaker: Breaker{ConsecutiveOverTrigger: 2, Reason: "r"}, UsedAt: t0.Add(time.Second)}},
 		RecentSummaries: []SummaryEntry{
 			{At: t0, Summary: "S", CoveredMessages: 4, TokensBefore: 250, TokensAfter: 100},
 		},
@@ -98,19 +101,19 @@ func TestNormalizeMatchesRoundTrip(t *testing.T) {
 		"golden": goldenRecord(),
 		"zero":   {},
 		"empty slices": {
-			Branches: []Branch{}, RecentSummaries: []SummaryEntry{}, Turns: []Turn{},
+			Branches: []Branch{}, Lines: []Line{}, RecentSummaries: []SummaryEntry{}, Turns: []Turn{},
 		},
 		"zones and nanoseconds": {
 			CreatedAt: now, UpdatedAt: now.In(zone),
 			Branches:        []Branch{{CreatedAt: now.In(zone), UsedAt: now}},
-			Breaker:         Breaker{BackoffUntil: now.In(zone)},
+			Lines:           []Line{{Breaker: Breaker{BackoffUntil: now.In(zone)}, UsedAt: now.In(zone)}},
 			RecentSummaries: []SummaryEntry{{At: now}},
 			Turns:           []Turn{{At: now.In(zone)}, {At: time.Time{}}, {At: time.Unix(-5, 999).In(zone)}},
 		},
-		"NaN":  {Calibration: math.NaN()},
-		"+Inf": {Calibration: math.Inf(1)},
+		"NaN":  {Lines: []Line{{Calibration: math.NaN()}}},
+		"+Inf": {Lines: []Line{{Calibration: math.Inf(1)}}},
 		"big": {
-			Requests: math.MaxInt64, LastInputTokens: math.MaxInt32,
+			Requests: math.MaxInt64, Lines: []Line{{LastInputTokens: math.MaxInt32, Messages: math.MaxInt32}},
 			Turns: []Turn{{TokensBefore: math.MaxInt32, TokensAfter: -1, InputTokens: math.MinInt32}},
 		},
 	}

@@ -141,23 +141,25 @@ func hashOf(s string) ChainHash {
 func fullRecord(key Key) Record {
 	at := t0.Add(-time.Hour)
 	return Record{
-		Key:             key,
-		Model:           "gpt-4o",
-		LastInputTokens: 1234,
-		LastEstimate:    1200,
-		Calibration:     1.0283,
-		Requests:        7,
-		TokensBefore:    70000,
-		TokensAfter:     40000,
-		TokensSaved:     30000,
-		Compactions:     2,
+		Key:          key,
+		Model:        "gpt-4o",
+		Requests:     7,
+		TokensBefore: 70000,
+		TokensAfter:  40000,
+		TokensSaved:  30000,
+		Compactions:  2,
+		ForceNext:    true,
 		Branches: []Branch{
 			{Summary: "first", Covered: 10, Hash: hashOf("a"), CreatedAt: at, UsedAt: at},
 			{Summary: "second", Covered: 20, Hash: hashOf("b"), Parent: hashOf("a"), CreatedAt: at, UsedAt: at.Add(time.Minute)},
 		},
-		Breaker: Breaker{
-			Tripped: true, ConsecutiveOverTrigger: 3, FailureCount: 2,
-			BackoffUntil: at.Add(10 * time.Minute), Reason: "summariser timeout",
+		Lines: []Line{
+			{ID: hashOf("a"), Tip: hashOf("t"), Messages: 12, Model: "gpt-4o", LastInputTokens: 1234, LastEstimate: 1200,
+				Calibration: 1.0283, UsedAt: at, Breaker: Breaker{
+					Tripped: true, ConsecutiveOverTrigger: 3, FailureCount: 2,
+					BackoffUntil: at.Add(10 * time.Minute), Reason: "summariser timeout",
+				}},
+			{ID: hashOf("side"), Tip: hashOf("side"), Messages: 1, Model: "gpt-4o-mini", UsedAt: at.Add(-time.Minute)},
 		},
 		RecentSummaries: []SummaryEntry{
 			{At: at, Summary: "first", CoveredMessages: 10, TokensBefore: 9000, TokensAfter: 3000},

@@ -18,6 +18,9 @@ const (
 	MaxRecentSummaries = 5
 	// MaxTurns is how many turns AddTurn keeps, the most recent.
 	MaxTurns = 200
+	// MaxLines is how many lines of history a record keeps; PutLine drops
+	// the least recently used beyond it.
+	MaxLines = 8
 )
 
 // Record is everything stored for one conversation. The zero value (with a
@@ -25,16 +28,6 @@ const (
 type Record struct {
 	Key   Key
 	Model string // the model of the last request
-
-	// LastInputTokens is the input token count the upstream reported for the
-	// last request (usage.prompt_tokens or usage.input_tokens); 0 when unknown.
-	LastInputTokens int
-	// LastEstimate is ctxpress's own estimate for that same request, so
-	// LastInputTokens/LastEstimate calibrates the next estimate.
-	LastEstimate int
-	// Calibration is the factor applied to the next estimate, as the caller
-	// computed and clamped it; 0 means none yet. NaN and ±Inf are stored as 0.
-	Calibration float64
 
 	// Counters since the record was created.
 	Requests     int64 // requests seen
@@ -46,7 +39,14 @@ type Record struct {
 	// Branches are the summaries this conversation can resume from; see
 	// Branch. At most MaxBranches; order is not meaningful.
 	Branches []Branch
-	Breaker  Breaker
+	// Lines are the histories seen under this key, each with its own
+	// numbers and breaker; see Line. At most MaxLines; order is not
+	// meaningful.
+	Lines []Line
+	// ForceNext is a manual compaction requested for the conversation's
+	// next request (the admin API's compact); it bypasses the threshold,
+	// backoff and a tripped breaker, and is cleared when used.
+	ForceNext bool
 
 	// RecentSummaries are the last MaxRecentSummaries summaries written,
 	// oldest first, for inspection.
@@ -112,13 +112,9 @@ type Branch struct {
 	UsedAt time.Time
 }
 
-// Breaker is the compaction circuit breaker of a conversation; the caller owns
-// its rules, the store only keeps it.
+// Breaker is the compaction circuit breaker of a line; the caller owns its
+// rules, the store only keeps it.
 type Breaker struct {
-	// ForceNext is a manual compaction requested for the conversation's next
-	// request (the admin API's compact); it bypasses the threshold, backoff
-	// and a tripped breaker, and is cleared when used.
-	ForceNext              bool
 	Tripped                bool
 	ConsecutiveOverTrigger int
 	FailureCount           int
@@ -178,7 +174,8 @@ func (r *Record) PutBranch(b Branch, now time.Time) {
 }
 
 // TouchBranch marks the branch with hash h as used at now, so LRU eviction
-// keeps it. It reports whether such a branch exists.
+// keeps the summaries that requests apply, not only those just written. It
+// reports whether such a branch exists.
 func (r *Record) TouchBranch(h ChainHash, now time.Time) bool {
 	for i := range r.Branches {
 		if r.Branches[i].Hash == h {

@@ -1,0 +1,91 @@
+package proxy
+
+import (
+	"math"
+	"time"
+
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
+)
+
+// lineRef names the line of history a request belongs to (see state.Line)
+// and where the request takes it: its chain hash and length.
+type lineRef struct {
+	id       state.ChainHash // the line's; a new line's is the request's own tip
+	tip      state.ChainHash
+	messages int
+}
+
+// lineKey is what one compaction at a time is held for: a line of one
+// conversation, not the whole key, so two histories that share a key never
+// wait for each other's summary.
+type lineKey struct {
+	key  state.Key
+	line state.ChainHash
+}
+
+// lineOf finds the line of rec that the request res extends and returns it
+// with the numbers the request is judged by: the line's own, or, for a new
+// line, none but the calibration of the model's other lines. A line whose
+// model differs from the request's lends its breaker, not its numbers.
+func lineOf(rec *state.Record, res rewrite.Result) (lineRef, state.Line) {
+	chain := res.HistoryChain()
+	if len(chain) == 0 {
+		return lineRef{}, state.Line{}
+	}
+	n := len(chain) - 1
+	ref := lineRef{tip: chain[n], messages: n}
+	i := rec.MatchLine(func(k int) (state.ChainHash, bool) {
+		if k > n {
+			return state.ChainHash{}, false
+		}
+		return chain[k], true
+	})
+	if i < 0 {
+		ref.id = ref.tip
+		return ref, state.Line{ID: ref.id, Model: res.Model, Calibration: rec.CalibrationFor(res.Model)}
+	}
+	l := rec.Lines[i]
+	ref.id = l.ID
+	if l.Model != res.Model {
+		l.Model, l.Calibration = res.Model, rec.CalibrationFor(res.Model)
+		l.LastInputTokens, l.LastEstimate = 0, 0
+	}
+	return ref, l
+}
+
+// updateLine runs fn on the line ref names in r, creating it when it is
+// not there yet (a first turn, or one evicted since), and stores it back.
+// The line's tip moves to ref unless a longer request of it was recorded
+// already; its LRU clock is set to now.
+func updateLine(r *state.Record, ref lineRef, now time.Time, fn func(*state.Line)) {
+	var l state.Line
+	if p := r.LineByID(ref.id); p != nil {
+		l = *p
+	} else {
+		l = state.Line{ID: ref.id}
+	}
+	if ref.messages >= l.Messages {
+		l.Tip, l.Messages = ref.tip, ref.messages
+	}
+	l.UsedAt = now
+	if fn != nil {
+		fn(&l)
+	}
+	r.PutLine(l)
+}
+
+// calibrationOf is a line's calibration, 1 when it has none.
+func calibrationOf(l state.Line) float64 {
+	if l.Calibration > 0 && !math.IsNaN(l.Calibration) && !math.IsInf(l.Calibration, 0) {
+		return l.Calibration
+	}
+	return 1
+}
+
+// calibrated converts raw, a tiktoken estimate of a request on line l, to
+// what the upstream will most likely count: the upstream's own count when
+// raw is exactly the estimate it counted last, else raw × calibration.
+func calibrated(raw int, l state.Line) int {
+	return rewrite.Effective(raw, l.LastEstimate, l.LastInputTokens, l.Calibration)
+}
