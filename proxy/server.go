@@ -30,10 +30,10 @@ type Server struct {
 	rec      *recorder         // nil without a store
 	comp     *compactions      // always set; compaction itself may be off
 	events   *eventBus
-	metrics  *metrics    // private registry behind /metrics
+	metrics  *metrics // private registry behind /metrics
 	// namespace is cfg.Namespace, parsed.
 	namespace namespaceMode
-	warn     warnLimiter // store failures on the request path
+	warn      warnLimiter // store failures on the request path
 	// noV1Hint: the upstream hint for a base URL without /v1 is given once.
 	noV1Hint sync.Once
 }
