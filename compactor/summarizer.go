@@ -95,7 +95,8 @@ type chatMessage struct {
 // the call starts, since fasthttp cancels by deadline.
 //
 // Errors wrap ErrTransport (no answer: dial, reset, timeout, ctx), ErrUpstream
-// (non-2xx; the upstream's own error message included, secrets redacted),
+// (non-2xx; the upstream's own error message included, secrets redacted;
+// also ErrContextOverflow when IsContextOverflow),
 // ErrBadResponse (not a chat completion) or ErrEmptySummary (no text, e.g. a
 // reasoning model that spent max_tokens on reasoning_content).
 func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (SummaryResult, error) {
@@ -155,7 +156,7 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 // parseSummary reads a chat completion answer into res.
 func parseSummary(res SummaryResult, status int, body []byte, auth string) (SummaryResult, error) {
 	if status < 200 || status > 299 {
-		if status == 400 && isContextOverflow(body) {
+		if IsContextOverflow(status, body) {
 			return res, fmt.Errorf("%w: %w: status %d: %s", ErrContextOverflow, ErrUpstream, status, upstreamMessage(body, auth))
 		}
 		return res, fmt.Errorf("%w: status %d: %s", ErrUpstream, status, upstreamMessage(body, auth))
@@ -252,18 +253,4 @@ func upstreamMessage(body []byte, auth string) string {
 		msg = "(empty body)"
 	}
 	return msg
-}
-
-// isContextOverflow reports whether an error body says the request was too
-// long for the model: OpenAI's context_length_exceeded, llama.cpp's
-// exceed_context_size_error, and the "context length"/"context size"
-// wording of vLLM, LM Studio and Ollama.
-func isContextOverflow(body []byte) bool {
-	b := strings.ToLower(string(body))
-	for _, s := range []string{"context_length_exceeded", "exceed_context_size", "context length", "context size", "context window", "maximum context"} {
-		if strings.Contains(b, s) {
-			return true
-		}
-	}
-	return false
 }

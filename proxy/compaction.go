@@ -387,9 +387,11 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	sr, err := summarize(budget)
 	if errors.Is(err, compactor.ErrContextOverflow) {
 		// The summariser's tokenizer counts more than the estimate allowed
-		// for: one more try with half the transcript.
+		// for, or its slots share a KV cache that is full (llama.cpp's
+		// 500): one more try with half the transcript that was sent, which
+		// may have been well under the budget.
 		c.log.Info().Str("conversation", ti.key.ID).Msg("summary request over the summariser's window; retrying with half the transcript")
-		sr, err = summarize(budget / 2)
+		sr, err = summarize(min(budget, len(compactor.Transcript(msgs, budget))) / 2)
 	}
 	ev.SummarizerMS = max(1, time.Since(callStart).Milliseconds()) // 0 means no call
 	if err != nil {
