@@ -101,8 +101,13 @@ type eventsConfig struct {
 	WebhookURL string `yaml:"webhook_url"`
 }
 
+// modelConfig is one models: entry. Reasoning, when set, says whether the
+// model takes the reasoning parameter rules in a summary call
+// (max_completion_tokens, no temperature); unset, the built-in family table
+// decides.
 type modelConfig struct {
-	ContextWindow int `yaml:"context_window"`
+	ContextWindow int   `yaml:"context_window"`
+	Reasoning     *bool `yaml:"reasoning"`
 }
 
 type squashConfig struct {
@@ -168,8 +173,15 @@ func defaultConfig() config {
 // compactionConfig is the proxy's view of the compaction options.
 func (c config) compactionConfig() proxy.CompactionConfig {
 	models := make(map[string]int, len(c.Models))
+	var reasoning map[string]bool
 	for name, m := range c.Models {
 		models[name] = m.ContextWindow
+		if m.Reasoning != nil {
+			if reasoning == nil {
+				reasoning = map[string]bool{}
+			}
+			reasoning[name] = *m.Reasoning
+		}
 	}
 	cc := c.Compaction
 	return proxy.CompactionConfig{
@@ -181,7 +193,8 @@ func (c config) compactionConfig() proxy.CompactionConfig {
 		Precompact: cc.Precompact, PrecompactRatio: cc.PrecompactRatio,
 		SummaryPlacement: cc.SummaryPlacement,
 		Summarizer: proxy.SummarizerConfig{BaseURL: cc.Summarizer.BaseURL, Model: cc.Summarizer.Model,
-			APIKey: cc.Summarizer.APIKey, Timeout: cc.Summarizer.Timeout, MaxTokens: cc.Summarizer.MaxTokens},
+			APIKey: cc.Summarizer.APIKey, Timeout: cc.Summarizer.Timeout, MaxTokens: cc.Summarizer.MaxTokens,
+			Reasoning: reasoning},
 		MaxHistoryMessages: c.MaxHistory,
 		ConciseOutput:      c.ConciseOutput,
 		WebhookURL:         c.Events.WebhookURL,

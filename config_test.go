@@ -113,3 +113,21 @@ func TestAuthKeysConfig(t *testing.T) {
 		t.Fatalf("an empty key: %v", err)
 	}
 }
+
+// models: {name: {reasoning: …}} reaches the summariser; an entry without
+// it leaves the family table in charge.
+func TestModelsReasoningReachesTheSummarizer(t *testing.T) {
+	c := defaultConfig()
+	yml := "models: {my-azure-o3: {reasoning: true}, gpt-5-chat: {reasoning: false}, local: {context_window: 8192}}\n"
+	if err := decodeConfigFile(&c, []byte(yml)); err != nil {
+		t.Fatal(err)
+	}
+	got := c.compactionConfig()
+	want := map[string]bool{"my-azure-o3": true, "gpt-5-chat": false}
+	if !reflect.DeepEqual(got.Summarizer.Reasoning, want) {
+		t.Errorf("summarizer reasoning %v, want %v", got.Summarizer.Reasoning, want)
+	}
+	if got.Trigger.ContextWindow("local") != 8192 {
+		t.Errorf("context window of local: %d", got.Trigger.ContextWindow("local"))
+	}
+}

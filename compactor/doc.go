@@ -22,7 +22,12 @@
 //   - BuildPrompt wraps the transcript in the preamble and the 13-section
 //     template, feeding the previous summary back for an iterative update
 //     (one summary, never a summary of summaries).
-//   - Summarizer.Summarize sends it (temperature 0.3, DefaultMaxTokens).
+//   - Summarizer.Summarize sends it in the model's ParamRules (RulesFor:
+//     temperature 0.3 and max_tokens DefaultMaxTokens, or for OpenAI's
+//     reasoning models max_completion_tokens and no temperature), and
+//     sends it again without a parameter the upstream refuses
+//     (RefusesParam), remembering that for the model.
+//     IsContextOverflow classifies an upstream's "too long" answer.
 //   - SeedActiveTask pins the latest user ask at the top of "## Active Task";
 //     Block renders the <conversation_summary> block for the system message.
 //   - ValidateChat checks that the compacted request is still one a strict

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ctxpress/ctxpress/internal/envproxy"
@@ -26,6 +27,12 @@ const (
 	maxResponseBytes = 16 << 20
 	// maxErrorText caps how much of an upstream error body goes into an error.
 	maxErrorText = 300
+	// maxParamRetries bounds the calls that follow a refused parameter: one
+	// per thing that can change (the cap's name, temperature).
+	maxParamRetries = 2
+	// maxLearned bounds the (base URL, model) pairs whose refusals are
+	// remembered; past it a refusal is still retried, just not remembered.
+	maxLearned = 1024
 )
 
 // SummaryRequest is one summary call.
@@ -33,9 +40,10 @@ type SummaryRequest struct {
 	BaseURL       string        // OpenAI-compatible base URL, e.g. https://api.openai.com/v1; "/chat/completions" is appended
 	Authorization string        // sent as the Authorization header when not empty; never in an error
 	Model         string        // the summary model
+	Reasoning     *bool         // overrides the family table (RulesFor) for Model; nil = the table
 	Prompt        string        // the one user message (BuildPrompt)
-	MaxTokens     int           // max_tokens; 0 = DefaultMaxTokens(0)
-	Timeout       time.Duration // per call; 0 = DefaultTimeout
+	MaxTokens     int           // the summary's length cap (max_tokens, or max_completion_tokens with headroom); 0 = DefaultMaxTokens(0)
+	Timeout       time.Duration // per Summarize, retries included; 0 = DefaultTimeout
 }
 
 // SummaryResult is a summary and what it cost, as the upstream reported it.
@@ -51,14 +59,20 @@ type SummaryResult struct {
 // for concurrent use; the zero value is not usable, call NewSummarizer.
 type Summarizer struct {
 	client *fasthttp.Client
+
+	mu      sync.Mutex              // guards learned
+	learned map[modelKey]ParamRules // rules an upstream's refusal taught, for the life of the process
 }
+
+// modelKey is one model behind one summariser base URL.
+type modelKey struct{ base, model string }
 
 // NewSummarizer returns a Summarizer with its own connection pool.
 func NewSummarizer() *Summarizer {
 	// The environment's outbound proxy, as for the upstream (a bad proxy
 	// URL has already stopped the upstream client from starting).
 	dial, _ := envproxy.Dial("", 10*time.Second)
-	return &Summarizer{client: &fasthttp.Client{
+	return &Summarizer{learned: map[modelKey]ParamRules{}, client: &fasthttp.Client{
 		Dial: dial,
 		// fasthttp dials IPv4 only by default: an upstream at [::1] or a
 		// localhost that resolves only to ::1 would be unreachable.
@@ -75,12 +89,15 @@ func NewSummarizer() *Summarizer {
 }
 
 // chatRequest is the summary call's body; field order is the wire order.
+// ParamRules decide which of temperature, max_tokens and
+// max_completion_tokens are present.
 type chatRequest struct {
-	Model       string        `json:"model"`
-	Messages    []chatMessage `json:"messages"`
-	Temperature float64       `json:"temperature"`
-	MaxTokens   int           `json:"max_tokens"`
-	Stream      bool          `json:"stream"`
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	Temperature         *float64      `json:"temperature,omitempty"`
+	MaxTokens           int           `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
+	Stream              bool          `json:"stream"`
 }
 
 type chatMessage struct {
@@ -89,15 +106,21 @@ type chatMessage struct {
 }
 
 // Summarize posts req.Prompt as the one user message to
-// {BaseURL}/chat/completions (temperature 0.3, stream false) and returns the
-// assistant's text. The call ends at the earlier of ctx's deadline and
-// now+Timeout; a context cancelled without a deadline is only seen before
-// the call starts, since fasthttp cancels by deadline.
+// {BaseURL}/chat/completions (stream false) and returns the assistant's
+// text. The options follow the model's ParamRules: max_tokens and
+// temperature 0.3, or for reasoning models max_completion_tokens (with
+// room for the reasoning) and no temperature. When the upstream answers
+// 400 refusing one of them, the call is sent again without it (at most
+// twice), and the (BaseURL, Model) pair keeps the rules that worked for the
+// life of the Summarizer. The calls end at the earlier of ctx's deadline
+// and now+Timeout; a context cancelled without a deadline is only seen
+// before the call starts, since fasthttp cancels by deadline.
 //
 // Errors wrap ErrTransport (no answer: dial, reset, timeout, ctx), ErrUpstream
-// (non-2xx; the upstream's own error message included, secrets redacted),
-// ErrBadResponse (not a chat completion) or ErrEmptySummary (no text, e.g. a
-// reasoning model that spent max_tokens on reasoning_content).
+// (non-2xx; the upstream's own error message included, secrets redacted;
+// also ErrContextOverflow when IsContextOverflow), ErrBadResponse (not a
+// chat completion) or ErrEmptySummary (no text, e.g. a reasoning model that
+// spent its cap on reasoning_content).
 func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (SummaryResult, error) {
 	if err := ctx.Err(); err != nil {
 		return SummaryResult{}, fmt.Errorf("%w: %w", ErrTransport, err)
@@ -106,26 +129,10 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	maxTokens := req.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = DefaultMaxTokens(0)
-	}
 	start := time.Now()
 	deadline := start.Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
-	}
-
-	var body bytes.Buffer
-	enc := json.NewEncoder(&body)
-	enc.SetEscapeHTML(false) // the prompt is full of <, > and &; keep it readable on the wire
-	if err := enc.Encode(chatRequest{
-		Model:       req.Model,
-		Messages:    []chatMessage{{Role: "user", Content: req.Prompt}},
-		Temperature: summaryTemperature,
-		MaxTokens:   maxTokens,
-	}); err != nil {
-		return SummaryResult{}, fmt.Errorf("compactor: encoding summary request: %w", err)
 	}
 
 	hreq := fasthttp.AcquireRequest()
@@ -139,23 +146,81 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 	if req.Authorization != "" {
 		hreq.Header.Set(fasthttp.HeaderAuthorization, req.Authorization)
 	}
-	hreq.SetBodyRaw(body.Bytes())
 
-	err := s.client.DoDeadline(hreq, hresp, deadline)
-	res := SummaryResult{Duration: time.Since(start)}
-	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return res, fmt.Errorf("%w: %w (%w)", ErrTransport, cerr, err)
+	key := modelKey{strings.TrimRight(req.BaseURL, "/"), req.Model}
+	rules := s.rulesFor(key, req)
+	for attempt := 0; ; attempt++ {
+		body, err := summaryBody(req, rules)
+		if err != nil {
+			return SummaryResult{}, err
 		}
-		return res, fmt.Errorf("%w: %w", ErrTransport, err)
+		hreq.SetBodyRaw(body)
+		err = s.client.DoDeadline(hreq, hresp, deadline)
+		res := SummaryResult{Duration: time.Since(start)}
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return res, fmt.Errorf("%w: %w (%w)", ErrTransport, cerr, err)
+			}
+			return res, fmt.Errorf("%w: %w", ErrTransport, err)
+		}
+		if next, refused := retryRules(rules, hresp.StatusCode(), hresp.Body()); refused && attempt < maxParamRetries {
+			s.learn(key, next)
+			rules = next
+			continue
+		}
+		return parseSummary(res, hresp.StatusCode(), hresp.Body(), req.Authorization)
 	}
-	return parseSummary(res, hresp.StatusCode(), hresp.Body(), req.Authorization)
+}
+
+// rulesFor is what a refusal taught for key, else the family table with
+// req's override.
+func (s *Summarizer) rulesFor(key modelKey, req SummaryRequest) ParamRules {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.learned[key]; ok {
+		return r
+	}
+	return RulesFor(req.Model, req.Reasoning)
+}
+
+// learn remembers the rules an upstream's refusal taught for key.
+func (s *Summarizer) learn(key modelKey, r ParamRules) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.learned[key]; ok || len(s.learned) < maxLearned {
+		s.learned[key] = r
+	}
+}
+
+// summaryBody encodes the summary call for req under rules.
+func summaryBody(req SummaryRequest, rules ParamRules) ([]byte, error) {
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxTokens(0)
+	}
+	cr := chatRequest{Model: req.Model, Messages: []chatMessage{{Role: "user", Content: req.Prompt}}}
+	if rules.MaxCompletionTokens {
+		cr.MaxCompletionTokens = maxTokens + reasoningHeadroom
+	} else {
+		cr.MaxTokens = maxTokens
+	}
+	if !rules.NoTemperature {
+		t := summaryTemperature
+		cr.Temperature = &t
+	}
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false) // the prompt is full of <, > and &; keep it readable on the wire
+	if err := enc.Encode(cr); err != nil {
+		return nil, fmt.Errorf("compactor: encoding summary request: %w", err)
+	}
+	return body.Bytes(), nil
 }
 
 // parseSummary reads a chat completion answer into res.
 func parseSummary(res SummaryResult, status int, body []byte, auth string) (SummaryResult, error) {
 	if status < 200 || status > 299 {
-		if status == 400 && isContextOverflow(body) {
+		if IsContextOverflow(status, body) {
 			return res, fmt.Errorf("%w: %w: status %d: %s", ErrContextOverflow, ErrUpstream, status, upstreamMessage(body, auth))
 		}
 		return res, fmt.Errorf("%w: status %d: %s", ErrUpstream, status, upstreamMessage(body, auth))
@@ -252,18 +317,4 @@ func upstreamMessage(body []byte, auth string) string {
 		msg = "(empty body)"
 	}
 	return msg
-}
-
-// isContextOverflow reports whether an error body says the request was too
-// long for the model: OpenAI's context_length_exceeded, llama.cpp's
-// exceed_context_size_error, and the "context length"/"context size"
-// wording of vLLM, LM Studio and Ollama.
-func isContextOverflow(body []byte) bool {
-	b := strings.ToLower(string(body))
-	for _, s := range []string{"context_length_exceeded", "exceed_context_size", "context length", "context size", "context window", "maximum context"} {
-		if strings.Contains(b, s) {
-			return true
-		}
-	}
-	return false
 }

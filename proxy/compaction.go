@@ -56,6 +56,20 @@ type SummarizerConfig struct {
 	Timeout time.Duration
 	// MaxTokens of the summary; 0 means min(4000, 25% of the trigger).
 	MaxTokens int
+	// Reasoning says, by exact model name, whether a summary call for that
+	// model (the request's own or Model) takes the reasoning parameter
+	// rules (max_completion_tokens, no temperature) or the classic ones,
+	// over compactor.RulesFor's family table. Nil means the table alone.
+	Reasoning map[string]bool
+}
+
+// reasoning is the config's word on model's parameter rules, nil when it
+// has none.
+func (c SummarizerConfig) reasoning(model string) *bool {
+	if r, ok := c.Reasoning[model]; ok {
+		return &r
+	}
+	return nil
 }
 
 // Backoff after consecutive summariser failures.
@@ -441,7 +455,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	callStart := time.Now()
 	summarize := func(budget int) (compactor.SummaryResult, error) {
 		return c.sum.Summarize(context.Background(), compactor.SummaryRequest{
-			BaseURL: c.summaryBase(), Authorization: c.summaryAuth(ti.authorization), Model: model,
+			BaseURL: c.summaryBase(), Authorization: c.summaryAuth(ti.authorization), Model: model, Reasoning: c.cfg.Summarizer.reasoning(model),
 			Prompt:    compactor.BuildPromptFor(window, prop.PrevSummary, compactor.Transcript(msgs, budget)),
 			MaxTokens: maxTokens, Timeout: c.summaryTimeout(),
 		})
@@ -449,9 +463,11 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	sr, err := summarize(budget)
 	if errors.Is(err, compactor.ErrContextOverflow) {
 		// The summariser's tokenizer counts more than the estimate allowed
-		// for: one more try with half the transcript.
+		// for, or its slots share a KV cache that is full (llama.cpp's
+		// 500): one more try with half the transcript that was sent, which
+		// may have been well under the budget.
 		c.log.Info().Str("conversation", ti.key.ID).Msg("summary request over the summariser's window; retrying with half the transcript")
-		sr, err = summarize(budget / 2)
+		sr, err = summarize(min(budget, len(compactor.Transcript(msgs, budget))) / 2)
 	}
 	ev.SummarizerMS = max(1, time.Since(callStart).Milliseconds()) // 0 means no call
 	if err != nil {

@@ -1,0 +1,79 @@
+package compactor
+
+import (
+	"strings"
+
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
+	"github.com/tidwall/gjson"
+)
+
+// overflowCodes are the error codes and types that mean "longer than the
+// context window" whatever the message says.
+var overflowCodes = []string{
+	"context_length_exceeded",   // OpenAI, Azure OpenAI
+	"exceed_context_size_error", // llama.cpp's llama-server
+	"contextwindowexceedederror",
+}
+
+// overflowWords are the lower-cased message wordings of the same, by
+// server (the table test cites a real answer for each).
+var overflowWords = []string{
+	"maximum context length",                       // OpenAI, vLLM: "This model's maximum context length is N tokens"
+	"exceeds the available context size",           // llama.cpp 400
+	"context size has been exceeded",               // llama.cpp 500: the slots' shared KV cache is full
+	"exceeds the context window",                   // OpenAI Responses, gpt-5: "Your input exceeds the context window of this model"
+	"exceed context window",                        // llama-cpp-python: "Requested tokens (N) exceed context window of M"
+	"prompt is too long",                           // Anthropic: "prompt is too long: N tokens > M maximum"
+	"exceed context limit",                         // Anthropic: "input length and `max_tokens` exceed context limit"
+	"greater than the context length",              // LM Studio: "The number of tokens to keep from the initial prompt is greater than the context length"
+	"when context the overflows",                   // LM Studio: "Trying to keep the first N tokens when context the overflows"
+	"cannot truncate prompt with n_keep",           // LM Studio / llama.cpp: "Cannot truncate prompt with n_keep (N) >= n_ctx (M)"
+	"exceeds the context length",                   // Ollama: "the input length exceeds the context length"
+	"longer than the maximum model length",         // vLLM: "The decoder prompt (length N) is longer than the maximum model length of M"
+	"contextwindowexceedederror",                   // LiteLLM: "litellm.ContextWindowExceededError: …"
+	"input tokens exceed the configured limit",     // Azure OpenAI gpt-5: "Input tokens exceed the configured limit of 272000 tokens"
+	"exceeds the maximum number of tokens allowed", // Gemini: "The input token count exceeds the maximum number of tokens allowed"
+}
+
+// IsContextOverflow reports whether an upstream answer refuses a request as
+// longer than the model's context window: OpenAI's context_length_exceeded,
+// llama.cpp's 400 exceed_context_size_error and its 500 "Context size has
+// been exceeded." (several slots sharing one KV cache), Anthropic's "prompt
+// is too long", and the wordings of LM Studio, vLLM, Ollama, LiteLLM,
+// Azure and Gemini. Only error answers count: a 2xx is never an overflow
+// whatever its content says, nor is a 429 (a rate limit on tokens per
+// minute is not a window). body may be any bytes.
+func IsContextOverflow(status int, body []byte) bool {
+	if status < 400 || status == 429 {
+		return false
+	}
+	var code, typ, msg string
+	if jsonvalid.Valid(body) {
+		root := gjson.ParseBytes(body)
+		if root.IsArray() {
+			root = root.Get("0") // Gemini answers errors as a list of one
+		}
+		code = root.Get("error.code").String()
+		typ = firstOf(root, "error.type", "type").String()
+		msg = firstOf(root, "error.message", "error", "message", "detail").String()
+	} else {
+		msg = string(body) // plain-text errors from local servers and gateways
+	}
+	code, typ, msg = strings.ToLower(code), strings.ToLower(typ), strings.ToLower(msg)
+	for _, c := range overflowCodes {
+		if code == c || typ == c {
+			return true
+		}
+	}
+	return hasAny(msg, overflowWords)
+}
+
+// hasAny reports whether s contains one of subs.
+func hasAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
