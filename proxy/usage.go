@@ -75,17 +75,23 @@ func decodeBody(body, encoding []byte) ([]byte, error) {
 const maxSSELine = 4 << 20
 
 // sseUsage watches a side copy of an SSE stream for usage. It never changes
-// the bytes the client gets. Lines may be split across reads at any byte.
+// the bytes the client gets. Lines end with "\r\n", "\n" or a lone "\r"
+// (mixed, as the spec allows), and may be split across reads at any byte.
 type sseUsage struct {
 	partial  []byte
 	skipping bool // inside a line longer than maxSSELine
+	afterCR  bool // the last byte was a CR: a LF next ends no new line
 	usage    Usage
 }
 
 // observe feeds the next bytes of the stream.
 func (s *sseUsage) observe(p []byte) {
 	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
+		if s.afterCR && p[0] == '\n' {
+			p = p[1:]
+		}
+		s.afterCR = false
+		i := bytes.IndexAny(p, "\r\n")
 		if i < 0 {
 			if !s.skipping {
 				if len(s.partial)+len(p) > maxSSELine {
@@ -97,6 +103,7 @@ func (s *sseUsage) observe(p []byte) {
 			return
 		}
 		line := p[:i]
+		s.afterCR = p[i] == '\r'
 		p = p[i+1:]
 		if s.skipping {
 			s.skipping = false
