@@ -17,6 +17,8 @@ import (
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
 )
 
@@ -143,6 +145,48 @@ func recordAfterShutdown(t *testing.T, p *testProxy, st state.Store, conv string
 		t.Fatalf("no record for %s (%v)", conv, err)
 	}
 	return rec
+}
+
+func chatParams(text string) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:    "gpt-4o",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)},
+	}
+}
+
+// A non-streamed answer sent chunked (Ollama past 2 KiB; a CDN that
+// compresses on the fly) still has its usage read: it is what calibration,
+// precompaction and the breaker run on.
+func TestChunkedJSONAnswerUsageIsRecorded(t *testing.T) {
+	for _, compressed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "chunked", true: "chunked gzip"}[compressed], func(t *testing.T) {
+			up := newChatServer(t, &chatServer{gzip: compressed})
+			p, st := startWithStore(t, Config{Upstream: up.BaseURL()})
+			client := newOpenAIClient(p.BaseURL())
+			got, err := client.Chat.Completions.New(context.Background(), chatParams("Why does the build fail?"),
+				option.WithHeader("X-Conversation-ID", "conv-chunked"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Choices[0].Message.Content != up.reply {
+				t.Fatalf("content %.80q", got.Choices[0].Message.Content)
+			}
+			reqs := up.received()
+			if compressed && !strings.Contains(reqs[0].Header.Get("Accept-Encoding"), "gzip") {
+				t.Fatal("the client's Accept-Encoding did not reach the upstream: the answer was not compressed")
+			}
+			want := openaitest.PromptTokens(reqs[0].Body)
+			if int(got.Usage.PromptTokens) != want {
+				t.Fatalf("client usage %d, want %d", got.Usage.PromptTokens, want)
+			}
+			if !strings.Contains(p.logs.String(), fmt.Sprintf(`"input_tokens":%d`, want)) {
+				t.Errorf("the access log has no usage: %s", p.logs.String())
+			}
+			if rec := recordAfterShutdown(t, p, st, "conv-chunked"); rec.LastInputTokens != want || rec.Calibration == 0 {
+				t.Fatalf("record: last input %d, calibration %v; want %d and a calibration", rec.LastInputTokens, rec.Calibration, want)
+			}
+		})
+	}
 }
 
 // readEvent reads one SSE event whose lines end with a lone CR.
