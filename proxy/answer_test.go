@@ -189,6 +189,68 @@ func TestChunkedJSONAnswerUsageIsRecorded(t *testing.T) {
 	}
 }
 
+// The official client accepts gzip (Go's transport asks for it): ctxpress
+// asks the upstream for usage, and the client, which did not, never gets the
+// usage-only chunk ({"choices":[]}), which crashes clients that read
+// choices[0]; the usage is recorded.
+func TestInjectedUsageChunkDoesNotLeakThroughCompressedStream(t *testing.T) {
+	up := newChatServer(t, &chatServer{gzip: true, reply: "Hello from a compressing CDN."})
+	p, st := startWithStore(t, Config{Upstream: up.BaseURL()})
+	client := newOpenAIClient(p.BaseURL())
+	stream := client.Chat.Completions.NewStreaming(context.Background(), chatParams("hi"),
+		option.WithHeader("X-Conversation-ID", "conv-gzip"))
+	var content strings.Builder
+	for stream.Next() {
+		chunk := stream.Current()
+		if len(chunk.Choices) == 0 {
+			t.Fatalf("the client got a chunk without choices it never asked for: %s", chunk.RawJSON())
+		}
+		content.WriteString(chunk.Choices[0].Delta.Content)
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if content.String() != up.reply {
+		t.Fatalf("content %q", content.String())
+	}
+	sent := up.received()[0]
+	if !gjson.GetBytes(sent.Body, "stream_options.include_usage").Bool() {
+		t.Fatal("ctxpress did not ask for usage")
+	}
+	want := openaitest.PromptTokens(sent.Body)
+	if rec := recordAfterShutdown(t, p, st, "conv-gzip"); rec.LastInputTokens != want {
+		t.Fatalf("recorded input tokens %d, want %d", rec.LastInputTokens, want)
+	}
+}
+
+// A client that asked for usage itself, and accepts gzip, gets its usage
+// chunk, and ctxpress records the usage too.
+func TestClientAskedUsageIsRecordedFromCompressedStream(t *testing.T) {
+	up := newChatServer(t, &chatServer{gzip: true, reply: "Hello again."})
+	p, st := startWithStore(t, Config{Upstream: up.BaseURL()})
+	client := newOpenAIClient(p.BaseURL())
+	params := chatParams("hi")
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := client.Chat.Completions.NewStreaming(context.Background(), params,
+		option.WithHeader("X-Conversation-ID", "conv-asked"))
+	var usage int64
+	for stream.Next() {
+		if c := stream.Current(); len(c.Choices) == 0 {
+			usage = c.Usage.PromptTokens
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := openaitest.PromptTokens(up.received()[0].Body)
+	if usage != int64(want) {
+		t.Fatalf("the client's usage chunk says %d, want %d", usage, want)
+	}
+	if rec := recordAfterShutdown(t, p, st, "conv-asked"); rec.LastInputTokens != want {
+		t.Fatalf("recorded input tokens %d, want %d", rec.LastInputTokens, want)
+	}
+}
+
 // readEvent reads one SSE event whose lines end with a lone CR.
 func readCREvent(br *bufio.Reader) (string, error) {
 	var ev []byte

@@ -12,7 +12,8 @@ import (
 // forwardOpts say what the chat handler needs from forward.
 type forwardOpts struct {
 	// readUsage: the request is a chat completion. A JSON answer is read
-	// whole for its usage; a stream is read for usage on its way.
+	// whole for its usage; a stream is asked for uncompressed and read for
+	// usage on its way.
 	readUsage bool
 	// stripUsage: remove the usage-only chunk from a stream (ctxpress asked
 	// for it; the client did not).
@@ -62,6 +63,12 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 	// The whole body is already here; an Expect header would make the
 	// upstream wait for a 100 Continue nobody sends.
 	req.Header.Del("Expect")
+	if a.stream {
+		// A chat stream is read on its way, for its usage and to strip the
+		// usage chunk ctxpress asked for: compressed, neither is possible.
+		// The client still gets what it accepts: identity always is.
+		req.Header.Set(fasthttp.HeaderAcceptEncoding, "identity")
+	}
 	resp = fasthttp.AcquireResponse()
 	t0 := time.Now()
 	var err error
