@@ -251,6 +251,69 @@ func TestClientAskedUsageIsRecordedFromCompressedStream(t *testing.T) {
 	}
 }
 
+// An upstream that refuses unknown fields (pydantic extra="forbid") answers
+// ctxpress's stream_options with 422: the request goes again as the client
+// sent it, and later streams to that model are sent without the field.
+func TestStrictUpstreamRefusingStreamOptionsStillAnswers(t *testing.T) {
+	up := newChatServer(t, &chatServer{forbidExtra: true, reply: "Hello from a strict server."})
+	p, _ := startWithStore(t, Config{Upstream: up.BaseURL()})
+
+	body := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	resp := postChat(t, context.Background(), p.URL, body)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"content":"Hello"`) {
+		t.Fatalf("status %d: %s", resp.StatusCode, got)
+	}
+	reqs := up.received()
+	if len(reqs) != 2 || !gjson.GetBytes(reqs[0].Body, "stream_options").Exists() || string(reqs[1].Body) != body {
+		t.Fatalf("want the refused request then the client's own; upstream got %d: %q", len(reqs), bodiesOf(reqs))
+	}
+
+	client := newOpenAIClient(p.BaseURL())
+	stream := client.Chat.Completions.NewStreaming(context.Background(), chatParams("and again"))
+	var content strings.Builder
+	for stream.Next() {
+		content.WriteString(stream.Current().Choices[0].Delta.Content)
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if content.String() != up.reply {
+		t.Fatalf("content %q", content.String())
+	}
+	if reqs := up.received(); len(reqs) != 3 || gjson.GetBytes(reqs[2].Body, "stream_options").Exists() {
+		t.Fatalf("the next stream to the model was sent with stream_options again: %q", bodiesOf(reqs))
+	}
+}
+
+// A refusal ctxpress did not cause is the client's to see: a stream_options
+// the client sent itself is never removed, and the upstream's answer comes
+// back exactly as sent.
+func TestClientsOwnStreamOptionsRefusalIsRelayedAsSent(t *testing.T) {
+	up := newChatServer(t, &chatServer{forbidExtra: true})
+	p, _ := startWithStore(t, Config{Upstream: up.BaseURL()})
+	body := `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+	resp := postChat(t, context.Background(), p.URL, body)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := `{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"],"msg":"Extra inputs are not permitted","input":{"include_usage":true}}]}`
+	if resp.StatusCode != http.StatusUnprocessableEntity || string(got) != want || resp.Header.Get("X-Request-Id") != "req-422" {
+		t.Fatalf("status %d, X-Request-Id %q: %s", resp.StatusCode, resp.Header.Get("X-Request-Id"), got)
+	}
+	if n := len(up.received()); n != 1 {
+		t.Fatalf("upstream got %d requests, want 1", n)
+	}
+}
+
+func bodiesOf(reqs []openaitest.Request) []string {
+	var out []string
+	for _, r := range reqs {
+		out = append(out, string(r.Body))
+	}
+	return out
+}
+
 // readEvent reads one SSE event whose lines end with a lone CR.
 func readCREvent(br *bufio.Reader) (string, error) {
 	var ev []byte

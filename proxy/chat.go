@@ -119,14 +119,14 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	t.squashed, t.deduped, t.summaryApplied = res.Squashed, res.Deduped, res.Applied >= 0
 	t.squashStats, t.dedupSaved = res.SquashStats, res.DedupSavedTokens
 	x.turn = t
-	out, injected := res.Body, false
+	out, retry := res.Body, refusalHook(nil)
 	if res.Stream {
-		out, injected = rewrite.EnsureStreamUsage(out)
+		out, retry = s.askStreamUsage(res.Body, res.Model)
 	}
 	s.forward(ctx, x, out, forwardOpts{
 		readUsage:   true,
 		cancellable: true,
-		stripUsage:  injected,
+		retry:       retry,
 		headers: func(h *fasthttp.ResponseHeader) {
 			h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
 			h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))

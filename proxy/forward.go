@@ -13,45 +13,95 @@ import (
 type forwardOpts struct {
 	// readUsage: the request is a chat completion. A JSON answer is read
 	// whole for its usage; a stream is asked for uncompressed and read for
-	// usage on its way.
+	// usage on its way, its usage-only chunk stripped when ctxpress, not
+	// the client, asked for it.
 	readUsage bool
-	// stripUsage: remove the usage-only chunk from a stream (ctxpress asked
-	// for it; the client did not).
-	stripUsage bool
 	// headers adds ctxpress's own headers to the answer.
 	headers func(h *fasthttp.ResponseHeader)
 	// cancellable: a client that leaves before the upstream answers aborts
 	// the upstream request (a chat completion can take minutes to start).
 	cancellable bool
+	// retry, given for a request ctxpress changed, sees a non-2xx answer
+	// before any of it is relayed and may send another body instead.
+	retry refusalHook
 }
 
-// maxWholeAnswer bounds a non-streamed chat answer read whole for its
-// usage; a larger one is relayed as it arrives, its usage unread.
-const maxWholeAnswer = 8 << 20
+// refusalHook is given a non-2xx answer to a request ctxpress changed, read
+// whole (up to maxRefusalBody) before any of it is relayed: the status, the
+// headers as the upstream sent them, and the body decoded from its
+// Content-Encoding (as sent when it cannot be decoded); neither may be kept
+// past the call. It returns retry
+// true with the body to send instead, or false to have the answer relayed
+// to the client exactly as the upstream sent it. forward calls it at most
+// once per request; the retried request's answer is relayed, whatever it is.
+type refusalHook func(status int, header *fasthttp.ResponseHeader, body []byte) (retryBody []byte, retry bool)
+
+const (
+	// maxWholeAnswer bounds a non-streamed chat answer read whole for its
+	// usage; a larger one is relayed as it arrives, its usage unread.
+	maxWholeAnswer = 8 << 20
+	// maxRefusalBody bounds a non-2xx answer read for the retry hook: an
+	// error is small, and a larger answer is relayed without asking it.
+	maxRefusalBody = 1 << 20
+)
 
 // forward sends the request upstream with body and relays the answer.
 func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o forwardOpts) {
-	a := answerAsks(body, o)
+	a := answerAsks(ctx, body, o.readUsage)
 	resp, ok := s.roundTrip(ctx, x, body, a, o.cancellable)
 	if !ok {
 		return
 	}
 	stream, _ := resp.BodyStream().(fasthttp.ReadCloserWithError)
-	s.relayAnswer(ctx, x, resp, stream, a, o)
+	status := resp.StatusCode()
+	if o.retry == nil || stream == nil || (status >= 200 && status < 300) {
+		s.relayAnswer(ctx, x, resp, stream, a, o)
+		return
+	}
+	held, whole, err := readBounded(stream, resp.Header.ContentLength(), maxRefusalBody)
+	if err == nil && whole {
+		plain, derr := decodeBody(held, resp.Header.ContentEncoding(), maxRefusalBody)
+		if derr != nil {
+			plain = held
+		}
+		if next, again := o.retry(status, &resp.Header, plain); again {
+			_ = stream.CloseWithError(nil)
+			fasthttp.ReleaseResponse(resp)
+			if x.release != nil {
+				x.release()
+				x.release = nil
+			}
+			o.retry = nil // once
+			s.forward(ctx, x, next, o)
+			return
+		}
+	}
+	s.answerHeaders(ctx, x, resp, o)
+	s.relayHeld(ctx, x, resp, stream, held, whole, err, o.readUsage)
 }
 
 // asks is what a forwarded chat body asks of its answer.
 type asks struct {
-	stream     bool
-	addedUsage bool // ctxpress asked for the stream's usage chunk: strip it
+	stream bool
+	// addedUsage: the body asks for the stream's usage chunk and the
+	// client's own request did not, so ctxpress asked for it: the chunk is
+	// stripped on the way.
+	addedUsage bool
 }
 
-func answerAsks(body []byte, o forwardOpts) asks {
-	if !o.readUsage {
+// answerAsks compares body with the client's own request; only chat
+// requests (readUsage) are read.
+func answerAsks(ctx *fasthttp.RequestCtx, body []byte, readUsage bool) asks {
+	if !readUsage {
 		return asks{}
 	}
-	stream, _ := rewrite.StreamAsks(body)
-	return asks{stream: stream, addedUsage: o.stripUsage}
+	stream, usage := rewrite.StreamAsks(body)
+	a := asks{stream: stream}
+	if usage {
+		_, clientAsked := rewrite.StreamAsks(ctx.Request.Body())
+		a.addedUsage = !clientAsked
+	}
+	return a
 }
 
 // roundTrip sends body upstream as the client's request and waits for the
@@ -78,14 +128,14 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 		if gone {
 			fasthttp.ReleaseRequest(req)
 			fasthttp.ReleaseResponse(resp)
-			x.upstream = time.Since(t0)
+			x.upstream += time.Since(t0)
 			s.clientGone(ctx, x)
 			return nil, false
 		}
 	} else {
 		err = s.up.do(req, resp)
 	}
-	x.upstream = time.Since(t0)
+	x.upstream += time.Since(t0)
 	fasthttp.ReleaseRequest(req)
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)

@@ -34,6 +34,9 @@ type Server struct {
 	warn     warnLimiter // store failures on the request path
 	// noV1Hint: the upstream hint for a base URL without /v1 is given once.
 	noV1Hint sync.Once
+	// noStreamOptions: models whose streams go without the stream_options
+	// ctxpress adds, because the upstream refused it.
+	noStreamOptions modelSet
 }
 
 // Deps are the parts the chat handler runs on; a nil one turns its step off.
@@ -129,7 +132,7 @@ type exchange struct {
 	start        time.Time
 	bytesIn      int
 	status       int
-	upstream     time.Duration // until the upstream's response headers
+	upstream     time.Duration // until the upstream's response headers (of each try, summed)
 	bytesOut     int64
 	stream       bool
 	usage        Usage
