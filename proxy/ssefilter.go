@@ -88,7 +88,13 @@ type sseLines struct {
 // blank line (with the LF of a blank line's "\r\n" when it is in p), and
 // returns that index; -1 when the event goes on past p.
 func (l *sseLines) eventEnd(p []byte) int {
+	ends := lineEnds{p: p, lf: -1}
 	for i := 0; i < len(p); i++ {
+		if l.inLine {
+			if i = ends.next(i); i < 0 {
+				return -1
+			}
+		}
 		c := p[i]
 		switch {
 		case c == '\n' && l.afterCR:
@@ -110,6 +116,30 @@ func (l *sseLines) eventEnd(p []byte) int {
 		}
 	}
 	return -1
+}
+
+// lineEnds finds the line ends ('\r' or '\n') of one buffer in order, in
+// linear time: each LF is searched for once, each CR only up to the next LF.
+type lineEnds struct {
+	p  []byte
+	lf int // index of the next LF at or after the last search, len(p) when none; -1 before the first
+}
+
+// next returns the index of the first '\r' or '\n' at or after i, or -1.
+func (e *lineEnds) next(i int) int {
+	if e.lf < i {
+		e.lf = len(e.p)
+		if k := bytes.IndexByte(e.p[i:], '\n'); k >= 0 {
+			e.lf = i + k
+		}
+	}
+	if k := bytes.IndexByte(e.p[i:e.lf], '\r'); k >= 0 {
+		return i + k
+	}
+	if e.lf == len(e.p) {
+		return -1
+	}
+	return e.lf
 }
 
 // event appends ev to dst unless it is the usage-only chunk.

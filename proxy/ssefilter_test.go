@@ -88,3 +88,42 @@ func TestUsageChunkFilterHugeEvent(t *testing.T) {
 		t.Fatalf("huge event changed: %d bytes, want %d", len(out), len(s))
 	}
 }
+
+// sseBenchStream is 2000 content chunks and the usage chunk, with lines
+// ended by eol.
+func sseBenchStream(eol string) []byte {
+	var b strings.Builder
+	for range 2000 {
+		b.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1715367049,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}]}` + eol + eol)
+	}
+	b.WriteString(`data: {"choices":[],"usage":{"prompt_tokens":42}}` + eol + eol + "data: [DONE]" + eol + eol)
+	return []byte(b.String())
+}
+
+// benchmarkReads feeds the stream to feed in 4 KiB reads.
+func benchmarkReads(b *testing.B, feed func(p []byte), reset func()) {
+	for _, eol := range []string{"\n", "\r"} {
+		s := sseBenchStream(eol)
+		b.Run(fmt.Sprintf("eol=%q", eol), func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			b.ReportAllocs()
+			for b.Loop() {
+				reset()
+				for i := 0; i < len(s); i += 4 << 10 {
+					feed(s[i:min(i+4<<10, len(s))])
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkUsageChunkFilter(b *testing.B) {
+	var f usageChunkFilter
+	var out []byte
+	benchmarkReads(b, func(p []byte) { out = f.filter(out[:0], p) }, func() { f = usageChunkFilter{} })
+}
+
+func BenchmarkSSEUsage(b *testing.B) {
+	var s sseUsage
+	benchmarkReads(b, s.observe, func() { s = sseUsage{} })
+}

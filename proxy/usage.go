@@ -101,25 +101,29 @@ type sseUsage struct {
 
 // observe feeds the next bytes of the stream.
 func (s *sseUsage) observe(p []byte) {
-	for len(p) > 0 {
-		if s.afterCR && p[0] == '\n' {
-			p = p[1:]
+	ends := lineEnds{p: p, lf: -1}
+	for from := 0; from < len(p); {
+		if s.afterCR && p[from] == '\n' {
+			from++
 		}
 		s.afterCR = false
-		i := bytes.IndexAny(p, "\r\n")
+		i := -1
+		if from < len(p) {
+			i = ends.next(from)
+		}
 		if i < 0 {
 			if !s.skipping {
-				if len(s.partial)+len(p) > maxSSELine {
+				if len(s.partial)+len(p)-from > maxSSELine {
 					s.partial, s.skipping = s.partial[:0], true
 				} else {
-					s.partial = append(s.partial, p...)
+					s.partial = append(s.partial, p[from:]...)
 				}
 			}
 			return
 		}
-		line := p[:i]
+		line := p[from:i]
 		s.afterCR = p[i] == '\r'
-		p = p[i+1:]
+		from = i + 1
 		if s.skipping {
 			s.skipping = false
 			continue
