@@ -140,14 +140,14 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		s.answerCompactCommand(ctx, x, res, o)
 		return
 	}
-	out, injected := res.Body, false
+	out, retry := res.Body, refusalHook(nil)
 	if res.Stream {
-		out, injected = rewrite.EnsureStreamUsage(out)
+		out, retry = s.askStreamUsage(res.Body, res.Model)
 	}
 	s.forward(ctx, x, out, forwardOpts{
 		readUsage:   true,
 		cancellable: true,
-		stripUsage:  injected,
+		retry:       retry,
 		headers: func(h *fasthttp.ResponseHeader) {
 			h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
 			h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -12,11 +13,54 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// isStream reports whether an answer must be relayed as it arrives rather
-// than read whole: an event stream, or a body of unknown length (chunked or
-// until-close), which may be a stream by another name.
-func isStream(contentType []byte, contentLength int) bool {
-	return hasMediaType(contentType, "text/event-stream") || contentLength < 0
+// relayMode is how forward relays an upstream answer.
+type relayMode int
+
+const (
+	// relayPass copies the body to the client as it arrives, unread.
+	relayPass relayMode = iota
+	// relayStream copies it read by read, flushing after each, so that no
+	// event is held back; a chat stream is read for usage on its way.
+	relayStream
+	// relayWhole reads the body whole (bounded), for its usage, then
+	// relays it.
+	relayWhole
+)
+
+// relayModeOf decides how an answer is relayed from its Content-Type, its
+// length (negative: unknown, chunked or until close), whether it answers a
+// chat completion (the answers ctxpress reads usage from) and whether that
+// request asked for a stream. A missing length alone never makes a chat
+// answer a stream: a JSON answer sent chunked is one document.
+func relayModeOf(contentType []byte, contentLength int, chat, requestStream bool) relayMode {
+	switch {
+	case hasMediaType(contentType, "text/event-stream"):
+		return relayStream
+	case !chat && contentLength < 0:
+		return relayStream // may be a stream by another name: never held back
+	case !chat:
+		return relayPass
+	case isJSONMediaType(contentType):
+		return relayWhole // an answer, or an error, even to a stream request
+	case requestStream:
+		return relayStream // an event stream under another name (or none)
+	default:
+		return relayWhole
+	}
+}
+
+// isJSONMediaType reports whether the Content-Type value is application/json
+// or a +json type (application/problem+json).
+func isJSONMediaType(contentType []byte) bool {
+	if hasMediaType(contentType, "application/json") {
+		return true
+	}
+	ct := contentType
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = bytes.ToLower(trimSpace(ct))
+	return bytes.HasPrefix(ct, []byte("application/")) && bytes.HasSuffix(ct, []byte("+json"))
 }
 
 // hasMediaType reports whether the Content-Type value names media type mt,

@@ -36,6 +36,9 @@ type Server struct {
 	warn      warnLimiter // store failures on the request path
 	// noV1Hint: the upstream hint for a base URL without /v1 is given once.
 	noV1Hint sync.Once
+	// noStreamOptions: models whose streams go without the stream_options
+	// ctxpress adds, because the upstream refused it.
+	noStreamOptions modelSet
 }
 
 // Deps are the parts the chat handler runs on; a nil one turns its step off.
@@ -132,7 +135,7 @@ type exchange struct {
 	start        time.Time
 	bytesIn      int
 	status       int
-	upstream     time.Duration // until the upstream's response headers
+	upstream     time.Duration // until the upstream's response headers (of each try, summed)
 	bytesOut     int64
 	stream       bool
 	usage        Usage
@@ -193,117 +196,6 @@ func isChatPath(path []byte) bool {
 	return p == "/v1"+pathChatCompletions || p == pathChatCompletions
 }
 
-// forwardOpts say what the chat handler needs from forward.
-type forwardOpts struct {
-	// readUsage: a whole JSON answer is read to find its usage, and a stream
-	// is watched for it on a side copy.
-	readUsage bool
-	// stripUsage: remove the usage-only chunk from a stream (ctxpress asked
-	// for it; the client did not).
-	stripUsage bool
-	// headers adds ctxpress's own headers to the answer.
-	headers func(h *fasthttp.ResponseHeader)
-	// cancellable: a client that leaves before the upstream answers aborts
-	// the upstream request (a chat completion can take minutes to start).
-	cancellable bool
-}
-
-// forward sends the request upstream with body and relays the answer.
-func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o forwardOpts) {
-	req := fasthttp.AcquireRequest()
-	s.up.buildUpstreamRequest(ctx, req, body, s.cfg.UpstreamAPIKey)
-	// The whole body is already here; an Expect header would make the
-	// upstream wait for a 100 Continue nobody sends.
-	req.Header.Del("Expect")
-	resp := fasthttp.AcquireResponse()
-	t0 := time.Now()
-	var err error
-	if o.cancellable {
-		var gone bool
-		x.release, gone, err = s.up.doCancellable(req, resp, ctx.Conn())
-		if gone {
-			fasthttp.ReleaseRequest(req)
-			fasthttp.ReleaseResponse(resp)
-			x.upstream = time.Since(t0)
-			s.clientGone(ctx, x)
-			return
-		}
-	} else {
-		err = s.up.do(req, resp)
-	}
-	x.upstream = time.Since(t0)
-	fasthttp.ReleaseRequest(req)
-	if err != nil {
-		fasthttp.ReleaseResponse(resp)
-		s.fail(ctx, x, err)
-		return
-	}
-
-	resp.Header.CopyTo(&ctx.Response.Header)
-	removeHopHeaders(&ctx.Response.Header)
-	if o.headers != nil {
-		o.headers(&ctx.Response.Header)
-	}
-	x.status = resp.StatusCode()
-
-	stream, _ := resp.BodyStream().(fasthttp.ReadCloserWithError)
-	if stream == nil { // no body (HEAD, 204, 304)
-		ctx.Response.SetBody(resp.Body())
-		fasthttp.ReleaseResponse(resp)
-		s.finish(x)
-		return
-	}
-	contentLength := resp.Header.ContentLength()
-	switch {
-	case isStream(resp.Header.ContentType(), contentLength):
-		x.stream = true
-		s.up.releaseDeadline(resp)
-		var watch *sseUsage
-		r := &relay{body: stream, idle: s.cfg.StreamIdleTimeout, clientConn: ctx.Conn()}
-		switch {
-		case o.stripUsage:
-			r.strip = &usageChunkFilter{}
-		case o.readUsage:
-			watch = &sseUsage{}
-			r.observe = watch.observe
-		}
-		r.done = func(res relayResult) {
-			x.bytesOut = res.bytesOut
-			x.err = res.upstreamErr
-			if res.upstreamErr == nil && res.clientErr != nil {
-				x.err = res.clientErr
-			}
-			if watch != nil {
-				x.usage = watch.usage
-			}
-			if r.strip != nil {
-				x.usage = r.strip.usage
-			}
-			fasthttp.ReleaseResponse(resp)
-			s.finish(x)
-		}
-		ctx.SetBodyStreamWriter(s.metrics.countStream(r.writeTo))
-	case o.readUsage:
-		whole, err := readBody(stream, contentLength)
-		_ = stream.CloseWithError(err)
-		fasthttp.ReleaseResponse(resp)
-		if err != nil {
-			s.fail(ctx, x, fmt.Errorf("reading upstream body: %w", err))
-			return
-		}
-		x.usage = usageFromBody(whole, ctx.Response.Header.ContentEncoding())
-		x.bytesOut = int64(len(whole))
-		ctx.Response.SetBodyRaw(whole)
-		s.finish(x)
-	default:
-		x.bytesOut = int64(contentLength)
-		ctx.Response.SetBodyStream(&bodyCloser{ReadCloserWithError: stream, done: func() {
-			fasthttp.ReleaseResponse(resp)
-			s.finish(x)
-		}}, contentLength)
-	}
-}
-
 // clientGone ends a request whose client left before the upstream answered
 // (the upstream request was aborted): nobody reads an answer, so the
 // connection is closed; the log and metrics say 499, as nginx does.
@@ -349,40 +241,6 @@ func describeUpstreamError(err error) string {
 		}
 		return "upstream unreachable"
 	}
-}
-
-// readBody reads a whole body of known length.
-func readBody(r io.Reader, contentLength int) ([]byte, error) {
-	buf := make([]byte, 0, max(contentLength, 0))
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			if contentLength >= 0 && len(buf) < contentLength {
-				return buf, io.ErrUnexpectedEOF
-			}
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-}
-
-// bodyCloser releases the upstream response once fasthttp has copied the
-// body to the client (fasthttp closes a body stream after writing it).
-type bodyCloser struct {
-	fasthttp.ReadCloserWithError
-	done func()
-}
-
-func (b *bodyCloser) Close() error {
-	err := b.CloseWithError(nil)
-	b.done()
-	return err
 }
 
 // handleReadError answers requests fasthttp could not read: a body over

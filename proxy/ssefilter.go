@@ -17,41 +17,54 @@ const maxHeldEvent = 1 << 20
 // for byte, each as soon as its terminating blank line arrives; usage seen
 // in any event is recorded.
 type usageChunkFilter struct {
-	held     []byte // start of an event whose end has not arrived
-	passing  bool   // the held event grew past maxHeldEvent: pass the rest through
-	usage    Usage
-	stripped bool
+	held    []byte // start of an event whose end has not arrived
+	passing bool   // the held event grew past maxHeldEvent: pass the rest through
+	lines   sseLines
+	// pendingLF: the last event ended on a CR at the end of a read; a LF
+	// first in the next read completes its "\r\n", and goes (or is
+	// stripped) with it. dropLF: that event was stripped.
+	pendingLF, dropLF bool
+	usage             Usage
+	stripped          bool
 }
 
 // filter consumes p and appends what the client should get to dst.
 func (f *usageChunkFilter) filter(dst, p []byte) []byte {
 	for len(p) > 0 {
-		if f.passing {
-			end := eventEnd(p, 0)
-			if end < 0 {
+		if f.pendingLF {
+			f.pendingLF = false
+			if p[0] == '\n' {
+				if !f.dropLF {
+					dst = append(dst, '\n')
+				}
+				f.lines.afterCR, p = false, p[1:]
+				continue
+			}
+		}
+		end := f.lines.eventEnd(p)
+		if end < 0 {
+			if f.passing {
 				return append(dst, p...)
 			}
-			dst = append(dst, p[:end]...)
-			p = p[end:]
-			f.passing = false
-			continue
-		}
-		// Find the end of the event that starts with f.held, looking back a
-		// few bytes so a "\n\n" split across reads is found.
-		from := len(f.held)
-		f.held = append(f.held, p...)
-		end := eventEnd(f.held, max(from-3, 0))
-		if end < 0 {
+			f.held = append(f.held, p...)
 			if len(f.held) > maxHeldEvent {
 				dst = append(dst, f.held...)
 				f.held, f.passing = f.held[:0], true
 			}
 			return dst
 		}
-		consumed := end - from
-		dst = f.event(dst, f.held[:end])
-		f.held = f.held[:0]
-		p = p[consumed:]
+		if f.passing {
+			dst = append(dst, p[:end]...)
+			f.passing, f.dropLF = false, false
+		} else {
+			f.held = append(f.held, p[:end]...)
+			n := len(dst)
+			dst = f.event(dst, f.held)
+			f.dropLF = len(dst) == n
+			f.held = f.held[:0]
+		}
+		f.pendingLF = f.lines.afterCR
+		p = p[end:]
 	}
 	return dst
 }
@@ -63,21 +76,70 @@ func (f *usageChunkFilter) flush(dst []byte) []byte {
 	return dst
 }
 
-// eventEnd returns the index just past the first blank line ("\n\n" or
-// "\r\n\r\n") at or after from, or -1.
-func eventEnd(b []byte, from int) int {
-	for i := from; i < len(b); i++ {
-		if b[i] != '\n' {
-			continue
+// sseLines follows SSE line ends across reads: "\r\n", "\n" or "\r"
+// alone, mixed as the spec allows, so that a stream whose lines end with a
+// lone CR is cut into events as it arrives, not at its end.
+type sseLines struct {
+	afterCR bool // the last byte was a CR: a LF next completes the same line end
+	inLine  bool // the current line has bytes
+}
+
+// eventEnd consumes p up to the end of the current event, just past its
+// blank line (with the LF of a blank line's "\r\n" when it is in p), and
+// returns that index; -1 when the event goes on past p.
+func (l *sseLines) eventEnd(p []byte) int {
+	ends := lineEnds{p: p, lf: -1}
+	for i := 0; i < len(p); i++ {
+		if l.inLine {
+			if i = ends.next(i); i < 0 {
+				return -1
+			}
 		}
-		if i+1 < len(b) && b[i+1] == '\n' {
-			return i + 2
-		}
-		if i+2 < len(b) && b[i+1] == '\r' && b[i+2] == '\n' {
-			return i + 3
+		c := p[i]
+		switch {
+		case c == '\n' && l.afterCR:
+			l.afterCR = false // the second half of "\r\n"
+		case c == '\r' || c == '\n':
+			l.afterCR = c == '\r'
+			if l.inLine {
+				l.inLine = false
+				continue
+			}
+			// A blank line: the event ends here.
+			end := i + 1
+			if l.afterCR && end < len(p) && p[end] == '\n' {
+				end, l.afterCR = end+1, false
+			}
+			return end
+		default:
+			l.inLine, l.afterCR = true, false
 		}
 	}
 	return -1
+}
+
+// lineEnds finds the line ends ('\r' or '\n') of one buffer in order, in
+// linear time: each LF is searched for once, each CR only up to the next LF.
+type lineEnds struct {
+	p  []byte
+	lf int // index of the next LF at or after the last search, len(p) when none; -1 before the first
+}
+
+// next returns the index of the first '\r' or '\n' at or after i, or -1.
+func (e *lineEnds) next(i int) int {
+	if e.lf < i {
+		e.lf = len(e.p)
+		if k := bytes.IndexByte(e.p[i:], '\n'); k >= 0 {
+			e.lf = i + k
+		}
+	}
+	if k := bytes.IndexByte(e.p[i:e.lf], '\r'); k >= 0 {
+		return i + k
+	}
+	if e.lf == len(e.p) {
+		return -1
+	}
+	return e.lf
 }
 
 // event appends ev to dst unless it is the usage-only chunk.
@@ -106,13 +168,8 @@ func eventData(ev []byte) []byte {
 	var data []byte
 	lines := 0
 	for len(ev) > 0 {
-		line := ev
-		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
-			line, ev = ev[:i], ev[i+1:]
-		} else {
-			ev = nil
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
+		var line []byte
+		line, ev = nextLine(ev)
 		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			if lines > 0 {
 				data = append(data, '\n')
@@ -122,4 +179,17 @@ func eventData(ev []byte) []byte {
 		}
 	}
 	return data
+}
+
+// nextLine splits b after its first line end ("\r\n", "\n" or "\r").
+func nextLine(b []byte) (line, rest []byte) {
+	i := bytes.IndexAny(b, "\r\n")
+	if i < 0 {
+		return b, nil
+	}
+	j := i + 1
+	if b[i] == '\r' && j < len(b) && b[j] == '\n' {
+		j++
+	}
+	return b[:i], b[j:]
 }

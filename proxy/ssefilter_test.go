@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -11,27 +12,54 @@ const streamWithUsage = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\"
 	"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":42,\"completion_tokens\":2,\"total_tokens\":44}}\n\n" +
 	"data: [DONE]\n\n"
 
-// The usage-only chunk is removed wherever the stream is split; every other
-// byte arrives unchanged and in order.
+// streamWithUsageEOL is streamWithUsage with every line end made eol (its
+// usage-only event apart), and that event.
+func streamWithUsageEOL(eol string) (stream, usageEvent string) {
+	usageEvent = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":42,\"completion_tokens\":2,\"total_tokens\":44}}\n\n"
+	if eol == "mixed" {
+		return streamWithUsage, usageEvent
+	}
+	lf := strings.ReplaceAll(streamWithUsage, "\r\n", "\n")
+	return strings.ReplaceAll(lf, "\n", eol), strings.ReplaceAll(usageEvent, "\n", eol)
+}
+
+// The usage-only chunk is removed wherever the stream is split, whatever
+// its line ends; every other byte arrives unchanged and in order.
 func TestUsageChunkFilterAtEverySplit(t *testing.T) {
-	usageEvent := "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":42,\"completion_tokens\":2,\"total_tokens\":44}}\n\n"
-	want := strings.Replace(streamWithUsage, usageEvent, "", 1)
-	for a := 0; a <= len(streamWithUsage); a++ {
-		for _, b := range []int{a, (a + len(streamWithUsage)) / 2, len(streamWithUsage)} {
-			if b < a {
-				continue
+	for _, eol := range []string{"\n", "\r\n", "\r", "mixed"} {
+		stream, usageEvent := streamWithUsageEOL(eol)
+		want := strings.Replace(stream, usageEvent, "", 1)
+		for a := 0; a <= len(stream); a++ {
+			for _, b := range []int{a, a + 1, (a + len(stream)) / 2, len(stream)} {
+				if b < a || b > len(stream) {
+					continue
+				}
+				var f usageChunkFilter
+				var out []byte
+				out = f.filter(out, []byte(stream[:a]))
+				out = f.filter(out, []byte(stream[a:b]))
+				out = f.filter(out, []byte(stream[b:]))
+				out = f.flush(out)
+				if string(out) != want {
+					t.Fatalf("eol %q, split %d/%d:\n got %q\nwant %q", eol, a, b, out, want)
+				}
+				if !f.stripped || f.usage.InputTokens != 42 {
+					t.Fatalf("eol %q, split %d/%d: usage %+v stripped %v", eol, a, b, f.usage, f.stripped)
+				}
 			}
-			var f usageChunkFilter
-			var out []byte
-			out = f.filter(out, []byte(streamWithUsage[:a]))
-			out = f.filter(out, []byte(streamWithUsage[a:b]))
-			out = f.filter(out, []byte(streamWithUsage[b:]))
-			out = f.flush(out)
-			if string(out) != want {
-				t.Fatalf("split %d/%d:\n got %q\nwant %q", a, b, out, want)
-			}
-			if !f.stripped || f.usage.InputTokens != 42 {
-				t.Fatalf("split %d/%d: usage %+v stripped %v", a, b, f.usage, f.stripped)
+		}
+	}
+}
+
+// Each event leaves the filter in the read that completes it, whatever its
+// line ends: a stream of lone-CR lines is not held back until its end.
+func TestUsageChunkFilterPassesEachEventAsItArrives(t *testing.T) {
+	for _, eol := range []string{"\n", "\r\n", "\r"} {
+		var f usageChunkFilter
+		for i := range 3 {
+			ev := fmt.Sprintf("data: {\"choices\":[{\"delta\":{\"content\":\"%d\"}}]}%s%s", i, eol, eol)
+			if out := f.filter(nil, []byte(ev)); string(out) != ev {
+				t.Fatalf("eol %q, event %d: the filter let through %q", eol, i, out)
 			}
 		}
 	}
@@ -59,4 +87,43 @@ func TestUsageChunkFilterHugeEvent(t *testing.T) {
 	if string(out) != s {
 		t.Fatalf("huge event changed: %d bytes, want %d", len(out), len(s))
 	}
+}
+
+// sseBenchStream is 2000 content chunks and the usage chunk, with lines
+// ended by eol.
+func sseBenchStream(eol string) []byte {
+	var b strings.Builder
+	for range 2000 {
+		b.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1715367049,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}]}` + eol + eol)
+	}
+	b.WriteString(`data: {"choices":[],"usage":{"prompt_tokens":42}}` + eol + eol + "data: [DONE]" + eol + eol)
+	return []byte(b.String())
+}
+
+// benchmarkReads feeds the stream to feed in 4 KiB reads.
+func benchmarkReads(b *testing.B, feed func(p []byte), reset func()) {
+	for _, eol := range []string{"\n", "\r"} {
+		s := sseBenchStream(eol)
+		b.Run(fmt.Sprintf("eol=%q", eol), func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			b.ReportAllocs()
+			for b.Loop() {
+				reset()
+				for i := 0; i < len(s); i += 4 << 10 {
+					feed(s[i:min(i+4<<10, len(s))])
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkUsageChunkFilter(b *testing.B) {
+	var f usageChunkFilter
+	var out []byte
+	benchmarkReads(b, func(p []byte) { out = f.filter(out[:0], p) }, func() { f = usageChunkFilter{} })
+}
+
+func BenchmarkSSEUsage(b *testing.B) {
+	var s sseUsage
+	benchmarkReads(b, s.observe, func() { s = sseUsage{} })
 }

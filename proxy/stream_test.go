@@ -158,38 +158,56 @@ func TestStalledStreamIsCut(t *testing.T) {
 	waitFor(t, func() bool { return strings.Contains(p.logs.String(), "idle timeout") }, "idle timeout in the log")
 }
 
-func TestIsStream(t *testing.T) {
+// Each row is a rule of how an answer is relayed (as TestSelectFlushInterval
+// in net/http/httputil): a missing length makes a pass-through answer a
+// possible stream, never a chat answer.
+func TestRelayModeOf(t *testing.T) {
+	const unknown, untilClose = -1, -2
 	for _, tc := range []struct {
-		ct     string
-		length int
-		want   bool
+		rule          string
+		ct            string
+		length        int
+		chat, askedSt bool
+		want          relayMode
 	}{
-		{"text/event-stream", -1, true},
-		{"text/event-stream; charset=utf-8", 100, true},
-		{"Text/Event-Stream", 10, true},
-		{"application/json", 120, false},
-		{"application/json", -1, true}, // chunked: may be a stream by another name
-		{"application/json", -2, true}, // until close
-		{"", 0, false},
-		{"text/event-streamx", 10, false},
+		{"an event stream is a stream", "text/event-stream", unknown, true, true, relayStream},
+		{"an event stream is a stream, with parameters and any case", "Text/Event-Stream; charset=utf-8", 100, true, false, relayStream},
+		{"an event stream on any path", "text/event-stream", unknown, false, false, relayStream},
+		{"a chunked chat JSON answer is one document (Ollama past 2 KiB)", "application/json", unknown, true, false, relayWhole},
+		{"a chat JSON answer until close is one document", "application/json; charset=utf-8", untilClose, true, false, relayWhole},
+		{"a chat JSON answer of known length is one document", "application/json", 120, true, false, relayWhole},
+		{"JSON to a stream request is one document (an error, or stream ignored)", "application/json", unknown, true, true, relayWhole},
+		{"a problem+json error is one document", "application/problem+json", unknown, true, true, relayWhole},
+		{"no Content-Type to a stream request is a stream", "", unknown, true, true, relayStream},
+		{"another type to a stream request is a stream", "application/x-ndjson", unknown, true, true, relayStream},
+		{"no Content-Type to a request that did not stream is one document", "", unknown, true, false, relayWhole},
+		{"a plain-text chat error is read whole", "text/plain", 30, true, false, relayWhole},
+		{"a pass-through answer of unknown length may be a stream", "application/json", unknown, false, false, relayStream},
+		{"a pass-through answer until close may be a stream", "", untilClose, false, false, relayStream},
+		{"a pass-through answer of known length is copied as it arrives", "application/json", 120, false, false, relayPass},
+		{"a lookalike type is not an event stream", "text/event-streamx", 10, false, false, relayPass},
 	} {
-		if got := isStream([]byte(tc.ct), tc.length); got != tc.want {
-			t.Errorf("isStream(%q, %d) = %v, want %v", tc.ct, tc.length, got, tc.want)
+		if got := relayModeOf([]byte(tc.ct), tc.length, tc.chat, tc.askedSt); got != tc.want {
+			t.Errorf("%s: relayModeOf(%q, %d, chat %v, stream %v) = %v, want %v", tc.rule, tc.ct, tc.length, tc.chat, tc.askedSt, got, tc.want)
 		}
 	}
 }
 
-// Usage chunks split anywhere across reads are still found.
+// Usage chunks split anywhere across reads are still found, whatever the
+// stream's line ends.
 func TestSSEUsageAcrossSplits(t *testing.T) {
-	stream := "data: {\"choices\":[{\"delta\":{\"content\":\"usage\"}}],\"usage\":null}\n\n" +
+	mixed := "data: {\"choices\":[{\"delta\":{\"content\":\"usage\"}}],\"usage\":null}\n\n" +
 		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":77,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":64}}}\r\n\r\n" +
 		"data: [DONE]\n\n"
-	for cut := 0; cut <= len(stream); cut++ {
-		var s sseUsage
-		s.observe([]byte(stream[:cut]))
-		s.observe([]byte(stream[cut:]))
-		if !s.usage.Found || s.usage.InputTokens != 77 || s.usage.OutputTokens != 3 || s.usage.CachedTokens != 64 {
-			t.Fatalf("cut at %d: usage = %+v", cut, s.usage)
+	lf := strings.ReplaceAll(mixed, "\r\n", "\n")
+	for _, stream := range []string{mixed, strings.ReplaceAll(lf, "\n", "\r"), strings.ReplaceAll(lf, "\n", "\r\n")} {
+		for cut := 0; cut <= len(stream); cut++ {
+			var s sseUsage
+			s.observe([]byte(stream[:cut]))
+			s.observe([]byte(stream[cut:]))
+			if !s.usage.Found || s.usage.InputTokens != 77 || s.usage.OutputTokens != 3 || s.usage.CachedTokens != 64 {
+				t.Fatalf("%q cut at %d: usage = %+v", stream[:12], cut, s.usage)
+			}
 		}
 	}
 	var s sseUsage

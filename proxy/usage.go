@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
 
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
@@ -44,30 +45,44 @@ func parseUsage(u gjson.Result) Usage {
 }
 
 // usageFromBody reads usage from a whole (non-streamed) JSON answer, decoding
-// a compressed body on a side copy; the client still gets the original bytes.
+// a compressed body on a side copy (at most maxDecodedAnswer bytes of it);
+// the client still gets the original bytes.
 func usageFromBody(body []byte, contentEncoding []byte) Usage {
-	plain, err := decodeBody(body, contentEncoding)
+	plain, err := decodeBody(body, contentEncoding, maxDecodedAnswer)
 	if err != nil || !jsonvalid.Valid(plain) {
 		return Usage{}
 	}
 	return parseUsage(gjson.GetBytes(plain, "usage"))
 }
 
-func decodeBody(body, encoding []byte) ([]byte, error) {
-	switch string(bytes.ToLower(bytes.TrimSpace(encoding))) {
+// maxDecodedAnswer bounds what decoding a compressed answer may produce: a
+// few megabytes of JSON compress to little, and a body that inflates past
+// this is not a chat completion worth reading.
+const maxDecodedAnswer = 4 * maxWholeAnswer
+
+// decodeBody decodes body from its Content-Encoding (gzip, deflate, br,
+// zstd; identity or none as it is), producing at most limit bytes.
+func decodeBody(body, encoding []byte, limit int) ([]byte, error) {
+	enc := bytes.ToLower(trimSpace(encoding))
+	switch string(enc) {
 	case "", "identity":
 		return body, nil
-	case "gzip", "x-gzip":
-		return fasthttp.AppendGunzipBytes(nil, body)
-	case "deflate":
-		return fasthttp.AppendInflateBytes(nil, body)
-	case "br":
-		return fasthttp.AppendUnbrotliBytes(nil, body)
-	case "zstd":
-		return fasthttp.AppendUnzstdBytes(nil, body)
-	default:
+	case "x-gzip":
+		enc = []byte("gzip")
+	}
+	r := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(r)
+	r.Header.SetContentEncodingBytes(enc)
+	r.SetBodyRaw(body)
+	plain, err := r.BodyUncompressedWithLimit(limit)
+	if errors.Is(err, fasthttp.ErrContentEncodingUnsupported) {
 		return body, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	// plain may be r's own buffer (or body itself), which Release recycles.
+	return append([]byte(nil), plain...), nil
 }
 
 // maxSSELine bounds the partial line sseUsage keeps between reads; a longer
@@ -75,29 +90,40 @@ func decodeBody(body, encoding []byte) ([]byte, error) {
 const maxSSELine = 4 << 20
 
 // sseUsage watches a side copy of an SSE stream for usage. It never changes
-// the bytes the client gets. Lines may be split across reads at any byte.
+// the bytes the client gets. Lines end with "\r\n", "\n" or a lone "\r"
+// (mixed, as the spec allows), and may be split across reads at any byte.
 type sseUsage struct {
 	partial  []byte
 	skipping bool // inside a line longer than maxSSELine
+	afterCR  bool // the last byte was a CR: a LF next ends no new line
 	usage    Usage
 }
 
 // observe feeds the next bytes of the stream.
 func (s *sseUsage) observe(p []byte) {
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
+	ends := lineEnds{p: p, lf: -1}
+	for from := 0; from < len(p); {
+		if s.afterCR && p[from] == '\n' {
+			from++
+		}
+		s.afterCR = false
+		i := -1
+		if from < len(p) {
+			i = ends.next(from)
+		}
 		if i < 0 {
 			if !s.skipping {
-				if len(s.partial)+len(p) > maxSSELine {
+				if len(s.partial)+len(p)-from > maxSSELine {
 					s.partial, s.skipping = s.partial[:0], true
 				} else {
-					s.partial = append(s.partial, p...)
+					s.partial = append(s.partial, p[from:]...)
 				}
 			}
 			return
 		}
-		line := p[:i]
-		p = p[i+1:]
+		line := p[from:i]
+		s.afterCR = p[i] == '\r'
+		from = i + 1
 		if s.skipping {
 			s.skipping = false
 			continue

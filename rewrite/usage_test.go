@@ -33,3 +33,57 @@ func TestEnsureStreamUsage(t *testing.T) {
 		})
 	}
 }
+
+func TestStreamAsks(t *testing.T) {
+	for _, tt := range []struct {
+		name, body    string
+		stream, usage bool
+	}{
+		{"not streamed", `{"model":"m"}`, false, false},
+		{"stream false asks no usage, whatever its options", `{"stream":false,"stream_options":{"include_usage":true}}`, false, false},
+		{"a stream without options", `{"stream":true}`, true, false},
+		{"a stream asking for usage", `{"stream":true,"stream_options":{"include_usage":true}}`, true, true},
+		{"include_usage false", `{"stream":true,"stream_options":{"include_usage":false}}`, true, false},
+		{"a nested stream key is not the request's", `{"messages":[{"stream":true}]}`, false, false},
+	} {
+		if stream, usage := StreamAsks([]byte(tt.body)); stream != tt.stream || usage != tt.usage {
+			t.Errorf("%s: StreamAsks = %v, %v; want %v, %v", tt.name, stream, usage, tt.stream, tt.usage)
+		}
+	}
+}
+
+// Each refusal row is an answer a real server gives to a field it does not
+// know; the others are answers that must not stop ctxpress asking for usage.
+func TestStreamOptionsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		status int
+		body   string
+		want   bool
+	}{
+		{"pydantic extra_forbidden (FastAPI servers, Mistral)", 422,
+			`{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"],"msg":"Extra inputs are not permitted","input":{"include_usage":true}}]}`, true},
+		{"pydantic with a 400", 400,
+			`{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"],"msg":"Extra inputs are not permitted"}]}`, true},
+		{"OpenAI-shaped unrecognized argument", 400,
+			`{"error":{"message":"Unrecognized request argument supplied: stream_options","type":"invalid_request_error","param":null,"code":null}}`, true},
+		{"OpenAI-shaped error naming the param", 400,
+			`{"error":{"message":"Unsupported parameter.","type":"invalid_request_error","param":"stream_options","code":"unsupported_parameter"}}`, true},
+		{"plain message field", 400, `{"message":"property 'stream_options' is unsupported"}`, true},
+		{"error as a string", 400, `{"error":"unknown field stream_options"}`, true},
+		{"serde plain text (axum, TGI)", 422,
+			"Failed to deserialize the JSON body into the target type: unknown field `stream_options`, expected one of `model`, `messages` at line 1 column 120", true},
+		{"another field's error that echoes stream_options in its input", 422,
+			`{"detail":[{"type":"missing","loc":["body","messages"],"msg":"Field required","input":{"model":"m","stream_options":{"include_usage":true}}}]}`, false},
+		{"a context overflow", 400,
+			`{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`, false},
+		{"a server error naming the field is not a refusal of it", 500,
+			`{"error":{"message":"stream_options handling crashed"}}`, false},
+		{"unauthorized", 401, `{"error":{"message":"Incorrect API key provided"}}`, false},
+		{"a success", 200, `{"stream_options":1}`, false},
+	} {
+		if got := StreamOptionsRefused(tt.status, []byte(tt.body)); got != tt.want {
+			t.Errorf("%s: StreamOptionsRefused = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -85,7 +85,7 @@ func (r *Record) PutLine(l Line) {
 
 // CurrentLine returns the most recently used line, the one the dashboard
 // shows; the zero Line when there is none.
-func (r *Record) CurrentLine() Line {
+func (r Record) CurrentLine() Line {
 	cur := -1
 	for i, l := range r.Lines {
 		if cur < 0 || !l.UsedAt.Before(r.Lines[cur].UsedAt) {
@@ -100,7 +100,7 @@ func (r *Record) CurrentLine() Line {
 
 // CalibrationFor returns the calibration of the most recently used line of
 // model, 0 when no line has one: where a new line of that model starts.
-func (r *Record) CalibrationFor(model string) float64 {
+func (r Record) CalibrationFor(model string) float64 {
 	cal, at := 0.0, time.Time{}
 	for _, l := range r.Lines {
 		if l.Model == model && l.Calibration > 0 && (cal == 0 || l.UsedAt.After(at)) {

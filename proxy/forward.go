@@ -1,0 +1,314 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/valyala/fasthttp"
+)
+
+// forwardOpts say what the chat handler needs from forward.
+type forwardOpts struct {
+	// readUsage: the request is a chat completion. A JSON answer is read
+	// whole for its usage; a stream is asked for uncompressed and read for
+	// usage on its way, its usage-only chunk stripped when ctxpress, not
+	// the client, asked for it.
+	readUsage bool
+	// headers adds ctxpress's own headers to the answer.
+	headers func(h *fasthttp.ResponseHeader)
+	// cancellable: a client that leaves before the upstream answers aborts
+	// the upstream request (a chat completion can take minutes to start).
+	cancellable bool
+	// retry, given for a request ctxpress changed, sees a non-2xx answer
+	// before any of it is relayed and may send another body instead.
+	retry refusalHook
+}
+
+// refusalHook is given a non-2xx answer to a request ctxpress changed, read
+// whole (up to maxRefusalBody) before any of it is relayed: the status, the
+// headers as the upstream sent them, and the body decoded from its
+// Content-Encoding (as sent when it cannot be decoded); neither may be kept
+// past the call. It returns retry
+// true with the body to send instead, or false to have the answer relayed
+// to the client exactly as the upstream sent it. forward calls it at most
+// once per request; the retried request's answer is relayed, whatever it is.
+type refusalHook func(status int, header *fasthttp.ResponseHeader, body []byte) (retryBody []byte, retry bool)
+
+const (
+	// maxWholeAnswer bounds a non-streamed chat answer read whole for its
+	// usage; a larger one is relayed as it arrives, its usage unread.
+	maxWholeAnswer = 8 << 20
+	// maxRefusalBody bounds a non-2xx answer read for the retry hook: an
+	// error is small, and a larger answer is relayed without asking it.
+	maxRefusalBody = 1 << 20
+)
+
+// forward sends the request upstream with body and relays the answer.
+func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o forwardOpts) {
+	a := answerAsks(ctx, body, o.readUsage)
+	resp, ok := s.roundTrip(ctx, x, body, a, o.cancellable)
+	if !ok {
+		return
+	}
+	stream, _ := resp.BodyStream().(fasthttp.ReadCloserWithError)
+	status := resp.StatusCode()
+	if o.retry == nil || stream == nil || (status >= 200 && status < 300) {
+		s.relayAnswer(ctx, x, resp, stream, a, o)
+		return
+	}
+	held, whole, err := readBounded(stream, resp.Header.ContentLength(), maxRefusalBody)
+	if err == nil && whole {
+		plain, derr := decodeBody(held, resp.Header.ContentEncoding(), maxRefusalBody)
+		if derr != nil {
+			plain = held
+		}
+		if next, again := o.retry(status, &resp.Header, plain); again {
+			_ = stream.CloseWithError(nil)
+			fasthttp.ReleaseResponse(resp)
+			if x.release != nil {
+				x.release()
+				x.release = nil
+			}
+			o.retry = nil // once
+			s.forward(ctx, x, next, o)
+			return
+		}
+	}
+	s.answerHeaders(ctx, x, resp, o)
+	s.relayHeld(ctx, x, resp, stream, held, whole, err, o.readUsage)
+}
+
+// asks is what a forwarded chat body asks of its answer.
+type asks struct {
+	stream bool
+	// addedUsage: the body asks for the stream's usage chunk and the
+	// client's own request did not, so ctxpress asked for it: the chunk is
+	// stripped on the way.
+	addedUsage bool
+}
+
+// answerAsks compares body with the client's own request; only chat
+// requests (readUsage) are read.
+func answerAsks(ctx *fasthttp.RequestCtx, body []byte, readUsage bool) asks {
+	if !readUsage {
+		return asks{}
+	}
+	stream, usage := rewrite.StreamAsks(body)
+	a := asks{stream: stream}
+	if usage {
+		_, clientAsked := rewrite.StreamAsks(ctx.Request.Body())
+		a.addedUsage = !clientAsked
+	}
+	return a
+}
+
+// roundTrip sends body upstream as the client's request and waits for the
+// answer's headers. ok false: the client has been answered already (a
+// fault, or a client that left).
+func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a asks, cancellable bool) (resp *fasthttp.Response, ok bool) {
+	req := fasthttp.AcquireRequest()
+	s.up.buildUpstreamRequest(ctx, req, body, s.cfg.UpstreamAPIKey)
+	// The whole body is already here; an Expect header would make the
+	// upstream wait for a 100 Continue nobody sends.
+	req.Header.Del("Expect")
+	if a.stream {
+		// A chat stream is read on its way, for its usage and to strip the
+		// usage chunk ctxpress asked for: compressed, neither is possible.
+		// The client still gets what it accepts: identity always is.
+		req.Header.Set(fasthttp.HeaderAcceptEncoding, "identity")
+	}
+	resp = fasthttp.AcquireResponse()
+	t0 := time.Now()
+	var err error
+	if cancellable {
+		var gone bool
+		x.release, gone, err = s.up.doCancellable(req, resp, ctx.Conn())
+		if gone {
+			fasthttp.ReleaseRequest(req)
+			fasthttp.ReleaseResponse(resp)
+			x.upstream += time.Since(t0)
+			s.clientGone(ctx, x)
+			return nil, false
+		}
+	} else {
+		err = s.up.do(req, resp)
+	}
+	x.upstream += time.Since(t0)
+	fasthttp.ReleaseRequest(req)
+	if err != nil {
+		fasthttp.ReleaseResponse(resp)
+		s.fail(ctx, x, err)
+		return nil, false
+	}
+	return resp, true
+}
+
+// answerHeaders copies the upstream's status and headers to the client's
+// answer, adding ctxpress's own.
+func (s *Server) answerHeaders(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, o forwardOpts) {
+	resp.Header.CopyTo(&ctx.Response.Header)
+	removeHopHeaders(&ctx.Response.Header)
+	if o.headers != nil {
+		o.headers(&ctx.Response.Header)
+	}
+	x.status = resp.StatusCode()
+}
+
+// relayAnswer relays resp, whose headers are in, as relayModeOf says.
+func (s *Server) relayAnswer(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError, a asks, o forwardOpts) {
+	s.answerHeaders(ctx, x, resp, o)
+	if stream == nil { // no body (HEAD, 204, 304)
+		ctx.Response.SetBody(resp.Body())
+		fasthttp.ReleaseResponse(resp)
+		s.finish(x)
+		return
+	}
+	contentLength := resp.Header.ContentLength()
+	switch relayModeOf(resp.Header.ContentType(), contentLength, o.readUsage, a.stream) {
+	case relayStream:
+		s.relayStream(ctx, x, resp, stream, a, o.readUsage)
+	case relayWhole:
+		held, whole, err := readBounded(stream, contentLength, maxWholeAnswer)
+		s.relayHeld(ctx, x, resp, stream, held, whole, err, true)
+	default:
+		s.relayRest(ctx, x, resp, stream, nil)
+	}
+}
+
+// relayStream copies an event stream to the client as it arrives, reading
+// its usage on the way.
+func (s *Server) relayStream(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError, a asks, readUsage bool) {
+	x.stream = true
+	s.up.releaseDeadline(resp)
+	var watch *sseUsage
+	r := &relay{body: stream, idle: s.cfg.StreamIdleTimeout, clientConn: ctx.Conn()}
+	switch {
+	case a.addedUsage:
+		r.strip = &usageChunkFilter{}
+	case readUsage:
+		watch = &sseUsage{}
+		r.observe = watch.observe
+	}
+	r.done = func(res relayResult) {
+		x.bytesOut = res.bytesOut
+		x.err = res.upstreamErr
+		if res.upstreamErr == nil && res.clientErr != nil {
+			x.err = res.clientErr
+		}
+		if watch != nil {
+			x.usage = watch.usage
+		}
+		if r.strip != nil {
+			x.usage = r.strip.usage
+		}
+		fasthttp.ReleaseResponse(resp)
+		s.finish(x)
+	}
+	ctx.SetBodyStreamWriter(s.metrics.countStream(r.writeTo))
+}
+
+// relayHeld relays an answer of which held was read ahead: all of it when
+// whole (its usage read when readUsage), else held and then the rest as it
+// arrives, its usage unread. A read that failed is a proxy fault.
+func (s *Server) relayHeld(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError,
+	held []byte, whole bool, err error, readUsage bool) {
+	if err != nil {
+		_ = stream.CloseWithError(err)
+		fasthttp.ReleaseResponse(resp)
+		s.fail(ctx, x, fmt.Errorf("reading upstream body: %w", err))
+		return
+	}
+	if !whole {
+		s.relayRest(ctx, x, resp, stream, held)
+		return
+	}
+	_ = stream.CloseWithError(nil)
+	fasthttp.ReleaseResponse(resp)
+	if readUsage {
+		x.usage = usageFromBody(held, ctx.Response.Header.ContentEncoding())
+	}
+	x.bytesOut = int64(len(held))
+	ctx.Response.SetBodyRaw(held)
+	s.finish(x)
+}
+
+// relayRest passes held and then the rest of the body to the client as it
+// arrives, at its own pace (fasthttp copies it after the handler returns).
+func (s *Server) relayRest(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError, held []byte) {
+	b := &bodyCloser{body: stream, held: held}
+	b.done = func() {
+		x.bytesOut = b.n
+		fasthttp.ReleaseResponse(resp)
+		s.finish(x)
+	}
+	ctx.Response.SetBodyStream(b, resp.Header.ContentLength())
+}
+
+// bodyCloser is an upstream body being copied to the client: held (read
+// ahead) and then the rest. It counts what the client got and releases the
+// upstream response once fasthttp has copied the body (fasthttp closes a
+// body stream after writing it, through Close and CloseWithError both).
+type bodyCloser struct {
+	body fasthttp.ReadCloserWithError
+	held []byte
+	n    int64
+	done func()
+	once bool
+}
+
+func (b *bodyCloser) Read(p []byte) (int, error) {
+	if len(b.held) > 0 {
+		n := copy(p, b.held)
+		b.held = b.held[n:]
+		b.n += int64(n)
+		return n, nil
+	}
+	n, err := b.body.Read(p)
+	b.n += int64(n)
+	return n, err
+}
+
+// CloseWithError passes on why fasthttp stopped (a client gone, a write
+// that failed), so that a body not read to its end closes its upstream
+// connection instead of returning it to the pool.
+func (b *bodyCloser) CloseWithError(err error) error {
+	if b.once {
+		return nil
+	}
+	b.once = true
+	cerr := b.body.CloseWithError(err)
+	b.done()
+	return cerr
+}
+
+// readBounded reads a body of contentLength bytes (negative: unknown) to
+// its end, if it is at most limit bytes: whole reports it was. Over the
+// limit, it returns what it has read so far (nothing when the length said so
+// at once), and the rest is still in r.
+func readBounded(r io.Reader, contentLength, limit int) (buf []byte, whole bool, err error) {
+	if contentLength > limit {
+		return nil, false, nil
+	}
+	buf = make([]byte, 0, max(contentLength, 4<<10))
+	for {
+		if len(buf) > limit {
+			return buf, false, nil
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, rerr := r.Read(buf[len(buf):min(cap(buf), limit+1)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case rerr == io.EOF:
+			if contentLength >= 0 && len(buf) < contentLength {
+				return buf, false, io.ErrUnexpectedEOF
+			}
+			return buf, true, nil
+		case rerr != nil:
+			return buf, false, rerr
+		}
+	}
+}
