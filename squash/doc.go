@@ -17,8 +17,9 @@
 //
 // # Reads
 //
-// A shell tool's call whose output is a file's content is a read: it comes
-// back byte-identical up to ReadMaxBytes (64 KiB). ApplyCall sees the call's arguments: the command
+// A shell tool's call whose output is a file's content is a read, and so is
+// any output shaped like source code: both come back byte-identical up to
+// ReadMaxBytes (64 KiB). ApplyCall sees the call's arguments: the command
 // ("command" or "cmd", a string or an argv array such as
 // ["bash","-lc","…"]) is read as a shell would, through cd … &&, ;, env
 // assignments, env, timeout, nice, sudo, bash -c '…' wrappers, subshells and
@@ -41,11 +42,16 @@
 //
 // # Shapes
 //
-// Detect picks one compressor. Valid JSON is json. A
-// text is a log when at least 3 lines are errors, warnings or stack frames,
-// when one line is something only a test runner or build tool prints (go
-// test, pytest, jest, cargo, npm, maven, gradle, make, tsc), or when at least
-// half of its lines carry a level field. Everything else is generic.
+// Detect picks one compressor. Valid JSON is json. A text is source when at
+// least 8 lines are not blank and 60% of them look like code (ending in one
+// of {}[]();:,\, starting with a keyword, a comment, a decorator, an
+// assignment, or inside a docstring), 5% start with a keyword, 20% are
+// indented, and under 5% are log, traceback or compiler lines and under 20%
+// diff lines, with no test-runner line. A text is a log when at least 3 lines
+// are errors, warnings or stack frames, when one line is something only a
+// test runner or build tool prints (go test, pytest, jest, cargo, npm, maven,
+// gradle, make, tsc), or when at least half of its lines carry a level
+// field. Everything else is generic.
 //
 // # Markers
 //

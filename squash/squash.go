@@ -50,7 +50,8 @@ type Config struct {
 	// of them is a read. nil means DefaultReadCommands; an empty non-nil
 	// slice means none.
 	ReadCommands []string
-	// ReadMaxBytes is the largest shell read kept whole; a larger one keeps its head and tail
+	// ReadMaxBytes is the largest read (a shell read, or any output shaped
+	// like source code) kept whole; a larger one keeps its head and tail
 	// within this many bytes around a marker that names the lines left out
 	// and how to print them. 0 means DefaultReadMaxBytes (64 KiB); negative
 	// turns reads off: they are squashed by shape like any output.
@@ -74,6 +75,9 @@ const (
 	ShapeJSON    Shape = "json"
 	ShapeLog     Shape = "log"
 	ShapeGeneric Shape = "generic"
+	// ShapeSource is text shaped like source code, whatever the tool; it is
+	// kept like a read.
+	ShapeSource Shape = "source"
 	// ShapeRead is the output of a shell call that prints files (cat,
 	// sed -n, …): never squashed, only cut above Config.ReadMaxBytes.
 	ShapeRead Shape = "read"
@@ -177,8 +181,9 @@ func (s *Squasher) Apply(tool, output string) Result {
 // ApplyCall squashes the output of call. Exempt tools, outputs under the
 // size floor, and outputs whose squashed form would not save at least 10%
 // of tokens come back byte-identical with Squashed=false. So do reads (a
-// shell call that prints files) up to Config.ReadMaxBytes; a larger read is
-// cut to that size (cutRead), never squashed by shape.
+// shell call that prints files, or any output shaped like source code) up
+// to Config.ReadMaxBytes; a larger read is cut to that size (cutRead), never
+// squashed by shape.
 func (s *Squasher) ApplyCall(c Call, output string) Result {
 	r := Result{Text: output, BytesBefore: len(output), BytesAfter: len(output)}
 	if _, ok := s.exempt[c.Tool]; ok || len(output) < s.minBytes {
@@ -206,7 +211,8 @@ func (s *Squasher) ApplyCall(c Call, output string) Result {
 
 // choose picks the compressor for an output of call: ShapeRead, with what
 // the read says of its lines, when reads are kept and call is one; else
-// the text's shape.
+// the text's shape (source only while reads are kept: otherwise log or
+// generic, as before there were reads).
 func (s *Squasher) choose(c Call, output string) (Shape, fileRead, *textLines) {
 	if s.readMax > 0 {
 		if rd, ok := s.shellRead(c); ok {
@@ -214,6 +220,12 @@ func (s *Squasher) choose(c Call, output string) (Shape, fileRead, *textLines) {
 		}
 	}
 	shape, lines := detect(output)
+	if shape == ShapeSource && s.readMax <= 0 {
+		shape = ShapeGeneric
+		if lines.isLog() {
+			shape = ShapeLog
+		}
+	}
 	return shape, fileRead{}, lines
 }
 
@@ -221,7 +233,7 @@ func (s *Squasher) choose(c Call, output string) (Shape, fileRead, *textLines) {
 func (s *Squasher) compress(c Call, output string) (Shape, string) {
 	shape, rd, lines := s.choose(c, output)
 	switch shape {
-	case ShapeRead:
+	case ShapeRead, ShapeSource:
 		return shape, cutRead(output, rd, s.readMax)
 	case ShapeJSON:
 		return shape, squashJSON(output)
