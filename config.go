@@ -198,8 +198,12 @@ func (c config) pipelineConfig(count func(string) int) rewrite.Config {
 	}
 	if c.Squash.Enabled {
 		sq := squash.New(squash.Config{MinBytes: c.Squash.MinBytes, ExemptTools: nonNil(c.Squash.ExemptTools), CountTokens: count})
-		rc.Squash = func(tool, content string) string { return sq.Apply(tool, content).Text }
-		rc.SquashShape = func(content string) string { return string(squash.Detect(content)) } // metrics by shape
+		rc.Squash = func(call rewrite.ToolCall, content string) string {
+			return sq.ApplyCall(squash.Call{Tool: call.Name, Args: call.Arguments}, content).Text
+		}
+		rc.SquashShape = func(call rewrite.ToolCall, content string) string { // metrics by shape
+			return string(sq.Shape(squash.Call{Tool: call.Name, Args: call.Arguments}, content))
+		}
 	}
 	return rc
 }
