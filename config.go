@@ -105,9 +105,12 @@ type modelConfig struct {
 }
 
 type squashConfig struct {
-	Enabled     bool     `yaml:"enabled"`
-	MinBytes    int      `yaml:"min_bytes"`
-	ExemptTools []string `yaml:"exempt_tools"`
+	Enabled      bool     `yaml:"enabled"`
+	MinBytes     int      `yaml:"min_bytes"`
+	ExemptTools  []string `yaml:"exempt_tools"`
+	ShellTools   []string `yaml:"shell_tools"`
+	ReadCommands []string `yaml:"read_commands"`
+	ReadMaxBytes int      `yaml:"read_max_bytes"`
 }
 
 type dedupConfig struct {
@@ -136,9 +139,12 @@ func defaultConfig() config {
 		ConversationHdrs:  rewrite.DefaultConversationHeaders(),
 		CacheBytes:        rewrite.DefaultCacheBytes,
 		Squash: squashConfig{
-			Enabled:     true,
-			MinBytes:    squash.DefaultMinBytes,
-			ExemptTools: append([]string(nil), squash.DefaultExemptTools...),
+			Enabled:      true,
+			MinBytes:     squash.DefaultMinBytes,
+			ExemptTools:  append([]string(nil), squash.DefaultExemptTools...),
+			ShellTools:   append([]string(nil), squash.DefaultShellTools...),
+			ReadCommands: append([]string(nil), squash.DefaultReadCommands...),
+			ReadMaxBytes: squash.DefaultReadMaxBytes,
 		},
 		Dedup: dedupConfig{
 			Enabled:       true,
@@ -197,7 +203,9 @@ func (c config) pipelineConfig(count func(string) int) rewrite.Config {
 		Identify:   rewrite.IdentifyConfig{Headers: nonNil(c.ConversationHdrs), Mode: c.Identify},
 	}
 	if c.Squash.Enabled {
-		sq := squash.New(squash.Config{MinBytes: c.Squash.MinBytes, ExemptTools: nonNil(c.Squash.ExemptTools), CountTokens: count})
+		sq := squash.New(squash.Config{MinBytes: c.Squash.MinBytes, ExemptTools: nonNil(c.Squash.ExemptTools),
+			ShellTools: nonNil(c.Squash.ShellTools), ReadCommands: nonNil(c.Squash.ReadCommands),
+			ReadMaxBytes: c.Squash.ReadMaxBytes, CountTokens: count})
 		rc.Squash = func(call rewrite.ToolCall, content string) string {
 			return sq.ApplyCall(squash.Call{Tool: call.Name, Args: call.Arguments}, content).Text
 		}

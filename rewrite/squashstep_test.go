@@ -118,3 +118,33 @@ func TestSquashOfAReadIsNotReusedForAnotherCommand(t *testing.T) {
 		}
 	}
 }
+
+// Squash is handed the call each output answers: its name and arguments,
+// for a tool_call (a JSON string, or an object from a sloppy client), a
+// legacy function_call, and nothing for a result whose call is unknown.
+func TestSquashSeesTheCall(t *testing.T) {
+	seen := map[string]ToolCall{}
+	p := New(Config{Squash: func(call ToolCall, content string) string {
+		seen[content] = call
+		return content
+	}})
+	p.Rewrite(chat("gpt-4o",
+		`{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"bash","arguments":"{\"command\":\"cat a.go\"}"}},`+
+			`{"id":"b","type":"function","function":{"name":"bash","arguments":{"command":"ls"}}}]}`,
+		`{"role":"tool","tool_call_id":"b","content":"out-b"}`,
+		`{"role":"tool","tool_call_id":"a","content":"out-a"}`,
+		`{"role":"tool","tool_call_id":"zzz","name":"named","content":"out-unmatched"}`,
+		`{"role":"assistant","function_call":{"name":"legacy_fn","arguments":"{\"x\":1}"}}`,
+		`{"role":"function","name":"legacy_fn","content":"out-legacy"}`))
+	want := map[string]ToolCall{
+		"out-a":         {Name: "bash", Arguments: `{"command":"cat a.go"}`},
+		"out-b":         {Name: "bash", Arguments: `{"command":"ls"}`},
+		"out-unmatched": {Name: "named"},
+		"out-legacy":    {Name: "legacy_fn", Arguments: `{"x":1}`},
+	}
+	for content, call := range want {
+		if seen[content] != call {
+			t.Errorf("%s: squash saw %+v, want %+v", content, seen[content], call)
+		}
+	}
+}
