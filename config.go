@@ -111,9 +111,12 @@ type modelConfig struct {
 }
 
 type squashConfig struct {
-	Enabled     bool     `yaml:"enabled"`
-	MinBytes    int      `yaml:"min_bytes"`
-	ExemptTools []string `yaml:"exempt_tools"`
+	Enabled      bool     `yaml:"enabled"`
+	MinBytes     int      `yaml:"min_bytes"`
+	ExemptTools  []string `yaml:"exempt_tools"`
+	ShellTools   []string `yaml:"shell_tools"`
+	ReadCommands []string `yaml:"read_commands"`
+	ReadMaxBytes int      `yaml:"read_max_bytes"`
 }
 
 type dedupConfig struct {
@@ -142,9 +145,12 @@ func defaultConfig() config {
 		ConversationHdrs:  rewrite.DefaultConversationHeaders(),
 		CacheBytes:        rewrite.DefaultCacheBytes,
 		Squash: squashConfig{
-			Enabled:     true,
-			MinBytes:    squash.DefaultMinBytes,
-			ExemptTools: append([]string(nil), squash.DefaultExemptTools...),
+			Enabled:      true,
+			MinBytes:     squash.DefaultMinBytes,
+			ExemptTools:  append([]string(nil), squash.DefaultExemptTools...),
+			ShellTools:   append([]string(nil), squash.DefaultShellTools...),
+			ReadCommands: append([]string(nil), squash.DefaultReadCommands...),
+			ReadMaxBytes: squash.DefaultReadMaxBytes,
 		},
 		Dedup: dedupConfig{
 			Enabled:       true,
@@ -212,9 +218,15 @@ func (c config) pipelineConfig(count func(string) int) rewrite.Config {
 		Identify:   rewrite.IdentifyConfig{Headers: nonNil(c.ConversationHdrs), Mode: c.Identify},
 	}
 	if c.Squash.Enabled {
-		sq := squash.New(squash.Config{MinBytes: c.Squash.MinBytes, ExemptTools: nonNil(c.Squash.ExemptTools), CountTokens: count})
-		rc.Squash = func(tool, content string) string { return sq.Apply(tool, content).Text }
-		rc.SquashShape = func(content string) string { return string(squash.Detect(content)) } // metrics by shape
+		sq := squash.New(squash.Config{MinBytes: c.Squash.MinBytes, ExemptTools: nonNil(c.Squash.ExemptTools),
+			ShellTools: nonNil(c.Squash.ShellTools), ReadCommands: nonNil(c.Squash.ReadCommands),
+			ReadMaxBytes: c.Squash.ReadMaxBytes, CountTokens: count})
+		rc.Squash = func(call rewrite.ToolCall, content string) string {
+			return sq.ApplyCall(squash.Call{Tool: call.Name, Args: call.Arguments}, content).Text
+		}
+		rc.SquashShape = func(call rewrite.ToolCall, content string) string { // metrics by shape
+			return string(sq.Shape(squash.Call{Tool: call.Name, Args: call.Arguments}, content))
+		}
 	}
 	return rc
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/rewrite"
 )
 
 // config.example.yml is the defaults, key for key: loading it changes nothing,
@@ -129,5 +132,39 @@ func TestModelsReasoningReachesTheSummarizer(t *testing.T) {
 	}
 	if got.Trigger.ContextWindow("local") != 8192 {
 		t.Errorf("context window of local: %d", got.Trigger.ContextWindow("local"))
+	}
+}
+
+// The squash read options reach the squasher: a read command added in the
+// file makes its calls reads, kept whole; read_max_bytes -1 squashes reads
+// by shape again.
+func TestSquashReadOptions(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 300; i++ {
+		b.WriteString("2024-03-17 16:13:00 INFO worker: processed job " + strings.Repeat("x", i%7) + "\n")
+	}
+	out := b.String()
+	call := func(cmd string) rewrite.ToolCall {
+		args, _ := json.Marshal(map[string]string{"command": cmd})
+		return rewrite.ToolCall{Name: "bash", Arguments: string(args)}
+	}
+	for _, tt := range []struct {
+		file, cmd string
+		kept      bool
+	}{
+		{"", "cat app.log", true},
+		{"", "journalctl -u app", false},
+		{"squash:\n  read_commands: [zcat]\n", "zcat app.log.gz", true},
+		{"squash:\n  read_commands: [zcat]\n", "cat app.log", false},
+		{"squash:\n  read_max_bytes: -1\n", "cat app.log", false},
+		{"squash:\n  shell_tools: [run]\n", "cat app.log", false},
+	} {
+		c := defaultConfig()
+		if err := decodeConfigFile(&c, []byte(tt.file)); err != nil {
+			t.Fatal(err)
+		}
+		if kept := c.pipelineConfig(nil).Squash(call(tt.cmd), out) == out; kept != tt.kept {
+			t.Errorf("%q, %s: kept %v, want %v", tt.file, tt.cmd, kept, tt.kept)
+		}
 	}
 }

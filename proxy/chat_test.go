@@ -30,7 +30,7 @@ func chatDeps(t *testing.T) (Deps, state.Store) {
 	t.Cleanup(func() { st.Close() })
 	sq := squash.New(squash.Config{})
 	p := rewrite.New(rewrite.Config{
-		Squash: func(tool, c string) string { return sq.Apply(tool, c).Text },
+		Squash: func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
 		Dedup:  rewrite.DefaultDedupConfig(),
 	})
 	return Deps{Pipeline: p, Store: st}, st

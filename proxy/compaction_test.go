@@ -53,7 +53,7 @@ func startWithStore(t *testing.T, cfg Config) (*testProxy, state.Store) {
 func pipelineForTest() *rewrite.Pipeline {
 	sq := squash.New(squash.Config{})
 	return rewrite.New(rewrite.Config{
-		Squash: func(tool, c string) string { return sq.Apply(tool, c).Text },
+		Squash: func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
 		Dedup:  rewrite.DefaultDedupConfig(),
 	})
 }

@@ -24,8 +24,8 @@ import (
 func pipelineWithShapes() *rewrite.Pipeline {
 	sq := squash.New(squash.Config{})
 	return rewrite.New(rewrite.Config{
-		Squash:      func(tool, c string) string { return sq.Apply(tool, c).Text },
-		SquashShape: func(c string) string { return string(squash.Detect(c)) },
+		Squash:      func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
+		SquashShape: func(_ rewrite.ToolCall, c string) string { return string(squash.Detect(c)) },
 		Dedup:       rewrite.DefaultDedupConfig(),
 	})
 }

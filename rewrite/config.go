@@ -5,16 +5,18 @@ import "fmt"
 // Config configures a Pipeline. The zero Config is valid: no squashing, no
 // dedup, DefaultCacheBytes of cache, default identification.
 type Config struct {
-	// Squash compresses the output of one tool call; tool is the tool's name
-	// ("" when it cannot be found). It must be deterministic, pure and safe
-	// for concurrent use; exemptions (read-type tools, a size floor) are its
-	// business. nil disables squashing. A result that does not save tokens
-	// is not used.
-	Squash func(tool, content string) string
+	// Squash compresses the output of one tool call; call is the call that
+	// produced it (name and arguments, "" when it cannot be found). It must
+	// be deterministic, pure and safe for concurrent use, and depend on
+	// call's arguments only through their JSON value (results are memoised
+	// on their canonical form); exemptions (read-type tools, file reads, a
+	// size floor) are its business. nil disables squashing. A result that
+	// does not save tokens is not used.
+	Squash func(call ToolCall, content string) string
 	// SquashShape names the shape of a tool output Squash changed (json,
-	// log, generic), for Result.SquashStats; it is called once per squashed
-	// text and memoised with it. nil leaves the shape empty.
-	SquashShape func(content string) string
+	// log, generic, ...), for Result.SquashStats; it is called once per
+	// squashed text and memoised with it. nil leaves the shape empty.
+	SquashShape func(call ToolCall, content string) string
 	// Dedup configures the replacement of superseded tool results.
 	Dedup DedupConfig
 	// CacheBytes bounds the memory of the squash, token and per-message

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/corpustest"
+	"github.com/tidwall/gjson"
 )
 
 // corpusDir returns the shared corpus, skipping the test when it is absent.
@@ -26,4 +27,48 @@ func loadTraces(tb testing.TB) []trace {
 		ts = append(ts, trace{name: c.Name, body: c.Body})
 	}
 	return ts
+}
+
+// corpusOutput is one tool output text of the corpus with its call.
+type corpusOutput struct {
+	trace string
+	call  ToolCall
+	text  string
+}
+
+// corpusOutputs returns every tool output text (string contents and text
+// parts) of the corpus over minBytes, with the call that produced it.
+func corpusOutputs(tb testing.TB, minBytes int) []corpusOutput {
+	tb.Helper()
+	var outs []corpusOutput
+	for _, tr := range loadTraces(tb) {
+		req, _ := parseRequest(tr.body)
+		calls := map[string]ToolCall{}
+		for i := range req.messages {
+			m := &req.messages[i]
+			m.result(m.toolCalls).ForEach(func(_, tc gjson.Result) bool {
+				calls[tc.Get("id").String()] = ToolCall{Name: tc.Get("function.name").String(), Arguments: tc.Get("function.arguments").String()}
+				return true
+			})
+			if m.role != "tool" {
+				continue
+			}
+			add := func(t gjson.Result) {
+				if len(t.Str) > minBytes {
+					outs = append(outs, corpusOutput{tr.name, calls[m.toolCallID], t.Str})
+				}
+			}
+			content := m.result(m.content)
+			if content.Type == gjson.String {
+				add(content)
+			}
+			content.ForEach(func(_, part gjson.Result) bool {
+				if t, ok := squashablePart(part); ok {
+					add(t)
+				}
+				return true
+			})
+		}
+	}
+	return outs
 }

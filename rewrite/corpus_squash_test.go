@@ -4,9 +4,17 @@ import "github.com/ctxpress/ctxpress/squash"
 
 // corpusSquash is the squasher the corpus tests run with, and
 // corpusSquashName says which one it is in their logs: ctxpress's real
-// compressor with its defaults (1500-byte floor, read-type tools exempt).
-// The unit tests of the plumbing use truncSquash instead.
+// compressor with its defaults (1500-byte floor, read-type tools exempt,
+// shell reads kept). The unit tests of the plumbing use truncSquash
+// instead.
 var (
-	corpusSquash     = squash.Apply
-	corpusSquashName = "squash.Apply (defaults)"
+	corpusSquash     = squashCall(squash.New(squash.Config{}))
+	corpusSquashName = "squash.ApplyCall (defaults)"
 )
+
+// squashCall plugs a Squasher into Config.Squash, as the proxy does.
+func squashCall(s *squash.Squasher) func(ToolCall, string) string {
+	return func(c ToolCall, content string) string {
+		return s.ApplyCall(squash.Call{Tool: c.Name, Args: c.Arguments}, content).Text
+	}
+}

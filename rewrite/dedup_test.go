@@ -171,7 +171,7 @@ func TestDedupAfterSquash(t *testing.T) {
 	if res.Deduped != 1 || res.Squashed != 1 {
 		t.Fatalf("%+v", res)
 	}
-	if contentOf(res.Body, 1) != DedupPlaceholder || contentOf(res.Body, 3) != truncSquash("bash", src) {
+	if contentOf(res.Body, 1) != DedupPlaceholder || contentOf(res.Body, 3) != truncSquash(ToolCall{Name: "bash"}, src) {
 		t.Errorf("unexpected contents")
 	}
 }

@@ -9,7 +9,8 @@
 //     messages (byte ranges into the body, never a decode into structs);
 //     apply the longest stored summary (Branch) whose chain hash matches the
 //     client's history, or else trim it to MaxHistoryMessages; squash each
-//     tool result that remains through the configured squasher, replace
+//     tool result that remains through the configured squasher (given the
+//     call that produced it: name and arguments), replace
 //     superseded duplicate tool results by a placeholder, add the summary
 //     block and ConciseInstruction to the system prompt, and count tokens
 //     before and after.

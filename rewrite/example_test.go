@@ -10,8 +10,8 @@ import (
 func ExamplePipeline_Rewrite() {
 	p := rewrite.New(rewrite.Config{
 		// The proxy plugs in squash.Apply; here, a toy squasher.
-		Squash: func(tool, content string) string {
-			if tool == "bash" && len(content) > 100 {
+		Squash: func(call rewrite.ToolCall, content string) string {
+			if call.Name == "bash" && len(content) > 100 {
 				return content[:20] + " [...]"
 			}
 			return content

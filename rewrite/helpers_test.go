@@ -13,7 +13,7 @@ import (
 // spliced back, cached and counted). It is not a compressor: outputs over
 // 1000 bytes keep their first 300 and last 200 bytes (cut on rune
 // boundaries) around a marker.
-func truncSquash(tool, content string) string {
+func truncSquash(_ ToolCall, content string) string {
 	if len(content) <= 1000 {
 		return content
 	}

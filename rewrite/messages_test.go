@@ -96,7 +96,7 @@ func TestRewriteKeepsPartsArrayShape(t *testing.T) {
 	if got := parts.Get("1").Raw; got != `{"type":"image_url","image_url":{"url":"https://x/y.png"}}` {
 		t.Errorf("image part changed: %s", got)
 	}
-	want := truncSquash("bash", gjson.GetBytes(body, "messages.1.content.0.text").Str)
+	want := truncSquash(ToolCall{Name: "bash"}, gjson.GetBytes(body, "messages.1.content.0.text").Str)
 	if got := parts.Get("0.text").Str; got != want {
 		t.Errorf("text part = %.80q, want the stand-in's output", got)
 	}
@@ -138,8 +138,8 @@ func TestRewriteNilSquashLeavesBodyAlone(t *testing.T) {
 
 func TestRewriteSquasherSeesToolNames(t *testing.T) {
 	seen := map[string]string{}
-	p := New(Config{Squash: func(tool, content string) string {
-		seen[content] = tool
+	p := New(Config{Squash: func(call ToolCall, content string) string {
+		seen[content] = call.Name
 		return content
 	}})
 	p.Rewrite(chat("gpt-4o",
@@ -164,7 +164,7 @@ func TestRewriteSquashPanicPassesThrough(t *testing.T) {
 	body := chat("gpt-4o",
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"`+longOutput+`"}`)
-	res := New(Config{Squash: func(string, string) string { panic("boom") }}).Rewrite(body)
+	res := New(Config{Squash: func(ToolCall, string) string { panic("boom") }}).Rewrite(body)
 	if !res.Understood || res.Changed {
 		t.Errorf("%+v", res)
 	}
@@ -174,7 +174,7 @@ func TestRewriteIgnoresSquashThatCostsTokens(t *testing.T) {
 	body := chat("gpt-4o",
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"ok"}`)
-	res := New(Config{Squash: func(_, c string) string { return c + " and more words" }}).Rewrite(body)
+	res := New(Config{Squash: func(_ ToolCall, c string) string { return c + " and more words" }}).Rewrite(body)
 	if res.Changed || res.Squashed != 0 {
 		t.Errorf("%+v", res)
 	}
@@ -182,7 +182,7 @@ func TestRewriteIgnoresSquashThatCostsTokens(t *testing.T) {
 
 func TestRewriteSquashCache(t *testing.T) {
 	calls := 0
-	p := New(Config{Squash: func(tool, c string) string { calls++; return truncSquash(tool, c) }})
+	p := New(Config{Squash: func(call ToolCall, c string) string { calls++; return truncSquash(call, c) }})
 	turn := []string{
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"` + longOutput + `"}`,

@@ -110,8 +110,8 @@ type analysis struct {
 
 // facts is what Rewrite derives from one message: its tokens and the edits
 // squash makes to it. It depends only on the encoding, the message's bytes
-// and (for a tool result) the tool's name, and is memoised on exactly that,
-// so a turn costs only its new messages.
+// and (for a tool result) the tool's name and its call's arguments, and is
+// memoised on exactly that, so a turn costs only its new messages.
 type facts struct {
 	before, after int          // tokens of the message as sent, as squashed
 	contentAfter  int          // tokens of the content as squashed
@@ -213,6 +213,7 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 	}
 	calls := make(map[string]callKey)
 	var legacy *callKey
+	sites := newCallSites()
 	for i := range req.messages {
 		m := &req.messages[i]
 		a.hashes[i] = hashContent(m.bytes())
@@ -222,8 +223,9 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 				legacy = nil
 			}
 		}
-		f := p.messageFacts(enc, a.tools[i], m, a.hashes[i])
+		f := p.messageFacts(enc, sites.producer(m, a.tools[i], a.keys[i], a.keyed[i]), m, a.hashes[i])
 		a.facts[i] = f
+		sites.record(m, f)
 		for j := range f.calls {
 			c := &f.calls[j]
 			if c.id == "" {
@@ -238,9 +240,9 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 
 // messageFacts returns the facts of message m (whose bytes hash to h),
 // from the memo when this message was seen before with the same encoding
-// and tool name.
-func (p *Pipeline) messageFacts(enc Encoding, tool string, m *message, h contentHash) *facts {
-	key := newKey(kindMessage, string(enc), tool, string(h[:]))
+// and, for a tool result, the same call (pr: tool name and arguments).
+func (p *Pipeline) messageFacts(enc Encoding, pr producer, m *message, h contentHash) *facts {
+	key := newKey(kindMessage, string(enc), pr.tool, string(pr.args[:]), string(h[:]))
 	if v, ok := p.cache.get(key); ok {
 		return v.(*facts)
 	}
@@ -254,7 +256,7 @@ func (p *Pipeline) messageFacts(enc Encoding, tool string, m *message, h content
 		overhead := c.overheadTokens(enc, m)
 		var before, after int
 		if m.isResult() {
-			f.edits, before, after, f.stats = p.squashContent(enc, tool, m)
+			f.edits, before, after, f.stats = p.squashContent(enc, pr, m)
 			f.squashed = len(f.stats)
 		} else {
 			before = c.contentTokens(enc, m.result(m.content))

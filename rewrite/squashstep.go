@@ -1,8 +1,96 @@
 package rewrite
 
 import (
+	"crypto/sha256"
+
 	"github.com/tidwall/gjson"
 )
+
+// ToolCall is the call whose output Config.Squash is given.
+type ToolCall struct {
+	// Name is the tool's name; "" when the call cannot be found.
+	Name string
+	// Arguments is the call's arguments as the model wrote them, the JSON
+	// text of function.arguments (`{"command":"cat -n a.go"}`); "" when
+	// the call cannot be found.
+	Arguments string
+}
+
+// producer is the call a tool result answers, as the squash step needs
+// it: the tool's name, the digest of the call's canonical arguments (for
+// memo keys: a squash that reads the arguments must not be recalled for
+// another call), and the assistant message that made the call (to read the
+// arguments on a memo miss). The message is the current request's.
+type producer struct {
+	tool string
+	args [sha256.Size]byte // callKey.args; zero when the call is unknown
+	from *message          // nil when the call is unknown
+	id   string            // the call's id; "" for a legacy function_call
+}
+
+// call reads the producing call from the message that made it.
+func (pr producer) call() ToolCall {
+	c := ToolCall{Name: pr.tool}
+	m := pr.from
+	if m == nil {
+		return c
+	}
+	var args gjson.Result
+	if pr.id == "" {
+		args = m.result(m.functionCall).Get("arguments")
+	} else {
+		m.result(m.toolCalls).ForEach(func(_, tc gjson.Result) bool {
+			if tc.Get("id").String() != pr.id {
+				return true
+			}
+			args = tc.Get("function.arguments")
+			return false
+		})
+	}
+	if args.Type == gjson.String {
+		c.Arguments = args.Str
+	} else {
+		c.Arguments = args.Raw
+	}
+	return c
+}
+
+// callSites remembers, while a request is analysed, which assistant
+// message made each call, so that a tool result's squash can be handed its
+// call.
+type callSites struct {
+	byID   map[string]*message
+	legacy *message // the message of the last legacy function_call
+}
+
+func newCallSites() *callSites { return &callSites{byID: make(map[string]*message)} }
+
+// record notes the calls assistant message m makes (f.calls).
+func (cs *callSites) record(m *message, f *facts) {
+	for _, c := range f.calls {
+		if c.id == "" {
+			cs.legacy = m
+		} else {
+			cs.byID[c.id] = m
+		}
+	}
+}
+
+// producer returns the call result m answers, given what resultKey found
+// for it: its tool, and its call's key when keyed.
+func (cs *callSites) producer(m *message, tool string, key callKey, keyed bool) producer {
+	pr := producer{tool: tool}
+	if !keyed {
+		return pr
+	}
+	pr.args = key.args
+	if m.role == "function" {
+		pr.from = cs.legacy
+	} else {
+		pr.from, pr.id = cs.byID[m.toolCallID], m.toolCallID
+	}
+	return pr
+}
 
 // edit replaces the bytes [start, end) with repl. In facts the offsets are
 // relative to the start of the message; placed edits are absolute.
@@ -29,15 +117,15 @@ func exactJSONString(s string) []byte {
 }
 
 // squashText returns the squashed form of a tool output, from the cache
-// when this (tool, text) was squashed before. It reports false when the
+// when this (call, text) was squashed before. It reports false when the
 // squash changed nothing. A panicking Squash counts as changing nothing.
-func (p *Pipeline) squashText(tool, text string) (string, bool) {
-	key := newKey(kindSquash, tool, text)
+func (p *Pipeline) squashText(pr producer, text string) (string, bool) {
+	key := newKey(kindSquash, pr.tool, string(pr.args[:]), text)
 	if v, ok := p.cache.get(key); ok {
 		r := v.(squashResult)
 		return r.out, !r.same
 	}
-	out := p.callSquash(tool, text)
+	out := p.callSquash(pr.call(), text)
 	r := squashResult{out: out, same: out == text}
 	if r.same {
 		r.out = ""
@@ -48,13 +136,13 @@ func (p *Pipeline) squashText(tool, text string) (string, bool) {
 
 // callSquash runs the configured Squash, shielding the request from a
 // panic in it: the text is then passed on unchanged.
-func (p *Pipeline) callSquash(tool, text string) (out string) {
+func (p *Pipeline) callSquash(call ToolCall, text string) (out string) {
 	defer func() {
 		if recover() != nil {
 			out = text
 		}
 	}()
-	return p.cfg.Squash(tool, text)
+	return p.cfg.Squash(call, text)
 }
 
 // squashContent squashes the content of tool result m: a string content as
@@ -62,7 +150,7 @@ func (p *Pipeline) callSquash(tool, text string) (out string) {
 // shape; other parts are untouched). A squash is used only when it saves
 // tokens. It returns the edits (relative to the message start), the content
 // tokens before and after, and a SquashStat per text squashed.
-func (p *Pipeline) squashContent(enc Encoding, tool string, m *message) (edits []edit, before, after int, stats []SquashStat) {
+func (p *Pipeline) squashContent(enc Encoding, pr producer, m *message) (edits []edit, before, after int, stats []SquashStat) {
 	c := p.counter
 	content := m.result(m.content)
 	squashOne := func(text gjson.Result) (tokBefore, tokAfter int) {
@@ -70,7 +158,7 @@ func (p *Pipeline) squashContent(enc Encoding, tool string, m *message) (edits [
 			tokBefore = c.Count(enc, text.Str)
 			return tokBefore, tokBefore
 		}
-		out, changed := p.squashText(tool, text.Str)
+		out, changed := p.squashText(pr, text.Str)
 		if !changed {
 			tokBefore = c.Count(enc, text.Str)
 			return tokBefore, tokBefore
@@ -90,7 +178,7 @@ func (p *Pipeline) squashContent(enc Encoding, tool string, m *message) (edits [
 		edits = append(edits, edit{start: start, end: start + len(text.Raw), repl: exactJSONString(out)})
 		st := SquashStat{TokensBefore: tokBefore, TokensAfter: tokOut}
 		if p.cfg.SquashShape != nil {
-			st.Shape = p.cfg.SquashShape(text.Str)
+			st.Shape = p.cfg.SquashShape(pr.call(), text.Str)
 		}
 		stats = append(stats, st)
 		return tokBefore, tokOut

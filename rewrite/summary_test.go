@@ -311,7 +311,7 @@ func TestCompactionMessages(t *testing.T) {
 		t.Fatalf("%v %+v", ok, c)
 	}
 	m := c.Messages
-	if m[1].Text != "build" || m[3].Text != truncSquash("bash", long) || m[3].ToolCallID != "c1" {
+	if m[1].Text != "build" || m[3].Text != truncSquash(ToolCall{Name: "bash"}, long) || m[3].ToolCallID != "c1" {
 		t.Errorf("texts: %q / %.80q", m[1].Text, m[3].Text)
 	}
 	if tc := m[2].ToolCalls; len(tc) != 1 || tc[0] != (compactor.ToolCall{ID: "c1", Name: "bash", Arguments: `{"command":"make"}`}) {

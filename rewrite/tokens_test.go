@@ -211,7 +211,8 @@ func TestEstimateOnCorpus(t *testing.T) {
 	}
 }
 
-// A turn with a big new log: the squashed output is counted exactly (it
+// A turn with a big new log (docker logs: a cat of the file would be a
+// read, cut only at 64 KiB): the squashed output is counted exactly (it
 // is sent), the original is estimated, and the request's tokens before
 // stay within 3% of an exact count of the body.
 func TestBigSquashedOutputIsEstimated(t *testing.T) {
@@ -220,7 +221,7 @@ func TestBigSquashedOutputIsEstimated(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := chat("gpt-4o", `{"role":"user","content":"Why do the instances fail?"}`,
-		callMsg("c1", "bash", `"{\"command\":\"cat nova.log\"}"`), resultMsg("c1", string(b)))
+		callMsg("c1", "bash", `"{\"command\":\"docker logs nova-compute\"}"`), resultMsg("c1", string(b)))
 	p := New(Config{Squash: corpusSquash})
 	res := p.Rewrite(body)
 	if res.Squashed != 1 || res.TokensAfter*10 > res.TokensBefore {

@@ -9,6 +9,10 @@ import (
 //
 //   - ShapeJSON for valid JSON (usually an object or array; a lone string
 //     or number is JSON too, and must stay JSON),
+//   - ShapeSource when it is shaped like source code: most lines end or
+//     start the way code does, some start with a keyword, many are
+//     indented, and nearly none are log, test-runner, traceback or diff
+//     lines (see isSource),
 //   - ShapeLog when at least 3 lines are errors, warnings or stack frames,
 //     when a test runner or build tool wrote it (go test, pytest, jest,
 //     cargo, npm, maven, gradle, make, tsc: one line only they print is
@@ -28,7 +32,10 @@ func detect(output string) (Shape, *textLines) {
 		return ShapeJSON, nil
 	}
 	tl := scanText(output)
-	if tl.isLog() {
+	switch {
+	case tl.isSource():
+		return ShapeSource, tl
+	case tl.isLog():
 		return ShapeLog, tl
 	}
 	return ShapeGeneric, tl

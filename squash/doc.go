@@ -15,13 +15,43 @@
 // longer than input, and valid UTF-8 in gives valid UTF-8 out: cuts happen on
 // rune boundaries (and, in JSON strings, never inside an escape).
 //
+// # Reads
+//
+// A shell tool's call whose output is a file's content is a read, and so is
+// any output shaped like source code: both come back byte-identical up to
+// ReadMaxBytes (64 KiB). ApplyCall sees the call's arguments: the command
+// ("command" or "cmd", a string or an argv array such as
+// ["bash","-lc","…"]) is read as a shell would, through cd … &&, ;, env
+// assignments, env, timeout, nice, sudo, bash -c '…' wrappers, subshells and
+// redirections. It is a read when every part that writes output is a read
+// command (cat, head, tail, sed -n …p, nl, awk printing lines by NR, bat,
+// less, more: Config.ReadCommands) or an echo, and at least one is. In a
+// pipeline every stage must be one: cat -n f | sed -n '10,40p' is a read,
+// cat f | grep x is a search. sed -i, sed 's/…/', awk '{print $2}' are not
+// reads, nor is cat of a here-document.
+//
+// A read over ReadMaxBytes keeps its first lines (two thirds of the cap)
+// and its last (one third), whole lines whatever the file's shape (a JSON
+// file is cut by lines too), and one marker where the rest was that names
+// the missing lines of the file and a command that prints them, or, when
+// the file or its line numbers are not known, the lines of the output:
+//
+//	[lines 120-3980 of server.go omitted; sed -n '120,3980p' server.go]
+//	[lines 120-3980 of this output omitted; tail -n 5000 a.log | sed -n '120,3980p']
+//	[lines 120-3980 of this output omitted]
+//
 // # Shapes
 //
-// Detect picks one compressor. Valid JSON is json. A
-// text is a log when at least 3 lines are errors, warnings or stack frames,
-// when one line is something only a test runner or build tool prints (go
-// test, pytest, jest, cargo, npm, maven, gradle, make, tsc), or when at least
-// half of its lines carry a level field. Everything else is generic.
+// Detect picks one compressor. Valid JSON is json. A text is source when at
+// least 8 lines are not blank and 60% of them look like code (ending in one
+// of {}[]();:,\, starting with a keyword, a comment, a decorator, an
+// assignment, or inside a docstring), 5% start with a keyword, 20% are
+// indented, and under 5% are log, traceback or compiler lines and under 20%
+// diff lines, with no test-runner line. A text is a log when at least 3 lines
+// are errors, warnings or stack frames, when one line is something only a
+// test runner or build tool prints (go test, pytest, jest, cargo, npm, maven,
+// gradle, make, tsc), or when at least half of its lines carry a level
+// field. Everything else is generic.
 //
 // # Markers
 //
@@ -30,6 +60,7 @@
 // or "# ..." as code and retries):
 //
 //	[N lines omitted]   N consecutive lines dropped; one marker per gap
+//	[lines A-B of …]    lines A to B of a read's file (or output) dropped
 //	[N more items]      a JSON array element standing for N dropped elements
 //	…[N chars]          N characters cut from one line or JSON string
 //	line [xN]           this line's template occurs N times in the input

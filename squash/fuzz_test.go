@@ -55,3 +55,39 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzApplyCall checks ApplyCall with a shell call's command: no panic,
+// never longer, deterministic, valid UTF-8 stays valid, and a read within
+// the cap is never changed. A small floor, budget and read cap make cuts
+// happen on short inputs.
+func FuzzApplyCall(f *testing.F) {
+	for _, seed := range []struct{ cmd, out string }{
+		{"sed -n '774,810p' tests/test_x.py", goLines(40, 774, false)},
+		{"nl -ba a.py | sed -n '10,40p'", goLines(30, 10, true)},
+		{"cd /w && cat server.go", goLines(60, 1, false)},
+		{`bash -lc 'tail -n 5000 a.log'`, strings.Repeat("ERROR boom\n", 50)},
+		{"cat <<'EOF' > a.py\nprint(1)\nEOF\npython a.py", "Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: x\n"},
+		{"awk 'NR>=10 && NR<=20 {print NR\": \"$0}' a.py", goLines(11, 10, true)},
+		{"sed -n '/a/,/b/{p;q}' f; echo \"$(cat g)\" | more +3", "é\n" + strings.Repeat("x y z\n", 80)},
+		{"timeout -s KILL 10 env A=1 sudo -u x cat a b", "<returncode>0</returncode>\n<output>\n" + goLines(50, 1, false) + "</output>"},
+	} {
+		f.Add(seed.cmd, seed.out)
+	}
+	s := New(Config{MinBytes: 1, Budget: 400, ReadMaxBytes: 300})
+	f.Fuzz(func(t *testing.T, cmd, in string) {
+		c := Call{Tool: "bash", Args: commandArgs(cmd)}
+		r := s.ApplyCall(c, in)
+		if len(r.Text) > len(in) {
+			t.Fatalf("output %d bytes > input %d", len(r.Text), len(in))
+		}
+		if r2 := s.ApplyCall(c, in); r2 != r {
+			t.Fatal("not deterministic")
+		}
+		if utf8.ValidString(in) && !utf8.ValidString(r.Text) {
+			t.Fatalf("invalid UTF-8 out of valid input: %q", r.Text)
+		}
+		if _, read := s.shellRead(c); read && len(in) <= 300 && r.Text != in {
+			t.Fatalf("a read within the cap was changed: %q", r.Text)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package squash
 import (
 	"fmt"
 	"sort"
+	"sync"
 )
 
 // Default values used when a Config field is left at its zero value.
@@ -39,6 +40,31 @@ type Config struct {
 	// and for Result stats. nil means ApproxTokens, a cheap cl100k-like
 	// estimate (see its doc).
 	CountTokens func(string) int
+	// ShellTools lists the tools (case-sensitive, exact) whose arguments
+	// carry a shell command ("command" or "cmd": a string or an argv
+	// array); their calls are checked for file reads. nil means
+	// DefaultShellTools; an empty non-nil slice means none.
+	ShellTools []string
+	// ReadCommands lists the programs whose output is a file's content
+	// (see DefaultReadCommands): a shell call whose output comes from one
+	// of them is a read. nil means DefaultReadCommands; an empty non-nil
+	// slice means none.
+	ReadCommands []string
+	// ReadMaxBytes is the largest read (a shell read, or any output shaped
+	// like source code) kept whole; a larger one keeps its head and tail
+	// within this many bytes around a marker that names the lines left out
+	// and how to print them. 0 means DefaultReadMaxBytes (64 KiB); negative
+	// turns reads off: they are squashed by shape like any output.
+	ReadMaxBytes int
+}
+
+// Call is the tool call that produced an output.
+type Call struct {
+	// Tool is the tool's name; "" when unknown.
+	Tool string
+	// Args is the call's arguments, the JSON text the model wrote
+	// (`{"command": "cat -n a.go"}`); "" when unknown.
+	Args string
 }
 
 // Shape is the kind of content a compressor was chosen for.
@@ -49,6 +75,12 @@ const (
 	ShapeJSON    Shape = "json"
 	ShapeLog     Shape = "log"
 	ShapeGeneric Shape = "generic"
+	// ShapeSource is text shaped like source code, whatever the tool; it is
+	// kept like a read.
+	ShapeSource Shape = "source"
+	// ShapeRead is the output of a shell call that prints files (cat,
+	// sed -n, …): never squashed, only cut above Config.ReadMaxBytes.
+	ShapeRead Shape = "read"
 )
 
 // Result is the outcome of squashing one tool output.
@@ -85,7 +117,10 @@ func (r Result) StatsLine() string {
 type Squasher struct {
 	minBytes int
 	budget   int
+	readMax  int // < 0: reads are not kept
 	exempt   map[string]struct{}
+	shell    map[string]struct{}
+	reads    map[string]struct{}
 	count    func(string) int
 }
 
@@ -94,8 +129,14 @@ func New(cfg Config) *Squasher {
 	s := &Squasher{
 		minBytes: cfg.MinBytes,
 		budget:   cfg.Budget,
+		readMax:  cfg.ReadMaxBytes,
 		count:    cfg.CountTokens,
-		exempt:   map[string]struct{}{},
+		exempt:   nameSet(cfg.ExemptTools, DefaultExemptTools),
+		shell:    nameSet(cfg.ShellTools, DefaultShellTools),
+		reads:    nameSet(cfg.ReadCommands, DefaultReadCommands),
+	}
+	if s.readMax == 0 {
+		s.readMax = DefaultReadMaxBytes
 	}
 	if s.minBytes <= 0 {
 		s.minBytes = DefaultMinBytes
@@ -106,14 +147,19 @@ func New(cfg Config) *Squasher {
 	if s.count == nil {
 		s.count = ApproxTokens
 	}
-	names := cfg.ExemptTools
-	if names == nil {
-		names = DefaultExemptTools
-	}
-	for _, n := range names {
-		s.exempt[n] = struct{}{}
-	}
 	return s
+}
+
+// nameSet returns names as a set; nil names means defaults.
+func nameSet(names, defaults []string) map[string]struct{} {
+	if names == nil {
+		names = defaults
+	}
+	set := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		set[n] = struct{}{}
+	}
+	return set
 }
 
 // ExemptTools returns the exempt tool names, sorted.
@@ -126,26 +172,26 @@ func (s *Squasher) ExemptTools() []string {
 	return out
 }
 
-// Apply squashes the output of one call of tool. Exempt tools, outputs under
-// the size floor, and outputs whose squashed form would not save at least
-// 10% of tokens come back byte-identical with Squashed=false.
+// Apply squashes the output of one call of tool whose arguments are not
+// known: ApplyCall(Call{Tool: tool}, output).
 func (s *Squasher) Apply(tool, output string) Result {
+	return s.ApplyCall(Call{Tool: tool}, output)
+}
+
+// ApplyCall squashes the output of call. Exempt tools, outputs under the
+// size floor, and outputs whose squashed form would not save at least 10%
+// of tokens come back byte-identical with Squashed=false. So do reads (a
+// shell call that prints files, or any output shaped like source code) up
+// to Config.ReadMaxBytes; a larger read is cut to that size (cutRead), never
+// squashed by shape.
+func (s *Squasher) ApplyCall(c Call, output string) Result {
 	r := Result{Text: output, BytesBefore: len(output), BytesAfter: len(output)}
-	if _, ok := s.exempt[tool]; ok || len(output) < s.minBytes {
+	if _, ok := s.exempt[c.Tool]; ok || len(output) < s.minBytes {
 		r.TokensBefore = s.count(output)
 		r.TokensAfter = r.TokensBefore
 		return r
 	}
-	shape, lines := detect(output)
-	var out string
-	switch shape {
-	case ShapeJSON:
-		out = squashJSON(output)
-	case ShapeLog:
-		out = squashLog(lines, s.budget)
-	default:
-		out = squashGeneric(lines, s.budget)
-	}
+	shape, out := s.compress(c, output)
 	r.TokensBefore = s.count(output)
 	if len(out) >= len(output) {
 		r.TokensAfter = r.TokensBefore
@@ -163,7 +209,57 @@ func (s *Squasher) Apply(tool, output string) Result {
 	return r
 }
 
+// choose picks the compressor for an output of call: ShapeRead, with what
+// the read says of its lines, when reads are kept and call is one; else
+// the text's shape (source only while reads are kept: otherwise log or
+// generic, as before there were reads).
+func (s *Squasher) choose(c Call, output string) (Shape, fileRead, *textLines) {
+	if s.readMax > 0 {
+		if rd, ok := s.shellRead(c); ok {
+			return ShapeRead, rd, nil
+		}
+	}
+	shape, lines := detect(output)
+	if shape == ShapeSource && s.readMax <= 0 {
+		shape = ShapeGeneric
+		if lines.isLog() {
+			shape = ShapeLog
+		}
+	}
+	return shape, fileRead{}, lines
+}
+
+// compress runs the compressor choose picks.
+func (s *Squasher) compress(c Call, output string) (Shape, string) {
+	shape, rd, lines := s.choose(c, output)
+	switch shape {
+	case ShapeRead, ShapeSource:
+		return shape, cutRead(output, rd, s.readMax)
+	case ShapeJSON:
+		return shape, squashJSON(output)
+	case ShapeLog:
+		return shape, squashLog(lines, s.budget)
+	}
+	return shape, squashGeneric(lines, s.budget)
+}
+
+// Shape returns the shape ApplyCall picks for an output of call (it does
+// not look at the size floor or the exempt tools).
+func (s *Squasher) Shape(c Call, output string) Shape {
+	shape, _, _ := s.choose(c, output)
+	return shape
+}
+
+// defaultSquasher backs the package-level Apply and ApplyCall.
+var defaultSquasher = sync.OnceValue(func() *Squasher { return New(Config{}) })
+
 // Apply squashes output with the default configuration and returns the text.
 func Apply(tool, output string) string {
-	return New(Config{}).Apply(tool, output).Text
+	return defaultSquasher().Apply(tool, output).Text
+}
+
+// ApplyCall squashes the output of call with the default configuration and
+// returns the text.
+func ApplyCall(c Call, output string) string {
+	return defaultSquasher().ApplyCall(c, output).Text
 }

@@ -9,10 +9,13 @@ import (
 	"unicode/utf8"
 )
 
-// toolOutput is one role:tool message text (or one text part of it).
+// toolOutput is one role:tool message text (or one text part of it), with
+// the call that produced it.
 type toolOutput struct {
-	file, tool, text string
+	file, tool, args, text string
 }
+
+func (o toolOutput) call() Call { return Call{Tool: o.tool, Args: o.args} }
 
 // corpusToolOutputs reads every tool message of every trace in the corpus.
 func corpusToolOutputs(t testing.TB) []toolOutput {
@@ -35,7 +38,8 @@ func corpusToolOutputs(t testing.TB) []toolOutput {
 				ToolCalls  []struct {
 					ID       string `json:"id"`
 					Function struct {
-						Name string `json:"name"`
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
 					} `json:"function"`
 				} `json:"tool_calls"`
 			} `json:"messages"`
@@ -43,10 +47,10 @@ func corpusToolOutputs(t testing.TB) []toolOutput {
 		if err := json.Unmarshal(data, &body); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		names := map[string]string{}
+		names, args := map[string]string{}, map[string]string{}
 		for _, m := range body.Messages {
 			for _, tc := range m.ToolCalls {
-				names[tc.ID] = tc.Function.Name
+				names[tc.ID], args[tc.ID] = tc.Function.Name, tc.Function.Arguments
 			}
 			if m.Role != "tool" {
 				continue
@@ -54,7 +58,7 @@ func corpusToolOutputs(t testing.TB) []toolOutput {
 			base := filepath.Base(f)
 			var s string
 			if json.Unmarshal(m.Content, &s) == nil {
-				out = append(out, toolOutput{base, names[m.ToolCallID], s})
+				out = append(out, toolOutput{base, names[m.ToolCallID], args[m.ToolCallID], s})
 				continue
 			}
 			var parts []struct {
@@ -65,7 +69,7 @@ func corpusToolOutputs(t testing.TB) []toolOutput {
 			}
 			for _, p := range parts {
 				if p.Type == "text" {
-					out = append(out, toolOutput{base, names[m.ToolCallID], p.Text})
+					out = append(out, toolOutput{base, names[m.ToolCallID], args[m.ToolCallID], p.Text})
 				}
 			}
 		}
@@ -74,16 +78,17 @@ func corpusToolOutputs(t testing.TB) []toolOutput {
 }
 
 // TestCorpusToolOutputs squashes every tool message of the trace corpus
-// twice and checks what a user would notice: never longer, deterministic,
-// valid UTF-8 kept valid, JSON kept JSON, exempt tools untouched.
+// twice, with its call, and checks what a user would notice: never longer,
+// deterministic, valid UTF-8 kept valid, JSON kept JSON, exempt tools and
+// shell reads untouched.
 func TestCorpusToolOutputs(t *testing.T) {
 	outs := corpusToolOutputs(t)
 	s := New(Config{})
 	shapes := map[Shape]int{}
 	var before, after, squashed int
 	for _, o := range outs {
-		r := s.Apply(o.tool, o.text)
-		if r2 := s.Apply(o.tool, o.text); r2 != r {
+		r := s.ApplyCall(o.call(), o.text)
+		if r2 := s.ApplyCall(o.call(), o.text); r2 != r {
 			t.Fatalf("%s (%s): not deterministic", o.file, o.tool)
 		}
 		if len(r.Text) > len(o.text) {
@@ -100,6 +105,9 @@ func TestCorpusToolOutputs(t *testing.T) {
 		}
 		if r.Squashed && containsString(DefaultExemptTools, o.tool) {
 			t.Errorf("%s: exempt tool %s was squashed", o.file, o.tool)
+		}
+		if _, read := s.shellRead(o.call()); read && r.Text != o.text {
+			t.Errorf("%s: a shell read was changed: %.100s", o.file, o.args)
 		}
 		shapes[r.Shape]++
 		before += r.TokensBefore
