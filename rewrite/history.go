@@ -47,6 +47,14 @@ type Options struct {
 	// (trimmed) a command: Result.CompactCommand, and Result.Compaction
 	// plans without it.
 	ForceCommand bool
+	// PrevDedups is Result.Dedups of the previous request of this history
+	// that was forwarded (nil when unknown: the first turn, or no state).
+	// Its dedups stay applied (a message once sent as DedupPlaceholder is
+	// sent so on every later turn) and DedupConfig.MinTokens applies only
+	// to the dedups this request adds over them, so a small new dedup does
+	// not rewrite an old, cached message. A mark whose message changed
+	// (the history was edited or rewound) does not count.
+	PrevDedups []DedupMark
 }
 
 // CompactCommandText is the user message that asks ctxpress to compact now.
