@@ -160,12 +160,14 @@ func (p *Pipeline) Rewrite(body []byte) Result {
 //
 // Every byte outside the messages array is copied as sent, key order and
 // whitespace included, and so is every forwarded message but for its squash
-// or dedup edits and the additions to the last leading system message. The
-// output depends only on the body, the Config and opts, so a turn that
-// extends an earlier one (with the same summary applied) gets the earlier
-// turn's rewritten messages as its prefix (with opts.PrevDedups from it),
-// except after new dedups saving at least DedupConfig.MinTokens, and when a
-// new user message retires the re-sent latest user message.
+// or dedup edits and the additions (to the last leading system message, or
+// at the head of the first user message). A /compact command and
+// ctxpress's reply to it (CompactReplyPrefix) are left out. The output
+// depends only on the body, the Config and opts, so a turn that extends an
+// earlier one (with the same summary applied, and opts.PrevDedups from it)
+// gets the earlier turn's rewritten messages as its prefix, except after
+// new dedups saving at least DedupConfig.MinTokens and when the history
+// limit trims another block.
 //
 // body is not modified and may be returned as Result.Body; the Result
 // reads body (Compaction), so body must not change while it is in use.
