@@ -139,7 +139,6 @@ type view struct {
 	lead    int
 	command bool                // the last message is the /compact command
 	msgs    []compactor.Message // role, ids, calls and Omit only (no text): enough to cut
-	omitted int                 // messages marked Omit
 
 	applied int                 // index of the applied branch, -1
 	branch  *Branch             // the applied branch, nil when none
@@ -152,8 +151,9 @@ type view struct {
 	deduped map[int]bool // messages replaced by DedupPlaceholder
 }
 
-// newView derives the message skeleton, the leading system messages and
-// the command of req.
+// newView derives the message skeleton, the leading system messages, the
+// resolved placement, the /compact exchanges to leave out and the command
+// of req.
 func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options) *view {
 	v := &view{p: p, enc: enc, req: req, a: a, applied: -1, resend: -1, concise: opts.ConciseOutput}
 	n := len(req.messages)
@@ -189,7 +189,6 @@ func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options
 	for i := v.lead; i+1 < n; i++ {
 		if isCommand(&req.messages[i]) && isCompactReply(&req.messages[i+1]) {
 			v.msgs[i].Omit, v.msgs[i+1].Omit = true, true
-			v.omitted += 2
 			i++
 		}
 	}
