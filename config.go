@@ -164,7 +164,7 @@ func defaultConfig() config {
 			KeepRecent:       6,
 			Precompact:       true,
 			PrecompactRatio:  0.7,
-			SummaryPlacement: "system",
+			SummaryPlacement: rewrite.PlacementAuto,
 			Summarizer:       summarizerConfig{Timeout: 120 * time.Second},
 		},
 		Auth:          authConfig{Keys: []string{}},

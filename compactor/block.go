@@ -12,7 +12,8 @@ const (
 	maxSeed = 4000
 )
 
-// Block renders the summary block placed in the system message:
+// Block renders the summary block placed in the system message (or at the
+// head of a user message):
 //
 //	<conversation_summary>
 //	{SummaryPrefix}

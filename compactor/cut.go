@@ -8,6 +8,10 @@ type Message struct {
 	ToolCalls  []ToolCall // assistant tool calls (a legacy function_call is one ToolCall with an empty ID)
 	ToolCallID string     // for role tool
 	Name       string     // legacy function messages / tool name when known
+	// Omit marks a message that is not part of the conversation (a
+	// "/compact" command and ctxpress's own reply to it): it is never
+	// forwarded, Transcript leaves it out and it is never a user turn.
+	Omit bool
 }
 
 // ToolCall is one assistant tool call; Arguments is the raw JSON string.
@@ -16,6 +20,9 @@ type ToolCall struct{ ID, Name, Arguments string }
 // isResult reports whether m answers a tool call: role tool, or the legacy
 // role function.
 func (m *Message) isResult() bool { return m.Role == "tool" || m.Role == "function" }
+
+// isUser reports whether m is a user message of the conversation.
+func (m *Message) isUser() bool { return m.Role == "user" && !m.Omit }
 
 // nearUser is how many messages Cut steps back, at most, to land right
 // before a user message: a cut there is a whole user turn, which reads best
@@ -67,19 +74,80 @@ func Cut(msgs []Message, from, keepRecent, keepRecentTokens int, tokens func(i i
 	if hi <= from {
 		return from, false
 	}
-	split := splits(msgs)
+	return cutWithin(msgs, splits(msgs), from, hi)
+}
+
+// cutWithin is Cut's choice of a turn boundary in (from, hi], given the
+// splits of msgs: the latest one, moved back before a user message when
+// one is within nearUser.
+func cutWithin(msgs []Message, split []bool, from, hi int) (cut int, ok bool) {
 	for c := hi; c > from; c-- {
 		if split[c] {
 			continue
 		}
 		for u := c; u > from && u >= c-nearUser; u-- {
-			if msgs[u].Role == "user" && !split[u] {
+			if msgs[u].isUser() && !split[u] {
 				return u, true
 			}
 		}
 		return c, true
 	}
 	return from, false
+}
+
+// TrimHistory returns where a limit of maxMessages cuts msgs: the messages
+// [LeadingSystem(msgs), cut) are left out, and cut is LeadingSystem(msgs)
+// when nothing is (or maxMessages <= 0).
+//
+// It trims in blocks, so that the prompt cache survives: a history of more
+// than maxMessages messages (after the leading system ones) is cut down to
+// about half of them, and the cut then stays where it is until the
+// messages after it are again more than maxMessages. Between two trims
+// every request forwards the previous one's messages and its new ones. The
+// cut is found from msgs alone, by replaying the history one message at a
+// time, so it depends only on the prefix of msgs up to the last trim,
+// which later turns do not change.
+func TrimHistory(msgs []Message, maxMessages int) (cut int) {
+	lead := LeadingSystem(msgs)
+	if maxMessages <= 0 || len(msgs)-lead <= maxMessages {
+		return lead
+	}
+	keep := max(maxMessages/2, 1)
+	split := splits(msgs)
+	cut = lead
+	for end := lead + 1; end <= len(msgs); end++ {
+		if end-cut <= maxMessages {
+			continue
+		}
+		// The request that ended at end would forward too many: trim it.
+		if c, ok := trimAt(msgs, split, cut, end, end-keep); ok {
+			cut = c
+		}
+	}
+	return cut
+}
+
+// trimAt returns the cut that trims the messages [from, end) to those from
+// about target on: right before the user message nearest target within
+// nearUser, else at the turn boundary nearest target; on a tie, the later
+// one (fewer messages, so longer until the next trim). One message at
+// least is kept.
+func trimAt(msgs []Message, split []bool, from, end, target int) (cut int, ok bool) {
+	nearest := func(reach int, good func(c int) bool) (int, bool) {
+		for d := 0; d <= reach; d++ {
+			if c := target + d; c < end && good(c) {
+				return c, true
+			}
+			if c := target - d; d > 0 && c > from && good(c) {
+				return c, true
+			}
+		}
+		return from, false
+	}
+	if c, ok := nearest(nearUser, func(c int) bool { return msgs[c].isUser() && !split[c] }); ok {
+		return c, true
+	}
+	return nearest(max(end-target, target-from), func(c int) bool { return !split[c] })
 }
 
 // LatestUserIn returns the index of the latest user message of msgs when it
@@ -93,10 +161,11 @@ func LatestUserIn(msgs []Message, from, cut int) int {
 	return -1
 }
 
-// lastUser returns the index of the last user message, or -1.
+// lastUser returns the index of the last user message (not an omitted
+// one), or -1.
 func lastUser(msgs []Message) int {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
+		if msgs[i].isUser() {
 			return i
 		}
 	}

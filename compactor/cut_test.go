@@ -253,3 +253,75 @@ func TestCutNeverSummarisesLeadingSystem(t *testing.T) {
 		t.Errorf("system only: Cut = (%d, %v), want (2, false)", cut, ok)
 	}
 }
+
+// A history limit cuts in blocks: past the limit down to about half, on a
+// turn boundary, and then not again until the limit is passed, whatever
+// prefix of the conversation a request carries.
+func TestTrimHistory(t *testing.T) {
+	chat := []Message{sys("s"), user("u1"), asst("a1"), user("u2"), asst("a2"), user("u3"), asst("a3"), user("u4"), asst("a4"), user("u5"), asst("a5")}
+	loop := []Message{sys("s"), user("task")}
+	for i := range 12 {
+		id := fmt.Sprintf("c%d", i)
+		loop = append(loop, calls(id), result(id))
+	}
+	loop = append(loop, asst("done"), user("now the docs"), calls("d1"), result("d1"), asst("docs done"))
+	tests := []struct {
+		name string
+		msgs []Message
+		max  int
+		want int
+	}{
+		{"no limit: nothing left out", chat, 0, 1},
+		{"within the limit: nothing left out", chat, 10, 1},
+		{"one past the limit: down to half, before a user turn", chat[:7], 5, 5},
+		{"the cut stays while the history grows back to the limit", chat[:10], 5, 5},
+		{"past the limit again: the next block goes", chat, 5, 9},
+		{"limit 4: the user turn nearest half", chat, 4, 9},
+		{"an agent loop is cut before a call, never between it and its result", loop[:26], 5, 22},
+		{"the nearest user turn wins over a call", loop, 5, 27},
+		{"limit 1 still keeps a call with its result", loop[:8], 1, 6},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := TrimHistory(tc.msgs, tc.max); got != tc.want {
+				t.Fatalf("TrimHistory(%d messages, %d) = %d, want %d", len(tc.msgs), tc.max, got, tc.want)
+			}
+		})
+	}
+	// Over every prefix of both conversations: the cut only moves forward,
+	// on a turn boundary, and moves once per block, not once per message.
+	for _, conv := range [][]Message{chat, loop} {
+		for _, limit := range []int{2, 4, 6, 9} {
+			prev, moves := 1, 0
+			for k := 2; k <= len(conv); k++ {
+				cut := TrimHistory(conv[:k], limit)
+				switch {
+				case cut < prev:
+					t.Fatalf("limit %d, %d messages: the cut moved back from %d to %d", limit, k, prev, cut)
+				case cut > prev:
+					moves++
+					if err := checkCut(conv[:k], 1, cut); err != nil {
+						t.Fatalf("limit %d, %d messages: %v", limit, k, err)
+					}
+				}
+				prev = cut
+			}
+			if most := (len(conv)-1)/max(limit/2, 1) + 1; moves > most {
+				t.Errorf("limit %d over %d messages: the cut moved %d times, at most %d expected", limit, len(conv), moves, most)
+			}
+		}
+	}
+}
+
+// The cut never treats ctxpress's own /compact exchange as a user turn.
+func TestCutSkipsOmittedUser(t *testing.T) {
+	cmd := Message{Role: "user", Text: "/compact", Omit: true}
+	reply := Message{Role: "assistant", Text: "[ctxpress] compacted", Omit: true}
+	msgs := []Message{sys("s"), user("u1"), asst("a1"), cmd, reply, calls("c1"), result("c1"), asst("a2")}
+	if got, ok := Cut(msgs, 1, 2, 0, nil); !ok || got != 5 {
+		t.Errorf("Cut = %d, %v; want 5, before the call (the /compact is no user turn to move back to)", got, ok)
+	}
+	if u := LatestUserIn(msgs, 1, len(msgs)); u != 1 {
+		t.Errorf("LatestUserIn = %d, want 1: the /compact command is not an ask", u)
+	}
+}

@@ -30,9 +30,12 @@
 //     IsContextOverflow classifies an upstream's "too long" answer.
 //   - SeedActiveTask pins the latest user ask at the top of "## Active Task";
 //     Block renders the <conversation_summary> block for the system message.
+//   - TrimHistory is the history limit without a summary, cut in blocks so
+//     the prompt cache holds between two trims.
 //   - ValidateChat checks that the compacted request is still one a strict
 //     server accepts (tool calls paired with results, a user message, no
-//     orphan first message).
+//     orphan first message); ValidateAlternation the role order strict chat
+//     templates require.
 //
 // "Chars" in this package are bytes of UTF-8 text; every cut lands on a rune
 // boundary, so valid UTF-8 in gives valid UTF-8 out.

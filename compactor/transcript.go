@@ -36,11 +36,12 @@ const (
 //	[ASSISTANT]: text [Tool calls: name(args), name(args)]
 //	[TOOL RESULT id]: text
 //
-// ([SYSTEM]: and [DEVELOPER]: likewise). Secrets are redacted first (Redact),
-// so a truncation can never leave half a key behind. Then message bodies
-// longer than 6000+1500 chars keep their first 6000 and last 1500, tool
-// results their first 4000 and last 1500, tool call arguments their first
-// 900 and last 300; the middle becomes "...[truncated]...".
+// ([SYSTEM]: and [DEVELOPER]: likewise); an Omit message is left out.
+// Secrets are redacted first (Redact), so a truncation can never leave half
+// a key behind. Then message bodies longer than 6000+1500 chars keep their
+// first 6000 and last 1500, tool results their first 4000 and last 1500,
+// tool call arguments their first 900 and last 300; the middle becomes
+// "...[truncated]...".
 //
 // With maxChars > 0 the whole transcript is at most maxChars long: whole
 // messages are dropped from the middle and replaced by
@@ -48,11 +49,14 @@ const (
 // start and the rest for the most recent messages; a single message larger
 // than its share is itself cut head+tail.
 func Transcript(msgs []Message, maxChars int) string {
-	parts := make([]string, len(msgs))
+	parts := make([]string, 0, len(msgs))
 	total := 0
 	for i := range msgs {
-		parts[i] = renderMessage(&msgs[i])
-		total += len(parts[i])
+		if msgs[i].Omit {
+			continue
+		}
+		parts = append(parts, renderMessage(&msgs[i]))
+		total += len(parts[len(parts)-1])
 	}
 	total += len(msgSep) * max(len(parts)-1, 0)
 	if maxChars <= 0 || total <= maxChars {

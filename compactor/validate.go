@@ -185,3 +185,47 @@ func (v *turnChecker) unanswered(before string) error {
 	}
 	return nil
 }
+
+// ValidateAlternation reports whether a chat-completions request body
+// passes the role rule of strict chat templates (Mistral-style templates
+// and the llama.cpp Jinja templates that raise "Conversation roles must
+// alternate user/assistant/user/assistant/..."): after the leading
+// system/developer messages there is no other system message, and the user
+// and assistant messages, leaving out tool results and the assistant
+// messages that make tool calls (as those templates do), alternate,
+// starting with a user message. Many clients send histories that break it,
+// so it is not part of ValidateChat: tests assert that a rewrite keeps it
+// where the client's own request kept it. The error wraps ErrInvalidChat
+// and names the index of the first problem.
+func ValidateAlternation(body []byte) error {
+	if !jsonvalid.Valid(body) {
+		return fmt.Errorf("%w: body is not valid JSON", ErrInvalidChat)
+	}
+	msgs := gjson.GetBytes(body, "messages")
+	if !msgs.IsArray() {
+		return fmt.Errorf("%w: no messages array", ErrInvalidChat)
+	}
+	var err error
+	i, lead, want := -1, true, "user"
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		i++
+		role := m.Get("role").String()
+		switch {
+		case role == "system" || role == "developer":
+			if !lead {
+				err = fmt.Errorf("%w: messages[%d]: role %s after the conversation started", ErrInvalidChat, i, role)
+			}
+		case role == "tool" || role == "function":
+			lead = false
+		case role == "assistant" && (m.Get("tool_calls").IsArray() && len(m.Get("tool_calls").Array()) > 0 || m.Get("function_call").IsObject()):
+			lead = false
+		case role != want:
+			err = fmt.Errorf("%w: messages[%d]: role %s where roles must alternate (%s expected)", ErrInvalidChat, i, role, want)
+		default:
+			lead = false
+			want = map[string]string{"user": "assistant", "assistant": "user"}[role]
+		}
+		return err == nil
+	})
+	return err
+}

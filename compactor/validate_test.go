@@ -68,3 +68,49 @@ func TestValidateChatCorpus(t *testing.T) {
 		}
 	}
 }
+
+// The role rule of strict chat templates: after the system messages, user
+// and assistant alternate, starting with a user; tool results and the
+// assistant messages that call tools are left out of the count, as those
+// templates do.
+func TestValidateAlternation(t *testing.T) {
+	const (
+		s    = `{"role":"system","content":"s"}`
+		u    = `{"role":"user","content":"u"}`
+		a    = `{"role":"assistant","content":"a"}`
+		call = `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}`
+		r    = `{"role":"tool","tool_call_id":"c1","content":"x"}`
+		body = `{"model":"m","messages":[%s]}`
+	)
+	join := func(m ...string) []byte { return []byte(strings.Replace(body, "%s", strings.Join(m, ","), 1)) }
+	tests := []struct {
+		name string
+		body []byte
+		want string // "" valid, else a substring of the error
+	}{
+		{"plain", join(s, u, a, u), ""},
+		{"no system message", join(u, a, u), ""},
+		{"tool loop between turns", join(s, u, call, r, call, r, a, u), ""},
+		{"two user messages in a row", join(s, u, u, a), "messages[2]: role user where roles must alternate (assistant expected)"},
+		{"assistant first", join(s, a, u), "messages[1]: role assistant where roles must alternate (user expected)"},
+		{"a call first is left out, the text after it is not", join(s, call, r, a, u), "messages[3]: role assistant"},
+		{"user after tool results, no reply in between", join(u, call, r, u), "messages[3]: role user"},
+		{"system message later", join(s, u, a, s, u), "messages[3]: role system after the conversation started"},
+		{"not json", []byte(`{"messages":[`), "not valid JSON"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateAlternation(tc.body)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("alternating request rejected: %v", err)
+			case tc.want != "" && err == nil:
+				t.Errorf("accepted, want error %q", tc.want)
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Errorf("error %q, want it to contain %q", err, tc.want)
+			case err != nil && !errors.Is(err, ErrInvalidChat):
+				t.Errorf("error %v does not wrap ErrInvalidChat", err)
+			}
+		})
+	}
+}

@@ -122,18 +122,21 @@ func crossSite(ctx *fasthttp.RequestCtx) bool {
 }
 
 // answerCompactCommand answers a "/compact" user message itself, in the
-// client's stream mode, without a completion call.
+// client's stream mode, without a completion call. The reply starts with
+// rewrite.CompactReplyPrefix: that is how later requests, which carry the
+// command and this reply, leave both out of what they forward.
 func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res rewrite.Result, o outcome) {
 	var text string
 	switch {
 	case o.compacted:
-		text = fmt.Sprintf("ctxpress compacted this conversation: %d earlier messages are now a summary; context %d → %d tokens.",
+		text = fmt.Sprintf("compacted this conversation: %d earlier messages are now a summary; context %d → %d tokens.",
 			o.event.Covered, o.event.TokensBefore, o.event.TokensAfter)
 	case o.err != nil:
-		text = "ctxpress did not compact this conversation: " + strings.TrimPrefix(o.err.Error(), errSkipped.Error()+": ")
+		text = "did not compact this conversation: " + strings.TrimPrefix(o.err.Error(), errSkipped.Error()+": ")
 	default:
-		text = "ctxpress did not compact this conversation."
+		text = "did not compact this conversation."
 	}
+	text = rewrite.CompactReplyPrefix + " " + text
 	id := fmt.Sprintf("chatcmpl-ctxpress-%d", time.Now().UnixNano())
 	created := time.Now().Unix()
 	x.status = fasthttp.StatusOK

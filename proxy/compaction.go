@@ -34,7 +34,8 @@ type CompactionConfig struct {
 	// input crosses PrecompactRatio (0 means 0.7) of the trigger.
 	Precompact      bool
 	PrecompactRatio float64
-	// SummaryPlacement is "system" (default) or "user".
+	// SummaryPlacement is "auto" (default, also ""), "system" or "user"
+	// (rewrite.Options.Placement).
 	SummaryPlacement string
 	Summarizer       SummarizerConfig
 	// MaxHistoryMessages, with compaction off, keeps the leading system
@@ -124,9 +125,9 @@ func (c CompactionConfig) maxSummaryTokens(trigger int) int {
 // Validate reports the first problem with c.
 func (c CompactionConfig) Validate() error {
 	switch c.SummaryPlacement {
-	case "", "system", "user":
+	case "", rewrite.PlacementAuto, rewrite.PlacementSystem, rewrite.PlacementUser:
 	default:
-		return fmt.Errorf("compaction.summary_placement %q: want system or user", c.SummaryPlacement)
+		return fmt.Errorf("compaction.summary_placement %q: want auto, system or user", c.SummaryPlacement)
 	}
 	for name, r := range map[string]float64{"threshold_ratio": c.Trigger.ThresholdRatio, "target_ratio": c.TargetRatio, "precompact_ratio": c.PrecompactRatio} {
 		if r < 0 || r > 1 {

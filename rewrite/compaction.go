@@ -35,6 +35,8 @@ type Compaction struct {
 	// cut covers it, and the tools. Add SummaryTokens(summary) for the
 	// whole.
 	KeptTokens int
+
+	v *view // the request's view, for SummaryTokens
 }
 
 // Compaction proposes a compaction of this request: compactor.Cut from the
@@ -49,10 +51,7 @@ func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) 
 	if v == nil {
 		return Compaction{}, false
 	}
-	n := len(v.msgs)
-	if v.command {
-		n--
-	}
+	n := v.planned()
 	from := v.lead
 	if v.branch != nil {
 		from += v.branch.Covered
@@ -61,13 +60,13 @@ func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) 
 	if !ok {
 		return Compaction{From: from, Cut: from}, false
 	}
-	c := Compaction{From: from, Cut: cut, Covered: cut - v.lead, Messages: v.fullMessages()}
+	c := Compaction{From: from, Cut: cut, Covered: cut - v.lead, Messages: v.fullMessages(), v: v}
 	c.Hash = v.extendChain(v.chain, c.Covered)[c.Covered]
 	if v.branch != nil {
 		c.PrevSummary, c.Parent = v.branch.Summary, v.branch.Hash
 	}
 	for i := n - 1; i >= 0; i-- {
-		if v.msgs[i].Role == "user" {
+		if v.msgs[i].Role == "user" && !v.msgs[i].Omit {
 			c.LatestUserAsk = c.Messages[i].Text
 			break
 		}
@@ -75,7 +74,7 @@ func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) 
 	for i := from; i < cut; i++ {
 		c.SummarisedTokens += v.fwd[i]
 	}
-	c.KeptTokens = v.fixed + v.additionTokens("", false)
+	c.KeptTokens = v.fixed + v.additionTokens("", false, cut, n)
 	for i := range v.lead {
 		c.KeptTokens += v.fwd[i]
 	}
@@ -89,16 +88,44 @@ func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) 
 }
 
 // SummaryTokens returns the tokens the block for summary adds to this
-// request, where the Options placed it: with the proxy's min-reclaim and
-// target checks, KeptTokens + SummaryTokens is the compacted request. It
-// counts with the request's encoding, through the pipeline's cache; 0 when
-// the Result is not Understood.
+// request, where the Options place it with the applied branch's coverage
+// (or none): SummaryTokens(PrevSummary) is what the applied block costs.
+// For a proposed compaction use Compaction.SummaryTokens, which is exact
+// for its cut; this differs from it by a few tokens at most, when the
+// block goes into a user message. It counts with the request's encoding,
+// through the pipeline's cache; 0 when the Result is not Understood.
 func (r Result) SummaryTokens(summary string) int {
 	v := r.view
 	if v == nil {
 		return 0
 	}
-	return v.additionTokens(compactor.Block(summary), true) - v.additionTokens("", false)
+	return v.summaryTokens(summary, v.dropTo)
+}
+
+// SummaryTokens returns the tokens the block for summary adds to the
+// request after this compaction: KeptTokens + SummaryTokens is the
+// compacted request. 0 for a Compaction Result.Compaction did not return.
+func (c Compaction) SummaryTokens(summary string) int {
+	if c.v == nil {
+		return 0
+	}
+	return c.v.summaryTokens(summary, c.Cut)
+}
+
+// summaryTokens is the tokens the block for summary adds with client
+// messages [lead, cut) left out.
+func (v *view) summaryTokens(summary string, cut int) int {
+	n := v.planned()
+	return v.additionTokens(compactor.Block(summary), true, cut, n) - v.additionTokens("", false, cut, n)
+}
+
+// planned returns how many client messages a compaction plans over: all
+// of them but the /compact command.
+func (v *view) planned() int {
+	if v.command {
+		return len(v.msgs) - 1
+	}
+	return len(v.msgs)
 }
 
 // fullMessages returns the client's messages as the compactor sees them:
@@ -110,7 +137,7 @@ func (v *view) fullMessages() []compactor.Message {
 	for i := range v.req.messages {
 		m, f := &v.req.messages[i], v.a.facts[i]
 		cm := &out[i]
-		cm.Role, cm.ToolCallID, cm.Name = m.role, m.toolCallID, m.name
+		cm.Role, cm.ToolCallID, cm.Name, cm.Omit = m.role, m.toolCallID, m.name, v.msgs[i].Omit
 		switch {
 		case !m.object:
 			cm.Text = string(m.bytes())

@@ -46,7 +46,8 @@ type DedupConfig struct {
 	// empty, non-nil slice means none (only byte-identical results are then
 	// collapsed). Names are case-sensitive.
 	ReadOnlyTools []string
-	// MinTokens is the least a request's dedups must save together for any
+	// MinTokens is the least the dedups a request adds over the previous
+	// forwarded request's (Options.PrevDedups) must save together for any
 	// of them to be done: a dedup rewrites a message the provider has
 	// already cached. 0 means DefaultMinDedupTokens; negative means no
 	// minimum.

@@ -2,6 +2,8 @@ package rewrite
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -9,6 +11,17 @@ import (
 
 // DedupPlaceholder replaces the content of a superseded tool result.
 const DedupPlaceholder = "[duplicate result: superseded by a later call with the same arguments; see the later result]"
+
+// DedupMark names a tool result a forwarded request sent as
+// DedupPlaceholder (Result.Dedups, Options.PrevDedups).
+type DedupMark struct {
+	// Index is the message's index in the client's `messages` as sent.
+	Index int
+	// Digest is the sha256 of the message's canonical form, as ChainHash
+	// hashes it: the same message sent again matches, an edited or a
+	// different one does not. It is stable across restarts.
+	Digest [sha256.Size]byte
+}
 
 // dedupPlan is the set of tool results dedup replaces.
 type dedupPlan struct {
@@ -22,18 +35,24 @@ type dedupPlan struct {
 // key (tool name + canonical arguments). It is replaced when the tool is
 // read-only, or, for any tool, when its content is byte-identical to the
 // nearest later result of the same key. Results whose call is unknown are
-// never touched. Replacing rewrites messages the provider has cached, so
-// nothing is replaced unless the replacements together save at least the
-// configured minimum. The messages [dropFrom, dropTo) are not forwarded
-// (a summary or the history limit replaces them): they neither supersede nor
+// never touched. The messages [dropFrom, dropTo) are not forwarded (a
+// summary or the history limit replaces them): they neither supersede nor
 // are superseded, so dedup plans over the messages that remain.
-func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, dropTo int) dedupPlan {
+//
+// Replacing rewrites messages the provider has cached, so what the previous
+// forwarded request replaced (prev: message indexes) stays replaced, and
+// the others are replaced only when together they save at least the
+// configured minimum. prev only ever holds superseded results (a later
+// turn keeps the result that superseded them), and one that is not
+// superseded any more (the config changed) is not replaced.
+func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, dropTo int, prev map[int]bool) dedupPlan {
 	var plan dedupPlan
 	if !p.cfg.Dedup.Enabled {
 		return plan
 	}
 	placeholder := p.counter.Count(enc, DedupPlaceholder)
 	later := make(map[callKey]int) // key -> index of the nearest later result
+	fresh := 0                     // tokens the replacements outside prev save
 	for i := len(req.messages) - 1; i >= 0; i-- {
 		if !a.keyed[i] || (i >= dropFrom && i < dropTo) {
 			continue
@@ -60,12 +79,53 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 		}
 		plan.replace[i] = true
 		plan.saved += save
+		if !prev[i] {
+			fresh += save
+		}
 	}
-	if plan.saved < p.cfg.Dedup.minTokens() {
+	if fresh > 0 && fresh < p.cfg.Dedup.minTokens() {
+		for i := range plan.replace {
+			if !prev[i] {
+				delete(plan.replace, i)
+				plan.saved -= a.facts[i].contentAfter - placeholder
+			}
+		}
+	}
+	if len(plan.replace) == 0 {
 		return dedupPlan{}
 	}
 	plan.placeholder = placeholder
 	return plan
+}
+
+// prevDedups returns the indexes of marks that name a message of req as
+// it is now.
+func (p *Pipeline) prevDedups(req *request, a *analysis, marks []DedupMark) map[int]bool {
+	var out map[int]bool
+	for _, mk := range marks {
+		i := mk.Index
+		if i < 0 || i >= len(req.messages) || p.messageDigest(&req.messages[i], a.hashes[i]) != mk.Digest {
+			continue
+		}
+		if out == nil {
+			out = make(map[int]bool, len(marks))
+		}
+		out[i] = true
+	}
+	return out
+}
+
+// dedupMarks returns the marks of the results plan replaces, by index.
+func (p *Pipeline) dedupMarks(req *request, a *analysis, plan dedupPlan) []DedupMark {
+	if len(plan.replace) == 0 {
+		return nil
+	}
+	marks := make([]DedupMark, 0, len(plan.replace))
+	for i := range plan.replace {
+		marks = append(marks, DedupMark{Index: i, Digest: p.messageDigest(&req.messages[i], a.hashes[i])})
+	}
+	slices.SortFunc(marks, func(x, y DedupMark) int { return x.Index - y.Index })
+	return marks
 }
 
 // placeholderEdit returns the edit that replaces the content of m by

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -210,5 +211,105 @@ func TestDedupPrefixStabilityAcrossThreshold(t *testing.T) {
 			}
 		}
 		prev = cur
+	}
+}
+
+// Item 5. After one big dedup, a later small one must not rewrite an old,
+// cached message: the minimum applies to what a request adds over the
+// previous forwarded request's dedups, which stay applied.
+func TestSmallDedupAfterBigOneKeepsCachedPrefix(t *testing.T) {
+	src := goSource(t)
+	small := "package small\n\nfunc Small() int { return 42 }\n" + strings.Repeat("// note\n", 20)
+	big, smallArgs := jsonString(`{"path":"proxy.go"}`), jsonString(`{"path":"small.go"}`)
+	msgs := []string{
+		`{"role":"system","content":"agent"}`,
+		`{"role":"user","content":"look at proxy.go"}`,
+		callMsg("c1", "read_file", big), resultMsg("c1", src),
+		callMsg("c2", "read_file", big), resultMsg("c2", src), // supersedes 3: thousands of tokens
+		`{"role":"assistant","content":"read it"}`,
+		`{"role":"user","content":"and small.go"}`,
+		callMsg("c3", "read_file", smallArgs), resultMsg("c3", small),
+		`{"role":"assistant","content":"read it"}`,
+		`{"role":"user","content":"again"}`,
+		callMsg("c4", "read_file", smallArgs), resultMsg("c4", small), // supersedes 9: under the minimum alone
+		`{"role":"assistant","content":"same"}`,
+		`{"role":"user","content":"thanks"}`,
+	}
+	p := New(Config{Dedup: DefaultDedupConfig()})
+	ts := replay(t, p, msgs, everyTurn(msgs, 2), Options{})
+	for i, tr := range ts {
+		if tr.k > 5 && contentOf(tr.res.Body, 3) != DedupPlaceholder {
+			t.Errorf("turn %d: the big dedup is not sticky", tr.k)
+		}
+		if tr.k > 9 && contentOf(tr.res.Body, 9) != small {
+			t.Errorf("turn %d: the small dedup rewrote cached message 9 (saving %d tokens)", tr.k, tr.res.DedupSavedTokens)
+		}
+		if i > 0 && tr.k != 6 && !extends(ts[i-1].res.Body, tr.res.Body) {
+			t.Errorf("turn %d does not extend turn %d: the cached prefix is lost", tr.k, ts[i-1].k)
+		}
+	}
+	last := ts[len(ts)-1].res
+	if len(last.Dedups) != 1 || last.Dedups[0].Index != 3 || last.Deduped != 1 {
+		t.Errorf("Dedups %+v, Deduped %d; want message 3 alone", last.Dedups, last.Deduped)
+	}
+}
+
+// The dedup minimum, row by row: what the previous forwarded request
+// deduped stays, and only what is new must pay for itself.
+func TestDedupMinimumAppliesToWhatIsNew(t *testing.T) {
+	src := goSource(t)
+	small := "package small\n\nfunc Small() int { return 42 }\n" + strings.Repeat("// note\n", 20)
+	big, smallArgs := jsonString(`{"path":"proxy.go"}`), jsonString(`{"path":"small.go"}`)
+	msgs := []string{
+		`{"role":"user","content":"read"}`,
+		callMsg("c1", "read_file", big), resultMsg("c1", src), // 2
+		callMsg("c2", "read_file", big), resultMsg("c2", src), // 4
+		callMsg("c3", "read_file", smallArgs), resultMsg("c3", small), // 6
+		callMsg("c4", "read_file", smallArgs), resultMsg("c4", small), // 8
+	}
+	withThird := append(append([]string{}, msgs...), callMsg("c5", "read_file", big), resultMsg("c5", src))
+	p := New(Config{Dedup: DefaultDedupConfig()})
+	body := chat("gpt-4o", msgs...)
+	marks := p.RewriteWith(body, Options{}).Dedups // 2 and 6: no previous list
+	mark := func(i int) DedupMark {
+		for _, m := range marks {
+			if m.Index == i {
+				return m
+			}
+		}
+		t.Fatalf("no mark for %d in %+v", i, marks)
+		return DedupMark{}
+	}
+	edited := mark(2)
+	edited.Digest[0] ^= 1
+	tests := []struct {
+		name string
+		msgs []string
+		prev []DedupMark
+		want []int
+	}{
+		{"no previous list (first turn, no state): the minimum is on the total", msgs, nil, []int{2, 6}},
+		{"the big one was sent before: the small one alone is under the minimum", msgs, []DedupMark{mark(2)}, []int{2}},
+		{"both were sent before: both stay", msgs, []DedupMark{mark(2), mark(6)}, []int{2, 6}},
+		{"a mark of an edited message does not count", msgs, []DedupMark{edited}, []int{2, 6}},
+		{"a mark past the end does not count", msgs, []DedupMark{{Index: 40, Digest: mark(2).Digest}}, []int{2, 6}},
+		{"a new big dedup pays for itself and the small one", withThird, []DedupMark{mark(2)}, []int{2, 4, 6}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := chat("gpt-4o", tc.msgs...)
+			res := p.RewriteWith(in, Options{PrevDedups: tc.prev})
+			checkForwarded(t, p, tc.name, in, res)
+			var got []int
+			for _, m := range res.Dedups {
+				got = append(got, m.Index)
+				if contentOf(res.Body, m.Index) != DedupPlaceholder {
+					t.Errorf("message %d is in Dedups but not replaced", m.Index)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || res.Deduped != len(tc.want) {
+				t.Errorf("replaced %v (Deduped %d), want %v", got, res.Deduped, tc.want)
+			}
+		})
 	}
 }

@@ -8,11 +8,13 @@
 //   - RewriteWith (Rewrite without options): validate once, parse the
 //     messages (byte ranges into the body, never a decode into structs);
 //     apply the longest stored summary (Branch) whose chain hash matches the
-//     client's history, or else trim it to MaxHistoryMessages; squash each
+//     client's history, or else trim it to MaxHistoryMessages (in blocks);
+//     leave out a /compact command and ctxpress's reply to it; squash each
 //     tool result that remains through the configured squasher (given the
 //     call that produced it: name and arguments), replace
 //     superseded duplicate tool results by a placeholder, add the summary
-//     block and ConciseInstruction to the system prompt, and count tokens
+//     block and ConciseInstruction to the system prompt (or, per the
+//     placement, to the head of the first user message), and count tokens
 //     before and after.
 //   - Result.Compaction: propose what a compaction of this request would
 //     summarise (the cut, the compactor's view of the messages, the new
@@ -26,9 +28,10 @@
 // to the last leading system message: every other byte of the body,
 // including fields ctxpress does not know (tools, response_format, vendor
 // extensions) and key order, is copied as sent. A summary or the limit cuts
-// whole messages out of the array and puts the block (PlacementUser) and the
-// re-sent latest user message in their place; the messages kept keep their
-// bytes. Anything it does not understand is passed on unchanged.
+// whole messages out of the array and puts the re-sent latest user message
+// in their place; with PlacementUser the block goes at the head of the
+// first user message forwarded; the messages kept keep their bytes.
+// Anything it does not understand is passed on unchanged.
 //
 // Chain hashes identify a history by content, not bytes (see ChainHash):
 // a client that re-serialises its messages still matches its summary, one
@@ -38,11 +41,12 @@
 // request, so the rewritten messages of turn N must be a byte-identical
 // prefix of the rewritten turn N+1. Every step is a deterministic function
 // of the body and the Config (no clocks, no randomness, no per-conversation
-// state); the exceptions are dedup, which rewrites an earlier result, and
-// which is therefore only done when it saves at least DedupConfig.MinTokens,
-// and a new user message, which retires the re-sent latest user message
-// that follows a summary. A summary block stays the same until the next
-// compaction.
+// state but what the caller passes in Options); the exceptions are dedup,
+// which rewrites an earlier result, and which is therefore only done when
+// the dedups a request adds over the previous one's (Options.PrevDedups)
+// save at least DedupConfig.MinTokens, and the history limit, which trims a
+// block at a time. A summary block, and the message it goes into, stay the
+// same until the next compaction.
 //
 // Tokens are counted by Counter.Count alone, with tiktoken encodings
 // embedded in the binary; counts, squash results and per-message results

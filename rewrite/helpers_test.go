@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/tidwall/gjson"
 )
 
@@ -121,4 +122,90 @@ func prefixBody(tb testing.TB, body []byte, k int) []byte {
 	closing := arr.Index + len(arr.Raw) - 1 // the ']'
 	out := append([]byte(nil), body[:end]...)
 	return append(out, body[closing:]...)
+}
+
+// turn is one request of a replayed conversation and what was forwarded.
+type turn struct {
+	k   int    // the client sent msgs[:k]
+	in  []byte // the body it sent
+	res Result
+}
+
+// replay sends msgs[:k] for each k of turns, with opts and the previous
+// forwarded turn's Dedups as PrevDedups (as the proxy keeps them), and
+// checks every forwarded body (checkForwarded).
+func replay(tb testing.TB, p *Pipeline, msgs []string, turns []int, opts Options) []turn {
+	tb.Helper()
+	var out []turn
+	for _, k := range turns {
+		if len(out) > 0 {
+			opts.PrevDedups = out[len(out)-1].res.Dedups
+		}
+		in := chat("gpt-4o", msgs[:k]...)
+		res := p.RewriteWith(in, opts)
+		checkForwarded(tb, p, "turn "+itoa(k), in, res)
+		out = append(out, turn{k: k, in: in, res: res})
+	}
+	return out
+}
+
+// checkForwarded checks what an upstream gets: a valid chat request for a
+// strict server, whose roles alternate where the client's did, counted as
+// forwarded.
+func checkForwarded(tb testing.TB, p *Pipeline, where string, in []byte, res Result) {
+	tb.Helper()
+	if err := compactor.ValidateChat(res.Body); err != nil {
+		tb.Fatalf("%s: invalid forwarded body: %v\n%s", where, err, res.Body)
+	}
+	if compactor.ValidateAlternation(in) == nil {
+		if err := compactor.ValidateAlternation(res.Body); err != nil {
+			tb.Errorf("%s: the client's roles alternate, the forwarded ones do not: %v", where, err)
+		}
+	}
+	if n, err := p.Counter().CountRequest(res.Body); err != nil || n != res.TokensAfter {
+		tb.Fatalf("%s: TokensAfter %d, the forwarded body counts %d (%v)", where, res.TokensAfter, n, err)
+	}
+}
+
+// extends reports whether cur starts with prev up to the end of prev's last
+// message: the upstream's cached prefix of prev is still a prefix.
+func extends(prev, cur []byte) bool {
+	req, ok := parseRequest(prev)
+	if !ok {
+		return false
+	}
+	end := req.array.start + 1
+	if n := len(req.messages); n > 0 {
+		end = req.messages[n-1].end
+	}
+	return len(cur) >= end && string(cur[:end]) == string(prev[:end])
+}
+
+// breaks returns the turns (indexes into ts) whose forwarded body does not
+// extend the previous turn's.
+func breaks(ts []turn) []int {
+	var out []int
+	for i := 1; i < len(ts); i++ {
+		if !extends(ts[i-1].res.Body, ts[i].res.Body) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// everyTurn returns the k in [from, len(msgs)] a client sends: msgs[:k]
+// ends after a user message or after the last result of a call.
+func everyTurn(msgs []string, from int) []int {
+	var ks []int
+	for k := max(from, 1); k <= len(msgs); k++ {
+		last := gjson.Parse(msgs[k-1])
+		if last.Get("tool_calls").Exists() {
+			continue
+		}
+		if k < len(msgs) && gjson.Get(msgs[k], "role").Str == "tool" {
+			continue
+		}
+		ks = append(ks, k)
+	}
+	return ks
 }

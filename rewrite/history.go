@@ -19,8 +19,21 @@ type Branch struct {
 
 // Summary placements (Options.Placement).
 const (
-	PlacementSystem = "system" // the block ends the last leading system message (the default)
-	PlacementUser   = "user"   // the block is a user message right after the leading system messages
+	// PlacementAuto ("" too) is PlacementSystem when the client sent a
+	// leading system or developer message, else PlacementUser: a client
+	// that sends no system message may be talking to a template or model
+	// without a system role, which would refuse one.
+	PlacementAuto = "auto"
+	// PlacementSystem ends the last leading system message with the block,
+	// or sends a new system message when the client sent none.
+	PlacementSystem = "system"
+	// PlacementUser puts the block at the head of the first user message
+	// forwarded after the leading system messages (the re-sent ask or the
+	// first kept one), a blank line before the client's text (a text part
+	// first, for an array content); a user message of its own only when no
+	// user message follows. It never sends two user messages in a row,
+	// which strict chat templates refuse.
+	PlacementUser = "user"
 )
 
 // Options are the per-conversation choices of RewriteWith. The zero Options
@@ -31,26 +44,45 @@ type Options struct {
 	// after Covered messages is applied; none matching sets
 	// Result.SummaryMiss and forwards the history as sent.
 	Branches []Branch
-	// Placement is PlacementSystem ("" too) or PlacementUser; anything
-	// else counts as PlacementSystem.
+	// Placement is PlacementAuto ("" or anything unknown too),
+	// PlacementSystem or PlacementUser.
 	Placement string
 	// ConciseOutput appends ConciseInstruction to the last leading system
-	// message (before the summary block), or sends it as a new first system
-	// message when there is none.
+	// message (before the summary block). Without one it goes where the
+	// block would: a new system message (PlacementSystem), else the head of
+	// the first forwarded user message, before the block.
 	ConciseOutput bool
-	// MaxHistoryMessages > 0, when no summary is applied, forwards the
-	// leading system messages and only the last MaxHistoryMessages messages
-	// (more when the cut must move to a turn boundary; see compactor.Cut),
-	// re-sending the latest user message verbatim if it would be dropped.
+	// MaxHistoryMessages > 0, when no summary is applied, trims the history
+	// in blocks (compactor.TrimHistory): past MaxHistoryMessages messages
+	// after the leading system ones, the oldest are left out down to about
+	// half, and the cut then stays until the limit is passed again, so the
+	// requests in between extend each other byte for byte. When the first
+	// kept message is not a user message, the latest user message before
+	// the cut is re-sent verbatim in front of it.
 	MaxHistoryMessages int
 	// ForceCommand makes a last user message that is exactly "/compact"
 	// (trimmed) a command: Result.CompactCommand, and Result.Compaction
 	// plans without it.
 	ForceCommand bool
+	// PrevDedups is Result.Dedups of the previous request of this history
+	// that was forwarded (nil when unknown: the first turn, or no state).
+	// Its dedups stay applied (a message once sent as DedupPlaceholder is
+	// sent so on every later turn) and DedupConfig.MinTokens applies only
+	// to the dedups this request adds over them, so a small new dedup does
+	// not rewrite an old, cached message. A mark whose message changed
+	// (the history was edited or rewound) does not count.
+	PrevDedups []DedupMark
 }
 
 // CompactCommandText is the user message that asks ctxpress to compact now.
 const CompactCommandText = "/compact"
+
+// CompactReplyPrefix starts ctxpress's own reply to CompactCommandText.
+// A "/compact" user message directly followed by an assistant message
+// starting with it is ctxpress's exchange, not the conversation's: later
+// requests that carry the pair do not forward it, and neither summaries
+// nor counts include it.
+const CompactReplyPrefix = "[ctxpress]"
 
 // ConciseInstruction is what Options.ConciseOutput adds to the system
 // prompt. It is a constant so the prompt, and the provider's cache of it,
@@ -102,11 +134,11 @@ type view struct {
 	enc     Encoding
 	req     *request
 	a       *analysis
-	user    bool // Placement user
+	user    bool // the block goes at the head of a user message (PlacementUser, resolved)
 	concise bool
 	lead    int
 	command bool                // the last message is the /compact command
-	msgs    []compactor.Message // role, ids and calls only (no text): enough to cut
+	msgs    []compactor.Message // role, ids, calls and Omit only (no text): enough to cut
 
 	applied int                 // index of the applied branch, -1
 	branch  *Branch             // the applied branch, nil when none
@@ -119,11 +151,11 @@ type view struct {
 	deduped map[int]bool // messages replaced by DedupPlaceholder
 }
 
-// newView derives the message skeleton, the leading system messages and
-// the command of req.
+// newView derives the message skeleton, the leading system messages, the
+// resolved placement, the /compact exchanges to leave out and the command
+// of req.
 func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options) *view {
-	v := &view{p: p, enc: enc, req: req, a: a, applied: -1, resend: -1,
-		user: opts.Placement == PlacementUser, concise: opts.ConciseOutput}
+	v := &view{p: p, enc: enc, req: req, a: a, applied: -1, resend: -1, concise: opts.ConciseOutput}
 	n := len(req.messages)
 	v.msgs = make([]compactor.Message, n)
 	ncalls := 0
@@ -147,17 +179,49 @@ func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options
 	v.dropTo = v.lead
 	v.chain = [][sha256.Size]byte{{}}
 	v.fixed = p.counter.fixedTokens(enc, req)
-	if opts.ForceCommand && n > 0 {
-		m := &req.messages[n-1]
-		v.command = m.role == "user" && strings.TrimSpace(contentText(m.result(m.content))) == CompactCommandText
+	switch opts.Placement {
+	case PlacementSystem:
+	case PlacementUser:
+		v.user = true
+	default:
+		v.user = v.lead == 0
 	}
+	for i := v.lead; i+1 < n; i++ {
+		if isCommand(&req.messages[i]) && isCompactReply(&req.messages[i+1]) {
+			v.msgs[i].Omit, v.msgs[i+1].Omit = true, true
+			i++
+		}
+	}
+	v.command = opts.ForceCommand && n > 0 && isCommand(&req.messages[n-1])
 	return v
+}
+
+// isCommand reports whether m is a user message that is exactly
+// CompactCommandText (trimmed).
+func isCommand(m *message) bool {
+	// A command is a few bytes (a part array with a cache marker a few
+	// dozen): a long content is not read.
+	if m.role != "user" || !m.content.exists() || m.content.end-m.content.start > 512 {
+		return false
+	}
+	return strings.TrimSpace(contentText(m.result(m.content))) == CompactCommandText
+}
+
+// isCompactReply reports whether m is ctxpress's reply to a command: an
+// assistant message without calls whose text starts with
+// CompactReplyPrefix.
+func isCompactReply(m *message) bool {
+	if m.role != "assistant" || !m.content.exists() || m.toolCalls.exists() || m.functionCall.exists() {
+		return false
+	}
+	return strings.HasPrefix(strings.TrimLeft(contentText(m.result(m.content)), " \t\r\n"), CompactReplyPrefix)
 }
 
 // selectHistory decides which client messages are forwarded: the longest
 // matching branch replaces the messages it covers; without one, the history
-// limit drops the oldest. A covered or dropped latest user message is
-// re-sent verbatim.
+// limit drops the oldest, in blocks. When the first message kept is not a
+// user message, the latest covered or dropped user message is re-sent
+// verbatim.
 func (v *view) selectHistory(branches []Branch, maxHistory int) {
 	n := len(v.msgs)
 	longest := 0
@@ -184,16 +248,10 @@ func (v *view) selectHistory(branches []Branch, maxHistory int) {
 		v.branch = &b
 		v.dropTo = v.lead + b.Covered
 	case maxHistory > 0:
-		if cut, ok := compactor.Cut(v.msgs, v.lead, maxHistory, 0, nil); ok {
-			v.dropTo = cut
-		}
+		v.dropTo = compactor.TrimHistory(v.msgs, maxHistory)
 	}
-	switch {
-	case v.dropTo <= v.lead:
-	case v.branch != nil:
+	if v.dropTo > v.lead {
 		v.resend = resendAfterSummary(v.msgs, v.lead, v.dropTo)
-	default:
-		v.resend = compactor.LatestUserIn(v.msgs, v.lead, v.dropTo)
 	}
 }
 
@@ -221,28 +279,43 @@ func (p *Pipeline) messageDigest(m *message, h contentHash) [sha256.Size]byte {
 }
 
 // forwarded records each message's tokens as forwarded under plan (for a
-// message not forwarded: as it would be, squashed).
+// message a summary or the history limit leaves out: as it would be,
+// squashed; for an Omit message: 0).
 func (v *view) forwarded(plan dedupPlan) {
 	v.deduped = plan.replace
 	v.fwd = make([]int, len(v.msgs))
 	for i, f := range v.a.facts {
-		v.fwd[i] = f.after
-		if plan.replace[i] {
+		switch {
+		case v.msgs[i].Omit:
+			// Never forwarded: 0 keeps it out of every sum.
+		case plan.replace[i]:
 			v.fwd[i] = f.after - f.contentAfter + plan.placeholder
+		default:
+			v.fwd[i] = f.after
 		}
 	}
 }
 
 // resendAfterSummary returns the covered user message to re-send verbatim
-// after a summary covering msgs[lead:cut], or -1. When the first message
-// after the coverage is not a user message (an agent loop's tail is tool
-// calls and results), the last covered user ask is re-sent: the request
-// needs a user message, and the ask must never be only paraphrased. The
-// rule looks at the coverage and at msgs[cut] alone, which later turns do
-// not change, so the forwarded prefix stays stable from turn to turn.
+// after a summary (or a history cut) covering msgs[lead:cut], or -1. When
+// the first message kept is not a user message (an agent loop's tail is
+// tool calls and results), the last covered user ask is re-sent: the
+// request needs a user message, strict templates want one first, and the
+// ask must never be only paraphrased. The rule looks at the coverage and
+// at the first message kept alone, which later turns do not change, so the
+// forwarded prefix stays stable from turn to turn.
 func resendAfterSummary(msgs []compactor.Message, lead, cut int) int {
-	if cut < len(msgs) && msgs[cut].Role == "user" {
+	if f := firstKept(msgs, cut); f < len(msgs) && msgs[f].Role == "user" {
 		return -1
 	}
 	return compactor.LatestUserIn(msgs[:cut], lead, cut)
+}
+
+// firstKept returns the first message at or after cut that is not Omit
+// (len(msgs) when none): the first client message forwarded after a cut.
+func firstKept(msgs []compactor.Message, cut int) int {
+	for cut < len(msgs) && msgs[cut].Omit {
+		cut++
+	}
+	return cut
 }

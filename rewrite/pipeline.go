@@ -68,7 +68,14 @@ type Result struct {
 	// (Config.SquashShape) and content tokens before and after.
 	SquashStats []SquashStat
 	// DedupSavedTokens is what the dedups counted in Deduped saved.
-	DedupSavedTokens        int
+	DedupSavedTokens int
+	// Dedups names the tool results Body sends as DedupPlaceholder (by
+	// index, nil when none). Whoever forwards Body keeps it with the
+	// history and passes it as Options.PrevDedups to the next request of
+	// that history, so the dedups stay sticky and the minimum applies to
+	// new ones only. A Body that is not forwarded (a command answered by
+	// ctxpress) must not replace the kept list.
+	Dedups                  []DedupMark
 	BytesBefore, BytesAfter int
 
 	// Lead is the number of leading system/developer messages of the
@@ -153,12 +160,14 @@ func (p *Pipeline) Rewrite(body []byte) Result {
 //
 // Every byte outside the messages array is copied as sent, key order and
 // whitespace included, and so is every forwarded message but for its squash
-// or dedup edits and the additions to the last leading system message. The
-// output depends only on the body, the Config and opts, so a turn that
-// extends an earlier one (with the same summary applied) gets the earlier
-// turn's rewritten messages as its prefix, except after a dedup saving at
-// least DedupConfig.MinTokens, and when a new user message retires the
-// re-sent latest user message.
+// or dedup edits and the additions (to the last leading system message, or
+// at the head of the first user message). A /compact command and
+// ctxpress's reply to it (CompactReplyPrefix) are left out. The output
+// depends only on the body, the Config and opts, so a turn that extends an
+// earlier one (with the same summary applied, and opts.PrevDedups from it)
+// gets the earlier turn's rewritten messages as its prefix, except after
+// new dedups saving at least DedupConfig.MinTokens and when the history
+// limit trims another block.
 //
 // body is not modified and may be returned as Result.Body; the Result
 // reads body (Compaction), so body must not change while it is in use.
@@ -192,9 +201,10 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 			res.Trimmed--
 		}
 	}
-	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo)
+	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, p.prevDedups(&req, a, opts.PrevDedups))
 	v.forwarded(plan)
 	v.render(plan, &res)
+	res.Dedups = p.dedupMarks(&req, a, plan)
 	res.view = v
 	return res
 }

@@ -41,12 +41,14 @@ func proposeBranch(tb testing.TB, p *Pipeline, body []byte, opts Options, keepRe
 
 // checkApplied checks the shape of a body with branch b applied: the
 // leading system messages (the last one may carry the additions), maybe a
-// new system message, the block as a user message (PlacementUser), the
-// re-sent latest user message when it is covered, then the client's
-// messages after the coverage; one block; valid for a strict server;
-// TokensAfter the count of the output; the bytes outside the messages
-// array as sent. It expects a pipeline without squash or dedup, so kept
-// messages keep their bytes.
+// new system message, the user-side additions (PlacementUser, or no system
+// message with the default placement) at the head of the first user
+// message forwarded or as a user message of their own, the re-sent latest
+// user message when it is covered, then the client's messages after the
+// coverage; one block; valid for a strict server, and roles alternating
+// as the client's did; TokensAfter the count of the output; the bytes
+// outside the messages array as sent. It expects a pipeline without squash
+// or dedup, so kept messages keep their bytes.
 func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Options, b Branch) {
 	tb.Helper()
 	if !res.Understood || res.Applied != 0 || res.Covered != b.Covered || res.SummaryMiss {
@@ -54,6 +56,11 @@ func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Option
 	}
 	if err := compactor.ValidateChat(res.Body); err != nil {
 		tb.Fatalf("invalid output: %v\n%s", err, res.Body)
+	}
+	if compactor.ValidateAlternation(in) == nil {
+		if err := compactor.ValidateAlternation(res.Body); err != nil {
+			tb.Fatalf("the client's roles alternate, the output's do not: %v", err)
+		}
 	}
 	if n := strings.Count(string(res.Body), "<conversation_summary>"); n != 1 {
 		tb.Fatalf("%d summary blocks", n)
@@ -83,25 +90,45 @@ func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Option
 	for i := range k {
 		sysText += contentText(gjson.Get(out[i], "content"))
 	}
-	if opts.Placement == PlacementUser {
-		if gjson.Get(out[k], "role").Str != "user" || gjson.Get(out[k], "content").Str != block {
-			tb.Fatalf("message %d is not the block as a user message: %.200s", k, out[k])
-		}
+	user := opts.Placement == PlacementUser || opts.Placement != PlacementSystem && lead == 0
+	var userText []string
+	if opts.ConciseOutput && lead == 0 && user {
+		userText = append(userText, ConciseInstruction)
+	} else if opts.ConciseOutput != strings.Contains(sysText, ConciseInstruction) {
+		tb.Fatalf("ConciseOutput %v, instruction in the prompt %v", opts.ConciseOutput, !opts.ConciseOutput)
+	}
+	if user {
+		userText = append(userText, block)
 		if strings.Contains(sysText, "<conversation_summary>") {
-			tb.Fatal("block in the system prompt with PlacementUser")
+			tb.Fatal("block in the system prompt with the user placement")
 		}
-		k++
+		if lead == 0 && k > 0 {
+			tb.Fatal("a system message added to a request without one")
+		}
 	} else if !strings.HasSuffix(sysText, block) {
 		tb.Fatalf("system prompt does not end with the block: %.300q", sysText)
-	}
-	if opts.ConciseOutput != strings.Contains(sysText, ConciseInstruction) {
-		tb.Fatalf("ConciseOutput %v, instruction in the prompt %v", opts.ConciseOutput, !opts.ConciseOutput)
 	}
 	msgs := make([]compactor.Message, len(inMsgs))
 	for i, m := range inMsgs {
 		msgs[i].Role = gjson.Get(m, "role").Str
 	}
-	if u := resendAfterSummary(msgs, lead, from); u >= 0 {
+	text := strings.Join(userText, "\n\n")
+	u := resendAfterSummary(msgs, lead, from)
+	switch {
+	case text == "":
+	case u >= 0:
+		checkMerged(tb, out[k], inMsgs[u], text)
+		k++
+	case msgs[from].Role == "user":
+		checkMerged(tb, out[k], inMsgs[from], text)
+		k, from = k+1, from+1
+	default:
+		if want := string(textMessage("user", text)); out[k] != want {
+			tb.Fatalf("message %d is not the additions as a user message: %.200s", k, out[k])
+		}
+		k++
+	}
+	if text == "" && u >= 0 {
 		if out[k] != inMsgs[u] {
 			tb.Fatalf("latest user message %d not re-sent verbatim after the block: %.200s", u, out[k])
 		}
@@ -109,6 +136,48 @@ func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Option
 	}
 	if got, want := out[k:], inMsgs[from:]; strings.Join(got, "\n") != strings.Join(want, "\n") {
 		tb.Fatalf("the messages after the coverage differ: %d out, %d in", len(got), len(want))
+	}
+}
+
+// checkMerged checks that got is the user message orig with text at the
+// head of its content: before a string after a blank line, as a first text
+// part of an array, as the whole of an empty content; every other byte of
+// orig as sent.
+func checkMerged(tb testing.TB, got, orig, text string) {
+	tb.Helper()
+	g, o := parseMessage([]byte(got), 0), parseMessage([]byte(orig), 0)
+	if g.role != "user" || !g.content.exists() {
+		tb.Fatalf("not a user message with a content: %.200s", got)
+	}
+	gc, oc := g.result(g.content), o.result(o.content)
+	switch {
+	case oc.IsArray():
+		parts := gc.Array()
+		if len(parts) == 0 || parts[0].Get("type").Str != "text" || parts[0].Get("text").Str != text {
+			tb.Fatalf("the additions are not the first text part: %.200s", got)
+		}
+		var rest []string
+		for _, pt := range parts[1:] {
+			rest = append(rest, pt.Raw)
+		}
+		var want []string
+		for _, pt := range oc.Array() {
+			want = append(want, pt.Raw)
+		}
+		if strings.Join(rest, ",") != strings.Join(want, ",") {
+			tb.Fatalf("the client's parts changed: %.200s", got)
+		}
+	case oc.Type == gjson.String && oc.Str != "":
+		if gc.Str != text+"\n\n"+oc.Str {
+			tb.Fatalf("content is not the additions, a blank line, the client's text: %.300q", gc.Str)
+		}
+	default:
+		if gc.Str != text {
+			tb.Fatalf("empty content is not the additions: %.200q", gc.Str)
+		}
+	}
+	if o.content.exists() && (got[:g.content.start] != orig[:o.content.start] || got[g.content.end:] != orig[o.content.end:]) {
+		tb.Fatalf("the message changed outside its content:\n got %.200s\nwant %.200s", got, orig)
 	}
 }
 
@@ -358,21 +427,33 @@ func TestMaxHistoryMessages(t *testing.T) {
 		if out[0] != msgs[0] {
 			t.Errorf("N=%d: system message changed", n)
 		}
-		// out is the system message, maybe the latest ask (msgs[13])
-		// re-sent, and a tail of msgs.
+		// out is the system message, maybe the last user message before
+		// the cut re-sent (when the tail does not start with one), and a
+		// tail of msgs of at most n messages (about n/2 after a trim).
 		resent := 0
 		if strings.Join(out[1:], ",") != strings.Join(msgs[len(msgs)-(len(out)-1):], ",") {
 			resent = 1
-			if out[1] != msgs[13] {
-				t.Errorf("N=%d: message 1 is neither the tail nor the latest ask", n)
-			}
 		}
 		kept := len(out) - 1 - resent
-		if kept < n || res.Trimmed != len(msgs)-1-kept-resent || strings.Join(out[1+resent:], ",") != strings.Join(msgs[len(msgs)-kept:], ",") {
+		cut := len(msgs) - kept
+		// A call and its result are never split: a tail of one message
+		// would be an orphan result.
+		if kept < 1 || kept > max(n, 2) || res.Trimmed != cut-1-resent || strings.Join(out[1+resent:], ",") != strings.Join(msgs[cut:], ",") {
 			t.Errorf("N=%d: kept %d, Trimmed %d, out %d", n, kept, res.Trimmed, len(out))
 		}
-		if resent == 0 && kept < len(msgs)-13 {
-			t.Errorf("N=%d: the latest user message was dropped", n)
+		if first := gjson.Get(msgs[cut], "role").Str; (resent == 1) != (first != "user") {
+			t.Errorf("N=%d: first kept message is a %s, re-sent %d", n, first, resent)
+		}
+		if resent == 1 {
+			last := 0
+			for i := 1; i < cut; i++ {
+				if gjson.Get(msgs[i], "role").Str == "user" {
+					last = i
+				}
+			}
+			if out[1] != msgs[last] {
+				t.Errorf("N=%d: message 1 is not the last user message before the cut", n)
+			}
 		}
 	}
 	// A summary applied wins over the limit.
@@ -382,20 +463,35 @@ func TestMaxHistoryMessages(t *testing.T) {
 	}
 }
 
+// The concise instruction goes into the client's system prompt; without
+// one, a new system message only with PlacementSystem, else the head of
+// the first user message.
 func TestConciseOutput(t *testing.T) {
 	p := New(Config{})
-	body := chat("gpt-4o", `{"role":"user","content":"hi"}`)
-	res := p.RewriteWith(body, Options{ConciseOutput: true})
-	want := `{"model":"gpt-4o","messages":[{"role":"system","content":` + jsonString(ConciseInstruction) + `},{"role":"user","content":"hi"}]}`
-	if string(res.Body) != want {
-		t.Errorf("got %s", res.Body)
+	instr := jsonString(ConciseInstruction)
+	tests := []struct {
+		placement string
+		in, want  string
+	}{
+		{PlacementSystem, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"gpt-4o","messages":[{"role":"system","content":` + instr + `},{"role":"user","content":"hi"}]}`},
+		{PlacementSystem, `{"model":"gpt-4o","messages":[ ]}`,
+			`{"model":"gpt-4o","messages":[{"role":"system","content":` + instr + `} ]}`},
+		{PlacementAuto, `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"gpt-4o","messages":[{"role":"user","content":` + jsonString(ConciseInstruction+"\n\nhi") + `}]}`},
+		{PlacementAuto, `{"model":"gpt-4o","messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}`,
+			`{"model":"gpt-4o","messages":[{"role":"system","content":` + jsonString("s\n\n"+ConciseInstruction) + `},{"role":"user","content":"hi"}]}`},
+		{PlacementUser, `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`,
+			`{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":` + instr + `},{"type":"text","text":"hi"}]}]}`},
 	}
-	if n, _ := p.Counter().CountRequest(res.Body); n != res.TokensAfter || res.TokensAfter <= res.TokensBefore {
-		t.Errorf("tokens %d -> %d, counted %d", res.TokensBefore, res.TokensAfter, n)
-	}
-	empty := []byte(`{"model":"gpt-4o","messages":[ ]}`)
-	if res := p.RewriteWith(empty, Options{ConciseOutput: true}); string(res.Body) != `{"model":"gpt-4o","messages":[`+`{"role":"system","content":`+jsonString(ConciseInstruction)+`} ]}` {
-		t.Errorf("empty: %s", res.Body)
+	for _, tc := range tests {
+		res := p.RewriteWith([]byte(tc.in), Options{ConciseOutput: true, Placement: tc.placement})
+		if string(res.Body) != tc.want {
+			t.Errorf("%s %s:\n got %s\nwant %s", tc.placement, tc.in, res.Body, tc.want)
+		}
+		if n, err := p.Counter().CountRequest(res.Body); err == nil && (n != res.TokensAfter || res.TokensAfter <= res.TokensBefore) {
+			t.Errorf("%s %s: tokens %d -> %d, counted %d", tc.placement, tc.in, res.TokensBefore, res.TokensAfter, n)
+		}
 	}
 }
 
