@@ -213,3 +213,34 @@ func splits(msgs []Message) []bool {
 	}
 	return out
 }
+
+// FitCut returns the first cut after from at which the raw tail [cut,
+// len) counts at most budget tokens by tokens(i): where to cut a history
+// that would not fit the model's window when summarising it cannot help.
+// The cut sits on a turn boundary, as Cut's does. When no tail fits, it
+// returns the last boundary that keeps at least one message; ok is false
+// when there is no boundary after from at all.
+func FitCut(msgs []Message, from, budget int, tokens func(i int) int) (cut int, ok bool) {
+	n := len(msgs)
+	from = max(from, LeadingSystem(msgs))
+	split := splits(msgs)
+	sum := 0
+	for i := from; i < n; i++ {
+		sum += tokens(i)
+	}
+	last := -1
+	for c := from + 1; c < n; c++ {
+		sum -= tokens(c - 1)
+		if split[c] {
+			continue
+		}
+		last = c
+		if sum <= budget {
+			return c, true
+		}
+	}
+	if last < 0 {
+		return from, false
+	}
+	return last, true
+}

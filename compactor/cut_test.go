@@ -325,3 +325,31 @@ func TestCutSkipsOmittedUser(t *testing.T) {
 		t.Errorf("LatestUserIn = %d, want 1: the /compact command is not an ask", u)
 	}
 }
+
+func TestFitCut(t *testing.T) {
+	// sys, user, (assistant call, tool result) x3, user: tokens 10 each.
+	msgs := []Message{{Role: "system"}, {Role: "user"}}
+	for i := range 3 {
+		id := string(rune('a' + i))
+		msgs = append(msgs, Message{Role: "assistant", ToolCalls: []ToolCall{{ID: id}}}, Message{Role: "tool", ToolCallID: id})
+	}
+	msgs = append(msgs, Message{Role: "user"})
+	ten := func(int) int { return 10 }
+	for _, c := range []struct {
+		what   string
+		budget int
+		want   int
+		wantOK bool
+	}{
+		{"everything fits: the first boundary", 70, 2, true},
+		{"the oldest turn goes", 50, 4, true},
+		{"never between a call and its result", 45, 6, true},
+		{"only the last message fits", 10, 8, true},
+		{"nothing fits: keep the last boundary", 5, 8, true},
+	} {
+		got, ok := FitCut(msgs, 1, c.budget, ten)
+		if got != c.want || ok != c.wantOK {
+			t.Errorf("%s: FitCut(budget %d) = %d, %v; want %d, %v", c.what, c.budget, got, ok, c.want, c.wantOK)
+		}
+	}
+}

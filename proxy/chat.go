@@ -41,6 +41,11 @@ type turn struct {
 	squashStats               []rewrite.SquashStat // for metrics
 	dedupSaved                int
 	applied                   *state.ChainHash // the summary branch applied, nil when none
+	// dedups are the forwarded body's (rewrite.Result.Dedups), for the
+	// line's next request; forwarded is false when ctxpress answered the
+	// turn itself (/compact), which leaves the line's dedups as they were.
+	dedups    []state.DedupMark
+	forwarded bool
 	compacted                 bool
 	trigger                   int
 	ephemeral                 bool
@@ -82,7 +87,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 			}
 		}
 	}
-	res, ok := s.rewrite(parsed, s.comp.options(rec))
+	res, ok := s.rewrite(parsed, s.comp.options(rec, state.ChainHash{}))
 	if !ok || !res.Understood {
 		s.forward(ctx, x, body, forwardOpts{readUsage: true, cancellable: true})
 		return
@@ -93,6 +98,13 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	var nums state.Line
 	if id.ID != "" {
 		t.line, nums = lineOf(&rec, res)
+		if len(nums.Dedups) > 0 {
+			// The line's last request deduped: those dedups stay (sticky),
+			// and the minimum applies to what this one adds.
+			if again, ok := s.rewrite(parsed, s.comp.options(rec, t.line.id)); ok {
+				res = again
+			}
+		}
 	}
 	var o outcome
 	if s.comp.cfg.Enabled && id.ID != "" && s.store != nil && !t.ephemeral {
@@ -131,6 +143,10 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		applied := state.ChainHash(h)
 		t.applied = &applied
 	}
+	for _, d := range res.Dedups {
+		t.dedups = append(t.dedups, state.DedupMark{Index: d.Index, Digest: d.Digest})
+	}
+	t.forwarded = !res.CompactCommand
 	x.turn = t
 	if res.CompactCommand {
 		if o.compacted {

@@ -195,8 +195,10 @@ type outcome struct {
 // summarise, too little to reclaim): not a failure, no backoff.
 var errSkipped = errors.New("compaction skipped")
 
-// options are the rewrite options for a conversation in the state rec.
-func (c *compactions) options(rec state.Record) rewrite.Options {
+// options are the rewrite options for a request of line in the state rec:
+// the conversation's summaries, and the dedups the line's latest forwarded
+// request made (none for a line rec does not have).
+func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Options {
 	o := rewrite.Options{
 		Placement:     c.cfg.SummaryPlacement,
 		ConciseOutput: c.cfg.ConciseOutput,
@@ -208,7 +210,18 @@ func (c *compactions) options(rec state.Record) rewrite.Options {
 	for _, b := range rec.Branches {
 		o.Branches = append(o.Branches, rewrite.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash})
 	}
+	if l := rec.LineByID(line); l != nil {
+		o.PrevDedups = dedupMarks(l.Dedups)
+	}
 	return o
+}
+
+func dedupMarks(ms []state.DedupMark) []rewrite.DedupMark {
+	out := make([]rewrite.DedupMark, len(ms))
+	for i, m := range ms {
+		out[i] = rewrite.DedupMark{Index: m.Index, Digest: m.Digest}
+	}
+	return out
 }
 
 // acquire starts a compaction of a line, or returns the channel of the one
@@ -280,7 +293,7 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 		if err != nil || !ok {
 			return ti.res, outcome{}
 		}
-		res := c.pipeline.RewriteParsed(ti.parsed, c.options(fresh))
+		res := c.pipeline.RewriteParsed(ti.parsed, c.options(fresh, ti.line.id))
 		if ti.kind != "manual" {
 			return res, outcome{}
 		}
@@ -310,7 +323,7 @@ func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, ou
 		}
 		return ti.res, outcome{event: ev, err: err}
 	}
-	res := c.pipeline.RewriteParsed(ti.parsed, c.options(newRec))
+	res := c.pipeline.RewriteParsed(ti.parsed, c.options(newRec, ti.line.id))
 	ev.TokensAfter = scaled(res.TokensAfter, calibrationOf(ti.nums))
 	c.events.publish(ev)
 	return res, outcome{compacted: true, event: ev}
@@ -349,7 +362,7 @@ func (c *compactions) refresh(ti *turnInput) bool {
 		ti.nums.Breaker = l.Breaker
 	}
 	if !sameBranches(fresh.Branches, ti.rec.Branches) {
-		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(fresh))
+		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(fresh, ti.line.id))
 	}
 	ti.rec = fresh
 	due, _ := c.due(ti)
@@ -590,7 +603,7 @@ func (c *compactions) precompact(ti turnInput) {
 		}
 		ti.rec = rec
 		ti.parsed = rewrite.Parse(ti.body)
-		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(rec))
+		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(rec, ti.line.id))
 		if !ti.res.Understood {
 			return
 		}

@@ -247,7 +247,7 @@ func TestPrecompactionLandingBeforeTheLockCausesNoSecondSummary(t *testing.T) {
 	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
 	parsed := rewrite.Parse(body)
 	turnAt := func(rec state.Record) turnInput {
-		res := p.pipeline.RewriteParsed(parsed, p.comp.options(rec))
+		res := p.pipeline.RewriteParsed(parsed, p.comp.options(rec, state.ChainHash{}))
 		line, nums := lineOf(&rec, res)
 		return turnInput{key: key, rec: rec, line: line, nums: nums, parsed: parsed, res: res,
 			trigger: p.comp.cfg.Trigger.Trigger(res.Model), authorization: "Bearer sk-agent"}
@@ -337,5 +337,50 @@ func TestRotatingCredentialKeepsTheConversation(t *testing.T) {
 				t.Fatalf("%d records for one conversation", len(recs))
 			}
 		})
+	}
+}
+
+// After one big dedup, a later small one (60 tokens) must not rewrite an
+// old, cached message: the minimum applies to what a request adds over
+// what its line's previous request deduped, and those stay deduped.
+func TestSmallDedupAfterBigOneKeepsTheCachedPrefix(t *testing.T) {
+	up := openaitest.New(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Enabled = false
+	p, _ := startWithStore(t, cfg)
+	msgs := []map[string]any{{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix the leap-year bug."}}
+	read := func(path, content string) {
+		id := fmt.Sprintf("call_%d", len(msgs))
+		msgs = append(msgs,
+			map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function",
+				"function": map[string]any{"name": "read", "arguments": fmt.Sprintf(`{"path":%q}`, path)}}}},
+			map[string]any{"role": "tool", "tool_call_id": id, "content": content})
+	}
+	send := func() []string {
+		body, _ := json.Marshal(map[string]any{"model": "gpt-4o", "messages": msgs})
+		if code, out, _ := send(t, http.MethodPost, p.BaseURL()+"/chat/completions", string(body),
+			map[string]string{"Authorization": "Bearer sk-agent", "X-Session-ID": "dedup-prefix"}); code != 200 {
+			t.Fatalf("%d %s", code, out)
+		}
+		return messagesOf(up.Last(t).Body)
+	}
+	big := strings.Repeat("func parse(year int) int { return days(year) } // dateparse/parse.go\n", 400)
+	small := strings.Repeat("b.go: const leap = 29\n", 12)
+	read("a.go", big)
+	send()
+	read("a.go", big) // the big dedup: thousands of tokens
+	first := send()
+	if !strings.Contains(strings.Join(first, ""), rewrite.DedupPlaceholder) {
+		t.Fatal("the big duplicate was not deduped; the test proves nothing")
+	}
+	read("b.go", small)
+	before := send()
+	read("b.go", small) // a small dedup, far under min_tokens
+	after := send()
+	if !isPrefix(before, after) {
+		t.Fatal("a 60-token dedup rewrote a message the previous request had sent: the cached prefix broke")
+	}
+	if !isPrefix(first, after) {
+		t.Fatal("the big dedup was undone")
 	}
 }

@@ -202,7 +202,12 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 	if t.applied != nil {
 		rec.TouchBranch(*t.applied, now)
 	}
-	updateLine(rec, t.line, now, func(l *state.Line) { opened = observe(rec, l, tr) })
+	updateLine(rec, t.line, now, func(l *state.Line) {
+		if t.forwarded && l.Tip == t.line.tip && l.Messages == t.line.messages {
+			l.Dedups = t.dedups // this request is the line's newest
+		}
+		opened = observe(rec, l, tr)
+	})
 	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
 		InputTokens: tr.usage.InputTokens, Compacted: t.compacted})
 	return opened

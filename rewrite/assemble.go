@@ -134,6 +134,13 @@ func (v *view) additions(block string, hasBlock bool) (sys, user []string) {
 			sys = append(sys, block)
 		}
 	}
+	if v.fitNote != "" {
+		if v.user {
+			user = append(user, v.fitNote)
+		} else {
+			sys = append(sys, v.fitNote)
+		}
+	}
 	return sys, user
 }
 

@@ -72,7 +72,20 @@ type Options struct {
 	// not rewrite an old, cached message. A mark whose message changed
 	// (the history was edited or rewound) does not count.
 	PrevDedups []DedupMark
+	// FitTokens > 0 is the most the forwarded request may count: when the
+	// request (its summary applied, squashed, deduped) would count more,
+	// the oldest client messages after the leading system messages and the
+	// summary's coverage are left out, on a turn boundary, until it fits;
+	// the latest user ask is re-sent as after a summary, and FitNote says
+	// how many were left out (Result.FitDropped). The proxy sets it only
+	// for a request it knows will not fit the model's window and cannot
+	// compact: losing old turns beats losing the request.
+	FitTokens int
 }
+
+// FitNote is the line that tells the model messages were left out to fit
+// its window; %d is how many.
+const FitNote = "[ctxpress: the %d oldest messages of this conversation were left out to fit the model's context window]"
 
 // CompactCommandText is the user message that asks ctxpress to compact now.
 const CompactCommandText = "/compact"
@@ -145,6 +158,8 @@ type view struct {
 	dropTo  int                 // client messages [lead, dropTo) are not forwarded
 	resend  int                 // the user message re-sent verbatim after them, -1
 	chain   [][sha256.Size]byte // h_0 … h_k for the k matching needed; capacity clipped
+
+	fitNote string // FitNote when FitTokens left messages out, else ""
 
 	fixed   int          // tokens of the request besides its messages
 	fwd     []int        // tokens of each message as forwarded (squashed, deduped)

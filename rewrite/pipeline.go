@@ -69,6 +69,9 @@ type Result struct {
 	SquashStats []SquashStat
 	// DedupSavedTokens is what the dedups counted in Deduped saved.
 	DedupSavedTokens int
+	// FitDropped is how many client messages Options.FitTokens left out
+	// (after a summary's coverage); 0 when the request fitted.
+	FitDropped int
 	// Dedups names the tool results Body sends as DedupPlaceholder (by
 	// index, nil when none). Whoever forwards Body keeps it with the
 	// history and passes it as Options.PrevDedups to the next request of
@@ -201,8 +204,17 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 			res.Trimmed--
 		}
 	}
-	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, p.prevDedups(&req, a, opts.PrevDedups))
+	prev := p.prevDedups(&req, a, opts.PrevDedups)
+	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, prev)
 	v.forwarded(plan)
+	if opts.FitTokens > 0 && v.fit(opts.FitTokens, plan) {
+		res.FitDropped = v.dropTo - v.lead
+		if v.branch != nil {
+			res.FitDropped -= v.branch.Covered
+		}
+		plan = p.planDedup(enc, &req, a, v.lead, v.dropTo, prev)
+		v.forwarded(plan)
+	}
 	v.render(plan, &res)
 	res.Dedups = p.dedupMarks(&req, a, plan)
 	res.view = v

@@ -48,7 +48,29 @@ type diskLine struct {
 	LastEstimate    int         `json:"last_estimate,omitempty"`
 	Calibration     float64     `json:"calibration,omitempty"`
 	Breaker         diskBreaker `json:"breaker,omitzero"`
+	Dedups          []diskDedup `json:"dedups,omitempty"`
 	UsedAt          time.Time   `json:"used_at,omitzero"`
+}
+
+// diskDedup is a DedupMark as [index, "digest hex"].
+type diskDedup struct {
+	Index  int
+	Digest ChainHash
+}
+
+func (d diskDedup) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{d.Index, d.Digest})
+}
+
+func (d *diskDedup) UnmarshalJSON(b []byte) error {
+	var v [2]json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(v[0], &d.Index); err != nil {
+		return err
+	}
+	return json.Unmarshal(v[1], &d.Digest)
 }
 
 type diskBranch struct {
@@ -234,6 +256,9 @@ func normalize(r *Record) {
 		l := &r.Lines[i]
 		l.Calibration = finite(l.Calibration)
 		l.Breaker.BackoffUntil, l.UsedAt = utc(l.Breaker.BackoffUntil), utc(l.UsedAt)
+		if len(l.Dedups) == 0 {
+			l.Dedups = nil
+		}
 	}
 	if len(r.Branches) == 0 {
 		r.Branches = nil
@@ -277,7 +302,7 @@ func encodeRecord(r *Record) ([]byte, error) {
 		d.Lines = append(d.Lines, diskLine{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Breaker: toDiskBreaker(l.Breaker), UsedAt: utc(l.UsedAt),
+			Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups), UsedAt: utc(l.UsedAt),
 		})
 	}
 	for _, b := range r.Branches {
@@ -329,7 +354,7 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		r.Lines = append(r.Lines, Line{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Breaker: fromDiskBreaker(l.Breaker), UsedAt: l.UsedAt,
+			Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups), UsedAt: l.UsedAt,
 		})
 	}
 	if len(d.Lines) == 0 && (d.LegacyLastInputTokens > 0 || d.LegacyCalibration > 0 || d.LegacyBreaker != (diskBreaker{ForceNext: d.LegacyBreaker.ForceNext})) {
@@ -350,6 +375,22 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 	}
 	r.Turns = []Turn(d.Turns)
 	return r, nil
+}
+
+func toDiskDedups(ms []DedupMark) []diskDedup {
+	var out []diskDedup
+	for _, m := range ms {
+		out = append(out, diskDedup(m))
+	}
+	return out
+}
+
+func fromDiskDedups(ds []diskDedup) []DedupMark {
+	var out []DedupMark
+	for _, d := range ds {
+		out = append(out, DedupMark(d))
+	}
+	return out
 }
 
 func toDiskBreaker(b Breaker) diskBreaker {

@@ -34,8 +34,20 @@ type Line struct {
 	// NaN and ±Inf are stored as 0.
 	Calibration float64
 	Breaker     Breaker
+	// Dedups are the tool results the line's latest forwarded request sent
+	// as the dedup placeholder, so the next request sends them so again
+	// (a cached prefix stays as it was) and dedup's minimum applies only
+	// to what it adds.
+	Dedups []DedupMark
 	// UsedAt is when a request of the line was last recorded: the LRU clock.
 	UsedAt time.Time
+}
+
+// DedupMark names one message a request sent deduplicated: its index in
+// the client's messages and the digest of its canonical form.
+type DedupMark struct {
+	Index  int
+	Digest ChainHash
 }
 
 // MatchLine returns the index of the line a request extends: the one with
