@@ -46,9 +46,9 @@ type turn struct {
 	// turn itself (/compact), which leaves the line's dedups as they were.
 	dedups    []state.DedupMark
 	forwarded bool
-	compacted                 bool
-	trigger                   int
-	ephemeral                 bool
+	compacted bool
+	trigger   int
+	ephemeral bool
 	// precompact, when set, is the turn's input for a background
 	// compaction once the upstream has said how big the request was.
 	precompact *turnInput
