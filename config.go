@@ -46,6 +46,7 @@ type config struct {
 	ConciseOutput     bool                   `yaml:"concise_output"`
 	Auth              authConfig             `yaml:"auth"`
 	Namespace         string                 `yaml:"namespace"`
+	LocalUpstream     string                 `yaml:"local_upstream"`
 	AdminToken        string                 `yaml:"admin_token"`
 	Metrics           metricsConfig          `yaml:"metrics"`
 	Debug             debugConfig            `yaml:"debug"`
@@ -169,6 +170,7 @@ func defaultConfig() config {
 		},
 		Auth:          authConfig{Keys: []string{}},
 		Namespace:     "authorization",
+		LocalUpstream: "auto",
 		UI:            uiConfig{PricePerMillionTokens: proxy.DefaultPricePerMillionTokens, Currency: "$"},
 		Models:        map[string]modelConfig{},
 		DefaultWindow: 128000,
@@ -231,6 +233,20 @@ func (c config) pipelineConfig(count func(string) int) rewrite.Config {
 	return rc
 }
 
+// localUpstream maps local_upstream (auto, true, false) to the proxy's
+// setting: nil for auto (the upstream's host is this machine).
+func localUpstream(s string) *bool {
+	switch s {
+	case "true":
+		v := true
+		return &v
+	case "false":
+		v := false
+		return &v
+	}
+	return nil
+}
+
 // nonNil keeps an empty list from the file meaning "none" rather than
 // "the defaults", which is what nil means to the packages.
 func nonNil(s []string) []string {
@@ -256,6 +272,7 @@ func (c config) proxyConfig() proxy.Config {
 		UI:                proxy.UIConfig{PricePerMillionTokens: c.UI.PricePerMillionTokens, Currency: c.UI.Currency},
 		AuthKeys:          c.Auth.Keys,
 		Namespace:         c.Namespace,
+		LocalUpstream:     localUpstream(c.LocalUpstream),
 		Compaction:        c.compactionConfig(),
 	}
 }
@@ -349,6 +366,11 @@ func loadConfig(f *serveFlags, getenv func(string) string) (config, error) {
 	}
 	if err := c.pipelineConfig(nil).Validate(); err != nil {
 		return c, err
+	}
+	switch c.LocalUpstream {
+	case "auto", "true", "false":
+	default:
+		return c, fmt.Errorf("local_upstream %q: want auto, true or false", c.LocalUpstream)
 	}
 	if c.Squash.MinBytes < 0 {
 		return c, errors.New("squash.min_bytes must not be negative")

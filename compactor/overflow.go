@@ -1,6 +1,8 @@
 package compactor
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
@@ -76,4 +78,53 @@ func hasAny(s string, subs []string) bool {
 		}
 	}
 	return false
+}
+
+// overflowSizes find the window and the request's size in an overflow
+// answer's message, each as (pattern, index of the limit group, index of
+// the size group).
+var overflowSizes = []struct {
+	re          *regexp.Regexp
+	limit, size int
+}{
+	// OpenAI, vLLM: "maximum context length is 8192 tokens. However, you requested 9000 tokens"
+	{regexp.MustCompile(`maximum context length is (\d+) tokens?.*?(?:requested|resulted in) (\d+) tokens`), 1, 2},
+	// Anthropic: "prompt is too long: 210000 tokens > 200000 maximum"
+	{regexp.MustCompile(`(\d+) tokens > (\d+) maximum`), 2, 1},
+	// llama-cpp-python: "Requested tokens (5000) exceed context window of 4096"
+	{regexp.MustCompile(`requested tokens \((\d+)\) exceed context window of (\d+)`), 2, 1},
+	// vLLM: "The decoder prompt (length 5000) is longer than the maximum model length of 4096"
+	{regexp.MustCompile(`\(length (\d+)\) is longer than the maximum model length of (\d+)`), 2, 1},
+}
+
+// OverflowSize reads, from an answer IsContextOverflow accepts, the
+// model's window and the size the server counted for the refused request,
+// in the server's own tokens: llama.cpp's n_ctx and n_prompt_tokens, or
+// the numbers in OpenAI's, vLLM's or Anthropic's message. ok is false when
+// the answer does not say (llama.cpp's 500 for a shared KV cache, LM
+// Studio): then the request may well fit on its own.
+func OverflowSize(body []byte) (window, size int, ok bool) {
+	msg := string(body)
+	if jsonvalid.Valid(body) {
+		root := gjson.ParseBytes(body)
+		if root.IsArray() {
+			root = root.Get("0")
+		}
+		e := root.Get("error")
+		if n, p := e.Get("n_ctx").Int(), e.Get("n_prompt_tokens").Int(); n > 0 && p > 0 {
+			return int(n), int(p), true
+		}
+		msg = firstOf(root, "error.message", "error", "message", "detail").String()
+	}
+	msg = strings.ToLower(msg)
+	for _, o := range overflowSizes {
+		if m := o.re.FindStringSubmatch(msg); m != nil {
+			limit, _ := strconv.Atoi(m[o.limit])
+			size, _ := strconv.Atoi(m[o.size])
+			if limit > 0 && size > 0 {
+				return limit, size, true
+			}
+		}
+	}
+	return 0, 0, false
 }

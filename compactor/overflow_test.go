@@ -68,3 +68,25 @@ func TestIsContextOverflow(t *testing.T) {
 		}
 	}
 }
+
+func TestOverflowSize(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		body         string
+		window, size int
+		ok           bool
+	}{
+		{"llama.cpp 400", `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":2356,"n_ctx":2048}}`, 2048, 2356, true},
+		{"OpenAI", `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, 128000, 130412, true},
+		{"vLLM", `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5096 tokens (4096 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","code":400}`, 4096, 5096, true},
+		{"Anthropic", `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210314 tokens > 200000 maximum"}}`, 200000, 210314, true},
+		{"llama-cpp-python", `{"error":{"message":"Requested tokens (5000) exceed context window of 4096","type":"invalid_request_error"}}`, 4096, 5000, true},
+		{"llama.cpp shared KV 500", `{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}`, 0, 0, false},
+		{"not JSON", `prompt is too long`, 0, 0, false},
+	} {
+		w, s, ok := OverflowSize([]byte(tc.body))
+		if w != tc.window || s != tc.size || ok != tc.ok {
+			t.Errorf("%s: OverflowSize = %d, %d, %v; want %d, %d, %v", tc.name, w, s, ok, tc.window, tc.size, tc.ok)
+		}
+	}
+}

@@ -54,83 +54,153 @@ type turn struct {
 	precompact *turnInput
 }
 
+// chatTurn is one understood chat request on its way through the
+// handler: what it learnt (record, line) and what it decided to forward.
+type chatTurn struct {
+	t      *turn
+	parsed *rewrite.Parsed
+	rec    state.Record
+	nums   state.Line     // the line's numbers, as the request is judged by them
+	res    rewrite.Result // what is forwarded
+	// compactable: compaction is on and the request has a record; ti is
+	// then its compaction input.
+	compactable bool
+	ti          turnInput
+	o           outcome
+}
+
 // handleChat runs the rewrite pipeline on a chat completion (applying a
-// stored summary, compacting when due), forwards the result and records
-// what the upstream reported. A body the pipeline does not understand is
-// forwarded exactly as sent.
+// stored summary, compacting when due, cutting to fit when it cannot),
+// forwards the result and records what the upstream reported. A body the
+// pipeline does not understand is forwarded exactly as sent.
 func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
-	body := ctx.Request.Body()
-	if s.pipeline == nil {
-		s.forward(ctx, x, body, forwardOpts{readUsage: true, cancellable: true})
+	c, ok := s.prepareChat(ctx, x)
+	if !ok {
+		s.forward(ctx, x, ctx.Request.Body(), forwardOpts{readUsage: true, cancellable: true})
 		return
 	}
-	parsed, ok := s.parse(body)
-	if !ok {
-		s.forward(ctx, x, body, forwardOpts{readUsage: true, cancellable: true})
+	t := c.t
+	if c.compactable {
+		s.compactChat(ctx, c)
+	}
+	if !c.res.CompactCommand {
+		s.fitChat(c, "")
+	}
+	t.setResult(c.res, c.nums)
+	x.turn = t
+	if c.res.CompactCommand {
+		if c.o.compacted {
+			// Recorded as the turn it is: what the conversation costs now.
+			t.tokensAfter = c.o.event.TokensAfter
+		}
+		t.forwarded = false
+		s.answerCompactCommand(ctx, x, c.res, c.o)
 		return
+	}
+	out, retry := c.res.Body, refusalHook(nil)
+	if c.res.Stream {
+		out, retry = s.askStreamUsage(c.res.Body, c.res.Model)
+	}
+	s.forward(ctx, x, out, forwardOpts{
+		readUsage:   true,
+		cancellable: true,
+		retry:       firstHook(retry, s.rescueHook(c)),
+		headers: func(h *fasthttp.ResponseHeader) {
+			h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
+			h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))
+			h.Set(HeaderCompacted, strconv.FormatBool(c.o.compacted))
+			if t.id.ID != "" {
+				h.Set(HeaderConversation, t.id.ID)
+			}
+		},
+	})
+}
+
+// prepareChat parses and identifies the request, loads its record, finds
+// its line and rewrites it; ok false when the pipeline does not understand
+// the body (it is then forwarded as sent).
+func (s *Server) prepareChat(ctx *fasthttp.RequestCtx, x *exchange) (*chatTurn, bool) {
+	if s.pipeline == nil {
+		return nil, false
+	}
+	parsed, ok := s.parse(ctx.Request.Body())
+	if !ok {
+		return nil, false
 	}
 	id := s.pipeline.IdentifyParsed(func(name string) []byte { return ctx.Request.Header.Peek(name) }, parsed)
 	if len(id.Rejected) > 0 {
 		s.log.Warn().Strs("sources", id.Rejected).Msg("ignored a conversation id that is too long or not printable")
 	}
-	t := &turn{id: id, ephemeral: string(ctx.Request.Header.Peek(HeaderEphemeral)) == "1"}
-	var rec state.Record
+	c := &chatTurn{parsed: parsed, t: &turn{id: id, ephemeral: string(ctx.Request.Header.Peek(HeaderEphemeral)) == "1"}}
 	if id.ID != "" {
-		t.key = state.NewKey(x.credential, id.ID)
+		c.t.key = state.NewKey(x.credential, id.ID)
 		if s.store != nil {
 			var err error
-			if rec, _, err = s.store.Get(t.key); err != nil {
+			if c.rec, _, err = s.store.Get(c.t.key); err != nil {
 				s.storeFailed("cannot read the conversation record", err)
 			}
 			if s.rec != nil {
-				s.rec.overlay(t.key, &rec)
+				s.rec.overlay(c.t.key, &c.rec)
 			}
 		}
 	}
-	res, ok := s.rewrite(parsed, s.comp.options(rec, state.ChainHash{}))
-	if !ok || !res.Understood {
-		s.forward(ctx, x, body, forwardOpts{readUsage: true, cancellable: true})
-		return
+	if c.res, ok = s.rewrite(parsed, s.comp.options(c.rec, state.ChainHash{})); !ok || !c.res.Understood {
+		return nil, false
 	}
-	if res.SummaryMiss {
+	if c.res.SummaryMiss {
 		s.log.Info().Str("conversation", id.ID).Msg("history differs from every stored summary (edited or rewound); no summary applied")
 	}
-	var nums state.Line
 	if id.ID != "" {
-		t.line, nums = lineOf(&rec, res)
-		if len(nums.Dedups) > 0 {
+		c.t.line, c.nums = lineOf(&c.rec, c.res)
+		if len(c.nums.Dedups) > 0 {
 			// The line's last request deduped: those dedups stay (sticky),
 			// and the minimum applies to what this one adds.
-			if again, ok := s.rewrite(parsed, s.comp.options(rec, t.line.id)); ok {
-				res = again
+			if again, ok := s.rewrite(parsed, s.comp.options(c.rec, c.t.line.id)); ok {
+				c.res = again
 			}
 		}
 	}
-	var o outcome
-	if s.comp.cfg.Enabled && id.ID != "" && s.store != nil && !t.ephemeral {
-		t.trigger = s.comp.cfg.Trigger.Trigger(res.Model)
-		ti := turnInput{key: t.key, rec: rec, line: t.line, nums: nums, parsed: parsed, res: res, trigger: t.trigger,
+	c.t.model = c.res.Model
+	if s.comp.cfg.Enabled && id.ID != "" && s.store != nil && !c.t.ephemeral {
+		c.compactable = true
+		c.t.trigger = s.comp.cfg.Trigger.Trigger(c.res.Model)
+		c.ti = turnInput{key: c.t.key, rec: c.rec, line: c.t.line, nums: c.nums, parsed: parsed, res: c.res, trigger: c.t.trigger,
 			authorization: string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))}
-		force := bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || rec.ForceNext || res.CompactCommand
-		res, o = s.comp.maybeCompact(ti, force)
-		t.compacted = o.compacted && !o.joined
-		switch {
-		case errors.Is(o.err, errStoreFailing):
-			// A broken disk is reported once per interval, not per turn.
-			s.storeFailed("compaction paused while the conversation store fails", o.err)
-		case o.err != nil:
-			s.log.Warn().Err(o.err).Str("conversation", id.ID).Msg("compaction not done; forwarding uncompacted")
-		}
-		if s.comp.cfg.Precompact && !o.compacted && !res.CompactCommand {
-			effective := calibrated(res.TokensAfter, nums)
-			if float64(effective) >= 0.9*s.comp.cfg.precompactRatio()*float64(t.trigger) {
-				// The body is gone once the handler returns; the background
-				// compaction parses its own copy.
-				ti.body, ti.parsed = append([]byte(nil), body...), nil
-				t.precompact = &ti
-			}
+	}
+	return c, true
+}
+
+// compactChat compacts the request when it is due or asked for, and
+// prepares a background compaction when it comes near its trigger.
+func (s *Server) compactChat(ctx *fasthttp.RequestCtx, c *chatTurn) {
+	kind := kindAuto
+	if bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || c.rec.ForceNext || c.res.CompactCommand {
+		kind = kindManual
+	}
+	c.res, c.o = s.comp.maybeCompact(c.ti, kind)
+	c.t.compacted = c.o.compacted && !c.o.joined
+	switch {
+	case errors.Is(c.o.err, errStoreFailing):
+		// A broken disk is reported once per interval, not per turn.
+		s.storeFailed("compaction paused while the conversation store fails", c.o.err)
+	case c.o.err != nil:
+		s.log.Warn().Err(c.o.err).Str("conversation", c.t.id.ID).Msg("compaction not done; forwarding uncompacted")
+	}
+	if s.comp.cfg.Precompact && !c.o.compacted && !c.res.CompactCommand {
+		effective := calibrated(c.res.TokensAfter, c.nums)
+		if float64(effective) >= 0.9*s.comp.cfg.precompactRatio()*float64(c.t.trigger) {
+			// The body is gone once the handler returns; the background
+			// compaction parses its own copy.
+			ti := c.ti
+			ti.body, ti.parsed = append([]byte(nil), ctx.Request.Body()...), nil
+			c.t.precompact = &ti
 		}
 	}
+}
+
+// setResult sets what t forwards: res, with its estimates calibrated by
+// the line's numbers nums.
+func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 	t.model, t.rawBefore, t.rawAfter = res.Model, res.TokensBefore, res.TokensAfter
 	t.tokensAfter = calibrated(res.TokensAfter, nums)
 	t.tokensBefore = t.tokensAfter
@@ -139,40 +209,16 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 	}
 	t.squashed, t.deduped = res.Squashed, res.Deduped
 	t.squashStats, t.dedupSaved = res.SquashStats, res.DedupSavedTokens
+	t.applied = nil
 	if h, ok := res.AppliedHash(); ok {
 		applied := state.ChainHash(h)
 		t.applied = &applied
 	}
+	t.dedups = t.dedups[:0]
 	for _, d := range res.Dedups {
 		t.dedups = append(t.dedups, state.DedupMark{Index: d.Index, Digest: d.Digest})
 	}
-	t.forwarded = !res.CompactCommand
-	x.turn = t
-	if res.CompactCommand {
-		if o.compacted {
-			// Recorded as the turn it is: what the conversation costs now.
-			t.tokensAfter = o.event.TokensAfter
-		}
-		s.answerCompactCommand(ctx, x, res, o)
-		return
-	}
-	out, retry := res.Body, refusalHook(nil)
-	if res.Stream {
-		out, retry = s.askStreamUsage(res.Body, res.Model)
-	}
-	s.forward(ctx, x, out, forwardOpts{
-		readUsage:   true,
-		cancellable: true,
-		retry:       retry,
-		headers: func(h *fasthttp.ResponseHeader) {
-			h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
-			h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))
-			h.Set(HeaderCompacted, strconv.FormatBool(o.compacted))
-			if id.ID != "" {
-				h.Set(HeaderConversation, id.ID)
-			}
-		},
-	})
+	t.forwarded = true
 }
 
 // parse validates and reads the body once for every later step; a panic
@@ -203,6 +249,10 @@ func (s *Server) finish(x *exchange) {
 	if x.release != nil {
 		x.release()
 		x.release = nil
+	}
+	if x.gate != nil {
+		x.gate()
+		x.gate = nil
 	}
 	t := x.turn
 	s.metrics.exchange(x)

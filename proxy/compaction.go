@@ -153,7 +153,8 @@ type compactions struct {
 	upstream string // default summariser base URL
 	apiKey   string // upstream_api_key, when set
 
-	now func() time.Time // the clock of backoff and branch times
+	now  func() time.Time // the clock of backoff and branch times
+	gate *localGate       // nil unless the upstream is a local server
 
 	mu       sync.Mutex
 	inflight map[lineKey]chan struct{} // guarded by mu; closed when the compaction ends
@@ -263,129 +264,6 @@ type turnInput struct {
 
 func (ti *turnInput) lockKey() lineKey { return lineKey{key: ti.key, line: ti.line.id} }
 
-// maybeCompact compacts the request in ti when it is due (or forced), and
-// returns the rewrite to forward: with the new summary applied on success,
-// else the one given. A request arriving while its line is being compacted
-// waits for that compaction and uses its summary; it never starts a second
-// one.
-func (c *compactions) maybeCompact(ti turnInput, force bool) (rewrite.Result, outcome) {
-	if force {
-		ti.kind = "manual"
-	} else {
-		due, err := c.due(&ti)
-		if !due {
-			return ti.res, outcome{err: err}
-		}
-		ti.kind = "auto"
-	}
-	if c.storeFailing() {
-		return ti.res, outcome{err: fmt.Errorf("%w: %w", errSkipped, errStoreFailing)}
-	}
-	asked := ti.res
-	done, mine := c.acquire(ti.lockKey())
-	for !mine {
-		select {
-		case <-done:
-		case <-time.After(c.summaryTimeout() + 5*time.Second):
-			return ti.res, outcome{err: fmt.Errorf("%w: another compaction of this conversation is still running", errSkipped)}
-		}
-		fresh, ok, err := c.store.Get(ti.key)
-		if err != nil || !ok {
-			return ti.res, outcome{}
-		}
-		res := c.pipeline.RewriteParsed(ti.parsed, c.options(fresh, ti.line.id))
-		if ti.kind != "manual" {
-			return res, outcome{}
-		}
-		// The user asked for a compaction of this request: the background
-		// one that just ended may have covered less, so run one now on top.
-		ti.rec, ti.res = fresh, res
-		done, mine = c.acquire(ti.lockKey())
-	}
-	defer c.release(ti.lockKey(), done)
-	if !c.refresh(&ti) && ti.kind != "manual" {
-		// A compaction of this line stored its summary between this turn's
-		// read of the record and the lock: its result is what to send.
-		return ti.res, outcome{}
-	}
-	newRec, ev, err := c.run(ti)
-	if err != nil {
-		if ti.rec.ForceNext {
-			c.clearForceNext(ti.key) // one scheduled attempt, not one per turn
-		}
-		if ti.kind == "manual" && errors.Is(err, errSkipped) && ti.res.Covered > asked.Covered {
-			// The background compaction waited on already covered what
-			// there was: the user's request is compacted all the same.
-			cal := calibrationOf(ti.nums)
-			ev = Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: "manual", Result: "ok",
-				Covered: ti.res.Covered, TokensBefore: calibrated(asked.TokensAfter, ti.nums), TokensAfter: scaled(ti.res.TokensAfter, cal)}
-			return ti.res, outcome{compacted: true, joined: true, event: ev}
-		}
-		return ti.res, outcome{event: ev, err: err}
-	}
-	res := c.pipeline.RewriteParsed(ti.parsed, c.options(newRec, ti.line.id))
-	ev.TokensAfter = scaled(res.TokensAfter, calibrationOf(ti.nums))
-	c.events.publish(ev)
-	return res, outcome{compacted: true, event: ev}
-}
-
-// due reports whether the request in ti is over its trigger and its line
-// may be compacted; err says why not when it is over but may not (breaker,
-// backoff). It sets ti.urgent.
-func (c *compactions) due(ti *turnInput) (bool, error) {
-	effective := calibrated(ti.res.TokensAfter, ti.nums)
-	if effective <= ti.trigger {
-		return false, nil
-	}
-	ti.urgent = effective >= c.cfg.Trigger.ContextWindow(ti.res.Model)
-	b := ti.nums.Breaker
-	if b.Tripped {
-		return false, fmt.Errorf("%w: circuit breaker open (%s)", errSkipped, b.Reason)
-	}
-	if c.now().Before(b.BackoffUntil) {
-		return false, fmt.Errorf("%w: summariser backoff until %s", errSkipped, b.BackoffUntil.Format(time.TimeOnly))
-	}
-	return true, nil
-}
-
-// refresh re-reads the record once the line's lock is held: a background
-// compaction of the line may have stored a summary (or failed and backed
-// off) since the turn read it, and compacting from the stale record would
-// pay for a second summary of the same messages. It reports whether the
-// request is still due (always true when nothing changed).
-func (c *compactions) refresh(ti *turnInput) bool {
-	fresh, ok, err := c.store.Get(ti.key)
-	if err != nil || !ok {
-		return true
-	}
-	if l := fresh.LineByID(ti.line.id); l != nil {
-		ti.nums.Breaker = l.Breaker
-	}
-	if !sameBranches(fresh.Branches, ti.rec.Branches) {
-		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(fresh, ti.line.id))
-	}
-	ti.rec = fresh
-	due, _ := c.due(ti)
-	return due
-}
-
-// sameBranches reports whether a and b hold the same summaries.
-func sameBranches(a, b []state.Branch) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Hash != b[i].Hash || a[i].Covered != b[i].Covered {
-			return false
-		}
-	}
-	return true
-}
-
-// scaled is tokens × calibration, rounded: a tiktoken count in the
-// upstream's tokens.
-func scaled(tokens int, cal float64) int { return int(math.Round(float64(tokens) * cal)) }
-
 func (c *compactions) summaryTimeout() time.Duration {
 	if c.cfg.Summarizer.Timeout > 0 {
 		return c.cfg.Summarizer.Timeout
@@ -411,9 +289,11 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	toEstimate := func(upstreamTokens int) int { return int(float64(upstreamTokens) / cal) }
 	maxTokens := c.cfg.maxSummaryTokens(ti.trigger)
 	keepTokens := toEstimate(c.cfg.keepRecentTokens(ti.trigger))
-	if ti.kind == "manual" {
-		// A manual compaction of a conversation far below its trigger keeps
-		// a tail in proportion to the conversation, not to the trigger.
+	if ti.kind == kindManual || ti.kind == kindRescue {
+		// A manual compaction of a conversation far below its trigger, or
+		// one the upstream refused under it (its real window is smaller
+		// than ctxpress was told), keeps a tail in proportion to the
+		// conversation, not to the trigger.
 		keepTokens = min(keepTokens, ti.res.TokensAfter/5)
 	}
 	prop, ok := ti.res.Compaction(c.cfg.keepRecent(), keepTokens)
@@ -440,7 +320,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		minimum = 1
 	}
 	// A manual compaction is the user's call, whatever it reclaims.
-	if ti.kind != "manual" && reclaim < minimum {
+	if ti.kind != kindManual && reclaim < minimum {
 		return fail("skipped", fmt.Errorf("%w: would reclaim %d tokens, under the minimum %d", errSkipped, max(reclaim, 0), minimum))
 	}
 	model := c.cfg.Summarizer.Model
@@ -464,6 +344,11 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	budget := compactor.TranscriptBudget(window, maxTokens, count, prop.PrevSummary, msgs, msgTokens)
 	if budget <= 0 {
 		return fail("failed", fmt.Errorf("summariser window of %d tokens has no room for a transcript", window))
+	}
+	if c.gate != nil && c.summaryBase() == c.upstream {
+		// A local server's slots share one KV cache: no live request
+		// beside the summary call (see localGate).
+		defer c.gate.summary()()
 	}
 	c.events.started(ev) // a dashboard shows the compaction while the summary is written
 	callStart := time.Now()
@@ -497,17 +382,17 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 			TokensBefore: ev.TokensBefore, TokensAfter: scaled(prop.KeptTokens+summaryTokens, cal)})
 		updateLine(r, ti.line, now, func(l *state.Line) {
 			l.Breaker.FailureCount, l.Breaker.BackoffUntil = 0, time.Time{}
-			if ti.kind == "manual" {
+			if ti.kind == kindManual {
 				l.Breaker = state.Breaker{}
 			}
 			if l.Model == "" {
 				l.Model = ti.res.Model
 			}
 		})
-		if ti.kind == "manual" {
+		if ti.kind == kindManual {
 			r.ForceNext = false
 		}
-		if ti.kind == "precompact" { // a sync compaction is counted with its turn
+		if ti.kind == kindPrecompact { // a sync compaction is counted with its turn
 			r.Compactions++
 		}
 		return nil
@@ -573,46 +458,3 @@ func (c *compactions) clearForceNext(key state.Key) {
 		c.log.Warn().Err(err).Msg("cannot clear the scheduled compaction")
 	}
 }
-
-// precompact prepares a summary in the background from a copy of a request
-// body, so the turn that crosses the trigger finds it ready.
-func (c *compactions) precompact(ti turnInput) {
-	if c.storeFailing() {
-		return
-	}
-	done, mine := c.acquire(ti.lockKey())
-	if !mine {
-		return
-	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		defer c.release(ti.lockKey(), done)
-		rec, ok, err := c.store.Get(ti.key)
-		if err != nil {
-			return
-		}
-		if !ok { // the turn that asked is still queued for the store
-			rec = state.Record{Key: ti.key}
-		}
-		if l := rec.LineByID(ti.line.id); l != nil {
-			ti.nums.Breaker = l.Breaker
-		}
-		if b := ti.nums.Breaker; b.Tripped || c.now().Before(b.BackoffUntil) {
-			return
-		}
-		ti.rec = rec
-		ti.parsed = rewrite.Parse(ti.body)
-		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(rec, ti.line.id))
-		if !ti.res.Understood {
-			return
-		}
-		ti.kind = "precompact"
-		if _, ev, err := c.run(ti); err == nil {
-			c.events.publish(ev)
-		}
-	}()
-}
-
-// wait blocks until background precompactions have ended.
-func (c *compactions) wait() { c.bg.Wait() }

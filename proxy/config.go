@@ -60,6 +60,11 @@ type Config struct {
 	// Copilot tokens change hourly) would otherwise forget every summary
 	// at each change.
 	Namespace string
+	// LocalUpstream says whether the upstream is a local model server whose
+	// slots share one KV cache (llama-server, LM Studio), so that summary
+	// calls to it and live chat requests never overlap; nil means "when
+	// the upstream's host is this machine" (localhost, loopback).
+	LocalUpstream *bool
 	// Compaction: when and how conversations are summarised.
 	Compaction CompactionConfig
 }

@@ -64,6 +64,12 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 		if derr != nil {
 			plain = held
 		}
+		if x.gate != nil {
+			// The hook may compact: a summary call to a local upstream
+			// waits for this request's share.
+			x.gate()
+			x.gate = nil
+		}
 		if next, again := o.retry(status, &resp.Header, plain); again {
 			_ = stream.CloseWithError(nil)
 			fasthttp.ReleaseResponse(resp)
@@ -82,6 +88,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 
 // asks is what a forwarded chat body asks of its answer.
 type asks struct {
+	chat   bool // a chat request: it takes the local gate's share
 	stream bool
 	// addedUsage: the body asks for the stream's usage chunk and the
 	// client's own request did not, so ctxpress asked for it: the chunk is
@@ -96,7 +103,7 @@ func answerAsks(ctx *fasthttp.RequestCtx, body []byte, readUsage bool) asks {
 		return asks{}
 	}
 	stream, usage := rewrite.StreamAsks(body)
-	a := asks{stream: stream}
+	a := asks{chat: true, stream: stream}
 	if usage {
 		_, clientAsked := rewrite.StreamAsks(ctx.Request.Body())
 		a.addedUsage = !clientAsked
@@ -118,6 +125,9 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 		// usage chunk ctxpress asked for: compressed, neither is possible.
 		// The client still gets what it accepts: identity always is.
 		req.Header.Set(fasthttp.HeaderAcceptEncoding, "identity")
+	}
+	if a.chat && x.gate == nil {
+		x.gate = s.gate.live()
 	}
 	resp = fasthttp.AcquireResponse()
 	t0 := time.Now()

@@ -159,6 +159,8 @@ func TestHistoriesSharingAKeyDoNotWaitForEachOther(t *testing.T) {
 	cfg.Compaction.Precompact = false
 	cfg.Compaction.Trigger.ThresholdTokens = 100000 // compacted only when forced
 	cfg.Compaction.Summarizer.Timeout = 3 * time.Second
+	hosted := false // a local server's gate would (rightly) serialise the two summary calls
+	cfg.LocalUpstream = &hosted
 	p, st := startWithStore(t, cfg)
 	runs := map[string]*agent{}
 	for _, name := range []string{"A", "B"} {
@@ -266,7 +268,7 @@ func TestPrecompactionLandingBeforeTheLockCausesNoSecondSummary(t *testing.T) {
 		t.Fatalf("%d summary calls from the background compaction", len(summaries))
 	}
 	// Now the turn takes the lock, holding the record it read before.
-	res, o := p.comp.maybeCompact(stale, false)
+	res, o := p.comp.maybeCompact(stale, kindAuto)
 	if _, summaries := up.ChatRequests(); len(summaries) != 1 {
 		t.Fatalf("a second summary call (%d in all) for messages just summarised", len(summaries))
 	}

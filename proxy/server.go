@@ -14,6 +14,7 @@ import (
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 )
@@ -33,7 +34,10 @@ type Server struct {
 	metrics  *metrics // private registry behind /metrics
 	// namespace is cfg.Namespace, parsed.
 	namespace namespaceMode
-	warn      warnLimiter // store failures on the request path
+	// gate keeps summary calls and live chat requests to a local upstream
+	// apart; nil for a hosted one.
+	gate *localGate
+	warn warnLimiter // store failures on the request path
 	// noV1Hint: the upstream hint for a base URL without /v1 is given once.
 	noV1Hint sync.Once
 	// noStreamOptions: models whose streams go without the stream_options
@@ -66,6 +70,9 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, up: up, pipeline: deps.Pipeline, store: deps.Store}
 	s.namespace, _ = parseNamespace(cfg.Namespace) // Validate checked it
+	if local := isLocalHost(up.url.host); (cfg.LocalUpstream == nil && local) || (cfg.LocalUpstream != nil && *cfg.LocalUpstream) {
+		s.gate = &localGate{}
+	}
 	s.events = newEventBus(log, cfg.Compaction.WebhookURL)
 	if deps.Store != nil {
 		s.rec = newRecorder(deps.Store, log, s.recorded)
@@ -73,12 +80,15 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp = &compactions{
 		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: compactor.NewSummarizer(),
 		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
-		inflight: map[lineKey]chan struct{}{}, now: time.Now,
+		inflight: map[lineKey]chan struct{}{}, now: time.Now, gate: s.gate,
 	}
 	if deps.Pipeline == nil || deps.Store == nil {
 		s.comp.cfg.Enabled = false // compaction needs both
 	}
 	s.metrics = newMetrics(s.comp.running, deps.Store, deps.Pipeline)
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
+		Help: "Chat requests to a local upstream waiting for a summary call to it to end (see local_upstream)."},
+		func() float64 { return float64(s.gate.waitingNow()) }))
 	s.events.onCompaction = s.metrics.compaction
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
@@ -142,6 +152,7 @@ type exchange struct {
 	err          error
 	turn         *turn  // chat requests ctxpress understood
 	release      func() // returns the upstream lease, once the answer is done
+	gate         func() // returns the local gate's share (see localGate), once the answer is done
 	// credential names the client's conversation namespace: its
 	// Authorization header, or its ctxpress key (see authenticate).
 	credential []byte

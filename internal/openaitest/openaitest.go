@@ -164,18 +164,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch strings.TrimPrefix(r.URL.Path, "/v1") {
 	case "/chat/completions":
-		if IsSummaryRequest(body) {
-			s.mu.Lock()
-			h := s.handlers[SummaryPath]
-			s.mu.Unlock()
-			if h != nil {
-				h(w, r)
-				return
-			}
-			s.reply(w, body, s.Summary)
-			return
-		}
-		s.reply(w, body, s.Reply)
+		s.AnswerChat(w, r, body)
 	case "/models":
 		writeJSON(w, map[string]any{"object": "list", "data": []map[string]any{
 			{"id": "gpt-4o", "object": "model", "created": 1715367049, "owned_by": "system"},
@@ -188,6 +177,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error"}}`, http.StatusNotFound)
 	}
+}
+
+// AnswerChat answers a chat completion request whose body was read as
+// the fake does by default: the SummaryPath handler or Summary for a
+// summary request, else Reply; streamed when asked. A handler set with
+// Handle can call it to answer as usual once it has checked what it wants.
+func (s *Server) AnswerChat(w http.ResponseWriter, r *http.Request, body []byte) {
+	if IsSummaryRequest(body) {
+		s.mu.Lock()
+		h := s.handlers[SummaryPath]
+		s.mu.Unlock()
+		if h != nil {
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+			h(w, r)
+			return
+		}
+		s.reply(w, body, s.Summary)
+		return
+	}
+	s.reply(w, body, s.Reply)
 }
 
 // PromptTokens is the input token count the fake reports for a request body:

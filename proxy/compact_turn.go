@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
+)
+
+// Compaction kinds: what made a turn compact (Event.Trigger too).
+const (
+	kindAuto       = "auto"       // over its trigger
+	kindPrecompact = "precompact" // in the background, near the trigger
+	kindManual     = "manual"     // asked: header, admin API, /compact
+	kindRescue     = "rescue"     // the upstream refused the request as too long
+)
+
+// maybeCompact compacts the request in ti as kind asks: kindAuto when it
+// is due, kindManual always, kindRescue always but without touching the
+// breaker (the upstream refused the request as too long). It returns the
+// rewrite to forward: with the new summary applied on success, else the
+// one given. A request arriving while its line is being compacted waits
+// for that compaction and uses its summary; only a manual one then runs
+// another on top.
+func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, outcome) {
+	ti.kind = kind
+	switch kind {
+	case kindAuto:
+		if due, err := c.due(&ti); !due {
+			return ti.res, outcome{err: err}
+		}
+	case kindRescue:
+		ti.urgent = true
+	}
+	if c.storeFailing() {
+		return ti.res, outcome{err: fmt.Errorf("%w: %w", errSkipped, errStoreFailing)}
+	}
+	asked := ti.res
+	done, mine := c.acquire(ti.lockKey())
+	for !mine {
+		select {
+		case <-done:
+		case <-time.After(c.summaryTimeout() + 5*time.Second):
+			return ti.res, outcome{err: fmt.Errorf("%w: another compaction of this conversation is still running", errSkipped)}
+		}
+		fresh, ok, err := c.store.Get(ti.key)
+		if err != nil || !ok {
+			return ti.res, outcome{}
+		}
+		res := c.pipeline.RewriteParsed(ti.parsed, c.options(fresh, ti.line.id))
+		if kind != kindManual {
+			return res, outcome{}
+		}
+		// The user asked for a compaction of this request: the background
+		// one that just ended may have covered less, so run one now on top.
+		ti.rec, ti.res = fresh, res
+		done, mine = c.acquire(ti.lockKey())
+	}
+	defer c.release(ti.lockKey(), done)
+	if changed, due := c.refresh(&ti); (changed && kind == kindRescue) || (!due && kind == kindAuto) {
+		// A compaction of this line stored its summary between this turn's
+		// read of the record and the lock: its result is what to send.
+		return ti.res, outcome{}
+	}
+	newRec, ev, err := c.run(ti)
+	if err != nil {
+		if ti.rec.ForceNext {
+			c.clearForceNext(ti.key) // one scheduled attempt, not one per turn
+		}
+		if kind == kindManual && errors.Is(err, errSkipped) && ti.res.Covered > asked.Covered {
+			// The background compaction waited on already covered what
+			// there was: the user's request is compacted all the same.
+			cal := calibrationOf(ti.nums)
+			ev = Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: kindManual, Result: "ok",
+				Covered: ti.res.Covered, TokensBefore: calibrated(asked.TokensAfter, ti.nums), TokensAfter: scaled(ti.res.TokensAfter, cal)}
+			return ti.res, outcome{compacted: true, joined: true, event: ev}
+		}
+		return ti.res, outcome{event: ev, err: err}
+	}
+	res := c.pipeline.RewriteParsed(ti.parsed, c.options(newRec, ti.line.id))
+	ev.TokensAfter = scaled(res.TokensAfter, calibrationOf(ti.nums))
+	c.events.publish(ev)
+	return res, outcome{compacted: true, event: ev}
+}
+
+// due reports whether the request in ti is over its trigger and its line
+// may be compacted; err says why not when it is over but may not (breaker,
+// backoff). It sets ti.urgent.
+func (c *compactions) due(ti *turnInput) (bool, error) {
+	effective := calibrated(ti.res.TokensAfter, ti.nums)
+	if effective <= ti.trigger {
+		return false, nil
+	}
+	ti.urgent = effective >= c.cfg.Trigger.ContextWindow(ti.res.Model)
+	b := ti.nums.Breaker
+	if b.Tripped {
+		return false, fmt.Errorf("%w: circuit breaker open (%s)", errSkipped, b.Reason)
+	}
+	if c.now().Before(b.BackoffUntil) {
+		return false, fmt.Errorf("%w: summariser backoff until %s", errSkipped, b.BackoffUntil.Format(time.TimeOnly))
+	}
+	return true, nil
+}
+
+// refresh re-reads the record once the line's lock is held: a background
+// compaction of the line may have stored a summary (or failed and backed
+// off) since the turn read it, and compacting from the stale record would
+// pay for a second summary of the same messages. It reports whether the
+// stored summaries changed (ti.res is then rewritten with them) and
+// whether the request is still due.
+func (c *compactions) refresh(ti *turnInput) (changed, due bool) {
+	fresh, ok, err := c.store.Get(ti.key)
+	if err != nil || !ok {
+		due, _ = c.due(ti)
+		return false, due
+	}
+	if l := fresh.LineByID(ti.line.id); l != nil {
+		ti.nums.Breaker = l.Breaker
+	}
+	if changed = !sameBranches(fresh.Branches, ti.rec.Branches); changed {
+		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(fresh, ti.line.id))
+	}
+	ti.rec = fresh
+	due, _ = c.due(ti)
+	return changed, due
+}
+
+// sameBranches reports whether a and b hold the same summaries.
+func sameBranches(a, b []state.Branch) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Hash != b[i].Hash || a[i].Covered != b[i].Covered {
+			return false
+		}
+	}
+	return true
+}
+
+// scaled is tokens × calibration, rounded: a tiktoken count in the
+// upstream's tokens.
+func scaled(tokens int, cal float64) int { return int(math.Round(float64(tokens) * cal)) }
+
+// precompact prepares a summary in the background from a copy of a request
+// body, so the turn that crosses the trigger finds it ready.
+func (c *compactions) precompact(ti turnInput) {
+	if c.storeFailing() {
+		return
+	}
+	done, mine := c.acquire(ti.lockKey())
+	if !mine {
+		return
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		defer c.release(ti.lockKey(), done)
+		rec, ok, err := c.store.Get(ti.key)
+		if err != nil {
+			return
+		}
+		if !ok { // the turn that asked is still queued for the store
+			rec = state.Record{Key: ti.key}
+		}
+		if l := rec.LineByID(ti.line.id); l != nil {
+			ti.nums.Breaker = l.Breaker
+		}
+		if b := ti.nums.Breaker; b.Tripped || c.now().Before(b.BackoffUntil) {
+			return
+		}
+		ti.rec = rec
+		ti.parsed = rewrite.Parse(ti.body)
+		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(rec, ti.line.id))
+		if !ti.res.Understood {
+			return
+		}
+		ti.kind = kindPrecompact
+		if _, ev, err := c.run(ti); err == nil {
+			c.events.publish(ev)
+		}
+	}()
+}
+
+// wait blocks until background precompactions have ended.
+func (c *compactions) wait() { c.bg.Wait() }

@@ -1,0 +1,66 @@
+package proxy
+
+import (
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// localGate keeps ctxpress's summary calls and the live chat requests to a
+// local model server from running at the same time. llama-server (and LM
+// Studio, which runs it) serves several slots from one KV cache by
+// default: a background summary call beside the agent's next turn can
+// overflow it together, and both get "Context size has been exceeded."
+// although each alone would fit. A summary call waits for the live
+// requests in flight to end, and live requests that arrive meanwhile wait
+// for it (writer first, so the summary is not starved); a hosted upstream
+// has no gate. The nil gate lets everything through.
+type localGate struct {
+	mu      sync.RWMutex
+	waiting atomic.Int64 // live requests waiting for a summary call, for metrics
+}
+
+// live takes a live request's share; release gives it back, once.
+func (g *localGate) live() (release func()) {
+	if g == nil {
+		return func() {}
+	}
+	if !g.mu.TryRLock() {
+		g.waiting.Add(1)
+		g.mu.RLock()
+		g.waiting.Add(-1)
+	}
+	return sync.OnceFunc(g.mu.RUnlock)
+}
+
+// summary takes the gate for one summary call; release gives it back, once.
+func (g *localGate) summary() (release func()) {
+	if g == nil {
+		return func() {}
+	}
+	g.mu.Lock()
+	return sync.OnceFunc(g.mu.Unlock)
+}
+
+// waitingNow is how many live requests wait for a summary call.
+func (g *localGate) waitingNow() int64 {
+	if g == nil {
+		return 0
+	}
+	return g.waiting.Load()
+}
+
+// isLocalHost reports whether host (a URL's host, port optional) is this
+// machine: localhost or a loopback address.
+func isLocalHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
+)
+
+// A request that would overflow the model's window is never forwarded as
+// it is, nor lost to an overflow answer ctxpress could have prevented:
+// losing old turns beats losing the request.
+//
+//   - Before forwarding (fitChat): a request whose calibrated estimate is
+//     over the window, because compaction is backing off, its breaker is
+//     open or it was not enough, is cut to fit (rewrite.Options.FitTokens).
+//   - After an overflow answer, before any byte of it reached the client
+//     (rescueHook): the line is compacted now (joining a compaction in
+//     flight), cut to fit when that is not enough, and the request is sent
+//     once more.
+
+// fitMargin is the share of the window a cut request aims at: the
+// estimate is calibrated, not exact.
+const fitMargin = 0.95
+
+// eventFit marks a cut-to-fit event (Event.Trigger; Result is "cut").
+const eventFit = "fit"
+
+// fitLimit is the most a request of model may count upstream: the model's
+// window less the room body asks for its answer.
+func (s *Server) fitLimit(model string, body []byte) int {
+	window := s.comp.cfg.Trigger.ContextWindow(model)
+	reserve := int(gjson.GetBytes(body, "max_completion_tokens").Int())
+	if reserve <= 0 {
+		reserve = int(gjson.GetBytes(body, "max_tokens").Int())
+	}
+	if reserve <= 0 || reserve >= window/2 {
+		return window
+	}
+	return window - reserve
+}
+
+// fitBudget turns a limit in the upstream's tokens into the tiktoken
+// budget rewrite.Options.FitTokens takes, on a line whose calibration
+// is in nums.
+func fitBudget(limit int, nums state.Line) int {
+	return int(float64(limit) * fitMargin / calibrationOf(nums))
+}
+
+// fitChat cuts c's request to fit the model's window when its calibrated
+// estimate says it would not (compaction on only: that is the user's
+// leave to rewrite history). why is the reason the cut falls back on.
+func (s *Server) fitChat(c *chatTurn, why string) {
+	if !s.comp.cfg.Enabled || c.t.ephemeral {
+		return
+	}
+	limit := s.fitLimit(c.res.Model, c.res.Body)
+	if calibrated(c.res.TokensAfter, c.nums) <= limit {
+		return
+	}
+	switch {
+	case why != "":
+	case c.o.err != nil:
+		why = c.o.err.Error()
+	case c.o.compacted:
+		why = "still over the window after compaction"
+	default:
+		why = "not compacted"
+	}
+	s.cutToFit(c, fitBudget(limit, c.nums), why)
+}
+
+// cutToFit rewrites c's request to count at most budget tokens by leaving
+// its oldest turns out, and says so as an event. It reports whether it cut.
+func (s *Server) cutToFit(c *chatTurn, budget int, why string) bool {
+	rec := c.rec
+	if c.compactable {
+		// A compaction of this turn (or one it joined) stored its summary.
+		if fresh, ok, err := s.store.Get(c.t.key); err == nil && ok {
+			rec = fresh
+		}
+	}
+	opts := s.comp.options(rec, c.t.line.id)
+	opts.FitTokens = budget
+	res, ok := s.rewrite(c.parsed, opts)
+	if !ok || !res.Understood || res.FitDropped == 0 || res.TokensAfter > budget {
+		// A cut that still does not fit (one message alone is too big)
+		// would change the request for nothing: it goes as it is.
+		return false
+	}
+	cal := calibrationOf(c.nums)
+	s.events.publish(Event{Time: s.comp.now(), Conversation: c.t.id.ID, Model: res.Model, Trigger: eventFit, Result: "cut",
+		Reason: fmt.Sprintf("%d messages left out to fit the model's window: %s", res.FitDropped, why), Covered: res.FitDropped,
+		TokensBefore: calibrated(c.res.TokensAfter, c.nums), TokensAfter: scaled(res.TokensAfter, cal)})
+	c.res = res
+	return true
+}
+
+// rescueHook is the retry hook of a chat request: an answer that refuses
+// it as longer than the model's window (compactor.IsContextOverflow),
+// before any of it was relayed, gets the request compacted now (or the
+// compaction in flight joined), cut to fit when that is not enough, and
+// sent once more. A llama.cpp 500 for a full shared KV cache (several
+// slots, no sizes given) is sent once more as it is when nothing smaller
+// can be made: what overlapped it is over by then.
+func (s *Server) rescueHook(c *chatTurn) refusalHook {
+	if !s.comp.cfg.Enabled || c.t.ephemeral {
+		return nil
+	}
+	return func(status int, _ *fasthttp.ResponseHeader, answer []byte) ([]byte, bool) {
+		if !compactor.IsContextOverflow(status, answer) {
+			return nil, false
+		}
+		start := time.Now()
+		refused := c.res
+		if c.compactable {
+			ti := c.ti
+			ti.res = refused
+			if res, o := s.comp.maybeCompact(ti, kindRescue); res.TokensAfter < refused.TokensAfter {
+				c.res, c.o = res, o
+				c.t.compacted = o.compacted && !o.joined
+			}
+		}
+		if budget := s.rescueBudget(refused, answer, c.nums); c.res.TokensAfter > budget {
+			s.cutToFit(c, budget, "the upstream refused the request as too long")
+		}
+		if c.res.TokensAfter >= refused.TokensAfter && status < 500 {
+			return nil, false
+		}
+		c.t.setResult(c.res, c.nums)
+		out := c.res.Body
+		if c.res.Stream {
+			out, _ = s.askStreamUsage(out, c.res.Model)
+		}
+		s.log.Info().Str("conversation", c.t.id.ID).Int("status", status).
+			Int("tokens_refused", calibrated(refused.TokensAfter, c.nums)).Int("tokens_after", c.t.tokensAfter).
+			Dur("rescue", time.Since(start)).Msg("the upstream refused the request as too long; sending it again compacted or cut to fit")
+		return out, true
+	}
+}
+
+// rescueBudget is the tiktoken budget a request refused for overflow must
+// fit: scaled by the window and size the upstream's answer gives, else the
+// configured window.
+func (s *Server) rescueBudget(refused rewrite.Result, answer []byte, nums state.Line) int {
+	if window, size, ok := compactor.OverflowSize(answer); ok && size > window {
+		return int(float64(refused.TokensAfter) * float64(window) / float64(size) * fitMargin)
+	}
+	return fitBudget(s.fitLimit(refused.Model, refused.Body), nums)
+}
+
+// firstHook asks a, then b: the first that retries wins. A nil hook is
+// skipped.
+func firstHook(a, b refusalHook) refusalHook {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(status int, h *fasthttp.ResponseHeader, body []byte) ([]byte, bool) {
+		if next, ok := a(status, h, body); ok {
+			return next, true
+		}
+		return b(status, h, body)
+	}
+}
