@@ -141,8 +141,11 @@ func TestChatThroughCtxpress(t *testing.T) {
 	}
 }
 
-// This model's tokenizer counts very differently from o200k; after two
-// turns the calibrated estimate is within 10% of the server's own count.
+// This model's tokenizer counts very differently from o200k (about 2.3x
+// more, and dozens of tokens per message for its chat template); once two
+// turns were counted (from the third on), X-Ctxpress-Tokens-After, the
+// calibrated estimate, is within 10% of the server's own count, and the
+// record holds the calibration (server count / raw tiktoken count).
 func TestCalibration(t *testing.T) {
 	srv := startLlama(t)
 	db := filepath.Join(t.TempDir(), "ctxpress.db")
@@ -150,21 +153,20 @@ func TestCalibration(t *testing.T) {
 	c := newConvo()
 	hdr := map[string]string{"X-Session-ID": "calibration"}
 	var cal float64
-	for turn := 1; turn <= 3; turn++ {
+	for turn := 1; turn <= 4; turn++ {
 		a := post(t, cp.BaseURL(), c.body(false, nil), hdr)
 		if a.status != 200 || a.prompt <= 0 {
 			t.Fatalf("turn %d: %d %s", turn, a.status, a.body)
 		}
 		est, _ := strconv.Atoi(a.headers.Get("X-Ctxpress-Tokens-After"))
-		if turn == 3 {
-			calibrated := float64(est) * cal
-			off := math.Abs(calibrated-float64(a.prompt)) / float64(a.prompt)
-			t.Logf("turn 3: estimate %d (o200k), calibrated %.0f, server %d: %.1f%% off; raw ratio %.2f", est, calibrated, a.prompt, 100*off, float64(a.prompt)/float64(est))
-			if off > 0.10 {
-				t.Fatalf("calibrated estimate %.0f is %.1f%% off the server's %d", calibrated, 100*off, a.prompt)
-			}
+		line := cp.waitLog("request", func(l map[string]any) bool { return l["input_tokens"] == float64(a.prompt) })
+		raw, _ := line["raw_tokens_after"].(float64)
+		off := math.Abs(float64(est)-float64(a.prompt)) / float64(a.prompt)
+		t.Logf("turn %d: header estimate %d, server %d: %.1f%% off; raw tiktoken %.0f (ratio %.2f)", turn, est, a.prompt, 100*off, raw, float64(a.prompt)/raw)
+		if turn >= 3 && off > 0.10 {
+			t.Fatalf("turn %d: the calibrated estimate %d is %.1f%% off the server's %d", turn, est, 100*off, a.prompt)
 		}
-		cal = float64(a.prompt) / float64(est) // what ctxpress records as calibration
+		cal = float64(a.prompt) / raw // what ctxpress records as calibration
 		c.advance(a.reply)
 	}
 	// ctxpress's own record holds that calibration.
@@ -178,7 +180,7 @@ func TestCalibration(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("no record: %v", err)
 	}
-	if l := rec.CurrentLine(); math.Abs(l.Calibration-cal) > 0.01 || l.LastInputTokens == 0 {
+	if l := rec.CurrentLine(); math.Abs(l.Calibration-cal) > 0.05*cal || l.LastInputTokens == 0 {
 		t.Fatalf("recorded calibration %.3f, observed %.3f (line %+v)", l.Calibration, cal, l)
 	}
 }
@@ -224,6 +226,7 @@ func TestThirtyTurnsOutgrowTheWindow(t *testing.T) {
 	c := newConvo()
 	hdr := map[string]string{"X-Session-ID": "thirty"}
 	maxPrompt, sent, compacted := 0, 0, 0
+	worstOff, worstTurn := 0.0, 0
 	start := time.Now()
 	for turn := 1; turn <= 30; turn++ {
 		a := post(t, cp.BaseURL(), c.body(turn%2 == 0, nil), hdr)
@@ -242,9 +245,20 @@ func TestThirtyTurnsOutgrowTheWindow(t *testing.T) {
 		}
 		maxPrompt = max(maxPrompt, a.prompt)
 		sent += a.prompt
+		// What a user reads as the upstream's count: from the third turn
+		// (two counted to learn from), within 15% of the server's.
+		if est := mustAtoi(a.headers.Get("X-Ctxpress-Tokens-After")); turn >= 3 && a.prompt > 0 {
+			if off := math.Abs(float64(est-a.prompt)) / float64(a.prompt); off > worstOff {
+				worstOff, worstTurn = off, turn
+			}
+		}
 		c.advance(a.reply)
 	}
 	elapsed := time.Since(start)
+	t.Logf("X-Ctxpress-Tokens-After vs the server's prompt_tokens: at most %.1f%% off (turn %d)", 100*worstOff, worstTurn)
+	if worstOff > 0.15 {
+		t.Errorf("turn %d: the header's estimate is %.1f%% off the server's count", worstTurn, 100*worstOff)
+	}
 	evs := events(cp)
 	summarising := 0
 	ok := 0

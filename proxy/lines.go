@@ -48,7 +48,7 @@ func lineOf(rec *state.Record, res rewrite.Result) (lineRef, state.Line) {
 	l := rec.Lines[i]
 	ref.id = l.ID
 	if l.Model != res.Model {
-		l.Model, l.Calibration = res.Model, rec.CalibrationFor(res.Model)
+		l.Model, l.Calibration, l.Slope = res.Model, rec.CalibrationFor(res.Model), 0
 		l.LastInputTokens, l.LastEstimate = 0, 0
 	}
 	return ref, l
@@ -75,7 +75,8 @@ func updateLine(r *state.Record, ref lineRef, now time.Time, fn func(*state.Line
 	r.PutLine(l)
 }
 
-// calibrationOf is a line's calibration, 1 when it has none.
+// calibrationOf is a line's average ratio (upstream count over
+// tiktoken's), 1 when it has none: for converting budgets and sizes.
 func calibrationOf(l state.Line) float64 {
 	if l.Calibration > 0 && !math.IsNaN(l.Calibration) && !math.IsInf(l.Calibration, 0) {
 		return l.Calibration
@@ -83,9 +84,11 @@ func calibrationOf(l state.Line) float64 {
 	return 1
 }
 
-// calibrated converts raw, a tiktoken estimate of a request on line l, to
-// what the upstream will most likely count: the upstream's own count when
-// raw is exactly the estimate it counted last, else raw × calibration.
-func calibrated(raw int, l state.Line) int {
-	return rewrite.Effective(raw, l.LastEstimate, l.LastInputTokens, l.Calibration)
+// calibrationIn is line l's rewrite.Calibration.
+func calibrationIn(l state.Line) rewrite.Calibration {
+	return rewrite.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate, Ratio: l.Calibration, Slope: l.Slope}
 }
+
+// calibrated converts raw, a tiktoken estimate of a request on line l, to
+// what the upstream will most likely count (rewrite.Calibration.Upstream).
+func calibrated(raw int, l state.Line) int { return calibrationIn(l).Upstream(raw) }

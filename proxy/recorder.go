@@ -10,17 +10,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Calibration bounds. Tokenizers really differ by more than 2x from
-// o200k (llama.cpp's stories260K counts 2.3x more), so the absolute bounds
-// are wide; what keeps one odd turn (a server that counts a cached prefix
-// differently, a truncated answer) from swinging the estimate wildly is the
-// step bound: a turn moves the calibration at most 2x either way.
-const (
-	minCalibration     = 0.25
-	maxCalibration     = 4.0
-	maxCalibrationStep = 2.0
-)
-
 // recordQueue is how many turns may wait for the store; past it a turn's
 // record is dropped (and said so) rather than delaying an answer.
 const recordQueue = 1024
@@ -223,15 +212,16 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 	t := tr.turn
 	if t.model != "" && t.model != l.Model {
-		l.Model, l.Calibration = t.model, rec.CalibrationFor(t.model)
+		l.Model, l.Calibration, l.Slope = t.model, rec.CalibrationFor(t.model), 0
 		l.LastInputTokens, l.LastEstimate = 0, 0
 	}
 	if !tr.usage.Found {
 		return false
 	}
-	l.LastInputTokens, l.LastEstimate = tr.usage.InputTokens, t.rawAfter
-	if t.rawAfter > 0 && tr.usage.InputTokens > 0 {
-		l.Calibration = nextCalibration(l.Calibration, float64(tr.usage.InputTokens)/float64(t.rawAfter))
+	if c := calibrationIn(*l).Observe(t.rawAfter, tr.usage.InputTokens); tr.usage.InputTokens > 0 && t.rawAfter > 0 {
+		l.LastInputTokens, l.LastEstimate, l.Calibration, l.Slope = c.LastInput, c.LastEstimate, c.Ratio, c.Slope
+	} else {
+		l.LastInputTokens, l.LastEstimate = tr.usage.InputTokens, t.rawAfter
 	}
 	if !t.compacted || t.trigger <= 0 {
 		return false
@@ -262,14 +252,4 @@ func (r *recorder) close() {
 	}
 	r.mu.Unlock()
 	<-r.done
-}
-
-// nextCalibration folds one turn's observed ratio (reported input /
-// estimate) into the previous calibration (0 when none).
-func nextCalibration(prev, observed float64) float64 {
-	c := observed
-	if prev > 0 {
-		c = min(max(c, prev/maxCalibrationStep), prev*maxCalibrationStep)
-	}
-	return min(max(c, minCalibration), maxCalibration)
 }

@@ -48,7 +48,7 @@ func (s *Server) fitLimit(model string, body []byte) int {
 // budget rewrite.Options.FitTokens takes, on a line whose calibration
 // is in nums.
 func fitBudget(limit int, nums state.Line) int {
-	return int(float64(limit) * fitMargin / calibrationOf(nums))
+	return calibrationIn(nums).Raw(int(float64(limit) * fitMargin))
 }
 
 // fitChat cuts c's request to fit the model's window when its calibrated

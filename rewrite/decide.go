@@ -1,9 +1,6 @@
 package rewrite
 
-import (
-	"math"
-	"strings"
-)
+import "strings"
 
 // knownContextWindows are the context windows, in tokens, of common model
 // families, matched by the longest prefix of the (lower-cased) model name
@@ -12,7 +9,7 @@ var knownContextWindows = []struct {
 	prefix string
 	window int
 }{
-	{"gpt-5", 400000},
+	{"gpt-5", 272000}, // input: the 400k window includes 128k of output ("Input tokens exceed the configured limit of 272000 tokens")
 	{"gpt-4.1", 1047576},
 	{"gpt-4o", 128000},
 	{"gpt-4-turbo", 128000},
@@ -85,17 +82,4 @@ func (c TriggerConfig) Trigger(model string) int {
 		ratio = 0.8
 	}
 	return int(ratio * float64(c.ContextWindow(model)))
-}
-
-// Effective is the estimate corrected by what the upstream reported last
-// time: the upstream's own count when the request is the one it counted
-// (same estimate), else estimate × calibration (1 when there is none).
-func Effective(estimate, lastEstimate, lastInput int, calibration float64) int {
-	if lastInput > 0 && estimate == lastEstimate {
-		return lastInput
-	}
-	if calibration <= 0 || math.IsNaN(calibration) || math.IsInf(calibration, 0) {
-		calibration = 1
-	}
-	return int(math.Round(float64(estimate) * calibration))
 }

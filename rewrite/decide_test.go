@@ -28,19 +28,3 @@ func TestTriggerAndContextWindow(t *testing.T) {
 	}
 }
 
-func TestEffective(t *testing.T) {
-	for _, tc := range []struct {
-		est, lastEst, lastIn int
-		cal                  float64
-		want                 int
-	}{
-		{1000, 0, 0, 0, 1000},       // nothing known
-		{1000, 900, 1800, 2, 2000},  // calibrated
-		{1000, 1000, 1234, 2, 1234}, // the very request the upstream counted
-		{1000, 900, 450, 0.5, 500},
-	} {
-		if got := Effective(tc.est, tc.lastEst, tc.lastIn, tc.cal); got != tc.want {
-			t.Errorf("Effective(%d,%d,%d,%v) = %d, want %d", tc.est, tc.lastEst, tc.lastIn, tc.cal, got, tc.want)
-		}
-	}
-}

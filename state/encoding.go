@@ -47,6 +47,7 @@ type diskLine struct {
 	LastInputTokens int         `json:"last_input_tokens,omitempty"`
 	LastEstimate    int         `json:"last_estimate,omitempty"`
 	Calibration     float64     `json:"calibration,omitempty"`
+	Slope           float64     `json:"slope,omitempty"`
 	Breaker         diskBreaker `json:"breaker,omitzero"`
 	Dedups          []diskDedup `json:"dedups,omitempty"`
 	UsedAt          time.Time   `json:"used_at,omitzero"`
@@ -254,7 +255,7 @@ func normalize(r *Record) {
 	}
 	for i := range r.Lines {
 		l := &r.Lines[i]
-		l.Calibration = finite(l.Calibration)
+		l.Calibration, l.Slope = finite(l.Calibration), finite(l.Slope)
 		l.Breaker.BackoffUntil, l.UsedAt = utc(l.Breaker.BackoffUntil), utc(l.UsedAt)
 		if len(l.Dedups) == 0 {
 			l.Dedups = nil
@@ -302,7 +303,7 @@ func encodeRecord(r *Record) ([]byte, error) {
 		d.Lines = append(d.Lines, diskLine{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups), UsedAt: utc(l.UsedAt),
+			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups), UsedAt: utc(l.UsedAt),
 		})
 	}
 	for _, b := range r.Branches {
@@ -354,7 +355,7 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		r.Lines = append(r.Lines, Line{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups), UsedAt: l.UsedAt,
+			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups), UsedAt: l.UsedAt,
 		})
 	}
 	if len(d.Lines) == 0 && (d.LegacyLastInputTokens > 0 || d.LegacyCalibration > 0 || d.LegacyBreaker != (diskBreaker{ForceNext: d.LegacyBreaker.ForceNext})) {

@@ -29,10 +29,12 @@ type Line struct {
 	// LastInputTokens/LastEstimate calibrates the next estimate.
 	LastInputTokens int
 	LastEstimate    int
-	// Calibration is the factor applied to the next estimate of a request
-	// of Model, as the caller computed and clamped it; 0 means none yet.
-	// NaN and ±Inf are stored as 0.
+	// Calibration is the upstream's count over ctxpress's per request, and
+	// Slope the same for the growth between two requests, for Model, as
+	// the caller computed and clamped them; 0 means none yet. NaN and ±Inf
+	// are stored as 0.
 	Calibration float64
+	Slope       float64
 	Breaker     Breaker
 	// Dedups are the tool results the line's latest forwarded request sent
 	// as the dedup placeholder, so the next request sends them so again

@@ -1,0 +1,65 @@
+package rewrite
+
+import (
+	"math"
+	"testing"
+)
+
+func TestCalibrationUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		what string
+		c    Calibration
+		raw  int
+		want int
+	}{
+		{"nothing known: tiktoken's count", Calibration{}, 1000, 1000},
+		{"no anchor: the average ratio", Calibration{Ratio: 2}, 1000, 2000},
+		{"the very request the upstream counted", Calibration{LastInput: 1234, LastEstimate: 1000, Ratio: 2}, 1000, 1234},
+		{"growth scaled by the ratio before a slope is known", Calibration{LastInput: 1800, LastEstimate: 900, Ratio: 2}, 1000, 2000},
+		{"growth scaled by the slope", Calibration{LastInput: 174, LastEstimate: 55, Ratio: 3.16, Slope: 2.1}, 173, 422},
+		{"a smaller request (compacted)", Calibration{LastInput: 450, LastEstimate: 900, Ratio: 0.5}, 1000, 500},
+		{"never under the absolute bound", Calibration{LastInput: 100, LastEstimate: 5000, Ratio: 1}, 1000, 250},
+	} {
+		if got := tc.c.Upstream(tc.raw); got != tc.want {
+			t.Errorf("%s: Upstream(%d) = %d, want %d", tc.what, tc.raw, got, tc.want)
+		}
+		if tc.want > 250 {
+			if back := tc.c.Raw(tc.want); math.Abs(float64(back-tc.raw)) > 1 {
+				t.Errorf("%s: Raw(%d) = %d, want %d", tc.what, tc.want, back, tc.raw)
+			}
+		}
+	}
+}
+
+func TestCalibrationObserve(t *testing.T) {
+	// llama.cpp's stories260K: a chat template counted per message and a
+	// tokenizer 2.1x o200k's. A 55-token first request reads 3.16x.
+	var c Calibration
+	c = c.Observe(55, 174)
+	if c.Ratio != 174.0/55 || c.Slope != 0 || c.LastInput != 174 {
+		t.Fatalf("after one turn: %+v", c)
+	}
+	c = c.Observe(173, 419) // grew by 118: slope 2.08
+	if math.Abs(c.Slope-245.0/118) > 1e-9 {
+		t.Fatalf("slope %v, want %v", c.Slope, 245.0/118)
+	}
+	if got, want := c.Upstream(290), 419+int(math.Round(117*245.0/118)); got != want {
+		t.Errorf("third turn estimate %d, want %d", got, want)
+	}
+	// A reply of a few tokens says nothing about the slope.
+	if d := c.Observe(180, 440); d.Slope != c.Slope {
+		t.Errorf("a 7-token growth moved the slope to %v", d.Slope)
+	}
+	for _, tc := range []struct{ prev, observed, want float64 }{
+		{0, 2.32, 2.32},  // a small model's tokenizer: taken as observed
+		{0, 9, 4},        // absolute bound
+		{0, 0.1, 0.25},   // absolute bound
+		{1, 3, 2},        // one odd turn moves it at most 2x
+		{1, 0.2, 0.5},    // either way
+		{2.32, 2.2, 2.2}, // normal drift
+	} {
+		if got := nextRatio(tc.prev, tc.observed); got != tc.want {
+			t.Errorf("nextRatio(%v, %v) = %v, want %v", tc.prev, tc.observed, got, tc.want)
+		}
+	}
+}
