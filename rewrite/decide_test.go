@@ -27,4 +27,3 @@ func TestTriggerAndContextWindow(t *testing.T) {
 		t.Errorf("absolute threshold: %d", got)
 	}
 }
-
