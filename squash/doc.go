@@ -84,8 +84,14 @@
 //     whitespace test;
 //   - any other (low-entropy) string longer than 64 chars keeps its first 32.
 //
-// A string is never cut by fewer than 16 characters: the marker would cost
-// about as much as it saves. Arrays with more than 6 elements keep their
+// A string of 8 lines or more is a text, not prose: a command's output
+// wrapped in JSON (codex ≤ 0.93 sends every shell result as
+// {"output": "…", "metadata": {…}}). It is squashed as the same text
+// unwrapped would be (a log keeps its errors and summary, generic text its
+// head and tail, source and texts under the size floor stay whole) and
+// stays a JSON string. A string that already ends in a …[N chars] marker
+// is a squash's own output and is kept. A string is never cut by fewer
+// than 16 characters: the marker would cost about as much as it saves. Arrays with more than 6 elements keep their
 // first 3, every element that looks like an error (an error-like string, an
 // object with a non-empty "error"/"errors"/"exception" member, an error
 // "status"/"state"/"level"/"result", or "ok"/"success": false), the

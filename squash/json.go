@@ -14,6 +14,7 @@ const (
 	jsonErrorLimit  = 400 // strings that read like an error are kept up to this
 	jsonMinCut      = 16  // never cut fewer characters than this: the marker costs as much
 	jsonEntropyBits = 3.0 // bits per byte from which a string without spaces is an id
+	jsonTextLines   = 8   // a string of this many lines or more is a text: squashed by its shape
 	arrayHead       = 3   // elements always kept at the start of a long array
 	arrayLong       = 6   // arrays with more elements than this are thinned
 	arrayOutliers   = 5   // shape outliers kept per array, beyond errors
@@ -42,13 +43,19 @@ type jnode struct {
 // keep their head, their error-looking elements and their outliers, with a
 // "[N more items]" element at each gap. The result is valid JSON. An input
 // that does not parse comes back unchanged.
-func squashJSON(s string) string {
+func squashJSON(s string) string { return squashJSONText(s, nil) }
+
+// squashJSONText is squashJSON where a string of jsonTextLines lines or
+// more is text (a command's output wrapped in JSON, as codex's
+// {"output": …} is) and comes back as text(string), re-encoded; nil text
+// cuts such strings like any other.
+func squashJSONText(s string, text func(string) string) string {
 	p := jparser{s: s, nodes: make([]jnode, 0, len(s)/16+4)}
 	root := p.value()
 	if root < 0 {
 		return s
 	}
-	e := jemitter{s: s, nodes: p.nodes}
+	e := jemitter{s: s, nodes: p.nodes, text: text}
 	e.b.Grow(len(s) / 2)
 	e.value(root)
 	return e.b.String()
@@ -180,6 +187,7 @@ type jemitter struct {
 	s     string
 	nodes []jnode
 	b     strings.Builder
+	text  func(string) string // squashes a multi-line string as text; nil: cut it as prose
 }
 
 func (e *jemitter) raw(i int) string { return e.s[e.nodes[i].start:e.nodes[i].end] }

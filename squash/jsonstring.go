@@ -1,6 +1,8 @@
 package squash
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
 	"strings"
 	"unicode/utf8"
@@ -12,6 +14,14 @@ func (e *jemitter) str(raw string) {
 	body := raw[1 : len(raw)-1]
 	if len(body) <= jsonShortString {
 		e.b.WriteString(raw)
+		return
+	}
+	if cutBefore(body) { // squashed already: a second pass keeps it
+		e.b.WriteString(raw)
+		return
+	}
+	if e.text != nil && strings.Count(body, `\n`) >= jsonTextLines-1 {
+		e.b.WriteString(e.textString(raw))
 		return
 	}
 	chars, spaced, slashed := jsonChars(body)
@@ -35,6 +45,42 @@ func (e *jemitter) str(raw string) {
 	e.b.WriteString(body[:cut])
 	writeChars(&e.b, chars-limit)
 	e.b.WriteByte('"')
+}
+
+// textString returns the JSON string literal raw, holding a text of many
+// lines, with the text squashed as an output of its own shape: a log keeps
+// its errors and summary, a source file is kept whole. It returns raw
+// itself when that is not shorter.
+func (e *jemitter) textString(raw string) string {
+	var s string
+	if json.Unmarshal([]byte(raw), &s) != nil {
+		return raw
+	}
+	out := e.text(s)
+	if out == s {
+		return raw
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // <, > and & are text, as the client sent them
+	if enc.Encode(out) != nil || b.Len()-1 >= len(raw) {
+		return raw
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// cutBefore reports whether a string body ends with the marker of a cut
+// (…[N chars]).
+func cutBefore(body string) bool {
+	rest, ok := strings.CutSuffix(body, " chars]")
+	if !ok {
+		return false
+	}
+	i := len(rest)
+	for i > 0 && rest[i-1] >= '0' && rest[i-1] <= '9' {
+		i--
+	}
+	return i < len(rest) && strings.HasSuffix(rest[:i], "…[")
 }
 
 // jsonChars counts the characters of a raw string body (an escape is one

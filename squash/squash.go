@@ -236,11 +236,23 @@ func (s *Squasher) compress(c Call, output string) (Shape, string) {
 	case ShapeRead, ShapeSource:
 		return shape, cutRead(output, rd, s.readMax)
 	case ShapeJSON:
-		return shape, squashJSON(output)
+		return shape, squashJSONText(output, s.squashText)
 	case ShapeLog:
 		return shape, squashLog(lines, s.budget)
 	}
 	return shape, squashGeneric(lines, s.budget)
+}
+
+// squashText squashes a text found inside a JSON output (see
+// squashJSONText) as an output of its own shape, with no call: a log or
+// generic text is squashed, source is kept within ReadMaxBytes, and a text
+// under the size floor is kept.
+func (s *Squasher) squashText(text string) string {
+	if len(text) < s.minBytes {
+		return text
+	}
+	_, out := s.compress(Call{}, text)
+	return out
 }
 
 // Shape returns the shape ApplyCall picks for an output of call (it does
