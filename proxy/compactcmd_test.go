@@ -49,6 +49,43 @@ func TestCompactCommand(t *testing.T) {
 	}
 }
 
+// "/compact" typed in qwen-code arrives as the last text part of a user
+// message whose first parts are qwen's own <system-reminder> blocks; it
+// went upstream as a prompt. It is answered by ctxpress like a bare one,
+// and the turns after it do not forward the command or the answer.
+func TestCompactCommandAfterClientRemindersIsAnswered(t *testing.T) {
+	up := openaitest.New(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 100000 // never on its own
+	p, _ := startWithStore(t, cfg)
+	a := newAgent(t, p.BaseURL(), "qwen-command")
+	for range 10 {
+		a.turn(false)
+	}
+	chatsBefore, _ := up.ChatRequests()
+	a.history = append(a.history, openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+		openai.TextContentPart("<system-reminder>\nThe following skills are available for use with the Skill tool: " + strings.Repeat("batch, review, ", 80) + "\n</system-reminder>"),
+		openai.TextContentPart("<system-reminder>\nThe current date is: Tuesday, December 1, 2026.\n</system-reminder>"),
+		openai.TextContentPart("/compact"),
+	}))
+	h := a.turn(true)
+	chats, summaries := up.ChatRequests()
+	if len(chats) != len(chatsBefore) || len(summaries) != 1 || h.Get(HeaderCompacted) != "true" {
+		t.Fatalf("chat calls %d -> %d, summary calls %d, compacted %q", len(chatsBefore), len(chats), len(summaries), h.Get(HeaderCompacted))
+	}
+	// The client keeps ctxpress's answer as a plain assistant message (the
+	// helper adds a tool call to every answer).
+	answer := a.history[len(a.history)-2].OfAssistant.Content.OfString.Value
+	a.history = append(a.history[:len(a.history)-2], openai.AssistantMessage(answer), openai.UserMessage("continue"))
+	a.turn(false)
+	chats, _ = up.ChatRequests()
+	last := string(chats[len(chats)-1].Body)
+	if !strings.Contains(last, "<conversation_summary>") || strings.Contains(last, "/compact") || strings.Contains(last, "[ctxpress]") {
+		t.Fatalf("the turn after /compact: summary %v, command or answer forwarded %v",
+			strings.Contains(last, "<conversation_summary>"), strings.Contains(last, "/compact"))
+	}
+}
+
 // "/compact" sent while a background compaction of the same conversation is
 // writing its summary waits for it and still answers "compacted": the user
 // asked for it, and the request carries a summary either way.

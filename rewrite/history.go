@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"slices"
 	"strings"
@@ -212,14 +213,42 @@ func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options
 }
 
 // isCommand reports whether m is a user message that is exactly
-// CompactCommandText (trimmed).
+// CompactCommandText (trimmed): a string, or text parts that are the
+// command and <system-reminder> blocks the client adds to what the user
+// typed (qwen-code adds its skills list and the date to the first message
+// of every run).
 func isCommand(m *message) bool {
-	// A command is a few bytes (a part array with a cache marker a few
-	// dozen): a long content is not read.
-	if m.role != "user" || !m.content.exists() || m.content.end-m.content.start > 512 {
+	if m.role != "user" || !m.content.exists() {
 		return false
 	}
-	return strings.TrimSpace(contentText(m.result(m.content))) == CompactCommandText
+	raw := m.body[m.content.start:m.content.end]
+	// A command is a few bytes: without them a content is not parsed.
+	if !bytes.Contains(raw, []byte(CompactCommandText)) {
+		return false
+	}
+	c := m.result(m.content)
+	if c.Type == gjson.String || !c.IsArray() {
+		return len(raw) <= 512 && strings.TrimSpace(contentText(c)) == CompactCommandText
+	}
+	command, others := 0, 0
+	c.ForEach(func(_, part gjson.Result) bool {
+		t, ok := squashablePart(part)
+		switch text := strings.TrimSpace(t.Str); {
+		case ok && text == CompactCommandText:
+			command++
+		case ok && isSystemReminder(text):
+		default:
+			others++
+		}
+		return others == 0
+	})
+	return command == 1 && others == 0
+}
+
+// isSystemReminder reports whether a text part is a block a client added
+// to the user's message (Claude Code and qwen-code wrap them so).
+func isSystemReminder(text string) bool {
+	return strings.HasPrefix(text, "<system-reminder>") && strings.HasSuffix(text, "</system-reminder>")
 }
 
 // isCompactReply reports whether m is ctxpress's reply to a command: an

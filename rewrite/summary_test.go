@@ -529,3 +529,34 @@ func TestChainIgnoresMovingCacheControl(t *testing.T) {
 		t.Fatal("different content, same digest")
 	}
 }
+
+// TestCompactCommandBesideClientReminders: qwen-code sends what the user
+// typed as the last text part of a message that opens with its own
+// <system-reminder> parts (the skills list, the date); "/compact" typed
+// there went upstream as a prompt. Rows read: content → is it a command.
+func TestCompactCommandBesideClientReminders(t *testing.T) {
+	reminder := `{"type":"text","text":"<system-reminder>\nThe following skills are available: ` + strings.Repeat("batch, review, ", 60) + `\n</system-reminder>"}`
+	date := `{"type":"text","text":"<system-reminder>\nThe current date is: Tuesday.\n</system-reminder>"}`
+	cases := []struct {
+		content string
+		command bool
+	}{
+		{`"/compact"`, true},
+		{`[` + reminder + `,` + date + `,{"type":"text","text":"/compact"}]`, true},
+		{`[{"type":"text","text":"/compact"},` + date + `]`, true},
+		{`[` + reminder + `,{"type":"text","text":"/compact please"}]`, false},
+		{`[` + reminder + `,{"type":"text","text":"look at a.py"},{"type":"text","text":"/compact"}]`, false},
+		{`[` + reminder + `]`, false},
+		{`[{"type":"text","text":"/compact"},{"type":"text","text":"/compact"}]`, false},
+		{`[{"type":"image_url","image_url":{"url":"data:x"}},{"type":"text","text":"/compact"}]`, false},
+		{`"` + strings.Repeat("x", 600) + ` /compact"`, false},
+	}
+	p := New(Config{})
+	msgs := append([]string{`{"role":"system","content":"agent"}`}, agentTurns(6)...)
+	for _, c := range cases {
+		body := chat("gpt-4o", append(append([]string{}, msgs...), `{"role":"user","content":`+c.content+`}`)...)
+		if got := p.RewriteWith(body, Options{ForceCommand: true}).CompactCommand; got != c.command {
+			t.Errorf("%.120s: command = %v, want %v", c.content, got, c.command)
+		}
+	}
+}
