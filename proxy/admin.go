@@ -140,7 +140,6 @@ func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res
 	id := fmt.Sprintf("chatcmpl-ctxpress-%d", time.Now().UnixNano())
 	created := time.Now().Unix()
 	x.status = fasthttp.StatusOK
-	ctx.Response.Header.Set(HeaderCompacted, fmt.Sprint(o.compacted))
 	if !res.Stream {
 		b, _ := json.Marshal(map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": res.Model,

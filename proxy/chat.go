@@ -94,6 +94,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 			t.tokensAfter = c.o.event.TokensAfter
 		}
 		t.forwarded = false
+		setTurnHeaders(&ctx.Response.Header, t, c.o.compacted)
 		s.answerCompactCommand(ctx, x, c.res, c.o)
 		return
 	}
@@ -105,15 +106,19 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		readUsage:   true,
 		cancellable: true,
 		retry:       firstHook(retry, s.rescueHook(c)),
-		headers: func(h *fasthttp.ResponseHeader) {
-			h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
-			h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))
-			h.Set(HeaderCompacted, strconv.FormatBool(c.o.compacted))
-			if t.id.ID != "" {
-				h.Set(HeaderConversation, t.id.ID)
-			}
-		},
+		headers:     func(h *fasthttp.ResponseHeader) { setTurnHeaders(h, t, c.o.compacted) },
 	})
+}
+
+// setTurnHeaders tells the client what ctxpress did with its request, on
+// an upstream's answer and on ctxpress's own answer to "/compact" alike.
+func setTurnHeaders(h *fasthttp.ResponseHeader, t *turn, compacted bool) {
+	h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
+	h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))
+	h.Set(HeaderCompacted, strconv.FormatBool(compacted))
+	if t.id.ID != "" {
+		h.Set(HeaderConversation, t.id.ID)
+	}
 }
 
 // prepareChat parses and identifies the request, loads its record, finds

@@ -49,6 +49,34 @@ func TestCompactCommand(t *testing.T) {
 	}
 }
 
+// ctxpress's own answer to "/compact" said only X-Ctxpress-Compacted: the
+// token headers (what the conversation counts now) and the conversation id
+// a client or a recording proxy reads on every other answer were missing.
+func TestCompactCommandAnswerCarriesTheTokenHeaders(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
+			up := openaitest.New(t)
+			cfg := compactionConfig(up.BaseURL())
+			cfg.Compaction.Trigger.ThresholdTokens = 100000
+			p, _ := startWithStore(t, cfg)
+			a := newAgent(t, p.BaseURL(), "command-headers")
+			for range 10 {
+				a.turn(false)
+			}
+			a.history = append(a.history, openai.UserMessage("/compact"))
+			h := a.turn(stream)
+			before, errB := strconv.Atoi(h.Get(HeaderTokensBefore))
+			after, errA := strconv.Atoi(h.Get(HeaderTokensAfter))
+			if errB != nil || errA != nil || after <= 0 || after >= before {
+				t.Errorf("tokens before %q after %q", h.Get(HeaderTokensBefore), h.Get(HeaderTokensAfter))
+			}
+			if h.Get(HeaderConversation) != a.convID || h.Get(HeaderCompacted) != "true" {
+				t.Errorf("conversation %q compacted %q", h.Get(HeaderConversation), h.Get(HeaderCompacted))
+			}
+		})
+	}
+}
+
 // "/compact" typed in qwen-code arrives as the last text part of a user
 // message whose first parts are qwen's own <system-reminder> blocks; it
 // went upstream as a prompt. It is answered by ctxpress like a bare one,
