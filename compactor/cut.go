@@ -43,7 +43,8 @@ func LeadingSystem(msgs []Message) int {
 // [cut, len) stay raw. from is the first message not covered yet (after the
 // leading system messages and the current summary's coverage).
 //
-// The raw tail keeps at least the last keepRecent messages (and always one)
+// The raw tail keeps at least the last keepRecent messages (and always one;
+// Omit messages are not counted)
 // and at least keepRecentTokens tokens as counted by tokens(i) (ignored when
 // keepRecentTokens <= 0 or tokens is nil). The latest user message may fall
 // inside [from, cut) when it is older than the raw tail, as the opening task of
@@ -62,7 +63,15 @@ func Cut(msgs []Message, from, keepRecent, keepRecentTokens int, tokens func(i i
 	if from >= n {
 		return from, false
 	}
-	hi := n - max(keepRecent, 1)
+	// The tail is counted in messages that are forwarded: a "/compact"
+	// exchange (Omit) in it would leave it short by two.
+	hi := n
+	for kept := 0; hi > from && kept < max(keepRecent, 1); {
+		hi--
+		if !msgs[hi].Omit {
+			kept++
+		}
+	}
 	if keepRecentTokens > 0 && tokens != nil {
 		j, sum := n, 0
 		for j > from && sum < keepRecentTokens {

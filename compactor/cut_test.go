@@ -50,6 +50,13 @@ func TestCut(t *testing.T) {
 		sys("s"), user("u1"), asst("a1"), user("u2"), asst("a2"), user("last ask"),
 		calls("x1"), result("x1"), calls("x2"), result("x2"), calls("x3"), result("x3"), calls("x4"), result("x4"),
 	}
+	// A tool loop after a "/compact" exchange, which is never forwarded.
+	omit := func(m Message) Message { m.Omit = true; return m }
+	afterCommand := []Message{
+		sys("s"), user("task"), calls("x1"), result("x1"), calls("x2"), result("x2"), calls("x3"), result("x3"),
+		omit(user("/compact")), omit(asst("[ctxpress] compacted")), user("go on"),
+		calls("y1"), result("y1"), calls("y2"), result("y2"),
+	}
 	tests := []struct {
 		name       string
 		msgs       []Message
@@ -78,6 +85,7 @@ func TestCut(t *testing.T) {
 		{name: "from past the end", msgs: chat, from: 20, keepRecent: 1, want: 20, wantOK: false},
 		{name: "empty", msgs: nil, from: 0, keepRecent: 6, want: 0, wantOK: false},
 		{name: "single-ask agent loop compacts", msgs: parallel[:8], from: 1, keepRecent: 2, want: 4, wantOK: true},
+		{name: "a /compact exchange in the tail is not counted in keepRecent", msgs: afterCommand, from: 1, keepRecent: 6, want: 6, wantOK: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
