@@ -297,15 +297,19 @@ func chatUsage(u usage) map[string]any {
 func writeChat(w http.ResponseWriter, p prompt, a answer, u usage, id string) {
 	created := time.Now().Unix()
 	finish := "stop"
-	if a.Call != nil {
+	if len(a.Calls) > 0 {
 		finish = "tool_calls"
 	}
 	if !p.Stream {
 		msg := map[string]any{"role": "assistant", "content": a.Text, "refusal": nil}
-		if a.Call != nil {
+		if len(a.Calls) > 0 {
 			msg["content"] = nil
-			msg["tool_calls"] = []any{map[string]any{"id": a.Call.ID, "type": "function",
-				"function": map[string]any{"name": a.Call.Name, "arguments": a.Call.Arguments}}}
+			var calls []any
+			for _, c := range a.Calls {
+				calls = append(calls, map[string]any{"id": c.ID, "type": "function",
+					"function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+			}
+			msg["tool_calls"] = calls
 		}
 		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion", "created": created, "model": p.Model,
 			"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
@@ -355,13 +359,15 @@ func writeChat(w http.ResponseWriter, p prompt, a answer, u usage, id string) {
 // streamDeltas splits an answer as the API streams it.
 func streamDeltas(a answer) []map[string]any {
 	var out []map[string]any
-	if a.Call != nil {
-		half := len(a.Call.Arguments) / 2
+	for i, c := range a.Calls {
+		half := len(c.Arguments) / 2
 		out = append(out,
-			map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": a.Call.ID, "type": "function",
-				"function": map[string]any{"name": a.Call.Name, "arguments": ""}}}},
-			map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": a.Call.Arguments[:half]}}}},
-			map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": a.Call.Arguments[half:]}}}})
+			map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": c.ID, "type": "function",
+				"function": map[string]any{"name": c.Name, "arguments": ""}}}},
+			map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": c.Arguments[:half]}}}},
+			map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": c.Arguments[half:]}}}})
+	}
+	if len(a.Calls) > 0 {
 		return out
 	}
 	for i, word := range strings.SplitAfter(a.Text, " ") {

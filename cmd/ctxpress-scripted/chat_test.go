@@ -56,7 +56,7 @@ func opencodeTools() []openai.ChatCompletionToolUnionParam {
 func TestToolTurnsThenTextWithPrefixCacheUsage(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "sse"}[stream], func(t *testing.T) {
-			_, ts := start(t, config{workdir: "/repo", steps: []step{parseStep("ls -la"), parseStep("read:a.py")}})
+			_, ts := start(t, config{workdir: "/repo", steps: []parStep{parseSteps("ls -la"), parseSteps("read:a.py")}})
 			client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0),
 				option.WithHeader("X-Session-ID", "ses_1"))
 			history := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are an agent."), openai.UserMessage("List the functions.")}
@@ -207,7 +207,7 @@ func TestCallsFitEachClientsShellTool(t *testing.T) {
 // ctxpress's summary call gets every template section; a request without
 // tools (a title) a short text; neither moves the script on.
 func TestSummaryAndSideRequestsGetText(t *testing.T) {
-	_, ts := start(t, config{steps: []step{parseStep("ls")}})
+	_, ts := start(t, config{steps: []parStep{parseSteps("ls")}})
 	client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
 	ask := openai.UserMessage("List the functions.")
 	sum, _ := complete(t, client, openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{
@@ -229,7 +229,7 @@ func TestSummaryAndSideRequestsGetText(t *testing.T) {
 // the client sent and the X-Ctxpress-* headers of the answer.
 func TestRecordingAndForwardMode(t *testing.T) {
 	dir := t.TempDir()
-	up, upTS := start(t, config{record: filepath.Join(dir, "up"), steps: []step{parseStep("ls")}})
+	up, upTS := start(t, config{record: filepath.Join(dir, "up"), steps: []parStep{parseSteps("ls")}})
 	withHeader := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Ctxpress-Tokens-After", "42")
 		up.ServeHTTP(w, r)
@@ -279,5 +279,28 @@ func readLine(t *testing.T, path string, v any) {
 	}
 	if err := json.Unmarshal(sc.Bytes(), v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A par: step asks for several calls in one assistant message; the next
+// request must answer each of them.
+func TestParallelStepAsksForSeveralCalls(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		_, ts := start(t, config{toolTurns: 1, steps: []parStep{parseSteps("par:cat a.py ||| cat b.py")}})
+		client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
+		history := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Read both.")}
+		msg, _ := complete(t, client, openai.ChatCompletionNewParams{Model: "m", Messages: history, Tools: opencodeTools()}, stream)
+		if len(msg.ToolCalls) != 2 || msg.ToolCalls[1].Function.Arguments != `{"command":"cat b.py","description":"scripted step"}` ||
+			msg.ToolCalls[0].ID == msg.ToolCalls[1].ID {
+			t.Fatalf("stream=%v: %+v", stream, msg.ToolCalls)
+		}
+		history = append(history, msg.ToParam(), openai.ToolMessage("a", msg.ToolCalls[0].ID))
+		if _, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "m", Messages: history, Tools: opencodeTools()}); err == nil {
+			t.Fatal("one of two calls answered was accepted")
+		}
+		history = append(history, openai.ToolMessage("b", msg.ToolCalls[1].ID))
+		if msg, _ = complete(t, client, openai.ChatCompletionNewParams{Model: "m", Messages: history, Tools: opencodeTools()}, stream); msg.Content != "All done." {
+			t.Fatalf("after both results: %+v", msg)
+		}
 	}
 }

@@ -32,7 +32,8 @@ type forwardEntry struct {
 	HasPrev      bool              `json:"has_prev"`
 	ExtendsPrev  bool              `json:"extends_prev"` // the client's own prompt extends its previous one
 	DivergedPart int               `json:"diverged_part,omitempty"`
-	Headers      map[string]string `json:"headers,omitempty"` // X-Ctxpress-* answer headers
+	Warnings     []string          `json:"warnings,omitempty"` // what strict templates refuse, in the client's own body
+	Headers      map[string]string `json:"headers,omitempty"`  // X-Ctxpress-* answer headers
 	Error        string            `json:"error,omitempty"`
 }
 
@@ -87,6 +88,7 @@ func (f *forwarder) record(r *http.Request, body []byte, rw *headerCatcher) {
 			var ce entry
 			u := s.observe(e.Session+"/"+p.Kind, p, &ce)
 			e.Kind, e.PromptTokens, e.HasPrev, e.ExtendsPrev, e.DivergedPart = p.Kind, u.Prompt, ce.HasPrev, ce.ExtendsPrev, ce.DivergedPart
+			e.Warnings = p.Warnings
 		}
 	}
 	for k, v := range rw.Header() {

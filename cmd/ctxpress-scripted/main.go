@@ -23,7 +23,8 @@
 // Script: every agent turn (a request that offers tools) of one ask (the
 // last user message's text, a leading <conversation_summary> block left
 // out, under the request's session header) gets a tool call for the next
-// -step, up to -tool-turns calls, then the -reply text. A step is a shell
+// -step (several at once for a par: step), up to -tool-turns turns, then
+// the -reply text. A step is a shell
 // command run through the client's shell tool (bash, run_shell_command,
 // shell, exec_command, ...; an argv for a schema that wants an array), or
 // read:PATH through its read tool (a cat where it has none); the
@@ -71,17 +72,17 @@ import (
 type config struct {
 	listen, portFile, record, workdir, reply string
 	forward                                  string
-	steps                                    []step
+	steps                                    []parStep
 	toolTurns, context                       int
 	strict                                   bool
 	sessionHeaders                           []string
 }
 
-type stepsFlag []step
+type stepsFlag []parStep
 
 func (s *stepsFlag) String() string { return fmt.Sprint(len(*s), " steps") }
 func (s *stepsFlag) Set(v string) error {
-	*s = append(*s, parseStep(v))
+	*s = append(*s, parseSteps(v))
 	return nil
 }
 
@@ -96,7 +97,7 @@ func main() {
 	flag.StringVar(&c.record, "record", "", "directory to record bodies and requests.jsonl in")
 	flag.StringVar(&c.workdir, "workdir", "", "the client's working directory, to make read: paths absolute")
 	flag.StringVar(&c.reply, "reply", "Done: I listed the files, read them and found the functions.", "the text after the tool turns")
-	flag.Var(&steps, "step", "a tool turn: a shell command, sh:COMMAND or read:PATH (repeatable; default "+strings.Join(defaultSteps, ", ")+")")
+	flag.Var(&steps, "step", "a tool turn: a shell command, sh:COMMAND, read:PATH, or par:STEP|||STEP for parallel calls (repeatable; default "+strings.Join(defaultSteps, ", ")+")")
 	flag.IntVar(&c.toolTurns, "tool-turns", 6, "tool calls per ask before the text reply")
 	flag.IntVar(&c.context, "context", 0, "refuse prompts over this many tokens as context_length_exceeded (0: no limit)")
 	flag.StringVar(&c.forward, "forward", "", "record-only pass-through to this base (e.g. ctxpress's http://127.0.0.1:8484): see forward.go")
@@ -106,7 +107,7 @@ func main() {
 	c.steps = steps
 	if len(c.steps) == 0 {
 		for _, s := range defaultSteps {
-			c.steps = append(c.steps, parseStep(s))
+			c.steps = append(c.steps, parseSteps(s))
 		}
 	}
 	c.sessionHeaders = strings.Split(headers, ",")
@@ -267,9 +268,12 @@ func (s *server) turn(r *http.Request, body []byte, readErr error) func(http.Res
 	st.count(u, e)
 	a := s.answer(e.Session, p)
 	u.Completion = len(a.Text)/4 + 1
-	if a.Call != nil {
-		e.Answer = "call " + a.Call.Name + " " + a.Call.Arguments
-		u.Completion = len(a.Call.Arguments)/4 + 1
+	if len(a.Calls) > 0 {
+		e.Answer = "call"
+		for _, c := range a.Calls {
+			e.Answer += " " + c.Name + " " + c.Arguments
+			u.Completion += len(c.Arguments) / 4
+		}
 	} else {
 		e.Answer = "text " + firstLine(a.Text)
 	}
@@ -344,13 +348,20 @@ func (s *server) answer(session string, p prompt) answer {
 	if done >= s.cfg.toolTurns || len(s.cfg.steps) == 0 {
 		return answer{Text: s.cfg.reply}
 	}
-	id := fmt.Sprintf("call_%s_%d", shortHash(ask)[:8], done+1)
-	call, err := callFor(s.cfg.steps[done%len(s.cfg.steps)], p.Tools, s.cfg.workdir, id)
-	if err != nil {
-		return answer{Text: "Scripted: " + err.Error()}
+	var a answer
+	for j, st := range s.cfg.steps[done%len(s.cfg.steps)] {
+		id := fmt.Sprintf("call_%s_%d", shortHash(ask)[:8], done+1)
+		if j > 0 {
+			id += fmt.Sprintf("_%d", j)
+		}
+		call, err := callFor(st, p.Tools, s.cfg.workdir, id)
+		if err != nil {
+			return answer{Text: "Scripted: " + err.Error()}
+		}
+		a.Calls = append(a.Calls, *call)
 	}
 	s.steps[ask] = done + 1
-	return answer{Call: call}
+	return a
 }
 
 func (s *server) write(e entry, body []byte) {

@@ -56,10 +56,11 @@ type toolCall struct {
 	Arguments string // JSON
 }
 
-// answer is what the script replies: a tool call, or text.
+// answer is what the script replies: tool calls (several at once for a
+// par: step), or text.
 type answer struct {
-	Text string
-	Call *toolCall
+	Text  string
+	Calls []toolCall
 }
 
 // usage is what the server reports.
@@ -72,6 +73,22 @@ type usage struct {
 type step struct {
 	Read bool
 	Arg  string
+}
+
+// parStep is a step of several calls in one assistant message:
+// "par:STEP|||STEP...".
+type parStep []step
+
+// parseSteps reads a -step value: a par: list of steps, or one step.
+func parseSteps(s string) parStep {
+	if p, ok := strings.CutPrefix(s, "par:"); ok {
+		var out parStep
+		for _, one := range strings.Split(p, "|||") {
+			out = append(out, parseStep(strings.TrimSpace(one)))
+		}
+		return out
+	}
+	return parStep{parseStep(s)}
 }
 
 // parseStep reads "read:PATH", "sh:COMMAND" or a bare COMMAND.
