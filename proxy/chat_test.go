@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -214,5 +215,37 @@ func TestStreamWithoutUsageMatchesUpstreamOtherwise(t *testing.T) {
 		if err := json.Unmarshal([]byte(e), &chunk); err != nil || len(chunk.Choices) == 0 {
 			t.Fatalf("unexpected event %s", e)
 		}
+	}
+}
+
+// qwen-code's read_file answers a second read of an unchanged file with a
+// stub that points back to the first ("[File b.py unchanged since last
+// read ...]"). Dedup replaced the first read by "superseded by a later
+// call": the upstream got neither copy of the file.
+func TestRereadStubKeepsTheFileContent(t *testing.T) {
+	up := openaitest.New(t)
+	deps, _ := chatDeps(t)
+	p := startProxyWith(t, Config{Upstream: up.BaseURL()}, deps)
+	client := openai.NewClient(option.WithBaseURL(p.BaseURL()), option.WithAPIKey("sk-agent"), option.WithMaxRetries(0))
+	var file strings.Builder
+	for i := 0; file.Len() < 12000; i++ {
+		fmt.Fprintf(&file, "def func_b_%d(x, y=None):\n    total = x * %d + (y or 3)\n    return total\n\n", i, i)
+	}
+	read := func(id string) openai.ChatCompletionMessageParamUnion {
+		return openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
+			ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+				ID: id, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "read_file", Arguments: `{"file_path":"/repo/b.py"}`}}}}}}
+	}
+	msgs := []openai.ChatCompletionMessageParamUnion{
+		openai.SystemMessage("You are Qwen Code."), openai.UserMessage("List the functions of b.py."),
+		read("call_1"), openai.ToolMessage(file.String(), "call_1"),
+		read("call_2"), openai.ToolMessage("[File b.py unchanged since last read in this session — refer to the earlier read_file result for its content.]", "call_2"),
+	}
+	if _, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs},
+		option.WithHeader("X-Session-ID", "qwen-reread")); err != nil {
+		t.Fatal(err)
+	}
+	if sent := gjson.GetBytes(up.Last(t).Body, "messages.3.content").String(); sent != file.String() {
+		t.Fatalf("the first read was replaced (%d of %d bytes): %.200s", len(sent), file.Len(), sent)
 	}
 }

@@ -23,6 +23,13 @@ type DedupMark struct {
 	Digest [sha256.Size]byte
 }
 
+// supersedeShare: later read-only results all under 1/supersedeShare of an
+// earlier one's tokens do not supersede it. It is a stub that points
+// back to the earlier content (qwen-code's read_file answers a second
+// read with "[File b.py unchanged since last read ...]"), or a slice of
+// it; replacing the earlier one would leave the model neither copy.
+const supersedeShare = 4
+
 // dedupPlan is the set of tool results dedup replaces.
 type dedupPlan struct {
 	replace     map[int]bool // message index -> replaced by the placeholder
@@ -34,7 +41,8 @@ type dedupPlan struct {
 // A result is superseded when a later result answers a call with the same
 // key (tool name + canonical arguments). It is replaced when the tool is
 // read-only, or, for any tool, when its content is byte-identical to the
-// nearest later result of the same key. Results whose call is unknown are
+// nearest later result of the same key; a read-only one only when some
+// later result is not a stub (supersedeShare). Results whose call is unknown are
 // never touched. The messages [dropFrom, dropTo) are not forwarded (a
 // summary or the history limit replaces them): they neither supersede nor
 // are superseded, so dedup plans over the messages that remain.
@@ -51,8 +59,9 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 		return plan
 	}
 	placeholder := p.counter.Count(enc, DedupPlaceholder)
-	later := make(map[callKey]int) // key -> index of the nearest later result
-	fresh := 0                     // tokens the replacements outside prev save
+	later := make(map[callKey]int)   // key -> index of the nearest later result
+	largest := make(map[callKey]int) // key -> tokens of the largest later result
+	fresh := 0                       // tokens the replacements outside prev save
 	for i := len(req.messages) - 1; i >= 0; i-- {
 		if !a.keyed[i] || (i >= dropFrom && i < dropTo) {
 			continue
@@ -60,6 +69,8 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 		key := a.keys[i]
 		j, ok := later[key]
 		later[key] = i
+		big := largest[key] // the largest result of key after i
+		largest[key] = max(big, a.facts[i].contentAfter)
 		if !ok {
 			continue
 		}
@@ -67,7 +78,8 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 		if !m.content.exists() {
 			continue
 		}
-		if !p.readOnly[key.tool] && !bytes.Equal(m.raw(m.content), req.messages[j].raw(req.messages[j].content)) {
+		same := bytes.Equal(m.raw(m.content), req.messages[j].raw(req.messages[j].content))
+		if !same && (!p.readOnly[key.tool] || big*supersedeShare < a.facts[i].contentAfter) {
 			continue
 		}
 		save := a.facts[i].contentAfter - placeholder

@@ -74,7 +74,7 @@ func TestDedup(t *testing.T) {
 			nil},
 		{"no minimum: small duplicate replaced",
 			DedupConfig{Enabled: true, MinTokens: -1},
-			[]string{user, callMsg("c1", "read_file", readArgs), resultMsg("c1", small+strings.Repeat("// pad\n", 10)), callMsg("c2", "read_file", readArgs), resultMsg("c2", small)},
+			[]string{user, callMsg("c1", "read_file", readArgs), resultMsg("c1", small+strings.Repeat("// pad\n", 10)), callMsg("c2", "read_file", readArgs), resultMsg("c2", small+strings.Repeat("// pad\n", 4))},
 			[]int{2}},
 		{"different arguments: no-op",
 			DefaultDedupConfig(),
@@ -104,6 +104,19 @@ func TestDedup(t *testing.T) {
 			DefaultDedupConfig(),
 			[]string{user, resultMsg("ghost", src), callMsg("c2", "read_file", readArgs), resultMsg("c2", src), resultMsg("ghost", src)},
 			nil},
+		// qwen-code's read_file answers a second read of an unchanged file
+		// with a stub pointing back: replacing the first read left the
+		// model neither copy of the file.
+		{"a later stub (\"unchanged since last read\") does not supersede the content it points to",
+			DefaultDedupConfig(),
+			[]string{user, callMsg("c1", "read_file", readArgs), resultMsg("c1", src), callMsg("c2", "read_file", readArgs),
+				resultMsg("c2", "[File proxy.go unchanged since last read in this session; refer to the earlier read_file result for its content.]")},
+			nil},
+		{"a later full read after a stub still supersedes both",
+			DefaultDedupConfig(),
+			[]string{user, callMsg("c1", "read_file", readArgs), resultMsg("c1", src), callMsg("c2", "read_file", readArgs),
+				resultMsg("c2", "[File proxy.go unchanged since last read]"), callMsg("c3", "read_file", readArgs), resultMsg("c3", src+"// edited\n")},
+			[]int{2}},
 		{"disabled",
 			DedupConfig{},
 			[]string{user, callMsg("c1", "read_file", readArgs), resultMsg("c1", src), callMsg("c2", "read_file", readArgs), resultMsg("c2", src)},
