@@ -324,7 +324,8 @@ func TestConcurrentTurnsCompactOnce(t *testing.T) {
 }
 
 // Whatever the summariser does (down, garbage, empty, slow), every request
-// is answered and forwarded uncompacted; failures back off.
+// is answered and forwarded uncompacted; a failure backs off for 60 s (no
+// attempt before, one after), the next one for 300 s.
 func TestSummariserFailuresNeverLoseARequest(t *testing.T) {
 	for name, h := range map[string]http.HandlerFunc{
 		"500": func(w http.ResponseWriter, r *http.Request) {
@@ -348,20 +349,40 @@ func TestSummariserFailuresNeverLoseARequest(t *testing.T) {
 			up.Handle(openaitest.SummaryPath, h)
 			cfg := compactionConfig(up.BaseURL())
 			cfg.Compaction.Summarizer.Timeout = 300 * time.Millisecond
+			clock := newTestClock()
+			cfg.Clock = clock.Now
 			p, st := startWithStore(t, cfg)
 			a := newAgent(t, p.BaseURL(), "failing-"+name)
+			key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
+			attempts := func() int { _, summaries := up.ChatRequests(); return len(summaries) }
 			for i := 0; i < 25; i++ {
 				if h := a.turn(i%2 == 0); h.Get(HeaderCompacted) == "true" {
 					t.Fatalf("turn %d compacted with a broken summariser", i+1)
 				}
 			}
-			_, summaries := up.ChatRequests()
-			if len(summaries) != 1 {
-				t.Fatalf("%d summary attempts: a failure must back off", len(summaries))
+			if n := attempts(); n != 1 {
+				t.Fatalf("%d summary attempts: a failure must back off", n)
 			}
-			rec, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), a.convID))
-			if b := rec.CurrentLine().Breaker; b.FailureCount != 1 || time.Until(b.BackoffUntil) < 50*time.Second {
-				t.Fatalf("breaker after a failure: %+v", b)
+			failedAt := clock.Now()
+			rec, _, _ := st.Get(key)
+			if b := rec.CurrentLine().Breaker; b.FailureCount != 1 || !b.BackoffUntil.Equal(failedAt.Add(60*time.Second)) {
+				t.Fatalf("breaker after a failure: %+v, want backoff until %v", b, failedAt.Add(60*time.Second))
+			}
+			clock.Advance(59 * time.Second)
+			a.turn(false)
+			if n := attempts(); n != 1 {
+				t.Fatalf("%d summary attempts 59 s after the failure, want none during the 60 s backoff", n-1)
+			}
+			clock.Advance(2 * time.Second)
+			if h := a.turn(false); h.Get(HeaderCompacted) == "true" {
+				t.Fatal("compacted with a broken summariser")
+			}
+			if n := attempts(); n != 2 {
+				t.Fatalf("%d summary attempts after the backoff ended, want 1", n-1)
+			}
+			rec, _, _ = st.Get(key)
+			if b := rec.CurrentLine().Breaker; b.FailureCount != 2 || !b.BackoffUntil.Equal(clock.Now().Add(300*time.Second)) {
+				t.Fatalf("breaker after a second failure: %+v, want backoff until %v", b, clock.Now().Add(300*time.Second))
 			}
 		})
 	}

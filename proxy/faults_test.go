@@ -238,14 +238,23 @@ func TestStoreWriteFailure(t *testing.T) {
 			st := open(t)
 			cfg := compactionConfig(up.BaseURL())
 			cfg.Compaction.Precompact = false
+			// The clock stands still: however slow the machine, the turns
+			// fall within one warning interval and one store-retry pause.
+			cfg.Clock = newTestClock().Now
 			p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
 			a := newAgent(t, p.BaseURL(), "full-disk")
 			const turns = 30 // well past the trigger: compaction is attempted
 			for i := 0; i < turns; i++ {
 				a.turn(i%2 == 0)
 			}
-			waitFor(t, func() bool { return strings.Count(p.logs.String(), `"message":"request"`) >= turns }, "every turn logged")
-			time.Sleep(100 * time.Millisecond) // the recorder's queue drains
+			// Shutdown returns once the recorder has written (and failed)
+			// every queued turn.
+			if err := p.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(p.logs.String(), `"message":"request"`); n != turns {
+				t.Fatalf("%d requests logged, want %d", n, turns)
+			}
 			warns := warnLines(p.logs.String())
 			if len(warns) == 0 {
 				t.Fatal("the store failure was never reported")

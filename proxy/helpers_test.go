@@ -80,3 +80,28 @@ func within(t *testing.T, d time.Duration, what string, fn func()) {
 		t.Fatalf("%s did not finish within %v", what, d)
 	}
 }
+
+// testClock is a settable clock for Config.Clock: a test moves time on
+// instead of waiting for it.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time // guarded by mu
+}
+
+// newTestClock starts at a fixed instant, without a monotonic reading, so
+// times read back from the store compare equal.
+func newTestClock() *testClock {
+	return &testClock{t: time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)}
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}

@@ -39,6 +39,7 @@ type turnRecord struct {
 type recorder struct {
 	store state.Store
 	log   zerolog.Logger
+	now   func() time.Time // the clock of turn times and warnings
 	queue chan turnRecord
 	done  chan struct{}
 	// written, when set, is told of each record written and whether the
@@ -64,9 +65,9 @@ type warnLimiter struct {
 	count atomic.Int64 // failures since the last warning
 }
 
-func (w *warnLimiter) warn(log zerolog.Logger, msg string, err error) {
+func (w *warnLimiter) warn(at time.Time, log zerolog.Logger, msg string, err error) {
 	n := w.count.Add(1)
-	now := time.Now().UnixNano()
+	now := at.UnixNano()
 	last := w.last.Load()
 	if now-last < int64(warnEvery) || !w.last.CompareAndSwap(last, now) {
 		return
@@ -75,8 +76,8 @@ func (w *warnLimiter) warn(log zerolog.Logger, msg string, err error) {
 	log.Warn().Err(err).Int64("failures", n).Msg(msg)
 }
 
-func newRecorder(store state.Store, log zerolog.Logger, written func(state.Record, bool)) *recorder {
-	r := &recorder{store: store, log: log, queue: make(chan turnRecord, recordQueue), done: make(chan struct{}),
+func newRecorder(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool)) *recorder {
+	r := &recorder{store: store, log: log, now: now, queue: make(chan turnRecord, recordQueue), done: make(chan struct{}),
 		pending: map[state.Key]pendingTurns{}, written: written}
 	go r.run()
 	return r
@@ -133,7 +134,7 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	if ok && p.latest.usage.Found {
 		tr := p.latest
 		tr.turn.compacted = false // the breaker is the writer's business
-		updateLine(rec, tr.turn.line, time.Now(), func(l *state.Line) { observe(rec, l, tr) })
+		updateLine(rec, tr.turn.line, r.now(), func(l *state.Line) { observe(rec, l, tr) })
 	}
 }
 
@@ -167,7 +168,7 @@ func (r *recorder) run() {
 func (r *recorder) write(batch []turnRecord) {
 	opened := make([]bool, len(batch))
 	muts := make([]state.Mutation, len(batch))
-	now := time.Now()
+	now := r.now()
 	for i, tr := range batch {
 		muts[i] = state.Mutation{Key: tr.turn.key, Fn: func(rec *state.Record) error {
 			opened[i] = applyTurn(rec, tr, now)
@@ -251,7 +252,7 @@ func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 	return false
 }
 
-func (r *recorder) failed(msg string, err error) { r.warn.warn(r.log, msg, err) }
+func (r *recorder) failed(msg string, err error) { r.warn.warn(r.now(), r.log, msg, err) }
 
 // close stops taking turns and waits until the queued ones are written.
 func (r *recorder) close() {
