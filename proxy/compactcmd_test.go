@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/openai/openai-go/v3"
@@ -69,18 +68,18 @@ func TestCompactCommandDuringBackgroundCompaction(t *testing.T) {
 		if i == 40 {
 			t.Fatal("no background compaction started in 40 turns")
 		}
+		// A precompaction is started before the turn's answer is sent; it
+		// either calls the summariser (which holds it) or gives up.
 		a.turn(false)
-		select {
-		case <-started:
-		case <-time.After(300 * time.Millisecond):
-			continue
+		waitFor(t, func() bool { return len(started) > 0 || p.comp.running() == 0 }, "the precompaction to call the summariser or end")
+		if len(started) > 0 {
+			break
 		}
-		break
 	}
 	a.history = append(a.history, openai.UserMessage("/compact"))
 	answered := make(chan http.Header, 1)
 	go func() { answered <- a.turn(false) }()
-	time.Sleep(200 * time.Millisecond) // let /compact reach the running compaction
+	waitFor(t, func() bool { return p.comp.waiting.Load() == 1 }, "/compact waiting on the running compaction")
 	close(release)
 	h := <-answered
 	last := a.history[len(a.history)-2].OfAssistant.Content.OfString.Value

@@ -305,7 +305,8 @@ func TestConcurrentTurnsCompactOnce(t *testing.T) {
 		}()
 	}
 	waitFor(t, func() bool { _, s := up.ChatRequests(); return len(s) >= 1 }, "the summary call")
-	time.Sleep(100 * time.Millisecond) // let the other nine arrive and queue behind it
+	// The other nine join the running compaction before it ends.
+	waitFor(t, func() bool { return value(scrape(t, p.URL), "ctxpress_compaction_waiting") == 9 }, "nine requests waiting on the compaction")
 	close(slow)
 	wg.Wait()
 	close(errs)
