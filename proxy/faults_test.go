@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -294,10 +293,6 @@ func TestClientGoneMidCompaction(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		a.turn(false)
 	}
-	http.DefaultClient.CloseIdleConnections()
-	p.up.closeIdle()
-	time.Sleep(50 * time.Millisecond)
-	before := runtime.NumGoroutine()
 
 	body := fmt.Sprintf(`{"model":"gpt-4o","messages":%s}`, historyJSON(t, a))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
@@ -323,9 +318,7 @@ func TestClientGoneMidCompaction(t *testing.T) {
 	if !strings.Contains(string(chats[len(chats)-1].Body), "<conversation_summary>") {
 		t.Fatal("the next turn did not get the summary")
 	}
-	http.DefaultClient.CloseIdleConnections()
-	p.up.closeIdle()
-	waitFor(t, func() bool { return runtime.NumGoroutine() <= before }, fmt.Sprintf("goroutines back to %d", before))
+	noStrayGoroutines(t)
 }
 
 // historyJSON renders the agent's history as the client would send it.

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,4 +107,75 @@ func (c *testClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+}
+
+// moduleDir is the repository's root on disk, where its stack frames' files
+// are.
+var moduleDir = func() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}()
+
+// serverLifeFrames are the goroutines a running Server (or its store) keeps
+// for its whole life.
+var serverLifeFrames = []string{"proxy.(*Server).Serve(", "proxy.(*recorder).run(", "proxy.(*eventBus).postHooks(", "state.startSweeper."}
+
+// strayGoroutines returns the stacks of goroutines, other than the
+// caller's, that run ctxpress code beyond a server's own (serverLifeFrames):
+// a request, a relay or a compaction left behind. Connection pools (the
+// client's, the upstream's, the summariser's) keep goroutines of their own
+// for as long as they like; those run no ctxpress code and are not counted.
+func strayGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var stray []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i == 0 || !runsOwnCode(g) {
+			continue // the caller, or not ctxpress's
+		}
+		life := false
+		for _, f := range serverLifeFrames {
+			life = life || strings.Contains(g, f)
+		}
+		if !life {
+			stray = append(stray, g)
+		}
+	}
+	return stray
+}
+
+// runsOwnCode reports whether the goroutine dump g has a frame in a
+// non-test file of this module.
+func runsOwnCode(g string) bool {
+	for _, line := range strings.Split(g, "\n") {
+		if f, ok := strings.CutPrefix(line, "\t"+moduleDir+"/"); ok && !strings.Contains(f, "_test.go:") {
+			return true
+		}
+	}
+	return false
+}
+
+// noStrayGoroutines fails the test unless every goroutine running
+// ctxpress code for a request ends (they end asynchronously: a relay's
+// watchdog, a handler unwinding).
+func noStrayGoroutines(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stray := strayGoroutines()
+		if len(stray) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left behind:\n\n%s", len(stray), strings.Join(stray, "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
