@@ -367,7 +367,6 @@ func TestUpstreamClosesIdleConnections(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
 	}))
-	up.Config.IdleTimeout = 100 * time.Millisecond
 	up.Start()
 	defer up.Close()
 	p := startProxy(t, Config{Upstream: up.URL + "/v1"})
@@ -377,7 +376,9 @@ func TestUpstreamClosesIdleConnections(t *testing.T) {
 				t.Fatalf("request %d to %s after the upstream closed its idle connection: %d %s", i, path, status, b)
 			}
 		}
-		time.Sleep(300 * time.Millisecond) // the upstream closes the idle connections
+		// The upstream closes the idle connections, as its keep-alive
+		// timeout would: returns once they are closed.
+		up.CloseClientConnections()
 	}
 }
 
