@@ -41,6 +41,17 @@ type testProxy struct {
 // BaseURL is what a client uses as its OpenAI base URL.
 func (p *testProxy) BaseURL() string { return p.URL + "/v1" }
 
+// recorderDrained reports whether every turn handed to the recorder is in
+// the store (or was dropped). A chat answer ends after its turn was
+// handed over (a stream's last bytes too), so once a client has read one
+// to its end, this turns true when the turn's write has committed. The recorder's
+// callback (metrics, events) runs after that: wait for a metric itself.
+func (p *testProxy) recorderDrained() bool {
+	p.rec.pendingMu.Lock()
+	defer p.rec.pendingMu.Unlock()
+	return len(p.rec.pending) == 0
+}
+
 // startProxy serves a Server for cfg on 127.0.0.1 and shuts it down at the
 // end of the test.
 func startProxy(t testing.TB, cfg Config) *testProxy {
