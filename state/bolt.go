@@ -104,13 +104,7 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 		return nil, fmt.Errorf("state: open database: %w", err)
 	}
 
-	timeout := opts.Timeout
-	switch {
-	case timeout == 0:
-		timeout = DefaultLockTimeout
-	case timeout < 0:
-		timeout = time.Nanosecond // bbolt: 0 would wait forever
-	}
+	timeout := lockTimeout(opts.Timeout)
 	if err := checkTruncated(path); err != nil {
 		return nil, err
 	}
@@ -132,6 +126,17 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 		s.sweeper = startSweeper(rs, s.Sweep)
 	}
 	return s, nil
+}
+
+// lockTimeout is bbolt's wait for the file lock for BoltOptions.Timeout.
+func lockTimeout(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultLockTimeout
+	case d < 0:
+		return time.Nanosecond // bbolt: 0 would wait forever
+	}
+	return d
 }
 
 // openBoltFile is bolt.Open that turns a panic or a memory fault on a corrupt

@@ -2,7 +2,9 @@ package state
 
 import (
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -209,6 +211,13 @@ func TestRecordCacheDeleteUnderReads(t *testing.T) {
 		mustUpdate(t, s, keyA, func(r *Record) error { r.Requests = 1; return nil })
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
+		var reads atomic.Int64
+		// readsPast waits until the readers have read n more times.
+		readsPast := func(n int64) {
+			for target := reads.Load() + n; reads.Load() < target; {
+				runtime.Gosched()
+			}
+		}
 		for r := 0; r < 3; r++ {
 			wg.Add(1)
 			go func() {
@@ -219,14 +228,16 @@ func TestRecordCacheDeleteUnderReads(t *testing.T) {
 						return
 					default:
 						s.Get(keyA)
+						reads.Add(1)
 					}
 				}
 			}()
 		}
+		readsPast(3) // the readers are at it when Delete starts
 		if ok, err := s.Delete(keyA); !ok || err != nil {
 			t.Fatalf("Delete: %v %v", ok, err)
 		}
-		time.Sleep(time.Millisecond)
+		readsPast(30) // and read on after it returned, racing to cache
 		close(stop)
 		wg.Wait()
 		if _, ok, _ := s.Get(keyA); ok {
