@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,8 +52,9 @@ type recorder struct {
 
 	pendingMu sync.Mutex
 	// pending holds turns queued but not yet written, so the next request
-	// of a conversation, often sent the moment the previous answer ends,
-	// still sees the previous turn's usage and calibration.
+	// of each line of a conversation, often sent the moment the previous
+	// answer ends, still finds its line and the previous turn's usage and
+	// calibration.
 	pending map[state.Key]pendingTurns // guarded by pendingMu
 
 	warn warnLimiter
@@ -92,9 +94,7 @@ func (r *recorder) record(tr turnRecord) {
 	r.pendingMu.Lock()
 	p := r.pending[tr.turn.key]
 	p.n++
-	if tr.usage.Found {
-		p.latest = tr
-	}
+	p.lines = p.lines.with(tr)
 	r.pending[tr.turn.key] = p
 	r.pendingMu.Unlock()
 	select {
@@ -106,10 +106,36 @@ func (r *recorder) record(tr turnRecord) {
 }
 
 // pendingTurns is what a request needs of its conversation's turns that are
-// queued but not written yet: how many, and the latest one with usage.
+// queued but not written yet: how many, and for each line they extend,
+// what pendingLine keeps. Two histories under one key (runs of one agent,
+// an app-wide id) each find their own line while the store is slow.
 type pendingTurns struct {
-	n      int
-	latest turnRecord
+	n     int
+	lines pendingLines
+}
+
+// pendingLines are the lines of a key's queued turns, in the order they
+// were first queued.
+type pendingLines []pendingLine
+
+// pendingLine is what a line's queued turns tell its next request: the
+// latest (where it took the line, its dedups), and the latest with usage.
+type pendingLine struct {
+	newest turn
+	usage  turnRecord
+}
+
+// with returns ls with tr queued on its line.
+func (ls pendingLines) with(tr turnRecord) pendingLines {
+	i := slices.IndexFunc(ls, func(l pendingLine) bool { return l.newest.line.id == tr.turn.line.id })
+	if i < 0 {
+		ls, i = append(ls, pendingLine{}), len(ls)
+	}
+	ls[i].newest = tr.turn
+	if tr.usage.Found {
+		ls[i].usage = tr
+	}
+	return ls
 }
 
 // done1 counts one pending turn of key as written (or lost).
@@ -124,17 +150,21 @@ func (r *recorder) done1(key state.Key) {
 	}
 }
 
-// overlay gives rec, a record just read from the store, the usage and
-// calibration of key's latest turn that is queued but not yet written: O(1)
-// however many are queued, under a short lock.
+// overlay gives rec, a record just read from the store, the lines of key's
+// turns that are queued but not yet written, with the usage and
+// calibration of each line's latest: O(lines) however many are queued,
+// under a short lock.
 func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	r.pendingMu.Lock()
-	p, ok := r.pending[key]
+	lines := slices.Clone(r.pending[key].lines) // with appends it cannot share
 	r.pendingMu.Unlock()
-	if ok && p.latest.usage.Found {
-		tr := p.latest
-		tr.turn.compacted = false // the breaker is the writer's business
-		updateLine(rec, tr.turn.line, r.now(), func(l *state.Line) { observe(rec, l, tr) })
+	now := r.now()
+	for _, l := range lines {
+		updateLine(rec, l.newest.line, now, func(sl *state.Line) { keepDedups(sl, &l.newest) })
+		if tr := l.usage; tr.usage.Found {
+			tr.turn.compacted = false // the breaker is the writer's business
+			updateLine(rec, tr.turn.line, now, func(sl *state.Line) { observe(rec, sl, tr) })
+		}
 	}
 }
 
@@ -204,14 +234,20 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 		rec.TouchBranch(*t.applied, now)
 	}
 	updateLine(rec, t.line, now, func(l *state.Line) {
-		if t.forwarded && l.Tip == t.line.tip && l.Messages == t.line.messages {
-			l.Dedups = t.dedups // this request is the line's newest
-		}
+		keepDedups(l, &t)
 		opened = observe(rec, l, tr)
 	})
 	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
 		InputTokens: tr.usage.InputTokens, Compacted: t.compacted})
 	return opened
+}
+
+// keepDedups makes the dedups of t's forwarded request its line's, when
+// t is the line's newest request.
+func keepDedups(l *state.Line, t *turn) {
+	if t.forwarded && l.Tip == t.line.tip && l.Messages == t.line.messages {
+		l.Dedups = t.dedups
+	}
 }
 
 // observe folds what the upstream reported for a turn into the turn's
