@@ -159,8 +159,7 @@ func TestHistoriesSharingAKeyDoNotWaitForEachOther(t *testing.T) {
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = false
 	cfg.Compaction.Trigger.ThresholdTokens = 100000 // compacted only when forced
-	cfg.Compaction.Summarizer.Timeout = 3 * time.Second
-	hosted := false // a local server's gate would (rightly) serialise the two summary calls
+	hosted := false                                 // a local server's gate would (rightly) serialise the two summary calls
 	cfg.LocalUpstream = &hosted
 	p, st := startWithStore(t, cfg)
 	runs := map[string]*agent{}
@@ -176,8 +175,13 @@ func TestHistoriesSharingAKeyDoNotWaitForEachOther(t *testing.T) {
 	aDone := make(chan http.Header, 1)
 	go func() { aDone <- runs["A"].turn(false, option.WithHeader(HeaderCompact, "force")) }()
 	<-aStarted
-	// A's summary call is running; B's forced compaction goes ahead.
-	hb := runs["B"].turn(false, option.WithHeader(HeaderCompact, "force"))
+	// A's summary call is running (held until released, whatever the
+	// summariser's timeout); B's forced compaction goes ahead. B waiting
+	// for A would hang: the guard turns that into a failure.
+	var hb http.Header
+	within(t, 30*time.Second, "B's compaction while A's summary is written", func() {
+		hb = runs["B"].turn(false, option.WithHeader(HeaderCompact, "force"))
+	})
 	select {
 	case <-aDone:
 		t.Fatal("A finished before its summary call was released")
@@ -199,6 +203,7 @@ func TestHistoriesSharingAKeyDoNotWaitForEachOther(t *testing.T) {
 			t.Fatalf("history %s got the wrong summary: %.400s", name, body)
 		}
 	}
+	waitFor(t, p.recorderDrained, "the turns recorded")
 	rec, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), "app-wide-id"))
 	if len(rec.Lines) != 2 {
 		t.Errorf("%d lines for two histories", len(rec.Lines))
