@@ -156,7 +156,7 @@ func (r *recorder) done1(key state.Key) {
 // under a short lock.
 func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	r.pendingMu.Lock()
-	lines := slices.Clone(r.pending[key].lines) // with appends it cannot share
+	lines := slices.Clone(r.pending[key].lines) // record changes them in place
 	r.pendingMu.Unlock()
 	now := r.now()
 	for _, l := range lines {
