@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
@@ -53,16 +54,21 @@ func TestCompactCommand(t *testing.T) {
 // asked for it, and the request carries a summary either way.
 func TestCompactCommandDuringBackgroundCompaction(t *testing.T) {
 	up := openaitest.New(t)
-	started, release := make(chan struct{}, 8), make(chan struct{})
+	started, held := make(chan struct{}, 8), make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(held) }) }
 	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
 		started <- struct{}{}
-		<-release
+		<-held
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nFix the parser."},"finish_reason":"stop"}]}`)
 	})
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = true
 	p, _ := startWithStore(t, cfg)
+	// A failed test still ends: released before the proxy's Shutdown and
+	// the upstream's Close, which wait for the summary call.
+	t.Cleanup(release)
 	a := newAgent(t, p.BaseURL(), "joined")
 	for i := 0; ; i++ {
 		if i == 40 {
@@ -80,7 +86,7 @@ func TestCompactCommandDuringBackgroundCompaction(t *testing.T) {
 	answered := make(chan http.Header, 1)
 	go func() { answered <- a.turn(false) }()
 	waitFor(t, func() bool { return p.comp.waiting.Load() == 1 }, "/compact waiting on the running compaction")
-	close(release)
+	release()
 	h := <-answered
 	last := a.history[len(a.history)-2].OfAssistant.Content.OfString.Value
 	if h.Get(HeaderCompacted) != "true" || !strings.Contains(last, "compacted this conversation") {

@@ -278,6 +278,8 @@ func TestEditedHistoryGetsNoSummary(t *testing.T) {
 func TestConcurrentTurnsCompactOnce(t *testing.T) {
 	up := openaitest.New(t)
 	slow := make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(slow) }) }
 	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
 		<-slow
 		w.Header().Set("Content-Type", "application/json")
@@ -286,6 +288,9 @@ func TestConcurrentTurnsCompactOnce(t *testing.T) {
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Trigger.ThresholdTokens = 2500
 	p, _ := startWithStore(t, cfg)
+	// A failed test still ends: released before the proxy's Shutdown and
+	// the upstream's Close, which wait for the summary call.
+	t.Cleanup(release)
 	a := newAgent(t, p.BaseURL(), "concurrent")
 	for i := 0; i < 12; i++ { // grow past the trigger without compacting yet
 		a.history = append(a.history,
@@ -307,7 +312,7 @@ func TestConcurrentTurnsCompactOnce(t *testing.T) {
 	waitFor(t, func() bool { _, s := up.ChatRequests(); return len(s) >= 1 }, "the summary call")
 	// The other nine join the running compaction before it ends.
 	waitFor(t, func() bool { return value(scrape(t, p.URL), "ctxpress_compaction_waiting") == 9 }, "nine requests waiting on the compaction")
-	close(slow)
+	release()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
