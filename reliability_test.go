@@ -155,37 +155,35 @@ type killTrap struct {
 
 func (k *killTrap) fire() { k.once.Do(func() { close(k.reached) }) }
 
-// ctxpress killed with SIGKILL while conversations are being compacted
-// (precompactions in the background, compactions on the request path):
-// restarted on the same db, it opens it, every record decodes to a version
-// that was written whole, and the conversations go on. Three kill cycles,
-// each killed at one of the points above.
-func TestSIGKILLDuringCompactions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and kills the binary")
-	}
-	up := openaitest.New(t)
-	var summaryN atomic.Int64
-	var trap atomic.Pointer[killTrap]
-	var servedMu sync.Mutex
-	served := map[string]bool{}
-	up.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+// trapUpstream is the fake upstream of the kill test: it tags each summary
+// it writes, and springs the armed kill trap.
+type trapUpstream struct {
+	*openaitest.Server
+	summaries atomic.Int64 // summary calls received
+	trap      atomic.Pointer[killTrap]
+	mu        sync.Mutex
+	served    map[string]bool // guarded by mu: the tags of the summaries written
+}
+
+func newTrapUpstream(t *testing.T) *trapUpstream {
+	u := &trapUpstream{Server: openaitest.New(t), served: map[string]bool{}}
+	u.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		k := trap.Load()
+		k := u.trap.Load()
 		if !openaitest.IsSummaryRequest(body) {
-			if k != nil && k.where == killInChat && summaryN.Load() >= k.summary {
+			if k != nil && k.where == killInChat && u.summaries.Load() >= k.summary {
 				k.fire()
 				<-r.Context().Done() // held until the process is gone
 				return
 			}
-			up.AnswerChat(w, r, body)
+			u.AnswerChat(w, r, body)
 			return
 		}
-		n := summaryN.Add(1)
+		n := u.summaries.Add(1)
 		tag := fmt.Sprintf("summary-%d", n)
-		servedMu.Lock()
-		served[tag] = true
-		servedMu.Unlock()
+		u.mu.Lock()
+		u.served[tag] = true
+		u.mu.Unlock()
 		due := k != nil && n == k.summary
 		if due && k.where == killInSummary {
 			k.fire()
@@ -199,14 +197,29 @@ func TestSIGKILLDuringCompactions(t *testing.T) {
 			k.fire()
 		}
 	})
-	tagRe := regexp.MustCompile(`summary-\d+`)
-	wasServed := func(summary string) bool {
-		servedMu.Lock()
-		defer servedMu.Unlock()
-		m := tagRe.FindString(summary)
-		return m != "" && served[m]
-	}
+	return u
+}
 
+var summaryTag = regexp.MustCompile(`summary-\d+`)
+
+// wasServed reports whether summary is one the upstream wrote.
+func (u *trapUpstream) wasServed(summary string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m := summaryTag.FindString(summary)
+	return m != "" && u.served[m]
+}
+
+// ctxpress killed with SIGKILL while conversations are being compacted
+// (precompactions in the background, compactions on the request path):
+// restarted on the same db, it opens it, every record decodes to a version
+// that was written whole, and the conversations go on. Three kill cycles,
+// each killed at one of the points above.
+func TestSIGKILLDuringCompactions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the binary")
+	}
+	up := newTrapUpstream(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "ctxpress.db")
 	cfgPath := filepath.Join(dir, "config.yml")
@@ -222,9 +235,9 @@ func TestSIGKILLDuringCompactions(t *testing.T) {
 			for logs.Scan() {
 			}
 		}()
-		start := summaryN.Load()
+		start := up.summaries.Load()
 		k := &killTrap{where: where, summary: start + 4, reached: make(chan struct{})}
-		trap.Store(k)
+		up.trap.Store(k)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for _, a := range agents {
@@ -246,17 +259,17 @@ func TestSIGKILLDuringCompactions(t *testing.T) {
 		select {
 		case <-k.reached:
 		case <-time.After(2 * time.Minute): // a deadlock guard, not a timing bound
-			t.Fatalf("cycle %d: never got %s %d; %d summary calls", cycle, where, k.summary-start, summaryN.Load()-start)
+			t.Fatalf("cycle %d: never got %s %d; %d summary calls", cycle, where, k.summary-start, up.summaries.Load()-start)
 		}
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		_ = cmd.Wait()
-		trap.Store(nil)
+		up.trap.Store(nil)
 		close(stop)
 		wg.Wait()
-		n := checkDB(t, dbPath, wasServed)
-		t.Logf("cycle %d: killed %s, after %d summary calls; %d records intact", cycle, where, summaryN.Load()-start, n)
+		n := checkDB(t, dbPath, up.wasServed)
+		t.Logf("cycle %d: killed %s, after %d summary calls; %d records intact", cycle, where, up.summaries.Load()-start, n)
 	}
 
 	// Restarted once more, every conversation goes on, with its summary.
