@@ -17,21 +17,23 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// seedDB writes two conversations, one with a summary, and closes the db.
+// seedDB writes two conversations, one with a summary, and closes the db:
+// "fix-leap-year" was updated a minute after "older".
 func seedDB(t *testing.T, path string) {
 	t.Helper()
-	st, err := state.OpenBolt(path, state.BoltOptions{})
+	now := time.Now()
+	// No background sweep: it would read the clock while the seed moves it.
+	st, err := state.OpenBolt(path, state.BoltOptions{Now: func() time.Time { return now }, SweepInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	now := time.Now()
 	st.Update(state.NewKey([]byte("Bearer a"), "older"), func(r *state.Record) error {
 		r.Model = "gpt-4o-mini"
 		r.AddTurn(state.Turn{At: now, TokensBefore: 100, TokensAfter: 100})
 		return nil
 	})
-	time.Sleep(5 * time.Millisecond)
+	now = now.Add(time.Minute)
 	st.Update(state.NewKey([]byte("Bearer a"), "fix-leap-year"), func(r *state.Record) error {
 		r.Model = "gpt-4o"
 		for i := 0; i < 5; i++ {

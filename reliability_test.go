@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -135,36 +134,92 @@ func checkDB(t *testing.T, path string, served func(string) bool) int {
 	return len(recs)
 }
 
+// Where a kill cycle's SIGKILL lands, each once: inside a summary call,
+// right after a summary's answer (while ctxpress stores it), inside a chat
+// turn.
+const (
+	killInSummary    = "inside a summary call"
+	killAfterSummary = "after a summary's answer"
+	killInChat       = "inside a chat turn"
+)
+
+// killTrap is one cycle's kill point: the upstream fires it when the
+// cycle's nth summary call comes (or, for killInChat, the first chat turn
+// after it) and holds that request until the process is gone.
+type killTrap struct {
+	where   string
+	summary int64         // the summary call it waits for (by the upstream's count)
+	reached chan struct{} // closed when the kill is due
+	once    sync.Once
+}
+
+func (k *killTrap) fire() { k.once.Do(func() { close(k.reached) }) }
+
+// trapUpstream is the fake upstream of the kill test: it tags each summary
+// it writes, and springs the armed kill trap.
+type trapUpstream struct {
+	*openaitest.Server
+	summaries atomic.Int64 // summary calls received
+	trap      atomic.Pointer[killTrap]
+	mu        sync.Mutex
+	served    map[string]bool // guarded by mu: the tags of the summaries written
+}
+
+func newTrapUpstream(t *testing.T) *trapUpstream {
+	u := &trapUpstream{Server: openaitest.New(t), served: map[string]bool{}}
+	u.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		k := u.trap.Load()
+		if !openaitest.IsSummaryRequest(body) {
+			if k != nil && k.where == killInChat && u.summaries.Load() >= k.summary {
+				k.fire()
+				<-r.Context().Done() // held until the process is gone
+				return
+			}
+			u.AnswerChat(w, r, body)
+			return
+		}
+		n := u.summaries.Add(1)
+		tag := fmt.Sprintf("summary-%d", n)
+		u.mu.Lock()
+		u.served[tag] = true
+		u.mu.Unlock()
+		due := k != nil && n == k.summary
+		if due && k.where == killInSummary {
+			k.fire()
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Goal\nFix the build.\n\n## Active Task\n%s"},"finish_reason":"stop"}]}`, tag)
+		w.(http.Flusher).Flush()
+		if due && k.where == killAfterSummary {
+			k.fire()
+		}
+	})
+	return u
+}
+
+var summaryTag = regexp.MustCompile(`summary-\d+`)
+
+// wasServed reports whether summary is one the upstream wrote.
+func (u *trapUpstream) wasServed(summary string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m := summaryTag.FindString(summary)
+	return m != "" && u.served[m]
+}
+
 // ctxpress killed with SIGKILL while conversations are being compacted
 // (precompactions in the background, compactions on the request path):
 // restarted on the same db, it opens it, every record decodes to a version
-// that was written whole, and the conversations go on. Three kill cycles.
+// that was written whole, and the conversations go on. Three kill cycles,
+// each killed at one of the points above.
 func TestSIGKILLDuringCompactions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the binary")
 	}
-	up := openaitest.New(t)
-	var summaryN atomic.Int64
-	var servedMu sync.Mutex
-	served := map[string]bool{}
-	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
-		n := summaryN.Add(1)
-		tag := fmt.Sprintf("summary-%d", n)
-		servedMu.Lock()
-		served[tag] = true
-		servedMu.Unlock()
-		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond) // kills land inside summary calls too
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Goal\nFix the build.\n\n## Active Task\n%s"},"finish_reason":"stop"}]}`, tag)
-	})
-	tagRe := regexp.MustCompile(`summary-\d+`)
-	wasServed := func(summary string) bool {
-		servedMu.Lock()
-		defer servedMu.Unlock()
-		m := tagRe.FindString(summary)
-		return m != "" && served[m]
-	}
-
+	up := newTrapUpstream(t)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "ctxpress.db")
 	cfgPath := filepath.Join(dir, "config.yml")
@@ -174,13 +229,15 @@ func TestSIGKILLDuringCompactions(t *testing.T) {
 	for i := range agents {
 		agents[i] = newSimAgent(fmt.Sprintf("agent-%d", i))
 	}
-	for cycle := 0; cycle < 3; cycle++ {
+	for cycle, where := range []string{killInSummary, killAfterSummary, killInChat} {
 		cmd, url, logs := startBinary(t, bin, "--config", cfgPath, "--db", dbPath, "--upstream", up.BaseURL())
 		go func() {
 			for logs.Scan() {
 			}
 		}()
-		start := summaryN.Load()
+		start := up.summaries.Load()
+		k := &killTrap{where: where, summary: start + 4, reached: make(chan struct{})}
+		up.trap.Store(k)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for _, a := range agents {
@@ -199,22 +256,20 @@ func TestSIGKILLDuringCompactions(t *testing.T) {
 				}
 			}()
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for summaryN.Load() < start+4 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
+		select {
+		case <-k.reached:
+		case <-time.After(2 * time.Minute): // a deadlock guard, not a timing bound
+			t.Fatalf("cycle %d: never got %s %d; %d summary calls", cycle, where, k.summary-start, up.summaries.Load()-start)
 		}
-		if summaryN.Load() < start+4 {
-			t.Fatalf("cycle %d: only %d compactions in 30s", cycle, summaryN.Load()-start)
-		}
-		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		_ = cmd.Wait()
+		up.trap.Store(nil)
 		close(stop)
 		wg.Wait()
-		n := checkDB(t, dbPath, wasServed)
-		t.Logf("cycle %d: killed after %d compactions; %d records intact", cycle, summaryN.Load()-start, n)
+		n := checkDB(t, dbPath, up.wasServed)
+		t.Logf("cycle %d: killed %s, after %d summary calls; %d records intact", cycle, where, up.summaries.Load()-start, n)
 	}
 
 	// Restarted once more, every conversation goes on, with its summary.

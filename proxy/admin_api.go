@@ -208,7 +208,7 @@ func (s *Server) storeError(ctx *fasthttp.RequestCtx, err error) {
 // asks at most once a second.
 func (s *Server) serveStats(ctx *fasthttp.RequestCtx) {
 	st := Stats{PricePerMillionTokens: s.cfg.UI.price(), Currency: s.cfg.UI.currency(),
-		Compacting: s.comp.running(), Time: time.Now().UTC()}
+		Compacting: s.comp.running(), Time: s.cfg.Clock().UTC()}
 	if s.store != nil {
 		_, st.Persistent = s.store.(state.Sizer)
 		recs, err := s.store.List(state.ListOptions{})

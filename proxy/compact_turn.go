@@ -41,9 +41,7 @@ func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, o
 	asked := ti.res
 	done, mine := c.acquire(ti.lockKey())
 	for !mine {
-		select {
-		case <-done:
-		case <-time.After(c.summaryTimeout() + 5*time.Second):
+		if !c.join(done) {
 			return ti.res, outcome{err: fmt.Errorf("%w: another compaction of this conversation is still running", errSkipped)}
 		}
 		fresh, ok, err := c.store.Get(ti.key)
@@ -84,6 +82,19 @@ func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, o
 	ev.TokensAfter = scaled(res.TokensAfter, calibrationOf(ti.nums))
 	c.events.publish(ev)
 	return res, outcome{compacted: true, event: ev}
+}
+
+// join waits for the compaction that will close done, at most a summary
+// call's timeout and a margin; it reports whether that one ended.
+func (c *compactions) join(done chan struct{}) bool {
+	c.waiting.Add(1)
+	defer c.waiting.Add(-1)
+	select {
+	case <-done:
+		return true
+	case <-time.After(c.summaryTimeout() + 5*time.Second):
+		return false
+	}
 }
 
 // due reports whether the request in ti is over its trigger and its line

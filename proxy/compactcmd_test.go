@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/openai/openai-go/v3"
@@ -119,34 +119,39 @@ func TestCompactCommandAfterClientRemindersIsAnswered(t *testing.T) {
 // asked for it, and the request carries a summary either way.
 func TestCompactCommandDuringBackgroundCompaction(t *testing.T) {
 	up := openaitest.New(t)
-	started, release := make(chan struct{}, 8), make(chan struct{})
+	started, held := make(chan struct{}, 8), make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(held) }) }
 	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
 		started <- struct{}{}
-		<-release
+		<-held
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nFix the parser."},"finish_reason":"stop"}]}`)
 	})
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = true
 	p, _ := startWithStore(t, cfg)
+	// A failed test still ends: released before the proxy's Shutdown and
+	// the upstream's Close, which wait for the summary call.
+	t.Cleanup(release)
 	a := newAgent(t, p.BaseURL(), "joined")
 	for i := 0; ; i++ {
 		if i == 40 {
 			t.Fatal("no background compaction started in 40 turns")
 		}
+		// A precompaction is started before the turn's answer is sent; it
+		// either calls the summariser (which holds it) or gives up.
 		a.turn(false)
-		select {
-		case <-started:
-		case <-time.After(300 * time.Millisecond):
-			continue
+		waitFor(t, func() bool { return len(started) > 0 || p.comp.running() == 0 }, "the precompaction to call the summariser or end")
+		if len(started) > 0 {
+			break
 		}
-		break
 	}
 	a.history = append(a.history, openai.UserMessage("/compact"))
 	answered := make(chan http.Header, 1)
 	go func() { answered <- a.turn(false) }()
-	time.Sleep(200 * time.Millisecond) // let /compact reach the running compaction
-	close(release)
+	waitFor(t, func() bool { return p.comp.waiting.Load() == 1 }, "/compact waiting on the running compaction")
+	release()
 	h := <-answered
 	last := a.history[len(a.history)-2].OfAssistant.Content.OfString.Value
 	if h.Get(HeaderCompacted) != "true" || !strings.Contains(last, "compacted this conversation") {

@@ -159,6 +159,9 @@ type compactions struct {
 	mu       sync.Mutex
 	inflight map[lineKey]chan struct{} // guarded by mu; closed when the compaction ends
 	bg       sync.WaitGroup            // background precompactions
+	// waiting counts the requests waiting for a compaction of their line
+	// that another request (or a precompaction) started, for metrics.
+	waiting atomic.Int64
 
 	// storeFailedAt is when a store write of a compaction last failed
 	// (unix nanos; 0: never). For storeRetry after it no compaction is

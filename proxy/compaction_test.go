@@ -278,6 +278,8 @@ func TestEditedHistoryGetsNoSummary(t *testing.T) {
 func TestConcurrentTurnsCompactOnce(t *testing.T) {
 	up := openaitest.New(t)
 	slow := make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(slow) }) }
 	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
 		<-slow
 		w.Header().Set("Content-Type", "application/json")
@@ -286,6 +288,9 @@ func TestConcurrentTurnsCompactOnce(t *testing.T) {
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Trigger.ThresholdTokens = 2500
 	p, _ := startWithStore(t, cfg)
+	// A failed test still ends: released before the proxy's Shutdown and
+	// the upstream's Close, which wait for the summary call.
+	t.Cleanup(release)
 	a := newAgent(t, p.BaseURL(), "concurrent")
 	for i := 0; i < 12; i++ { // grow past the trigger without compacting yet
 		a.history = append(a.history,
@@ -305,8 +310,9 @@ func TestConcurrentTurnsCompactOnce(t *testing.T) {
 		}()
 	}
 	waitFor(t, func() bool { _, s := up.ChatRequests(); return len(s) >= 1 }, "the summary call")
-	time.Sleep(100 * time.Millisecond) // let the other nine arrive and queue behind it
-	close(slow)
+	// The other nine join the running compaction before it ends.
+	waitFor(t, func() bool { return value(scrape(t, p.URL), "ctxpress_compaction_waiting") == 9 }, "nine requests waiting on the compaction")
+	release()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -324,7 +330,8 @@ func TestConcurrentTurnsCompactOnce(t *testing.T) {
 }
 
 // Whatever the summariser does (down, garbage, empty, slow), every request
-// is answered and forwarded uncompacted; failures back off.
+// is answered and forwarded uncompacted; a failure backs off for 60 s (no
+// attempt before, one after), the next one for 300 s.
 func TestSummariserFailuresNeverLoseARequest(t *testing.T) {
 	for name, h := range map[string]http.HandlerFunc{
 		"500": func(w http.ResponseWriter, r *http.Request) {
@@ -348,20 +355,40 @@ func TestSummariserFailuresNeverLoseARequest(t *testing.T) {
 			up.Handle(openaitest.SummaryPath, h)
 			cfg := compactionConfig(up.BaseURL())
 			cfg.Compaction.Summarizer.Timeout = 300 * time.Millisecond
+			clock := newTestClock()
+			cfg.Clock = clock.Now
 			p, st := startWithStore(t, cfg)
 			a := newAgent(t, p.BaseURL(), "failing-"+name)
+			key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
+			attempts := func() int { _, summaries := up.ChatRequests(); return len(summaries) }
 			for i := 0; i < 25; i++ {
 				if h := a.turn(i%2 == 0); h.Get(HeaderCompacted) == "true" {
 					t.Fatalf("turn %d compacted with a broken summariser", i+1)
 				}
 			}
-			_, summaries := up.ChatRequests()
-			if len(summaries) != 1 {
-				t.Fatalf("%d summary attempts: a failure must back off", len(summaries))
+			if n := attempts(); n != 1 {
+				t.Fatalf("%d summary attempts: a failure must back off", n)
 			}
-			rec, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), a.convID))
-			if b := rec.CurrentLine().Breaker; b.FailureCount != 1 || time.Until(b.BackoffUntil) < 50*time.Second {
-				t.Fatalf("breaker after a failure: %+v", b)
+			failedAt := clock.Now()
+			rec, _, _ := st.Get(key)
+			if b := rec.CurrentLine().Breaker; b.FailureCount != 1 || !b.BackoffUntil.Equal(failedAt.Add(60*time.Second)) {
+				t.Fatalf("breaker after a failure: %+v, want backoff until %v", b, failedAt.Add(60*time.Second))
+			}
+			clock.Advance(59 * time.Second)
+			a.turn(false)
+			if n := attempts(); n != 1 {
+				t.Fatalf("%d summary attempts 59 s after the failure, want none during the 60 s backoff", n-1)
+			}
+			clock.Advance(2 * time.Second)
+			if h := a.turn(false); h.Get(HeaderCompacted) == "true" {
+				t.Fatal("compacted with a broken summariser")
+			}
+			if n := attempts(); n != 2 {
+				t.Fatalf("%d summary attempts after the backoff ended, want 1", n-1)
+			}
+			rec, _, _ = st.Get(key)
+			if b := rec.CurrentLine().Breaker; b.FailureCount != 2 || !b.BackoffUntil.Equal(clock.Now().Add(300*time.Second)) {
+				t.Fatalf("breaker after a second failure: %+v, want backoff until %v", b, clock.Now().Add(300*time.Second))
 			}
 		})
 	}

@@ -67,6 +67,11 @@ type Config struct {
 	LocalUpstream *bool
 	// Compaction: when and how conversations are summarised.
 	Compaction CompactionConfig
+	// Clock is the time ctxpress decides by: summariser backoff, the pause
+	// after a failed store write, the times of turns, branches and events,
+	// and the rate of repeated warnings. nil means time.Now. Durations it
+	// measures (logs, metrics) and network timeouts use the real clock.
+	Clock func() time.Time
 }
 
 // Defaults applied by withDefaults.
@@ -98,6 +103,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConnsPerHost == 0 {
 		c.MaxConnsPerHost = DefaultMaxConnsPerHost
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	return c
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -238,14 +237,23 @@ func TestStoreWriteFailure(t *testing.T) {
 			st := open(t)
 			cfg := compactionConfig(up.BaseURL())
 			cfg.Compaction.Precompact = false
+			// The clock stands still: however slow the machine, the turns
+			// fall within one warning interval and one store-retry pause.
+			cfg.Clock = newTestClock().Now
 			p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
 			a := newAgent(t, p.BaseURL(), "full-disk")
 			const turns = 30 // well past the trigger: compaction is attempted
 			for i := 0; i < turns; i++ {
 				a.turn(i%2 == 0)
 			}
-			waitFor(t, func() bool { return strings.Count(p.logs.String(), `"message":"request"`) >= turns }, "every turn logged")
-			time.Sleep(100 * time.Millisecond) // the recorder's queue drains
+			// Shutdown returns once the recorder has written (and failed)
+			// every queued turn.
+			if err := p.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(p.logs.String(), `"message":"request"`); n != turns {
+				t.Fatalf("%d requests logged, want %d", n, turns)
+			}
 			warns := warnLines(p.logs.String())
 			if len(warns) == 0 {
 				t.Fatal("the store failure was never reported")
@@ -285,10 +293,6 @@ func TestClientGoneMidCompaction(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		a.turn(false)
 	}
-	http.DefaultClient.CloseIdleConnections()
-	p.up.closeIdle()
-	time.Sleep(50 * time.Millisecond)
-	before := runtime.NumGoroutine()
 
 	body := fmt.Sprintf(`{"model":"gpt-4o","messages":%s}`, historyJSON(t, a))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
@@ -314,9 +318,7 @@ func TestClientGoneMidCompaction(t *testing.T) {
 	if !strings.Contains(string(chats[len(chats)-1].Body), "<conversation_summary>") {
 		t.Fatal("the next turn did not get the summary")
 	}
-	http.DefaultClient.CloseIdleConnections()
-	p.up.closeIdle()
-	waitFor(t, func() bool { return runtime.NumGoroutine() <= before }, fmt.Sprintf("goroutines back to %d", before))
+	noStrayGoroutines(t)
 }
 
 // historyJSON renders the agent's history as the client would send it.
@@ -365,7 +367,6 @@ func TestUpstreamClosesIdleConnections(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
 	}))
-	up.Config.IdleTimeout = 100 * time.Millisecond
 	up.Start()
 	defer up.Close()
 	p := startProxy(t, Config{Upstream: up.URL + "/v1"})
@@ -375,7 +376,9 @@ func TestUpstreamClosesIdleConnections(t *testing.T) {
 				t.Fatalf("request %d to %s after the upstream closed its idle connection: %d %s", i, path, status, b)
 			}
 		}
-		time.Sleep(300 * time.Millisecond) // the upstream closes the idle connections
+		// The upstream closes the idle connections, as its keep-alive
+		// timeout would: returns once they are closed.
+		up.CloseClientConnections()
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/rs/zerolog"
 )
 
 // countingUpstream answers chat completions like the fake, but reports
@@ -158,8 +159,7 @@ func TestHistoriesSharingAKeyDoNotWaitForEachOther(t *testing.T) {
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = false
 	cfg.Compaction.Trigger.ThresholdTokens = 100000 // compacted only when forced
-	cfg.Compaction.Summarizer.Timeout = 3 * time.Second
-	hosted := false // a local server's gate would (rightly) serialise the two summary calls
+	hosted := false                                 // a local server's gate would (rightly) serialise the two summary calls
 	cfg.LocalUpstream = &hosted
 	p, st := startWithStore(t, cfg)
 	runs := map[string]*agent{}
@@ -175,8 +175,13 @@ func TestHistoriesSharingAKeyDoNotWaitForEachOther(t *testing.T) {
 	aDone := make(chan http.Header, 1)
 	go func() { aDone <- runs["A"].turn(false, option.WithHeader(HeaderCompact, "force")) }()
 	<-aStarted
-	// A's summary call is running; B's forced compaction goes ahead.
-	hb := runs["B"].turn(false, option.WithHeader(HeaderCompact, "force"))
+	// A's summary call is running (held until released, whatever the
+	// summariser's timeout); B's forced compaction goes ahead. B waiting
+	// for A would hang: the guard turns that into a failure.
+	var hb http.Header
+	within(t, 30*time.Second, "B's compaction while A's summary is written", func() {
+		hb = runs["B"].turn(false, option.WithHeader(HeaderCompact, "force"))
+	})
 	select {
 	case <-aDone:
 		t.Fatal("A finished before its summary call was released")
@@ -198,6 +203,7 @@ func TestHistoriesSharingAKeyDoNotWaitForEachOther(t *testing.T) {
 			t.Fatalf("history %s got the wrong summary: %.400s", name, body)
 		}
 	}
+	waitFor(t, p.recorderDrained, "the turns recorded")
 	rec, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), "app-wide-id"))
 	if len(rec.Lines) != 2 {
 		t.Errorf("%d lines for two histories", len(rec.Lines))
@@ -384,5 +390,57 @@ func TestSmallDedupAfterBigOneKeepsTheCachedPrefix(t *testing.T) {
 	}
 	if !isPrefix(first, after) {
 		t.Fatal("the big dedup was undone")
+	}
+}
+
+// slowStore is a Store whose batched writes wait until released, as on a
+// slow disk; entered is told of each one.
+type slowStore struct {
+	state.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowStore) UpdateMany(muts []state.Mutation) ([]state.Record, []error, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Store.UpdateMany(muts)
+}
+
+// While the store is slow to write, the next request of each history
+// under a key finds its line and the numbers its last turn reported. Only
+// the key's latest queued turn was seen, so the other history's request,
+// its turns not written yet, started a line of its own (from no
+// calibration, without its breaker), and the record kept two lines for it.
+func TestQueuedTurnsOfEveryHistoryAreSeenByTheNextRequest(t *testing.T) {
+	st := &slowStore{Store: state.NewMemory(), entered: make(chan struct{}, 8), release: make(chan struct{})}
+	t.Cleanup(func() { st.Store.Close() })
+	r := newRecorder(st, zerolog.Nop(), time.Now, nil)
+	t.Cleanup(r.close)
+	t.Cleanup(func() { close(st.release) })
+	key := state.NewKey([]byte("Bearer k"), "app-wide-id")
+	lineA := lineRef{id: state.ChainHash{0xa}, tip: state.ChainHash{0xa, 9}, messages: 9}
+	lineB := lineRef{id: state.ChainHash{0xb}, tip: state.ChainHash{0xb, 7}, messages: 7}
+	r.record(turnRecord{turn: turn{key: key, line: lineA, model: "m", rawAfter: 1000},
+		usage: Usage{Found: true, InputTokens: 1500}})
+	<-st.entered // the first write is under way: what follows stays queued
+	r.record(turnRecord{turn: turn{key: key, line: lineB, model: "m", rawAfter: 800},
+		usage: Usage{Found: true, InputTokens: 1000}})
+
+	var rec state.Record // what the next request reads: nothing written yet
+	r.overlay(key, &rec)
+	for _, want := range []struct {
+		ref   lineRef
+		input int
+	}{{lineA, 1500}, {lineB, 1000}} {
+		l := rec.LineByID(want.ref.id)
+		if l == nil {
+			t.Errorf("line %x not seen while its turn is queued (lines %+v)", want.ref.id[:1], rec.Lines)
+			continue
+		}
+		if l.Tip != want.ref.tip || l.Messages != want.ref.messages || l.LastInputTokens != want.input {
+			t.Errorf("line %x: tip %x at %d, input %d; want the queued turn's %x at %d, %d",
+				want.ref.id[:1], l.Tip[:2], l.Messages, l.LastInputTokens, want.ref.tip[:2], want.ref.messages, want.input)
+		}
 	}
 }

@@ -218,6 +218,8 @@ func TestMetricsBreakerTrip(t *testing.T) {
 		a.turn(false)
 		waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
 	}
+	// The metrics count a turn after its write commits: wait for them too.
+	waitFor(t, func() bool { return value(scrape(t, p.URL), "ctxpress_recorded_turns_total") == 12 }, "the turns counted")
 	if rec, _, _ := st.Get(key); !rec.CurrentLine().Breaker.Tripped {
 		t.Fatal("the breaker did not open")
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ type turnRecord struct {
 type recorder struct {
 	store state.Store
 	log   zerolog.Logger
+	now   func() time.Time // the clock of turn times and warnings
 	queue chan turnRecord
 	done  chan struct{}
 	// written, when set, is told of each record written and whether the
@@ -39,8 +41,9 @@ type recorder struct {
 
 	pendingMu sync.Mutex
 	// pending holds turns queued but not yet written, so the next request
-	// of a conversation, often sent the moment the previous answer ends,
-	// still sees the previous turn's usage and calibration.
+	// of each line of a conversation, often sent the moment the previous
+	// answer ends, still finds its line and the previous turn's usage and
+	// calibration.
 	pending map[state.Key]pendingTurns // guarded by pendingMu
 
 	warn warnLimiter
@@ -53,9 +56,9 @@ type warnLimiter struct {
 	count atomic.Int64 // failures since the last warning
 }
 
-func (w *warnLimiter) warn(log zerolog.Logger, msg string, err error) {
+func (w *warnLimiter) warn(at time.Time, log zerolog.Logger, msg string, err error) {
 	n := w.count.Add(1)
-	now := time.Now().UnixNano()
+	now := at.UnixNano()
 	last := w.last.Load()
 	if now-last < int64(warnEvery) || !w.last.CompareAndSwap(last, now) {
 		return
@@ -64,8 +67,8 @@ func (w *warnLimiter) warn(log zerolog.Logger, msg string, err error) {
 	log.Warn().Err(err).Int64("failures", n).Msg(msg)
 }
 
-func newRecorder(store state.Store, log zerolog.Logger, written func(state.Record, bool)) *recorder {
-	r := &recorder{store: store, log: log, queue: make(chan turnRecord, recordQueue), done: make(chan struct{}),
+func newRecorder(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool)) *recorder {
+	r := &recorder{store: store, log: log, now: now, queue: make(chan turnRecord, recordQueue), done: make(chan struct{}),
 		pending: map[state.Key]pendingTurns{}, written: written}
 	go r.run()
 	return r
@@ -80,9 +83,7 @@ func (r *recorder) record(tr turnRecord) {
 	r.pendingMu.Lock()
 	p := r.pending[tr.turn.key]
 	p.n++
-	if tr.usage.Found {
-		p.latest = tr
-	}
+	p.lines = p.lines.with(tr)
 	r.pending[tr.turn.key] = p
 	r.pendingMu.Unlock()
 	select {
@@ -94,10 +95,36 @@ func (r *recorder) record(tr turnRecord) {
 }
 
 // pendingTurns is what a request needs of its conversation's turns that are
-// queued but not written yet: how many, and the latest one with usage.
+// queued but not written yet: how many, and for each line they extend,
+// what pendingLine keeps. Two histories under one key (runs of one agent,
+// an app-wide id) each find their own line while the store is slow.
 type pendingTurns struct {
-	n      int
-	latest turnRecord
+	n     int
+	lines pendingLines
+}
+
+// pendingLines are the lines of a key's queued turns, in the order they
+// were first queued.
+type pendingLines []pendingLine
+
+// pendingLine is what a line's queued turns tell its next request: the
+// latest (where it took the line, its dedups), and the latest with usage.
+type pendingLine struct {
+	newest turn
+	usage  turnRecord
+}
+
+// with returns ls with tr queued on its line.
+func (ls pendingLines) with(tr turnRecord) pendingLines {
+	i := slices.IndexFunc(ls, func(l pendingLine) bool { return l.newest.line.id == tr.turn.line.id })
+	if i < 0 {
+		ls, i = append(ls, pendingLine{}), len(ls)
+	}
+	ls[i].newest = tr.turn
+	if tr.usage.Found {
+		ls[i].usage = tr
+	}
+	return ls
 }
 
 // done1 counts one pending turn of key as written (or lost).
@@ -112,17 +139,21 @@ func (r *recorder) done1(key state.Key) {
 	}
 }
 
-// overlay gives rec, a record just read from the store, the usage and
-// calibration of key's latest turn that is queued but not yet written: O(1)
-// however many are queued, under a short lock.
+// overlay gives rec, a record just read from the store, the lines of key's
+// turns that are queued but not yet written, with the usage and
+// calibration of each line's latest: O(lines) however many are queued,
+// under a short lock.
 func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	r.pendingMu.Lock()
-	p, ok := r.pending[key]
+	lines := slices.Clone(r.pending[key].lines) // record changes them in place
 	r.pendingMu.Unlock()
-	if ok && p.latest.usage.Found {
-		tr := p.latest
-		tr.turn.compacted = false // the breaker is the writer's business
-		updateLine(rec, tr.turn.line, time.Now(), func(l *state.Line) { observe(rec, l, tr) })
+	now := r.now()
+	for _, l := range lines {
+		updateLine(rec, l.newest.line, now, func(sl *state.Line) { keepDedups(sl, &l.newest) })
+		if tr := l.usage; tr.usage.Found {
+			tr.turn.compacted = false // the breaker is the writer's business
+			updateLine(rec, tr.turn.line, now, func(sl *state.Line) { observe(rec, sl, tr) })
+		}
 	}
 }
 
@@ -156,7 +187,7 @@ func (r *recorder) run() {
 func (r *recorder) write(batch []turnRecord) {
 	opened := make([]bool, len(batch))
 	muts := make([]state.Mutation, len(batch))
-	now := time.Now()
+	now := r.now()
 	for i, tr := range batch {
 		muts[i] = state.Mutation{Key: tr.turn.key, Fn: func(rec *state.Record) error {
 			opened[i] = applyTurn(rec, tr, now)
@@ -192,14 +223,20 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 		rec.TouchBranch(*t.applied, now)
 	}
 	updateLine(rec, t.line, now, func(l *state.Line) {
-		if t.forwarded && l.Tip == t.line.tip && l.Messages == t.line.messages {
-			l.Dedups = t.dedups // this request is the line's newest
-		}
+		keepDedups(l, &t)
 		opened = observe(rec, l, tr)
 	})
 	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
 		InputTokens: tr.usage.InputTokens, Compacted: t.compacted})
 	return opened
+}
+
+// keepDedups makes the dedups of t's forwarded request its line's, when
+// t is the line's newest request.
+func keepDedups(l *state.Line, t *turn) {
+	if t.forwarded && l.Tip == t.line.tip && l.Messages == t.line.messages {
+		l.Dedups = t.dedups
+	}
 }
 
 // observe folds what the upstream reported for a turn into the turn's
@@ -241,7 +278,7 @@ func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 	return false
 }
 
-func (r *recorder) failed(msg string, err error) { r.warn.warn(r.log, msg, err) }
+func (r *recorder) failed(msg string, err error) { r.warn.warn(r.now(), r.log, msg, err) }
 
 // close stops taking turns and waits until the queued ones are written.
 func (r *recorder) close() {

@@ -41,7 +41,12 @@ func newLlamaServer(t *testing.T, nCtx int, sharedKV bool) *llamaServer {
 	l.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		overlapped := l.inFlight.Add(1) > 1
-		defer l.inFlight.Add(-1)
+		// A request holds the KV cache until its answer is decided (the
+		// fake generates at once), not while the bytes go out: a stream's
+		// last bytes may still be on their way when the client, done with
+		// it, sends its next request.
+		generated := sync.OnceFunc(func() { l.inFlight.Add(-1) })
+		defer generated()
 		if overlapped {
 			l.overlaps.Add(1)
 		}
@@ -49,6 +54,7 @@ func newLlamaServer(t *testing.T, nCtx int, sharedKV bool) *llamaServer {
 			l.mu.Lock()
 			l.refused = append(l.refused, n)
 			l.mu.Unlock()
+			generated()
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprintf(w, llamaOverflow, n, l.nCtx)
@@ -59,11 +65,13 @@ func newLlamaServer(t *testing.T, nCtx int, sharedKV bool) *llamaServer {
 			l.onSummary()
 		}
 		if l.sharedKV && (overlapped || l.inFlight.Load() > 1) {
+			generated()
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprint(w, `{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}`)
 			return
 		}
+		generated()
 		l.AnswerChat(w, r, body)
 	})
 	return l
@@ -157,13 +165,13 @@ func TestLocalServerSummaryCallNeverOverlapsALiveRequest(t *testing.T) {
 		if i == 40 {
 			t.Fatal("no background compaction in 40 turns")
 		}
+		// A precompaction is started before the turn's answer ends; it
+		// either calls the summariser (which holds it) or gives up.
 		a.turn(i%2 == 1)
-		select {
-		case <-summaryStarted:
-		default:
-			continue
+		waitFor(t, func() bool { return len(summaryStarted) > 0 || p.comp.running() == 0 }, "the precompaction to call the summariser or end")
+		if len(summaryStarted) > 0 {
+			break
 		}
-		break
 	}
 	// The precompaction's summary call is running: the next turn arrives.
 	h := a.turn(false)

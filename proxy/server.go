@@ -75,12 +75,12 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	}
 	s.events = newEventBus(log, cfg.Compaction.WebhookURL)
 	if deps.Store != nil {
-		s.rec = newRecorder(deps.Store, log, s.recorded)
+		s.rec = newRecorder(deps.Store, log, cfg.Clock, s.recorded)
 	}
 	s.comp = &compactions{
 		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: compactor.NewSummarizer(),
 		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
-		inflight: map[lineKey]chan struct{}{}, now: time.Now, gate: s.gate,
+		inflight: map[lineKey]chan struct{}{}, now: cfg.Clock, gate: s.gate,
 	}
 	if deps.Pipeline == nil || deps.Store == nil {
 		s.comp.cfg.Enabled = false // compaction needs both
@@ -89,6 +89,9 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
 		Help: "Chat requests to a local upstream waiting for a summary call to it to end (see local_upstream)."},
 		func() float64 { return float64(s.gate.waitingNow()) }))
+	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compaction_waiting",
+		Help: "Chat requests waiting for a compaction of their conversation that another request started."},
+		func() float64 { return float64(s.comp.waiting.Load()) }))
 	s.events.onCompaction = s.metrics.compaction
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
@@ -331,4 +334,4 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 
 // storeFailed reports a store failure on the request path, once per
 // interval: the request itself goes on without the record.
-func (s *Server) storeFailed(msg string, err error) { s.warn.warn(s.log, msg, err) }
+func (s *Server) storeFailed(msg string, err error) { s.warn.warn(s.cfg.Clock(), s.log, msg, err) }

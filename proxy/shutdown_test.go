@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,23 +34,36 @@ func TestShutdownDrainsInFlightStream(t *testing.T) {
 		t.Fatalf("first line %q", line)
 	}
 
-	shutdown := make(chan error, 1)
+	var streamEnded atomic.Bool
+	type result struct {
+		err   error
+		early bool // returned before the stream could end
+	}
+	shutdown := make(chan result, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		shutdown <- p.Shutdown(ctx)
+		err := p.Shutdown(ctx)
+		shutdown <- result{err, !streamEnded.Load()}
 	}()
-	select {
-	case err := <-shutdown:
-		t.Fatalf("Shutdown returned (%v) while a stream was in flight", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+	// Shutdown has begun once the listener refuses new connections; the
+	// stream is still held upstream, so Shutdown must still be waiting.
+	waitFor(t, func() bool {
+		c, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, "the listener closed")
+	streamEnded.Store(true)
 	close(finish)
 	rest, err := io.ReadAll(br)
 	if err != nil || string(rest) != "\ndata: {\"n\":2}\n\ndata: [DONE]\n\n" {
 		t.Fatalf("stream cut by shutdown: %q, %v", rest, err)
 	}
-	if err := <-shutdown; err != nil {
-		t.Fatalf("Shutdown: %v", err)
+	if r := <-shutdown; r.early {
+		t.Fatalf("Shutdown returned (%v) while a stream was in flight", r.err)
+	} else if r.err != nil {
+		t.Fatalf("Shutdown: %v", r.err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +107,6 @@ func TestClientCancelMidStreamCancelsUpstream(t *testing.T) {
 		close(upstreamSawCancel)
 	})
 	p := startProxy(t, Config{Upstream: up.BaseURL()})
-	before := runtime.NumGoroutine()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	resp := postChat(t, ctx, p.URL, `{"model":"m","stream":true,"messages":[]}`)
@@ -123,9 +121,7 @@ func TestClientCancelMidStreamCancelsUpstream(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("upstream never saw the cancel")
 	}
-	http.DefaultClient.CloseIdleConnections()
-	p.up.closeIdle()
-	waitFor(t, func() bool { return runtime.NumGoroutine() <= before }, fmt.Sprintf("goroutines back to %d", before))
+	noStrayGoroutines(t)
 }
 
 // An upstream that sends headers and then nothing is cut after the idle

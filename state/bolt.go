@@ -104,13 +104,7 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 		return nil, fmt.Errorf("state: open database: %w", err)
 	}
 
-	timeout := opts.Timeout
-	switch {
-	case timeout == 0:
-		timeout = DefaultLockTimeout
-	case timeout < 0:
-		timeout = time.Nanosecond // bbolt: 0 would wait forever
-	}
+	timeout := lockTimeout(opts.Timeout)
 	if err := checkTruncated(path); err != nil {
 		return nil, err
 	}
@@ -132,6 +126,17 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 		s.sweeper = startSweeper(rs, s.Sweep)
 	}
 	return s, nil
+}
+
+// lockTimeout is bbolt's wait for the file lock for BoltOptions.Timeout.
+func lockTimeout(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultLockTimeout
+	case d < 0:
+		return time.Nanosecond // bbolt: 0 would wait forever
+	}
+	return d
 }
 
 // openBoltFile is bolt.Open that turns a panic or a memory fault on a corrupt
@@ -338,7 +343,7 @@ func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
 	}
 	var out Record
 	var w cacheWrite
-	defer s.forgetUncommitted(&w)
+	defer s.settle(&w)
 	err := s.update("update", func(tx *bolt.Tx) error {
 		w.txid = uint64(tx.ID())
 		b := tx.Bucket(bucketConversations)
@@ -351,7 +356,7 @@ func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
 			return err
 		}
 		out = rec
-		s.records.put(k, rec, w.txid)
+		w.put(s.records, k, rec)
 		return nil
 	})
 	w.committed = err == nil
@@ -371,7 +376,7 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 		return recs, errs, fmt.Errorf("state: update: %w", ErrReadOnly)
 	}
 	var w cacheWrite
-	defer s.forgetUncommitted(&w)
+	defer s.settle(&w)
 	err := s.update("update", func(tx *bolt.Tx) error {
 		w.txid = uint64(tx.ID())
 		b := tx.Bucket(bucketConversations)
@@ -405,7 +410,7 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 				return err
 			}
 			recs[i] = rec
-			s.records.put(k, rec, w.txid)
+			w.put(s.records, k, rec)
 		}
 		return nil
 	})
@@ -415,14 +420,29 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 
 // cacheWrite follows one write transaction for the record cache.
 type cacheWrite struct {
-	txid      uint64 // 0 until the transaction has begun
+	txid      uint64   // 0 until the transaction has begun
+	keys      []string // what it put in the cache, pending
 	committed bool
 }
 
-// forgetUncommitted clears the record cache when a write transaction
-// failed or panicked after its writers put records it did not commit.
-func (s *boltStore) forgetUncommitted(w *cacheWrite) {
-	if !w.committed && w.txid != 0 {
+func (w *cacheWrite) put(c *recordCache, k []byte, rec Record) {
+	c.put(k, rec, w.txid)
+	w.keys = append(w.keys, string(k))
+}
+
+func (w *cacheWrite) remove(c *recordCache, k []byte) {
+	c.remove(k, w.txid)
+	w.keys = append(w.keys, string(k))
+}
+
+// settle shows readers what a committed write transaction put in the
+// record cache, or clears the cache when the transaction failed or
+// panicked after its writers put records it did not commit.
+func (s *boltStore) settle(w *cacheWrite) {
+	switch {
+	case w.committed:
+		s.records.commit(w.keys, w.txid)
+	case w.txid != 0:
 		s.records.clear(w.txid)
 	}
 }
@@ -432,7 +452,7 @@ func (s *boltStore) forgetUncommitted(w *cacheWrite) {
 // the cache).
 func (s *boltStore) apply(key Key, k, old []byte, now time.Time, fn func(*Record) error) (Record, []byte, error) {
 	if old != nil {
-		if rec, ok := s.records.get(k); ok {
+		if rec, ok := s.records.latest(k); ok {
 			return applyTo(rec, key, now, fn)
 		}
 	}
@@ -448,7 +468,7 @@ func (s *boltStore) Delete(key Key) (bool, error) {
 	}
 	var found bool
 	var w cacheWrite
-	defer s.forgetUncommitted(&w)
+	defer s.settle(&w)
 	err := s.update("delete", func(tx *bolt.Tx) error {
 		w.txid = uint64(tx.ID())
 		b := tx.Bucket(bucketConversations)
@@ -457,7 +477,7 @@ func (s *boltStore) Delete(key Key) (bool, error) {
 			return nil
 		}
 		found = true
-		s.records.remove(k, w.txid)
+		w.remove(s.records, k)
 		return b.Delete(k)
 	})
 	w.committed = err == nil
@@ -512,7 +532,7 @@ func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
 	}
 	var n int
 	var w cacheWrite
-	defer s.forgetUncommitted(&w)
+	defer s.settle(&w)
 	err := s.update("sweep", func(tx *bolt.Tx) error {
 		w.txid = uint64(tx.ID())
 		b := tx.Bucket(bucketConversations)
@@ -527,7 +547,7 @@ func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
 			return err
 		}
 		for _, k := range doomed {
-			s.records.remove(k, w.txid)
+			w.remove(s.records, k)
 			if err := b.Delete(k); err != nil {
 				return err
 			}

@@ -272,17 +272,24 @@ func TestBoltLocked(t *testing.T) {
 	mustUpdate(t, holder, keyA, func(*Record) error { return nil })
 
 	for _, ro := range []bool{false, true} {
-		start := time.Now()
-		s, err := OpenBolt(path, BoltOptions{Timeout: 100 * time.Millisecond, ReadOnly: ro})
+		var s Store
+		var err error
+		opened := make(chan struct{})
+		go func() {
+			defer close(opened)
+			s, err = OpenBolt(path, BoltOptions{Timeout: 100 * time.Millisecond, ReadOnly: ro})
+		}()
+		select {
+		case <-opened:
+		case <-time.After(30 * time.Second): // a deadlock guard: bbolt without a timeout waits forever
+			t.Fatalf("OpenBolt(ReadOnly: %v) never gave up on the held lock", ro)
+		}
 		if err == nil {
 			s.Close()
 			t.Fatalf("second OpenBolt(ReadOnly: %v) succeeded while the file is held", ro)
 		}
-		if !errors.Is(err, ErrLocked) {
-			t.Errorf("second OpenBolt(ReadOnly: %v) error = %v, want ErrLocked", ro, err)
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("OpenBolt waited %v for a 100ms timeout", d)
+		if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "no lock after 100ms") {
+			t.Errorf("second OpenBolt(ReadOnly: %v) error = %v, want ErrLocked after the 100ms timeout", ro, err)
 		}
 	}
 	if _, err := OpenBolt(path, BoltOptions{Timeout: -1}); !errors.Is(err, ErrLocked) {
@@ -292,6 +299,21 @@ func TestBoltLocked(t *testing.T) {
 	holder.Close()
 	s := openTestBolt(t, path, BoltOptions{SweepInterval: -1})
 	mustGet(t, s, keyA)
+}
+
+// The lock wait is the configured Timeout; 0 is the default, and a
+// negative one gives up at once (bbolt's own 0 would wait forever).
+func TestLockTimeout(t *testing.T) {
+	for _, c := range []struct{ opt, want time.Duration }{
+		{0, DefaultLockTimeout},
+		{100 * time.Millisecond, 100 * time.Millisecond},
+		{-1, time.Nanosecond},
+		{-time.Hour, time.Nanosecond},
+	} {
+		if got := lockTimeout(c.opt); got != c.want {
+			t.Errorf("lockTimeout(%v) = %v, want %v", c.opt, got, c.want)
+		}
+	}
 }
 
 func TestBoltReadOnly(t *testing.T) {
@@ -367,15 +389,20 @@ func TestNoGoroutineLeak(t *testing.T) {
 	before := runtime.NumGoroutine()
 	dir := t.TempDir()
 	for i := range 10 {
-		b, err := OpenBolt(filepath.Join(dir, "state.db"), BoltOptions{SweepInterval: time.Millisecond})
+		// Each store is closed after its sweep ran at open and on a
+		// tick: Close stops a sweeper that is running, not one that has
+		// not started.
+		bSweeps, mSweeps := sweepCounter(), sweepCounter()
+		b, err := OpenBolt(filepath.Join(dir, "state.db"), BoltOptions{SweepInterval: time.Millisecond, OnSweep: bSweeps.swept})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := NewMemoryWithOptions(MemoryOptions{SweepInterval: time.Millisecond})
+		m := NewMemoryWithOptions(MemoryOptions{SweepInterval: time.Millisecond, OnSweep: mSweeps.swept})
 		for _, s := range []Store{b, m} {
 			mustUpdate(t, s, Key{Namespace: "ns", ID: string(rune('a' + i))}, func(*Record) error { return nil })
 		}
-		time.Sleep(3 * time.Millisecond) // let the sweeps run
+		bSweeps.wait(2)
+		mSweeps.wait(2)
 		if err := b.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -383,8 +410,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Close waits for the sweep goroutine, so the count is back at once;
-	// allow the runtime a moment for goroutines unrelated to the stores.
+	// Close waits until the sweep goroutine has closed its done channel;
+	// the goroutine itself ends a moment later.
 	deadline := time.Now().Add(2 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {

@@ -463,22 +463,19 @@ func testSweep(t *testing.T, im impl) {
 
 func testBackgroundSweep(t *testing.T, im impl) {
 	clock := newClock()
-	s := im.open(t, testOptions{Now: clock.Now, Retention: time.Hour, SweepInterval: 5 * time.Millisecond})
+	sweeps := sweepCounter()
+	s := im.open(t, testOptions{Now: clock.Now, Retention: time.Hour, SweepInterval: 5 * time.Millisecond, OnSweep: sweeps.swept})
 	mustUpdate(t, s, keyA, func(*Record) error { return nil })
-	time.Sleep(20 * time.Millisecond)
+	// The second sweep from now began after the update (the first may
+	// have read the clock before it).
+	sweeps.wait(sweeps.count() + 2)
 	mustGet(t, s, keyA) // not idle long enough yet
 	clock.Advance(time.Hour + time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, ok, err := s.Get(keyA); err != nil {
-			t.Fatal(err)
-		} else if !ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the background sweep did not delete the idle record")
-		}
-		time.Sleep(5 * time.Millisecond)
+	sweeps.wait(sweeps.count() + 2)
+	if _, ok, err := s.Get(keyA); err != nil {
+		t.Fatal(err)
+	} else if ok {
+		t.Fatal("the background sweep did not delete the idle record")
 	}
 }
 

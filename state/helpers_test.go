@@ -34,11 +34,46 @@ func (c *fakeClock) Advance(d time.Duration) time.Time {
 	return c.t
 }
 
+// sweeps counts a store's background sweeps (its OnSweep), so a test can
+// wait for the sweeper to have run instead of sleeping.
+type sweeps struct {
+	mu  sync.Mutex
+	n   int           // guarded by mu
+	ran chan struct{} // a token per sweep, never blocking the sweeper
+}
+
+func sweepCounter() *sweeps { return &sweeps{ran: make(chan struct{}, 1)} }
+
+func (s *sweeps) swept(int, error) {
+	s.mu.Lock()
+	s.n++
+	s.mu.Unlock()
+	select {
+	case s.ran <- struct{}{}:
+	default:
+	}
+}
+
+// count is how many times the sweeper has run.
+func (s *sweeps) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// wait returns once the sweeper has run n times in all.
+func (s *sweeps) wait(n int) {
+	for s.count() < n {
+		<-s.ran
+	}
+}
+
 // testOptions are the options every implementation takes.
 type testOptions struct {
 	Now           func() time.Time
 	Retention     time.Duration
 	SweepInterval time.Duration // 0 in tests means "no background sweep"
+	OnSweep       func(removed int, err error)
 }
 
 func (o testOptions) interval() time.Duration {
@@ -62,26 +97,29 @@ func impls() []impl {
 			name: "bolt",
 			open: func(t *testing.T, o testOptions) Store {
 				return openTestBolt(t, filepath.Join(t.TempDir(), "state.db"), BoltOptions{
-					Now: o.Now, Retention: o.Retention, SweepInterval: o.interval(),
+					Now: o.Now, Retention: o.Retention, SweepInterval: o.interval(), OnSweep: o.OnSweep,
 				})
 			},
 			putRaw: func(t *testing.T, s Store, key Key, data []byte) {
 				t.Helper()
 				bs := s.(*boltStore)
+				var txid uint64
 				err := bs.db.Update(func(tx *bolt.Tx) error {
-					bs.records.remove(key.encode(), uint64(tx.ID())) // written behind the store's back
+					txid = uint64(tx.ID())
+					bs.records.remove(key.encode(), txid) // written behind the store's back
 					return tx.Bucket(bucketConversations).Put(key.encode(), data)
 				})
 				if err != nil {
 					t.Fatal(err)
 				}
+				bs.records.commit([]string{string(key.encode())}, txid)
 			},
 		},
 		{
 			name: "memory",
 			open: func(t *testing.T, o testOptions) Store {
 				s := NewMemoryWithOptions(MemoryOptions{
-					Now: o.Now, Retention: o.Retention, SweepInterval: o.interval(),
+					Now: o.Now, Retention: o.Retention, SweepInterval: o.interval(), OnSweep: o.OnSweep,
 				})
 				t.Cleanup(func() { _ = s.Close() })
 				return s

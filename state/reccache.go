@@ -16,11 +16,14 @@ const recordCacheSize = 512
 //
 // Writers put the record they write, or a tombstone for one they delete,
 // from inside their write transaction; bbolt runs those one at a time, so
-// the cache follows the write order. A reader that missed adds what its read
-// transaction (id r) decoded only when the key has no entry at all and
-// nothing newer than r was ever dropped from the cache (floor): any write to
-// the key after r left an entry or a tombstone, or raised the floor when it
-// was dropped. So a read that raced a write cannot leave older data behind.
+// the cache follows the write order. Such an entry is pending until its
+// transaction commits: readers do not see it (they read the file, which
+// still has the committed record), writers build on it. A reader that
+// missed adds what its read transaction (id r) decoded only when the key
+// has no entry at all and nothing newer than r was ever dropped from the
+// cache (floor): any write to the key after r left an entry or a
+// tombstone, or raised the floor when it was dropped. So a read that raced
+// a write cannot leave older data behind.
 type recordCache struct {
 	mu    sync.Mutex
 	floor uint64 // highest transaction id of anything dropped
@@ -33,19 +36,30 @@ type cachedRecord struct {
 	rec     Record
 	txid    uint64
 	deleted bool // a tombstone
+	pending bool // written by transaction txid, not committed yet
 }
 
 func newRecordCache() *recordCache {
 	return &recordCache{ll: list.New(), m: make(map[string]*list.Element)}
 }
 
-// get returns a copy of the record under k, if the cache has it.
+// get returns a copy of the committed record under k, if the cache has it.
 func (c *recordCache) get(k []byte) (Record, bool) {
+	return c.lookup(k, false)
+}
+
+// latest returns a copy of the newest record under k, committed or not: a
+// writer's base, inside the write transaction that follows.
+func (c *recordCache) latest(k []byte) (Record, bool) {
+	return c.lookup(k, true)
+}
+
+func (c *recordCache) lookup(k []byte, pending bool) (Record, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[string(k)]; ok {
 		c.ll.MoveToFront(e)
-		if cr := e.Value.(*cachedRecord); !cr.deleted {
+		if cr := e.Value.(*cachedRecord); !cr.deleted && (pending || !cr.pending) {
 			return cr.rec.clone(), true
 		}
 	}
@@ -63,18 +77,34 @@ func (c *recordCache) add(k []byte, rec Record, txid uint64) {
 	c.setLocked(string(k), &cachedRecord{rec: rec.clone(), txid: txid})
 }
 
-// put stores a copy of rec, written by the write transaction txid.
+// put stores a copy of rec, written by the write transaction txid, pending
+// until commit.
 func (c *recordCache) put(k []byte, rec Record, txid uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.setLocked(string(k), &cachedRecord{rec: rec.clone(), txid: txid})
+	c.setLocked(string(k), &cachedRecord{rec: rec.clone(), txid: txid, pending: true})
 }
 
-// remove leaves a tombstone for k, deleted by the write transaction txid.
+// remove leaves a tombstone for k, deleted by the write transaction txid,
+// pending until commit.
 func (c *recordCache) remove(k []byte, txid uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.setLocked(string(k), &cachedRecord{txid: txid, deleted: true})
+	c.setLocked(string(k), &cachedRecord{txid: txid, deleted: true, pending: true})
+}
+
+// commit makes what the transaction txid put under keys visible to
+// readers; an entry a later transaction replaced stays as it is.
+func (c *recordCache) commit(keys []string, txid uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		if e, ok := c.m[k]; ok {
+			if cr := e.Value.(*cachedRecord); cr.txid == txid {
+				cr.pending = false
+			}
+		}
+	}
 }
 
 func (c *recordCache) setLocked(k string, cr *cachedRecord) {

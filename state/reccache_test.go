@@ -2,7 +2,9 @@ package state
 
 import (
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -102,6 +104,44 @@ func TestRecordCacheForgetsARolledBackBatch(t *testing.T) {
 	}
 }
 
+// A reader never sees a write whose transaction has not committed: what
+// Get answers is what the file holds, as List reads it. (Get answered from
+// the cache a record still being written, which List did not have yet, and
+// a write that then failed had been seen anyway.)
+func TestGetDuringAWriteAnswersTheCommittedRecord(t *testing.T) {
+	s := openTestBolt(t, filepath.Join(t.TempDir(), "c.db"), BoltOptions{})
+	mustUpdate(t, s, keyA, func(r *Record) error { r.Requests = 1; return nil })
+	// inWrite reads keyA and keyB from another goroutine while the write
+	// transaction that changes them is open (bbolt's readers do not wait
+	// for a writer).
+	inWrite := func() (a, b Record, bOK bool) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			a, _, _ = s.Get(keyA)
+			b, bOK, _ = s.Get(keyB)
+		}()
+		<-done
+		return a, b, bOK
+	}
+	var a, b Record
+	var bOK bool
+	keyC := Key{Namespace: "ns", ID: "c"}
+	if _, _, err := s.UpdateMany([]Mutation{
+		{Key: keyA, Fn: func(r *Record) error { r.Requests = 2; return nil }},
+		{Key: keyB, Fn: func(r *Record) error { r.Requests = 7; return nil }},
+		{Key: keyC, Fn: func(r *Record) error { a, b, bOK = inWrite(); return nil }},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if a.Requests != 1 || bOK {
+		t.Errorf("a reader saw the uncommitted write: keyA %d requests (committed: 1), keyB found %v (%d requests)", a.Requests, bOK, b.Requests)
+	}
+	if got := mustGet(t, s, keyA).Requests; got != 2 {
+		t.Fatalf("after the commit Get says %d requests, want 2", got)
+	}
+}
+
 // Records from Get are copies: changing one changes neither the cache nor
 // the next Get.
 func TestRecordCacheHandsOutCopies(t *testing.T) {
@@ -127,12 +167,20 @@ func TestRecordCacheRefusesOlderReads(t *testing.T) {
 	c := newRecordCache()
 	k := []byte("k")
 	c.remove(k, 10) // deleted by transaction 10
+	c.commit([]string{"k"}, 10)
 	c.add(k, Record{Requests: 1}, 9)
 	if _, ok := c.get(k); ok {
 		t.Fatal("a read from before the delete was cached")
 	}
 	c.put(k, Record{Requests: 2}, 11)
 	c.add(k, Record{Requests: 1}, 10)
+	if _, ok := c.get(k); ok {
+		t.Fatal("a reader got a write before its commit")
+	}
+	if rec, _ := c.latest(k); rec.Requests != 2 {
+		t.Fatalf("a read replaced a newer write for the next writer: %+v", rec)
+	}
+	c.commit([]string{"k"}, 11)
 	if rec, _ := c.get(k); rec.Requests != 2 {
 		t.Fatalf("a read replaced a newer write: %+v", rec)
 	}
@@ -163,6 +211,13 @@ func TestRecordCacheDeleteUnderReads(t *testing.T) {
 		mustUpdate(t, s, keyA, func(r *Record) error { r.Requests = 1; return nil })
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
+		var reads atomic.Int64
+		// readsPast waits until the readers have read n more times.
+		readsPast := func(n int64) {
+			for target := reads.Load() + n; reads.Load() < target; {
+				runtime.Gosched()
+			}
+		}
 		for r := 0; r < 3; r++ {
 			wg.Add(1)
 			go func() {
@@ -173,14 +228,16 @@ func TestRecordCacheDeleteUnderReads(t *testing.T) {
 						return
 					default:
 						s.Get(keyA)
+						reads.Add(1)
 					}
 				}
 			}()
 		}
+		readsPast(3) // the readers are at it when Delete starts
 		if ok, err := s.Delete(keyA); !ok || err != nil {
 			t.Fatalf("Delete: %v %v", ok, err)
 		}
-		time.Sleep(time.Millisecond)
+		readsPast(30) // and read on after it returned, racing to cache
 		close(stop)
 		wg.Wait()
 		if _, ok, _ := s.Get(keyA); ok {
