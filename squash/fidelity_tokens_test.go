@@ -49,8 +49,10 @@ import (
 // "os.path.join"; TestParse does not appear in "TestParseDate", nor 41 in
 // "412".
 
+// The rules' regular expressions; words (rule 1) are split by hand, and
+// the others are only tried on words that hold the byte they need, because
+// the next steps hold whole scripts and Go's regexp is slow on every word.
 var (
-	fidWordRE     = regexp.MustCompile(`[A-Za-z0-9_./~:@-]+`)
 	fidFileLineRE = regexp.MustCompile(`^([^:]*[./][^:]*):([0-9]+)(?::[0-9]+)?$`)
 	fidPathRE     = regexp.MustCompile(`^[A-Za-z0-9_.@~/-]*/[A-Za-z0-9_.@~/-]*$`)
 	fidDottedRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)+$`)
@@ -62,11 +64,13 @@ var (
 // sorted, each once.
 func distinctiveTokens(text string) []string {
 	set := map[string]bool{}
-	for _, w := range fidWordRE.FindAllString(text, -1) {
+	for _, w := range words(text) {
 		w = trimWord(w)
-		if m := fidFileLineRE.FindStringSubmatch(w); m != nil {
-			set[m[1]+":"+m[2]] = true
-			continue
+		if strings.Contains(w, ":") {
+			if m := fidFileLineRE.FindStringSubmatch(w); m != nil {
+				set[m[1]+":"+m[2]] = true
+				continue
+			}
 		}
 		for _, part := range strings.Split(w, ":") {
 			if tok := partToken(trimWord(part)); tok != "" {
@@ -79,8 +83,10 @@ func distinctiveTokens(text string) []string {
 			for _, piece := range strings.Split(part, "-") {
 				if isDistinctiveIdent(piece) {
 					set[piece] = true
-				} else if m := fidNumberRE.FindStringSubmatch(piece); m != nil {
-					set[m[1]] = true
+				} else if piece != "" && piece[0] >= '0' && piece[0] <= '9' {
+					if m := fidNumberRE.FindStringSubmatch(piece); m != nil {
+						set[m[1]] = true
+					}
 				}
 			}
 		}
@@ -90,6 +96,25 @@ func distinctiveTokens(text string) []string {
 		out = append(out, tok)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// words returns the maximal runs of [A-Za-z0-9_./~:@-] of text (rule 1).
+func words(text string) []string {
+	var out []string
+	start := -1
+	for i := 0; i <= len(text); i++ {
+		if i < len(text) && (isWordByte(text[i]) || strings.IndexByte("./~:@-", text[i]) >= 0) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			out = append(out, text[start:i])
+			start = -1
+		}
+	}
 	return out
 }
 
@@ -104,15 +129,21 @@ func partToken(p string) string {
 	switch {
 	case p == "":
 		return ""
-	case isPathToken(p):
-		return p
-	case fidDottedRE.MatchString(p) && hasLongSegment(strings.Split(p, "."), false):
-		return p
+	case strings.Contains(p, "/"):
+		if isPathToken(p) {
+			return p
+		}
+	case strings.Contains(p, "."):
+		if fidDottedRE.MatchString(p) && hasLongSegment(strings.Split(p, "."), false) {
+			return p
+		}
 	case isDistinctiveIdent(p):
 		return p
 	}
-	if m := fidNumberRE.FindStringSubmatch(p); m != nil {
-		return m[1]
+	if p[0] >= '0' && p[0] <= '9' {
+		if m := fidNumberRE.FindStringSubmatch(p); m != nil {
+			return m[1]
+		}
 	}
 	return ""
 }
@@ -146,6 +177,9 @@ func isASCIILetter(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <
 // isDistinctiveIdent reports whether p is an identifier with a '_' or an
 // inner capital (rule 4).
 func isDistinctiveIdent(p string) bool {
+	if len(p) < 3 || !strings.Contains(p, "_") && !strings.ContainsAny(p[1:], "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+		return false // the fast no
+	}
 	if !fidIdentRE.MatchString(p) || strings.IndexFunc(p, isASCIILetter) < 0 {
 		return false
 	}
