@@ -1,0 +1,5 @@
+//go:build !race
+
+package squash
+
+const raceEnabled = false
