@@ -46,7 +46,8 @@
 // least 8 lines are not blank and 60% of them look like code (ending in one
 // of {}[]();:,\, starting with a keyword, a comment, a decorator, an
 // assignment, or inside a docstring), 5% start with a keyword, 20% are
-// indented, and under 5% are log, traceback or compiler lines and under 20%
+// indented (or, with at least one keyword, 80% look like code and half are
+// indented: decompiled C), and under 5% are log, traceback or compiler lines and under 20%
 // diff lines, with no test-runner line. A text is a log when at least 3 lines
 // are errors, warnings or stack frames, when one line is something only a
 // test runner or build tool prints (go test, pytest, jest, cargo, npm, maven,
@@ -59,7 +60,7 @@
 // bracketed prose, never shaped like a code comment (a model reads "// ..."
 // or "# ..." as code and retries):
 //
-//	[N lines omitted]   N consecutive lines dropped; one marker per gap
+//	[lines A-B omitted] lines A to B (1-based) of this output dropped; one marker per gap
 //	[lines A-B of …]    lines A to B of a read's file (or output) dropped
 //	[N more items]      a JSON array element standing for N dropped elements
 //	…[N chars]          N characters cut from one line or JSON string
@@ -67,6 +68,10 @@
 //
 // A log's [xN] counts all occurrences of the template, including the ones
 // inside the gaps; a generic [xN] counts a run of identical adjacent lines.
+// The first gap marker of a shell command's output also says how to get
+// lines back ("[lines 11-390 omitted; rerun narrowed (grep -n, sed -n,
+// tail) to see them]"); a one-line gap no longer than its marker is kept
+// instead.
 //
 // # JSON
 //
@@ -123,17 +128,31 @@
 // compiler diagnostic verbatim, every distinct summary line, and the 10
 // rarest warning templates ("aggressive on green, faithful on red"). Kept
 // while the output fits the byte budget (3000 by default, and at least half
-// a budget beyond the required lines): the first line and last 2 lines,
-// stack frames and
-// indented continuation lines next to kept errors (12 after, 8 before), the
-// first and last 5 lines, then 2 lines of context around kept errors; context goes first when
-// the output grows too big. Kept lines stay in their original order, and
-// lines longer than 600 bytes lose their middle.
+// a budget beyond the required lines): the first line and last 2 lines;
+// then failure regions, which may use half a budget more; then stack frames
+// and indented continuation lines next to other kept errors (12 after, 8
+// before), the first and last 5 lines, then 2 lines of context around kept
+// errors; context goes first when the output grows too big. Kept lines stay
+// in their original order, and lines longer than 600 bytes lose their
+// middle.
+//
+// A failure region is what explains one failure: a pytest failure block
+// (from its "____ test_x ____" header to the next header or section) or a
+// traceback (its frames, their code and its error line). Kept in this
+// order: what failed (headers, error lines, pytest's "> code", "E   …" and
+// location lines); the project's code under its frames (the failing test's
+// body, a frame line with its code as one unit, innermost first, each frame
+// once however many chained tracebacks repeat it); then library frames
+// (site-packages, /lib/python…, node_modules, the Go and Rust toolchains)
+// the same way. Python 3.11 caret lines are dropped. A failure that repeats
+// (a parametrized test, the same error through the same innermost frame)
+// shows its header and error lines only.
 //
 // # Generic text
 //
-// The first and last 10 lines and the lines that look important (errors,
-// failing tests and summaries first, then warnings) are kept within the byte
+// The lines that look important (errors, failing tests and summaries), a
+// diff's file and hunk headers and a recursive listing's directory headers,
+// the first and last 10 lines, then warnings are kept within the byte
 // budget; runs of identical adjacent lines collapse into one line with a
 // count; a single huge line keeps its head and tail.
 package squash

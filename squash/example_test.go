@@ -24,7 +24,7 @@ func ExampleSquasher_Apply() {
 	// 2024-03-17 16:13:02 INFO worker: processed job 2
 	// 2024-03-17 16:13:03 INFO worker: processed job 3
 	// 2024-03-17 16:13:04 INFO worker: processed job 4
-	// [291 lines omitted]
+	// [lines 6-296 omitted]
 	// 2024-03-17 16:13:56 INFO worker: processed job 296
 	// 2024-03-17 16:13:57 INFO worker: processed job 297
 	// 2024-03-17 16:13:58 INFO worker: processed job 298

@@ -82,6 +82,12 @@ func TestCorpusFidelity(t *testing.T) {
 
 	today := measureFidelity(cases, production(Config{}))
 	checkFidelityOutcomes(t, today)
+	// Issue 12's bar: squash keeps what the next steps used and still
+	// pays. A change that trades one for the other below it fails here.
+	all := sumFidelity(today, func(fidelityOutcome) bool { return true })
+	if all.KeptPct() < 95 || all.SavedPct() < 55 {
+		t.Errorf("squash keeps %.1f%% of used tokens and saves %.1f%% of bytes; want at least 95%% and 55%%", all.KeptPct(), all.SavedPct())
+	}
 	if again := measureFidelity(cases, production(Config{})); !reflect.DeepEqual(again, today) {
 		t.Fatal("two measures of the same corpus differ")
 	}

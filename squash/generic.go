@@ -9,11 +9,12 @@ const (
 	maxImportant    = 40  // important lines considered beyond head and tail
 )
 
-// squashGeneric keeps the first and last 10 lines and the lines that look
-// important (errors, failing tests, summaries, then warnings), collapses runs
+// squashGeneric keeps the lines that look important (errors, failing tests,
+// summaries), the structure of diffs and listings, the first and last 10
+// lines, then warnings, collapses runs
 // of identical lines into one line with a " [xN]" count, and stays within
 // budget bytes. A text without newlines keeps its head and tail.
-func squashGeneric(tl *textLines, budget int) string {
+func squashGeneric(tl *textLines, budget int, hint string) string {
 	s, spans := tl.s, tl.spans
 	lineCap := genericLineCap
 	if budget/4 < lineCap {
@@ -84,6 +85,13 @@ func squashGeneric(tl *textLines, budget int) string {
 			important++
 		}
 	}
+	// Structure next: what a diff changes, which directory a listing is
+	// in.
+	for _, i := range first {
+		if structural(line(i)) {
+			add(i)
+		}
+	}
 	for k := 0; k < genericHeadTail && k < units; k++ {
 		add(first[k])
 		add(first[units-1-k])
@@ -98,5 +106,16 @@ func squashGeneric(tl *textLines, budget int) string {
 			}
 		}
 	}
-	return renderLines(s, spans, keep, counts, lineCap)
+	return renderLines(s, spans, keep, counts, lineCap, hint)
+}
+
+// structural reports whether l gives a text's structure: a diff's file and
+// hunk headers, or a recursive listing's directory headers ("./pkg/sub:").
+func structural(l string) bool {
+	switch {
+	case strings.HasPrefix(l, "diff --git "), strings.HasPrefix(l, "+++ "), strings.HasPrefix(l, "--- a/"),
+		strings.HasPrefix(l, "@@ "), strings.HasPrefix(l, "index ") && strings.Contains(l, ".."):
+		return true
+	}
+	return len(l) > 1 && l[len(l)-1] == ':' && !strings.ContainsAny(l, " \t") && (l[0] == '.' || strings.IndexByte(l, '/') > 0)
 }

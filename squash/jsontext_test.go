@@ -58,7 +58,7 @@ func TestCommandOutputWrappedInJSONIsSquashedAsText(t *testing.T) {
 			[]string{"E       assert 127 == 129", "FAILED tests/test_a.py::test_func_42", "1 failed, 59 passed", `"exit_code":1`}, false},
 		{"a long listing keeps its first and last lines and says how many were left out",
 			codexOutput(t, grep.String(), 0),
-			[]string{`a.py:5:def func_a_0`, `a.py:68:def func_a_9(`, `a.py:1258:def func_a_179`, "lines omitted]"}, false},
+			[]string{`a.py:5:def func_a_0`, `a.py:68:def func_a_9(`, `a.py:1258:def func_a_179`, "[lines 11-170 omitted; rerun narrowed"}, false},
 		{"source code in the string is kept whole, like a read",
 			codexOutput(t, pythonSource(), 0), []string{"def func_79(x, y=None)"}, true},
 	}

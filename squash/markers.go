@@ -10,18 +10,30 @@ import (
 // code (a `// ...` or `# ...` line reads as a comment and invites retries),
 // and each sits at the place of the text it replaces.
 //
-//	[N lines omitted]   a run of N whole lines was dropped (one per gap)
+//	[lines A-B omitted] lines A to B (1-based) of the output were dropped (one per gap)
 //	[N more items]      a JSON array element standing for N dropped elements
 //	…[N chars]          N characters of one line or string were dropped
 //	 [xN]               suffix: this line's template occurred N times
 
-// writeLinesOmitted appends "[N lines omitted]\n".
-func writeLinesOmitted(b *strings.Builder, n int) {
-	b.WriteString("[")
-	b.WriteString(strconv.Itoa(n))
-	// Always plural, so one pattern matches every marker.
-	b.WriteString(" lines omitted]\n")
+// writeLinesOmitted appends "[lines A-B omitted]\n" for the n lines that
+// end at line end (0-based, exclusive). Naming the lines, rather than
+// counting them, tells the agent which ones to ask for if it needs them;
+// the range is written even for one line, so one pattern matches every
+// marker.
+func writeLinesOmitted(b *strings.Builder, n, end int, hint string) {
+	b.WriteString("[lines ")
+	b.WriteString(strconv.Itoa(end - n + 1))
+	b.WriteByte('-')
+	b.WriteString(strconv.Itoa(end))
+	b.WriteString(" omitted")
+	b.WriteString(hint)
+	b.WriteString("]\n")
 }
+
+// shellHint follows the first gap marker of a shell command's squashed
+// output: the agent can get any omitted line back by running the command
+// again, narrowed.
+const shellHint = "; rerun narrowed (grep -n, sed -n, tail) to see them"
 
 // writeCount appends the repeat suffix " [xN]".
 func writeCount(b *strings.Builder, n int) {

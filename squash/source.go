@@ -103,7 +103,11 @@ func (tl *textLines) isSource() bool {
 	if fenced {
 		code = max(code, inDoc+beforeFence)
 	}
-	return lines >= sourceMinLines && 10*code >= 6*lines && 20*keyword >= lines && 5*indented >= lines &&
+	// Few keywords are fine when nearly every line is code and most are
+	// indented: decompiled C names its types undefined8 and basic_string.
+	// None is not: pretty-printed JSON ends its lines in , { and } too.
+	keywords := 20*keyword >= lines || keyword > 0 && 5*code >= 4*lines && 2*indented >= lines
+	return lines >= sourceMinLines && 10*code >= 6*lines && keywords && 5*indented >= lines &&
 		20*noise < lines && 5*diff < lines
 }
 

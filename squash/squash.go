@@ -231,27 +231,46 @@ func (s *Squasher) choose(c Call, output string) (Shape, fileRead, *textLines) {
 
 // compress runs the compressor choose picks.
 func (s *Squasher) compress(c Call, output string) (Shape, string) {
+	return s.compressWith(c, output, s.gapHint(c))
+}
+
+// compressWith is compress with the hint for gap markers given: a text
+// inside a JSON output gets the hint of the call that printed the JSON.
+func (s *Squasher) compressWith(c Call, output, hint string) (Shape, string) {
 	shape, rd, lines := s.choose(c, output)
 	switch shape {
 	case ShapeRead, ShapeSource:
 		return shape, cutRead(output, rd, s.readMax)
 	case ShapeJSON:
-		return shape, squashJSONText(output, s.squashText)
+		return shape, squashJSONText(output, func(text string) string { return s.squashText(text, hint) })
 	case ShapeLog:
-		return shape, squashLog(lines, s.budget)
+		return shape, squashLog(lines, s.budget, hint)
 	}
-	return shape, squashGeneric(lines, s.budget)
+	return shape, squashGeneric(lines, s.budget, hint)
+}
+
+// gapHint is what the first gap marker of c's output adds on how to get
+// the omitted lines back: a shell command can be rerun narrowed; another
+// tool's call is not known to be repeatable.
+func (s *Squasher) gapHint(c Call) string {
+	if _, ok := s.shell[c.Tool]; !ok || c.Args == "" {
+		return ""
+	}
+	if _, _, _, ok := shellCommand(c.Args); !ok {
+		return ""
+	}
+	return shellHint
 }
 
 // squashText squashes a text found inside a JSON output (see
 // squashJSONText) as an output of its own shape, with no call: a log or
 // generic text is squashed, source is kept within ReadMaxBytes, and a text
 // under the size floor is kept.
-func (s *Squasher) squashText(text string) string {
+func (s *Squasher) squashText(text, hint string) string {
 	if len(text) < s.minBytes {
 		return text
 	}
-	_, out := s.compress(Call{}, text)
+	_, out := s.compressWith(Call{}, text, hint)
 	return out
 }
 
