@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
@@ -50,7 +51,7 @@ type config struct {
 	AdminToken        string                 `yaml:"admin_token"`
 	Metrics           metricsConfig          `yaml:"metrics"`
 	Debug             debugConfig            `yaml:"debug"`
-	UI                uiConfig               `yaml:"ui"`
+	UI                proxy.UIConfig         `yaml:"ui"`
 	Log               logConfig              `yaml:"log"`
 }
 
@@ -92,12 +93,6 @@ type metricsConfig struct {
 	Public bool `yaml:"public"`
 }
 
-// uiConfig: the dashboard's money figure.
-type uiConfig struct {
-	PricePerMillionTokens float64 `yaml:"price_per_million_tokens"`
-	Currency              string  `yaml:"currency"`
-}
-
 type eventsConfig struct {
 	WebhookURL string `yaml:"webhook_url"`
 }
@@ -131,9 +126,16 @@ type logConfig struct {
 	Format string `yaml:"format"` // console | json
 }
 
+// defaultListen is where serve listens unless told otherwise: loopback, so
+// a fresh install is not an open relay.
+const defaultListen = "127.0.0.1:8484"
+
+// defaultConfig is the config before the file, environment and flags: the
+// packages' own defaults, spelled out so that config.example.yml can be
+// checked against them, plus the few that only main uses.
 func defaultConfig() config {
 	return config{
-		Listen:            proxy.DefaultListen,
+		Listen:            defaultListen,
 		Upstream:          "https://api.openai.com/v1",
 		MaxBodyBytes:      proxy.DefaultMaxBodyBytes,
 		ConnectTimeout:    proxy.DefaultConnectTimeout,
@@ -160,20 +162,20 @@ func defaultConfig() config {
 		},
 		Compaction: compactionCfg{
 			Enabled:          true,
-			ThresholdRatio:   0.8,
-			TargetRatio:      0.5,
-			KeepRecent:       6,
+			ThresholdRatio:   rewrite.DefaultThresholdRatio,
+			TargetRatio:      proxy.DefaultTargetRatio,
+			KeepRecent:       proxy.DefaultKeepRecent,
 			Precompact:       true,
-			PrecompactRatio:  0.7,
+			PrecompactRatio:  proxy.DefaultPrecompactRatio,
 			SummaryPlacement: rewrite.PlacementAuto,
-			Summarizer:       summarizerConfig{Timeout: 120 * time.Second},
+			Summarizer:       summarizerConfig{Timeout: compactor.DefaultTimeout},
 		},
 		Auth:          authConfig{Keys: []string{}},
-		Namespace:     "authorization",
+		Namespace:     proxy.DefaultNamespace,
 		LocalUpstream: "auto",
-		UI:            uiConfig{PricePerMillionTokens: proxy.DefaultPricePerMillionTokens, Currency: "$"},
+		UI:            proxy.UIConfig{PricePerMillionTokens: proxy.DefaultPricePerMillionTokens, Currency: proxy.DefaultCurrency},
 		Models:        map[string]modelConfig{},
-		DefaultWindow: 128000,
+		DefaultWindow: rewrite.DefaultContextWindow,
 		Log:           logConfig{Level: "info", Format: "console"},
 	}
 }
@@ -259,7 +261,6 @@ func nonNil(s []string) []string {
 // proxyConfig is the part of c the proxy package runs on.
 func (c config) proxyConfig() proxy.Config {
 	return proxy.Config{
-		Listen:            c.Listen,
 		Upstream:          c.Upstream,
 		UpstreamAPIKey:    c.UpstreamAPIKey,
 		MaxBodyBytes:      c.MaxBodyBytes,
@@ -269,7 +270,7 @@ func (c config) proxyConfig() proxy.Config {
 		AdminToken:        c.AdminToken,
 		MetricsPublic:     c.Metrics.Public,
 		Pprof:             c.Debug.Pprof,
-		UI:                proxy.UIConfig{PricePerMillionTokens: c.UI.PricePerMillionTokens, Currency: c.UI.Currency},
+		UI:                c.UI,
 		AuthKeys:          c.Auth.Keys,
 		Namespace:         c.Namespace,
 		LocalUpstream:     localUpstream(c.LocalUpstream),
