@@ -55,6 +55,9 @@ type config struct {
 	Log               logConfig              `yaml:"log"`
 }
 
+// compactionCfg is the compaction: section; with models:,
+// default_context_window, max_history_messages, concise_output and events:
+// it becomes a proxy.CompactionConfig (compactionConfig).
 type compactionCfg struct {
 	Enabled          bool             `yaml:"enabled"`
 	ThresholdTokens  int              `yaml:"threshold_tokens"`
@@ -69,6 +72,8 @@ type compactionCfg struct {
 	Summarizer       summarizerConfig `yaml:"summarizer"`
 }
 
+// summarizerConfig is compaction.summarizer: (proxy.SummarizerConfig; the
+// reasoning rules come from models:).
 type summarizerConfig struct {
 	BaseURL   string        `yaml:"base_url"`
 	Model     string        `yaml:"model"`
@@ -77,13 +82,13 @@ type summarizerConfig struct {
 	MaxTokens int           `yaml:"max_tokens"`
 }
 
-// authConfig: when Keys is non-empty, every client must present one of them;
-// the provider's key then lives only in upstream_api_key.
 // debugConfig holds diagnostics that are off unless asked for.
 type debugConfig struct {
 	Pprof bool `yaml:"pprof"`
 }
 
+// authConfig: when Keys is non-empty, every client must present one of them;
+// the provider's key then lives only in upstream_api_key.
 type authConfig struct {
 	Keys []string `yaml:"keys"`
 }
@@ -93,6 +98,7 @@ type metricsConfig struct {
 	Public bool `yaml:"public"`
 }
 
+// eventsConfig: where compaction events are POSTed.
 type eventsConfig struct {
 	WebhookURL string `yaml:"webhook_url"`
 }
@@ -106,6 +112,8 @@ type modelConfig struct {
 	Reasoning     *bool `yaml:"reasoning"`
 }
 
+// squashConfig is the squash: section (squash.Config, and whether to
+// squash at all).
 type squashConfig struct {
 	Enabled      bool     `yaml:"enabled"`
 	MinBytes     int      `yaml:"min_bytes"`
@@ -115,12 +123,14 @@ type squashConfig struct {
 	ReadMaxBytes int      `yaml:"read_max_bytes"`
 }
 
+// dedupConfig is the dedup: section (rewrite.DedupConfig).
 type dedupConfig struct {
 	Enabled       bool     `yaml:"enabled"`
 	ReadOnlyTools []string `yaml:"read_only_tools"`
 	MinTokens     int      `yaml:"min_tokens"`
 }
 
+// logConfig is the log: section, read by newLogger.
 type logConfig struct {
 	Level  string `yaml:"level"`  // trace | debug | info | warn | error
 	Format string `yaml:"format"` // console | json
@@ -212,7 +222,7 @@ func (c config) compactionConfig() proxy.CompactionConfig {
 }
 
 // pipelineConfig is the part of c the rewrite pipeline runs on, with squash
-// plugged in; counter gives squash the same token counts as the pipeline.
+// plugged in; count gives squash the same token counts as the pipeline.
 func (c config) pipelineConfig(count func(string) int) rewrite.Config {
 	rc := rewrite.Config{
 		Dedup: rewrite.DedupConfig{

@@ -324,8 +324,10 @@ func (b *apiBackend) do(method, path string, out any) error {
 	return json.Unmarshal(body, out)
 }
 
-func idPath(id, ns string) string {
-	p := "/conversations/" + url.PathEscape(id)
+// idPath is the admin API path of conversation id, with suffix (e.g.
+// "/compact") after it and the namespace, when set, as the query.
+func idPath(id, suffix, ns string) string {
+	p := "/conversations/" + url.PathEscape(id) + suffix
 	if ns != "" {
 		p += "?namespace=" + url.QueryEscape(ns)
 	}
@@ -342,7 +344,7 @@ func (b *apiBackend) show(id, ns string) ([]proxy.ConversationDetail, error) {
 	var got struct {
 		Data []proxy.ConversationDetail `json:"data"`
 	}
-	err := b.do(http.MethodGet, idPath(id, ns), &got)
+	err := b.do(http.MethodGet, idPath(id, "", ns), &got)
 	return got.Data, notFoundID(err, id)
 }
 
@@ -350,7 +352,7 @@ func (b *apiBackend) rm(id, ns string) (int, error) {
 	var got struct {
 		Deleted int `json:"deleted"`
 	}
-	err := b.do(http.MethodDelete, idPath(id, ns), &got)
+	err := b.do(http.MethodDelete, idPath(id, "", ns), &got)
 	return got.Deleted, notFoundID(err, id)
 }
 
@@ -358,14 +360,12 @@ func (b *apiBackend) compact(id, ns string) (int, error) {
 	var got struct {
 		Scheduled int `json:"scheduled"`
 	}
-	p := "/conversations/" + url.PathEscape(id) + "/compact"
-	if ns != "" {
-		p += "?namespace=" + url.QueryEscape(ns)
-	}
-	err := b.do(http.MethodPost, p, &got)
+	err := b.do(http.MethodPost, idPath(id, "/compact", ns), &got)
 	return got.Scheduled, notFoundID(err, id)
 }
 
+// notFoundID names id in the API's "no such conversation", as the db
+// backend's error does.
 func notFoundID(err error, id string) error {
 	if errors.Is(err, proxy.ErrConversationNotFound) {
 		return fmt.Errorf("%w %q", proxy.ErrConversationNotFound, id)
