@@ -13,12 +13,12 @@ import (
 
 // The conversations API: GET /ctxpress/conversations (paged, newest
 // first), GET and DELETE /ctxpress/conversations/{id}, POST
-// /ctxpress/conversations/{id}/compact, and GET /ctxpress/stats.
+// /ctxpress/conversations/{id}/compact, and GET /ctxpress/stats. The
+// handlers below only speak HTTP: the operations are Conversations'.
 //
-// An id names a conversation within a namespace (a hash of the client's
-// key), so one id may exist in several namespaces: the {id} endpoints act on
-// every match and answer them all in "data", unless ?namespace= picks one.
-// An id with a slash is sent percent-encoded (%2F).
+// One id may exist in several namespaces: the {id} endpoints act on every
+// match and answer them all in "data", unless ?namespace= picks one. An id
+// with a slash is sent percent-encoded (%2F).
 
 // isCompacting reports whether a summary of key is being written now.
 func (c *compactions) isCompacting(key state.Key) bool {
