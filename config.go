@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
@@ -50,10 +51,13 @@ type config struct {
 	AdminToken        string                 `yaml:"admin_token"`
 	Metrics           metricsConfig          `yaml:"metrics"`
 	Debug             debugConfig            `yaml:"debug"`
-	UI                uiConfig               `yaml:"ui"`
+	UI                proxy.UIConfig         `yaml:"ui"`
 	Log               logConfig              `yaml:"log"`
 }
 
+// compactionCfg is the compaction: section; with models:,
+// default_context_window, max_history_messages, concise_output and events:
+// it becomes a proxy.CompactionConfig (compactionConfig).
 type compactionCfg struct {
 	Enabled          bool             `yaml:"enabled"`
 	ThresholdTokens  int              `yaml:"threshold_tokens"`
@@ -68,6 +72,8 @@ type compactionCfg struct {
 	Summarizer       summarizerConfig `yaml:"summarizer"`
 }
 
+// summarizerConfig is compaction.summarizer: (proxy.SummarizerConfig; the
+// reasoning rules come from models:).
 type summarizerConfig struct {
 	BaseURL   string        `yaml:"base_url"`
 	Model     string        `yaml:"model"`
@@ -76,13 +82,13 @@ type summarizerConfig struct {
 	MaxTokens int           `yaml:"max_tokens"`
 }
 
-// authConfig: when Keys is non-empty, every client must present one of them;
-// the provider's key then lives only in upstream_api_key.
 // debugConfig holds diagnostics that are off unless asked for.
 type debugConfig struct {
 	Pprof bool `yaml:"pprof"`
 }
 
+// authConfig: when Keys is non-empty, every client must present one of them;
+// the provider's key then lives only in upstream_api_key.
 type authConfig struct {
 	Keys []string `yaml:"keys"`
 }
@@ -92,12 +98,7 @@ type metricsConfig struct {
 	Public bool `yaml:"public"`
 }
 
-// uiConfig: the dashboard's money figure.
-type uiConfig struct {
-	PricePerMillionTokens float64 `yaml:"price_per_million_tokens"`
-	Currency              string  `yaml:"currency"`
-}
-
+// eventsConfig: where compaction events are POSTed.
 type eventsConfig struct {
 	WebhookURL string `yaml:"webhook_url"`
 }
@@ -111,6 +112,8 @@ type modelConfig struct {
 	Reasoning     *bool `yaml:"reasoning"`
 }
 
+// squashConfig is the squash: section (squash.Config, and whether to
+// squash at all).
 type squashConfig struct {
 	Enabled      bool     `yaml:"enabled"`
 	MinBytes     int      `yaml:"min_bytes"`
@@ -120,20 +123,29 @@ type squashConfig struct {
 	ReadMaxBytes int      `yaml:"read_max_bytes"`
 }
 
+// dedupConfig is the dedup: section (rewrite.DedupConfig).
 type dedupConfig struct {
 	Enabled       bool     `yaml:"enabled"`
 	ReadOnlyTools []string `yaml:"read_only_tools"`
 	MinTokens     int      `yaml:"min_tokens"`
 }
 
+// logConfig is the log: section, read by newLogger.
 type logConfig struct {
 	Level  string `yaml:"level"`  // trace | debug | info | warn | error
 	Format string `yaml:"format"` // console | json
 }
 
+// defaultListen is where serve listens unless told otherwise: loopback, so
+// a fresh install is not an open relay.
+const defaultListen = "127.0.0.1:8484"
+
+// defaultConfig is the config before the file, environment and flags: the
+// packages' own defaults, spelled out so that config.example.yml can be
+// checked against them, plus the few that only main uses.
 func defaultConfig() config {
 	return config{
-		Listen:            proxy.DefaultListen,
+		Listen:            defaultListen,
 		Upstream:          "https://api.openai.com/v1",
 		MaxBodyBytes:      proxy.DefaultMaxBodyBytes,
 		ConnectTimeout:    proxy.DefaultConnectTimeout,
@@ -160,20 +172,20 @@ func defaultConfig() config {
 		},
 		Compaction: compactionCfg{
 			Enabled:          true,
-			ThresholdRatio:   0.8,
-			TargetRatio:      0.5,
-			KeepRecent:       6,
+			ThresholdRatio:   rewrite.DefaultThresholdRatio,
+			TargetRatio:      proxy.DefaultTargetRatio,
+			KeepRecent:       proxy.DefaultKeepRecent,
 			Precompact:       true,
-			PrecompactRatio:  0.7,
+			PrecompactRatio:  proxy.DefaultPrecompactRatio,
 			SummaryPlacement: rewrite.PlacementAuto,
-			Summarizer:       summarizerConfig{Timeout: 120 * time.Second},
+			Summarizer:       summarizerConfig{Timeout: compactor.DefaultTimeout},
 		},
 		Auth:          authConfig{Keys: []string{}},
-		Namespace:     "authorization",
+		Namespace:     proxy.DefaultNamespace,
 		LocalUpstream: "auto",
-		UI:            uiConfig{PricePerMillionTokens: proxy.DefaultPricePerMillionTokens, Currency: "$"},
+		UI:            proxy.UIConfig{PricePerMillionTokens: proxy.DefaultPricePerMillionTokens, Currency: proxy.DefaultCurrency},
 		Models:        map[string]modelConfig{},
-		DefaultWindow: 128000,
+		DefaultWindow: rewrite.DefaultContextWindow,
 		Log:           logConfig{Level: "info", Format: "console"},
 	}
 }
@@ -210,7 +222,7 @@ func (c config) compactionConfig() proxy.CompactionConfig {
 }
 
 // pipelineConfig is the part of c the rewrite pipeline runs on, with squash
-// plugged in; counter gives squash the same token counts as the pipeline.
+// plugged in; count gives squash the same token counts as the pipeline.
 func (c config) pipelineConfig(count func(string) int) rewrite.Config {
 	rc := rewrite.Config{
 		Dedup: rewrite.DedupConfig{
@@ -259,7 +271,6 @@ func nonNil(s []string) []string {
 // proxyConfig is the part of c the proxy package runs on.
 func (c config) proxyConfig() proxy.Config {
 	return proxy.Config{
-		Listen:            c.Listen,
 		Upstream:          c.Upstream,
 		UpstreamAPIKey:    c.UpstreamAPIKey,
 		MaxBodyBytes:      c.MaxBodyBytes,
@@ -269,7 +280,7 @@ func (c config) proxyConfig() proxy.Config {
 		AdminToken:        c.AdminToken,
 		MetricsPublic:     c.Metrics.Public,
 		Pprof:             c.Debug.Pprof,
-		UI:                proxy.UIConfig{PricePerMillionTokens: c.UI.PricePerMillionTokens, Currency: c.UI.Currency},
+		UI:                c.UI,
 		AuthKeys:          c.Auth.Keys,
 		Namespace:         c.Namespace,
 		LocalUpstream:     localUpstream(c.LocalUpstream),

@@ -155,25 +155,14 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// errNotFound is a conversation id with no record.
-var errNotFound = errors.New("no such conversation")
-
 // backend is where the commands read and write: the db file, or a running
 // server's admin API.
 type backend interface {
-	list(offset, limit int) (listPage, error)
+	list(offset, limit int) (proxy.ConversationPage, error)
 	show(id, namespace string) ([]proxy.ConversationDetail, error)
 	rm(id, namespace string) (int, error)
 	compact(id, namespace string) (int, error)
 	close()
-}
-
-type listPage struct {
-	Object  string                   `json:"object"`
-	Data    []proxy.ConversationInfo `json:"data"`
-	Offset  int                      `json:"offset"`
-	Limit   int                      `json:"limit"`
-	HasMore bool                     `json:"has_more"`
 }
 
 // openBackend picks the backend: --server when given; else the db file,
@@ -215,7 +204,7 @@ func openBackend(f convFlags, write bool) (backend, error) {
 	}
 	st, err := state.OpenBolt(db, state.BoltOptions{ReadOnly: !write, Timeout: lockWait, SweepInterval: -1})
 	if err == nil {
-		return &dbBackend{st: st}, nil
+		return newDBBackend(st), nil
 	}
 	if !errors.Is(err, state.ErrLocked) {
 		return nil, err
@@ -245,71 +234,33 @@ func serverURL(listen string) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-// dbBackend works on the db file directly.
-type dbBackend struct{ st state.Store }
+// dbBackend works on the db file directly, through the operations the
+// admin API uses.
+type dbBackend struct {
+	st  state.Store
+	ops proxy.Conversations
+}
+
+func newDBBackend(st state.Store) *dbBackend {
+	return &dbBackend{st: st, ops: proxy.Conversations{Store: st}}
+}
 
 func (b *dbBackend) close() { _ = b.st.Close() }
 
-func (b *dbBackend) list(offset, limit int) (listPage, error) {
-	limit = max(limit, 1)
-	recs, err := b.st.List(state.ListOptions{Offset: offset, Limit: limit + 1})
-	if err != nil {
-		return listPage{}, err
-	}
-	p := listPage{Object: "list", Data: []proxy.ConversationInfo{}, Offset: offset, Limit: limit}
-	if len(recs) > limit {
-		recs, p.HasMore = recs[:limit], true
-	}
-	for _, r := range recs {
-		p.Data = append(p.Data, proxy.ConversationInfoOf(r, false))
-	}
-	return p, nil
-}
-
-func (b *dbBackend) find(id, ns string) ([]state.Record, error) {
-	recs, err := b.st.List(state.ListOptions{ID: id, Namespace: ns})
-	if err == nil && len(recs) == 0 {
-		err = fmt.Errorf("%w %q", errNotFound, id)
-	}
-	return recs, err
+func (b *dbBackend) list(offset, limit int) (proxy.ConversationPage, error) {
+	return b.ops.List("", offset, limit)
 }
 
 func (b *dbBackend) show(id, ns string) ([]proxy.ConversationDetail, error) {
-	recs, err := b.find(id, ns)
-	var out []proxy.ConversationDetail
-	for _, r := range recs {
-		out = append(out, proxy.ConversationDetailOf(r, false))
-	}
-	return out, err
+	return b.ops.Show(id, ns)
 }
 
 func (b *dbBackend) rm(id, ns string) (int, error) {
-	recs, err := b.find(id, ns)
-	n := 0
-	for _, r := range recs {
-		ok, err := b.st.Delete(r.Key)
-		if err != nil {
-			return n, err
-		}
-		if ok {
-			n++
-		}
-	}
-	return n, err
+	deleted, err := b.ops.Forget(id, ns)
+	return len(deleted), err
 }
 
-func (b *dbBackend) compact(id, ns string) (int, error) {
-	recs, err := b.find(id, ns)
-	for i, r := range recs {
-		if _, err := b.st.Update(r.Key, func(r *state.Record) error {
-			r.ForceNext = true
-			return nil
-		}); err != nil {
-			return i, err
-		}
-	}
-	return len(recs), err
-}
+func (b *dbBackend) compact(id, ns string) (int, error) { return b.ops.Compact(id, ns) }
 
 // apiBackend asks a running ctxpress.
 type apiBackend struct {
@@ -359,7 +310,7 @@ func (b *apiBackend) do(method, path string, out any) error {
 		msg := strings.TrimPrefix(e.Error.Message, "ctxpress: ")
 		switch {
 		case e.Error.Code == "conversation_not_found":
-			return errNotFound
+			return proxy.ErrConversationNotFound
 		case resp.StatusCode == http.StatusUnauthorized:
 			return fmt.Errorf("%s: %s (pass --admin-token, or set admin_token in --config)", resp.Status, msg)
 		case msg == "":
@@ -373,16 +324,18 @@ func (b *apiBackend) do(method, path string, out any) error {
 	return json.Unmarshal(body, out)
 }
 
-func idPath(id, ns string) string {
-	p := "/conversations/" + url.PathEscape(id)
+// idPath is the admin API path of conversation id, with suffix (e.g.
+// "/compact") after it and the namespace, when set, as the query.
+func idPath(id, suffix, ns string) string {
+	p := "/conversations/" + url.PathEscape(id) + suffix
 	if ns != "" {
 		p += "?namespace=" + url.QueryEscape(ns)
 	}
 	return p
 }
 
-func (b *apiBackend) list(offset, limit int) (listPage, error) {
-	var p listPage
+func (b *apiBackend) list(offset, limit int) (proxy.ConversationPage, error) {
+	var p proxy.ConversationPage
 	err := b.do(http.MethodGet, "/conversations?offset="+strconv.Itoa(offset)+"&limit="+strconv.Itoa(limit), &p)
 	return p, err
 }
@@ -391,7 +344,7 @@ func (b *apiBackend) show(id, ns string) ([]proxy.ConversationDetail, error) {
 	var got struct {
 		Data []proxy.ConversationDetail `json:"data"`
 	}
-	err := b.do(http.MethodGet, idPath(id, ns), &got)
+	err := b.do(http.MethodGet, idPath(id, "", ns), &got)
 	return got.Data, notFoundID(err, id)
 }
 
@@ -399,7 +352,7 @@ func (b *apiBackend) rm(id, ns string) (int, error) {
 	var got struct {
 		Deleted int `json:"deleted"`
 	}
-	err := b.do(http.MethodDelete, idPath(id, ns), &got)
+	err := b.do(http.MethodDelete, idPath(id, "", ns), &got)
 	return got.Deleted, notFoundID(err, id)
 }
 
@@ -407,17 +360,15 @@ func (b *apiBackend) compact(id, ns string) (int, error) {
 	var got struct {
 		Scheduled int `json:"scheduled"`
 	}
-	p := "/conversations/" + url.PathEscape(id) + "/compact"
-	if ns != "" {
-		p += "?namespace=" + url.QueryEscape(ns)
-	}
-	err := b.do(http.MethodPost, p, &got)
+	err := b.do(http.MethodPost, idPath(id, "/compact", ns), &got)
 	return got.Scheduled, notFoundID(err, id)
 }
 
+// notFoundID names id in the API's "no such conversation", as the db
+// backend's error does.
 func notFoundID(err error, id string) error {
-	if errors.Is(err, errNotFound) {
-		return fmt.Errorf("%w %q", errNotFound, id)
+	if errors.Is(err, proxy.ErrConversationNotFound) {
+		return fmt.Errorf("%w %q", proxy.ErrConversationNotFound, id)
 	}
 	return err
 }

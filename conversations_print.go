@@ -35,7 +35,7 @@ func (o convOutput) done(v any, text string) error {
 	return err
 }
 
-func (o convOutput) list(p listPage) error {
+func (o convOutput) list(p proxy.ConversationPage) error {
 	if o.json {
 		return o.encode(p)
 	}

@@ -61,7 +61,7 @@ func TestConversationsCLIOnTheDB(t *testing.T) {
 		t.Fatalf("list: %d\n%s%s", code, out, errs)
 	}
 	code, out, _ = runCLI(t, "list", "--db", db, "--json", "--limit", "1")
-	var page listPage
+	var page proxy.ConversationPage
 	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Data) != 1 || !page.HasMore || page.Data[0].TokensSaved != 3000 {
 		t.Fatalf("list --json: %d %s", code, out)
 	}

@@ -2,11 +2,10 @@ package proxy
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/valyala/fasthttp"
@@ -14,165 +13,12 @@ import (
 
 // The conversations API: GET /ctxpress/conversations (paged, newest
 // first), GET and DELETE /ctxpress/conversations/{id}, POST
-// /ctxpress/conversations/{id}/compact, and GET /ctxpress/stats.
+// /ctxpress/conversations/{id}/compact, and GET /ctxpress/stats. The
+// handlers below only speak HTTP: the operations are Conversations'.
 //
-// An id names a conversation within a namespace (a hash of the client's
-// key), so one id may exist in several namespaces: the {id} endpoints act on
-// every match and answer them all in "data", unless ?namespace= picks one.
-// An id with a slash is sent percent-encoded (%2F).
-
-// Paging of the list: the default and the largest page.
-const (
-	defaultListLimit = 50
-	maxListLimit     = 500
-)
-
-// ConversationInfo is a conversation in a list: its counters and state.
-type ConversationInfo struct {
-	ID                  string    `json:"id"`
-	Namespace           string    `json:"namespace"`
-	Model               string    `json:"model"`
-	Requests            int64     `json:"requests"`
-	TokensBefore        int64     `json:"tokens_before"`
-	TokensAfter         int64     `json:"tokens_after"`
-	TokensSaved         int64     `json:"tokens_saved"`
-	Compactions         int64     `json:"compactions"`
-	LastInputTokens     int       `json:"last_input_tokens"`
-	LastEstimate        int       `json:"last_estimate"`
-	Calibration         float64   `json:"calibration"`
-	BranchCount         int       `json:"branch_count"`
-	LineCount           int       `json:"line_count"` // histories seen under this id (see state.Line)
-	BreakerTripped      bool      `json:"breaker_tripped"`
-	CompactionScheduled bool      `json:"compaction_scheduled"`
-	Compacting          bool      `json:"compacting"` // a summary is being written now
-	CreatedAt           time.Time `json:"created_at"`
-	UpdatedAt           time.Time `json:"updated_at"`
-}
-
-// ConversationDetail is one conversation in full.
-type ConversationDetail struct {
-	ConversationInfo
-	// CurrentSummary is the most recently used branch, with its text: what
-	// the conversation's next request most likely resumes from. nil when
-	// the conversation was never compacted.
-	CurrentSummary  *BranchInfo   `json:"current_summary"`
-	Branches        []BranchInfo  `json:"branches"`
-	RecentSummaries []SummaryInfo `json:"recent_summaries"`
-	Breaker         BreakerInfo   `json:"breaker"`
-	Turns           []TurnInfo    `json:"turns"`
-}
-
-// BranchInfo is a summary branch; Summary is set on CurrentSummary only.
-type BranchInfo struct {
-	Summary         string          `json:"summary,omitempty"`
-	SummaryChars    int             `json:"summary_chars"`
-	CoveredMessages int             `json:"covered_messages"`
-	Hash            state.ChainHash `json:"hash"`
-	Parent          string          `json:"parent,omitempty"`
-	CreatedAt       time.Time       `json:"created_at"`
-	UsedAt          time.Time       `json:"used_at"`
-}
-
-// SummaryInfo is a past summary kept for inspection.
-type SummaryInfo struct {
-	At              time.Time `json:"at"`
-	Summary         string    `json:"summary"`
-	CoveredMessages int       `json:"covered_messages"`
-	TokensBefore    int       `json:"tokens_before"`
-	TokensAfter     int       `json:"tokens_after"`
-}
-
-// BreakerInfo is the compaction circuit breaker.
-type BreakerInfo struct {
-	ForceNext              bool       `json:"force_next"`
-	Tripped                bool       `json:"tripped"`
-	ConsecutiveOverTrigger int        `json:"consecutive_over_trigger"`
-	FailureCount           int        `json:"failure_count"`
-	BackoffUntil           *time.Time `json:"backoff_until,omitempty"`
-	Reason                 string     `json:"reason,omitempty"`
-}
-
-// TurnInfo is one recorded request.
-type TurnInfo struct {
-	At           time.Time `json:"at"`
-	TokensBefore int       `json:"tokens_before"`
-	TokensAfter  int       `json:"tokens_after"`
-	InputTokens  int       `json:"input_tokens"`
-	Compacted    bool      `json:"compacted"`
-}
-
-// Stats are the totals over every stored conversation.
-type Stats struct {
-	Conversations         int       `json:"conversations"`
-	Requests              int64     `json:"requests"`
-	TokensBefore          int64     `json:"tokens_before"`
-	TokensAfter           int64     `json:"tokens_after"`
-	TokensSaved           int64     `json:"tokens_saved"`
-	Compactions           int64     `json:"compactions"`
-	Compacting            int       `json:"compacting"`
-	PricePerMillionTokens float64   `json:"price_per_million_tokens"`
-	Currency              string    `json:"currency"`
-	MoneySaved            float64   `json:"money_saved"`
-	Persistent            bool      `json:"persistent"` // false: memory-only store, gone on restart
-	Time                  time.Time `json:"time"`
-}
-
-// ConversationInfoOf is r as the list shows it; compacting says whether a
-// summary of it is being written now.
-// The numbers and breaker shown are the current line's: the history the
-// conversation's latest request extended.
-func ConversationInfoOf(r state.Record, compacting bool) ConversationInfo {
-	l := r.CurrentLine()
-	return ConversationInfo{
-		ID: r.Key.ID, Namespace: r.Key.Namespace, Model: r.Model,
-		Requests: r.Requests, TokensBefore: r.TokensBefore, TokensAfter: r.TokensAfter,
-		TokensSaved: r.TokensSaved, Compactions: r.Compactions,
-		LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: l.Calibration,
-		BranchCount: len(r.Branches), LineCount: len(r.Lines), BreakerTripped: l.Breaker.Tripped,
-		CompactionScheduled: r.ForceNext, Compacting: compacting,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-	}
-}
-
-// ConversationDetailOf is r in full, as GET conversations/{id} shows it.
-func ConversationDetailOf(r state.Record, compacting bool) ConversationDetail {
-	d := ConversationDetail{ConversationInfo: ConversationInfoOf(r, compacting),
-		Branches: []BranchInfo{}, RecentSummaries: []SummaryInfo{}, Turns: []TurnInfo{}}
-	cur := -1
-	for i, b := range r.Branches {
-		bi := BranchInfo{SummaryChars: len([]rune(b.Summary)), CoveredMessages: b.Covered, Hash: b.Hash,
-			CreatedAt: b.CreatedAt, UsedAt: b.UsedAt}
-		if !b.Parent.IsZero() {
-			bi.Parent = b.Parent.String()
-		}
-		d.Branches = append(d.Branches, bi)
-		if cur < 0 || b.UsedAt.After(r.Branches[cur].UsedAt) {
-			cur = i
-		}
-	}
-	// Most recently used first: the order a person reads them in.
-	slices.SortStableFunc(d.Branches, func(a, b BranchInfo) int { return b.UsedAt.Compare(a.UsedAt) })
-	if cur >= 0 {
-		c := d.Branches[0]
-		c.Summary = r.Branches[cur].Summary
-		d.CurrentSummary = &c
-	}
-	for _, e := range r.RecentSummaries {
-		d.RecentSummaries = append(d.RecentSummaries, SummaryInfo{At: e.At, Summary: e.Summary,
-			CoveredMessages: e.CoveredMessages, TokensBefore: e.TokensBefore, TokensAfter: e.TokensAfter})
-	}
-	b := r.CurrentLine().Breaker
-	d.Breaker = BreakerInfo{ForceNext: r.ForceNext, Tripped: b.Tripped, ConsecutiveOverTrigger: b.ConsecutiveOverTrigger,
-		FailureCount: b.FailureCount, Reason: b.Reason}
-	if !b.BackoffUntil.IsZero() {
-		d.Breaker.BackoffUntil = &b.BackoffUntil
-	}
-	for _, t := range r.Turns {
-		d.Turns = append(d.Turns, TurnInfo{At: t.At, TokensBefore: t.TokensBefore, TokensAfter: t.TokensAfter,
-			InputTokens: t.InputTokens, Compacted: t.Compacted})
-	}
-	return d
-}
+// One id may exist in several namespaces: the {id} endpoints act on every
+// match and answer them all in "data", unless ?namespace= picks one. An id
+// with a slash is sent percent-encoded (%2F).
 
 // isCompacting reports whether a summary of key is being written now.
 func (c *compactions) isCompacting(key state.Key) bool {
@@ -198,9 +44,10 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.SetBody(b)
 }
 
-func (s *Server) storeError(ctx *fasthttp.RequestCtx, err error) {
-	s.storeFailed("admin API: cannot read the conversation store", err)
-	writeError(ctx, fasthttp.StatusInternalServerError, "store_error", "cannot read the conversation store")
+// storeError answers a failure to verb ("read", "update") the store.
+func (s *Server) storeError(ctx *fasthttp.RequestCtx, verb string, err error) {
+	s.storeFailed("admin API: cannot "+verb+" the conversation store", err)
+	writeError(ctx, fasthttp.StatusInternalServerError, "store_error", "cannot "+verb+" the conversation store")
 }
 
 // serveStats answers GET /ctxpress/stats: totals over every record. It
@@ -213,7 +60,7 @@ func (s *Server) serveStats(ctx *fasthttp.RequestCtx) {
 		_, st.Persistent = s.store.(state.Sizer)
 		recs, err := s.store.List(state.ListOptions{})
 		if err != nil {
-			s.storeError(ctx, err)
+			s.storeError(ctx, "read", err)
 			return
 		}
 		for _, r := range recs {
@@ -229,7 +76,7 @@ func (s *Server) serveStats(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, fasthttp.StatusOK, st)
 }
 
-// listConversations answers GET /ctxpress/conversations?offset=&limit=,
+// listConversations answers GET /ctxpress/conversations?offset=&limit=&namespace=,
 // most recently updated first.
 func (s *Server) listConversations(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
@@ -244,30 +91,12 @@ func (s *Server) listConversations(ctx *fasthttp.RequestCtx) {
 			*dst = n
 		}
 	}
-	limit = min(max(limit, 1), maxListLimit)
-	out := struct {
-		Object  string             `json:"object"`
-		Data    []ConversationInfo `json:"data"`
-		Offset  int                `json:"offset"`
-		Limit   int                `json:"limit"`
-		HasMore bool               `json:"has_more"`
-	}{Object: "list", Data: []ConversationInfo{}, Offset: offset, Limit: limit}
-	if s.store != nil {
-		// One more than asked tells whether there is a next page without
-		// counting every record.
-		recs, err := s.store.List(state.ListOptions{Namespace: string(args.Peek("namespace")), Offset: offset, Limit: limit + 1})
-		if err != nil {
-			s.storeError(ctx, err)
-			return
-		}
-		if len(recs) > limit {
-			recs, out.HasMore = recs[:limit], true
-		}
-		for _, r := range recs {
-			out.Data = append(out.Data, ConversationInfoOf(r, s.comp.isCompacting(r.Key)))
-		}
+	page, err := s.conversations().List(string(args.Peek("namespace")), offset, limit)
+	if err != nil {
+		s.storeError(ctx, "read", err)
+		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	writeJSON(ctx, fasthttp.StatusOK, page)
 }
 
 // conversationEndpoint routes /ctxpress/conversations/{id}[/compact].
@@ -309,62 +138,38 @@ func conversationPath(escaped string) (id, action string, ok bool) {
 	return id, action, true
 }
 
-// matches returns the records with id, in the namespace the query names or
-// in all; a store failure has been answered when ok is false.
-func (s *Server) matches(ctx *fasthttp.RequestCtx, id string) (recs []state.Record, ok bool) {
-	if s.store == nil {
-		return nil, true
-	}
-	recs, err := s.store.List(state.ListOptions{ID: id, Namespace: string(ctx.QueryArgs().Peek("namespace"))})
-	if err != nil {
-		s.storeError(ctx, err)
-		return nil, false
-	}
-	return recs, true
+// conversations are the conversation operations on s's store.
+func (s *Server) conversations() Conversations {
+	return Conversations{Store: s.store, Compacting: s.comp.isCompacting}
 }
 
-func notFound(ctx *fasthttp.RequestCtx) {
-	writeError(ctx, fasthttp.StatusNotFound, "conversation_not_found", "no such conversation")
+// conversationError answers an error of a Conversations operation: 404 for
+// an unknown id, else a store failure.
+func (s *Server) conversationError(ctx *fasthttp.RequestCtx, verb string, err error) {
+	if errors.Is(err, ErrConversationNotFound) {
+		writeError(ctx, fasthttp.StatusNotFound, "conversation_not_found", "no such conversation")
+		return
+	}
+	s.storeError(ctx, verb, err)
 }
 
 func (s *Server) showConversation(ctx *fasthttp.RequestCtx, id string) {
-	recs, ok := s.matches(ctx, id)
-	if !ok {
+	details, err := s.conversations().Show(id, string(ctx.QueryArgs().Peek("namespace")))
+	if err != nil {
+		s.conversationError(ctx, "read", err)
 		return
 	}
-	if len(recs) == 0 {
-		notFound(ctx)
-		return
-	}
-	out := struct {
+	writeJSON(ctx, fasthttp.StatusOK, struct {
 		Object string               `json:"object"`
 		ID     string               `json:"id"`
 		Data   []ConversationDetail `json:"data"`
-	}{Object: "list", ID: id}
-	for _, r := range recs {
-		out.Data = append(out.Data, ConversationDetailOf(r, s.comp.isCompacting(r.Key)))
-	}
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	}{Object: "list", ID: id, Data: details})
 }
 
 func (s *Server) deleteConversation(ctx *fasthttp.RequestCtx, id string) {
-	recs, ok := s.matches(ctx, id)
-	if !ok {
-		return
-	}
-	deleted := []string{}
-	for _, r := range recs {
-		found, err := s.store.Delete(r.Key)
-		if err != nil {
-			s.storeError(ctx, err)
-			return
-		}
-		if found {
-			deleted = append(deleted, r.Key.Namespace)
-		}
-	}
-	if len(deleted) == 0 {
-		notFound(ctx)
+	deleted, err := s.conversations().Forget(id, string(ctx.QueryArgs().Peek("namespace")))
+	if err != nil {
+		s.conversationError(ctx, "update", err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"id": id, "deleted": len(deleted), "namespaces": deleted})
@@ -373,21 +178,9 @@ func (s *Server) deleteConversation(ctx *fasthttp.RequestCtx, id string) {
 // scheduleCompaction marks every conversation with this id (in the
 // namespace asked, else in any) to be compacted on its next request.
 func (s *Server) scheduleCompaction(ctx *fasthttp.RequestCtx, id string) {
-	recs, ok := s.matches(ctx, id)
-	if !ok {
-		return
-	}
-	n := 0
-	for _, r := range recs {
-		if _, err := s.store.Update(r.Key, func(r *state.Record) error {
-			r.ForceNext = true
-			return nil
-		}); err == nil {
-			n++
-		}
-	}
-	if n == 0 {
-		notFound(ctx)
+	n, err := s.conversations().Compact(id, string(ctx.QueryArgs().Peek("namespace")))
+	if err != nil {
+		s.conversationError(ctx, "update", err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusAccepted, map[string]any{"conversation": id, "scheduled": n,

@@ -84,14 +84,14 @@ func (c CompactionConfig) targetRatio() float64 {
 	if c.TargetRatio > 0 {
 		return c.TargetRatio
 	}
-	return 0.5
+	return DefaultTargetRatio
 }
 
 func (c CompactionConfig) keepRecent() int {
 	if c.KeepRecent > 0 {
 		return c.KeepRecent
 	}
-	return 6
+	return DefaultKeepRecent
 }
 
 func (c CompactionConfig) keepRecentTokens(trigger int) int {
@@ -112,7 +112,7 @@ func (c CompactionConfig) precompactRatio() float64 {
 	if c.PrecompactRatio > 0 {
 		return c.PrecompactRatio
 	}
-	return 0.7
+	return DefaultPrecompactRatio
 }
 
 func (c CompactionConfig) maxSummaryTokens(trigger int) int {

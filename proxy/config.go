@@ -11,8 +11,6 @@ import (
 // Config is what the proxy needs to run. The zero value of every field except
 // Upstream means "use the default" written on the field.
 type Config struct {
-	// Listen is the address the server binds; "" means 127.0.0.1:8484.
-	Listen string
 	// Upstream is the base URL a client would use against the upstream
 	// directly, e.g. http://localhost:1234/v1. Required. A client's /v1/X and
 	// bare /X both go to {Upstream}/X.
@@ -76,7 +74,6 @@ type Config struct {
 
 // Defaults applied by withDefaults.
 const (
-	DefaultListen            = "127.0.0.1:8484"
 	DefaultMaxBodyBytes      = 64 << 20
 	DefaultConnectTimeout    = 10 * time.Second
 	DefaultUpstreamTimeout   = 10 * time.Minute
@@ -84,11 +81,19 @@ const (
 	DefaultMaxConnsPerHost   = 512
 )
 
+// Defaults of CompactionConfig's fields (applied by its methods in
+// compaction.go).
+const (
+	DefaultTargetRatio     = 0.5
+	DefaultKeepRecent      = 6
+	DefaultPrecompactRatio = 0.7
+)
+
+// DefaultNamespace is Namespace's default ("" means it too).
+const DefaultNamespace = "authorization"
+
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}

@@ -119,15 +119,6 @@ func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 
-// ListenAndServe binds cfg.Listen and serves until Shutdown.
-func (s *Server) ListenAndServe() error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
-	}
-	return s.Serve(ln)
-}
-
 // Shutdown stops accepting, lets in-flight requests and streams finish until
 // ctx is done, then closes idle upstream connections. It returns ctx.Err()
 // when the drain did not complete in time.

@@ -8,18 +8,23 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// UIConfig configures the dashboard.
+// UIConfig configures the dashboard. The yaml tags are the config file's
+// ui: keys.
 type UIConfig struct {
 	// PricePerMillionTokens turns saved input tokens into money on the
 	// dashboard; 0 means DefaultPricePerMillionTokens, negative hides money.
-	PricePerMillionTokens float64
-	// Currency is the symbol shown before amounts; "" means "$".
-	Currency string
+	PricePerMillionTokens float64 `yaml:"price_per_million_tokens"`
+	// Currency is the symbol shown before amounts; "" means DefaultCurrency.
+	Currency string `yaml:"currency"`
 }
 
-// DefaultPricePerMillionTokens is a typical hosted model's input price in
-// US dollars (gpt-4o's list price when this was written).
-const DefaultPricePerMillionTokens = 2.5
+// Defaults of UIConfig.
+const (
+	// DefaultPricePerMillionTokens is a typical hosted model's input price
+	// in US dollars (gpt-4o's list price when this was written).
+	DefaultPricePerMillionTokens = 2.5
+	DefaultCurrency              = "$"
+)
 
 func (c UIConfig) price() float64 {
 	if c.PricePerMillionTokens == 0 {
@@ -30,7 +35,7 @@ func (c UIConfig) price() float64 {
 
 func (c UIConfig) currency() string {
 	if c.Currency == "" {
-		return "$"
+		return DefaultCurrency
 	}
 	return c.Currency
 }

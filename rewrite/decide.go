@@ -32,17 +32,23 @@ var knownContextWindows = []struct {
 	{"glm", 131072},
 }
 
+// Defaults of TriggerConfig.
+const (
+	DefaultThresholdRatio = 0.8
+	DefaultContextWindow  = 128000
+)
+
 // TriggerConfig says when a conversation is compacted.
 type TriggerConfig struct {
 	// ThresholdTokens is an absolute trigger; 0 means ThresholdRatio of the
 	// model's context window.
 	ThresholdTokens int
-	// ThresholdRatio of the context window; 0 means 0.8.
+	// ThresholdRatio of the context window; 0 means DefaultThresholdRatio.
 	ThresholdRatio float64
 	// Models overrides context windows by exact model name.
 	Models map[string]int
 	// DefaultContextWindow is the window of a model nobody knows; 0 means
-	// 128000.
+	// the package's DefaultContextWindow.
 	DefaultContextWindow int
 }
 
@@ -68,7 +74,7 @@ func (c TriggerConfig) ContextWindow(model string) int {
 	if c.DefaultContextWindow > 0 {
 		return c.DefaultContextWindow
 	}
-	return 128000
+	return DefaultContextWindow
 }
 
 // Trigger returns the effective-token count above which a request of model
@@ -79,7 +85,7 @@ func (c TriggerConfig) Trigger(model string) int {
 	}
 	ratio := c.ThresholdRatio
 	if ratio <= 0 {
-		ratio = 0.8
+		ratio = DefaultThresholdRatio
 	}
 	return int(ratio * float64(c.ContextWindow(model)))
 }

@@ -40,26 +40,26 @@ var isHex = func() (t [256]bool) {
 // Valid reports whether data is valid JSON. It returns exactly what
 // gjson.ValidBytes(data) returns, except that it never overflows the stack
 // on absurdly deep nesting (see the package documentation).
+//
+// It is one loop over the grammar's states, the labels:
+//   - value: data[i] (if present) must start a value;
+//   - next: a value just ended at i; a separator, a closer or (at the top
+//     level) only trailing whitespace follows;
+//   - pop: the innermost container was just closed; restore the
+//     enclosing container's kind;
+//   - key: data[i] == '"' starts an object key.
+//
+// Nesting costs a bit of stack (see pushKind), not a goroutine stack frame.
 func Valid(data []byte) bool {
 	var (
-		i     int
-		ok    bool
-		depth int  // number of open containers
-		inObj bool // innermost open container is an object (valid if depth > 0)
-		// stack holds one bit per open container instead of a goroutine
-		// stack frame: bit d records whether the container at depth d is
-		// an object (bit 0 is unused: depth 0 is the top level). It is
-		// written on the push to depth d+1 and read back on the pop to
-		// depth d. The first 1024 levels live in small, which does not
-		// escape; deeper nesting costs one bit per level.
-		small [16]uint64
-		stack = small[:]
+		i, depth  int  // depth: the number of open containers
+		ok, inObj bool // inObj: the innermost open container is an object (valid if depth > 0)
+		small     [16]uint64
+		stack     = small[:] // the first 1024 levels do not escape
 	)
-
 	i = skipWS(data, 0)
 
 value:
-	// data[i] (if present) must start a value.
 	if i >= len(data) {
 		return false
 	}
@@ -69,16 +69,7 @@ value:
 			return false
 		}
 	case '{', '[':
-		// Push the enclosing container's kind.
-		w := depth >> 6
-		if w == len(stack) {
-			stack = append(stack, 0)
-		}
-		if inObj {
-			stack[w] |= 1 << (depth & 63)
-		} else {
-			stack[w] &^= 1 << (depth & 63)
-		}
+		stack = pushKind(stack, depth, inObj)
 		depth++
 		inObj = data[i] == '{'
 		i = skipWS(data, i+1)
@@ -104,28 +95,13 @@ value:
 		if i, ok = scanNumber(data, i); !ok {
 			return false
 		}
-	case 't':
-		if len(data)-i < 4 || string(data[i:i+4]) != "true" {
-			return false
-		}
-		i += 4
-	case 'f':
-		if len(data)-i < 5 || string(data[i:i+5]) != "false" {
-			return false
-		}
-		i += 5
-	case 'n':
-		if len(data)-i < 4 || string(data[i:i+4]) != "null" {
-			return false
-		}
-		i += 4
 	default:
-		return false
+		if i, ok = scanLiteral(data, i); !ok {
+			return false
+		}
 	}
 
 next:
-	// A value just ended at i; expect a separator, a closer, or (at the
-	// top level) only trailing whitespace.
 	i = skipWS(data, i)
 	if depth == 0 {
 		return i == len(data)
@@ -158,13 +134,11 @@ next:
 	return false
 
 pop:
-	// The innermost container was just closed; restore the enclosing kind.
 	depth--
 	inObj = stack[depth>>6]&(1<<(depth&63)) != 0
 	goto next
 
 key:
-	// data[i] == '"' starts an object key.
 	if i, ok = scanString(data, i+1); !ok {
 		return false
 	}
@@ -174,6 +148,47 @@ key:
 	}
 	i = skipWS(data, i+1)
 	goto value
+}
+
+// pushKind records, on opening the container at depth+1, whether the
+// enclosing one (at depth) is an object: bit d of stack is the kind of the
+// container at depth d (bit 0 is unused: depth 0 is the top level), read
+// back by the pop to depth d. Nesting deeper than stack holds costs one
+// more word per 64 levels.
+func pushKind(stack []uint64, depth int, inObj bool) []uint64 {
+	w := depth >> 6
+	if w == len(stack) {
+		stack = append(stack, 0)
+	}
+	if inObj {
+		stack[w] |= 1 << (depth & 63)
+	} else {
+		stack[w] &^= 1 << (depth & 63)
+	}
+	return stack
+}
+
+// scanLiteral validates true, false or null at i and returns the index
+// just past it. Literals are rare in request bodies: it stays out of
+// Valid's loop (not inlined) to keep that loop small.
+//
+//go:noinline
+func scanLiteral(data []byte, i int) (int, bool) {
+	var lit string
+	switch data[i] {
+	case 't':
+		lit = "true"
+	case 'f':
+		lit = "false"
+	case 'n':
+		lit = "null"
+	default:
+		return i, false
+	}
+	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
+		return i, false
+	}
+	return i + len(lit), true
 }
 
 // skipWS returns the index of the first byte at or after i that is not JSON

@@ -1,0 +1,297 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ctxpress/ctxpress/state"
+)
+
+// ErrConversationNotFound is an id with no stored conversation (in the
+// namespace asked, when one is).
+var ErrConversationNotFound = errors.New("no such conversation")
+
+// Conversations are the operations on stored conversations: list, show,
+// forget, compact. The admin API and the `ctxpress conversations` CLI (on
+// the db file) both go through them, so they answer alike.
+//
+// An id names a conversation within a namespace (a hash of the client's
+// key), so one id may exist in several: the operations on an id act on every
+// match unless namespace ("" for any) picks one.
+type Conversations struct {
+	// Store holds the conversations; nil means none are kept (every id is
+	// unknown).
+	Store state.Store
+	// Compacting reports whether a summary of key is being written now;
+	// nil means never (no server runs on this store).
+	Compacting func(state.Key) bool
+}
+
+// ConversationPage is one page of List, newest first.
+type ConversationPage struct {
+	Object  string             `json:"object"` // always "list"
+	Data    []ConversationInfo `json:"data"`
+	Offset  int                `json:"offset"`
+	Limit   int                `json:"limit"`
+	HasMore bool               `json:"has_more"`
+}
+
+// List returns the page of conversations after offset, most recently
+// updated first, in namespace ("" for all). limit is clamped to
+// [1, maxListLimit].
+func (c Conversations) List(namespace string, offset, limit int) (ConversationPage, error) {
+	limit = min(max(limit, 1), maxListLimit)
+	offset = max(offset, 0)
+	p := ConversationPage{Object: "list", Data: []ConversationInfo{}, Offset: offset, Limit: limit}
+	if c.Store == nil {
+		return p, nil
+	}
+	// One more than asked tells whether there is a next page without
+	// counting every record.
+	recs, err := c.Store.List(state.ListOptions{Namespace: namespace, Offset: offset, Limit: limit + 1})
+	if err != nil {
+		return ConversationPage{}, err
+	}
+	if len(recs) > limit {
+		recs, p.HasMore = recs[:limit], true
+	}
+	for _, r := range recs {
+		p.Data = append(p.Data, conversationInfoOf(r, c.compacting(r.Key)))
+	}
+	return p, nil
+}
+
+// Show returns every conversation with id (in namespace, "" for any), in
+// full; none is an error wrapping ErrConversationNotFound.
+func (c Conversations) Show(id, namespace string) ([]ConversationDetail, error) {
+	recs, err := c.find(id, namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ConversationDetail, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, conversationDetailOf(r, c.compacting(r.Key)))
+	}
+	return out, nil
+}
+
+// Forget deletes every conversation with id (in namespace, "" for any) and
+// returns the namespaces it deleted it from; none is an error wrapping
+// ErrConversationNotFound. On a store failure the namespaces deleted so
+// far come back with the error.
+func (c Conversations) Forget(id, namespace string) ([]string, error) {
+	recs, err := c.find(id, namespace)
+	if err != nil {
+		return nil, err
+	}
+	deleted := []string{}
+	for _, r := range recs {
+		found, err := c.Store.Delete(r.Key)
+		if err != nil {
+			return deleted, err
+		}
+		if found {
+			deleted = append(deleted, r.Key.Namespace)
+		}
+	}
+	if len(deleted) == 0 { // deleted by someone else in between
+		return deleted, notFoundError(id)
+	}
+	return deleted, nil
+}
+
+// Compact marks every conversation with id (in namespace, "" for any) to be
+// compacted on its next request and returns how many it marked; none is an
+// error wrapping ErrConversationNotFound. A store failure is returned as
+// such (not as "not found"), with the count marked before it.
+func (c Conversations) Compact(id, namespace string) (int, error) {
+	recs, err := c.find(id, namespace)
+	if err != nil {
+		return 0, err
+	}
+	for i, r := range recs {
+		if _, err := c.Store.Update(r.Key, func(r *state.Record) error {
+			r.ForceNext = true
+			return nil
+		}); err != nil {
+			return i, err
+		}
+	}
+	return len(recs), nil
+}
+
+// find returns the records with id in namespace ("" for any); none is an
+// error wrapping ErrConversationNotFound.
+func (c Conversations) find(id, namespace string) ([]state.Record, error) {
+	if c.Store == nil {
+		return nil, notFoundError(id)
+	}
+	recs, err := c.Store.List(state.ListOptions{ID: id, Namespace: namespace})
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, notFoundError(id)
+	}
+	return recs, nil
+}
+
+func (c Conversations) compacting(key state.Key) bool {
+	return c.Compacting != nil && c.Compacting(key)
+}
+
+func notFoundError(id string) error { return fmt.Errorf("%w %q", ErrConversationNotFound, id) }
+
+// Paging of the list: the default and the largest page.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 500
+)
+
+// ConversationInfo is a conversation in a list: its counters and state.
+type ConversationInfo struct {
+	ID                  string    `json:"id"`
+	Namespace           string    `json:"namespace"`
+	Model               string    `json:"model"`
+	Requests            int64     `json:"requests"`
+	TokensBefore        int64     `json:"tokens_before"`
+	TokensAfter         int64     `json:"tokens_after"`
+	TokensSaved         int64     `json:"tokens_saved"`
+	Compactions         int64     `json:"compactions"`
+	LastInputTokens     int       `json:"last_input_tokens"`
+	LastEstimate        int       `json:"last_estimate"`
+	Calibration         float64   `json:"calibration"`
+	BranchCount         int       `json:"branch_count"`
+	LineCount           int       `json:"line_count"` // histories seen under this id (see state.Line)
+	BreakerTripped      bool      `json:"breaker_tripped"`
+	CompactionScheduled bool      `json:"compaction_scheduled"`
+	Compacting          bool      `json:"compacting"` // a summary is being written now
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
+}
+
+// ConversationDetail is one conversation in full.
+type ConversationDetail struct {
+	ConversationInfo
+	// CurrentSummary is the most recently used branch, with its text: what
+	// the conversation's next request most likely resumes from. nil when
+	// the conversation was never compacted.
+	CurrentSummary  *BranchInfo   `json:"current_summary"`
+	Branches        []BranchInfo  `json:"branches"`
+	RecentSummaries []SummaryInfo `json:"recent_summaries"`
+	Breaker         BreakerInfo   `json:"breaker"`
+	Turns           []TurnInfo    `json:"turns"`
+}
+
+// BranchInfo is a summary branch; Summary is set on CurrentSummary only.
+type BranchInfo struct {
+	Summary         string          `json:"summary,omitempty"`
+	SummaryChars    int             `json:"summary_chars"`
+	CoveredMessages int             `json:"covered_messages"`
+	Hash            state.ChainHash `json:"hash"`
+	Parent          string          `json:"parent,omitempty"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UsedAt          time.Time       `json:"used_at"`
+}
+
+// SummaryInfo is a past summary kept for inspection.
+type SummaryInfo struct {
+	At              time.Time `json:"at"`
+	Summary         string    `json:"summary"`
+	CoveredMessages int       `json:"covered_messages"`
+	TokensBefore    int       `json:"tokens_before"`
+	TokensAfter     int       `json:"tokens_after"`
+}
+
+// BreakerInfo is the compaction circuit breaker.
+type BreakerInfo struct {
+	ForceNext              bool       `json:"force_next"`
+	Tripped                bool       `json:"tripped"`
+	ConsecutiveOverTrigger int        `json:"consecutive_over_trigger"`
+	FailureCount           int        `json:"failure_count"`
+	BackoffUntil           *time.Time `json:"backoff_until,omitempty"`
+	Reason                 string     `json:"reason,omitempty"`
+}
+
+// TurnInfo is one recorded request.
+type TurnInfo struct {
+	At           time.Time `json:"at"`
+	TokensBefore int       `json:"tokens_before"`
+	TokensAfter  int       `json:"tokens_after"`
+	InputTokens  int       `json:"input_tokens"`
+	Compacted    bool      `json:"compacted"`
+}
+
+// Stats are the totals over every stored conversation.
+type Stats struct {
+	Conversations         int       `json:"conversations"`
+	Requests              int64     `json:"requests"`
+	TokensBefore          int64     `json:"tokens_before"`
+	TokensAfter           int64     `json:"tokens_after"`
+	TokensSaved           int64     `json:"tokens_saved"`
+	Compactions           int64     `json:"compactions"`
+	Compacting            int       `json:"compacting"`
+	PricePerMillionTokens float64   `json:"price_per_million_tokens"`
+	Currency              string    `json:"currency"`
+	MoneySaved            float64   `json:"money_saved"`
+	Persistent            bool      `json:"persistent"` // false: memory-only store, gone on restart
+	Time                  time.Time `json:"time"`
+}
+
+// conversationInfoOf is r as the list shows it; compacting says whether a
+// summary of it is being written now. The numbers and breaker shown are the
+// current line's: the history the conversation's latest request extended.
+func conversationInfoOf(r state.Record, compacting bool) ConversationInfo {
+	l := r.CurrentLine()
+	return ConversationInfo{
+		ID: r.Key.ID, Namespace: r.Key.Namespace, Model: r.Model,
+		Requests: r.Requests, TokensBefore: r.TokensBefore, TokensAfter: r.TokensAfter,
+		TokensSaved: r.TokensSaved, Compactions: r.Compactions,
+		LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: l.Calibration,
+		BranchCount: len(r.Branches), LineCount: len(r.Lines), BreakerTripped: l.Breaker.Tripped,
+		CompactionScheduled: r.ForceNext, Compacting: compacting,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+// conversationDetailOf is r in full, as GET conversations/{id} shows it.
+func conversationDetailOf(r state.Record, compacting bool) ConversationDetail {
+	d := ConversationDetail{ConversationInfo: conversationInfoOf(r, compacting),
+		Branches: []BranchInfo{}, RecentSummaries: []SummaryInfo{}, Turns: []TurnInfo{}}
+	cur := -1
+	for i, b := range r.Branches {
+		bi := BranchInfo{SummaryChars: len([]rune(b.Summary)), CoveredMessages: b.Covered, Hash: b.Hash,
+			CreatedAt: b.CreatedAt, UsedAt: b.UsedAt}
+		if !b.Parent.IsZero() {
+			bi.Parent = b.Parent.String()
+		}
+		d.Branches = append(d.Branches, bi)
+		if cur < 0 || b.UsedAt.After(r.Branches[cur].UsedAt) {
+			cur = i
+		}
+	}
+	// Most recently used first: the order a person reads them in.
+	slices.SortStableFunc(d.Branches, func(a, b BranchInfo) int { return b.UsedAt.Compare(a.UsedAt) })
+	if cur >= 0 {
+		c := d.Branches[0]
+		c.Summary = r.Branches[cur].Summary
+		d.CurrentSummary = &c
+	}
+	for _, e := range r.RecentSummaries {
+		d.RecentSummaries = append(d.RecentSummaries, SummaryInfo{At: e.At, Summary: e.Summary,
+			CoveredMessages: e.CoveredMessages, TokensBefore: e.TokensBefore, TokensAfter: e.TokensAfter})
+	}
+	b := r.CurrentLine().Breaker
+	d.Breaker = BreakerInfo{ForceNext: r.ForceNext, Tripped: b.Tripped, ConsecutiveOverTrigger: b.ConsecutiveOverTrigger,
+		FailureCount: b.FailureCount, Reason: b.Reason}
+	if !b.BackoffUntil.IsZero() {
+		d.Breaker.BackoffUntil = &b.BackoffUntil
+	}
+	for _, t := range r.Turns {
+		d.Turns = append(d.Turns, TurnInfo{At: t.At, TokensBefore: t.TokensBefore, TokensAfter: t.TokensAfter,
+			InputTokens: t.InputTokens, Compacted: t.Compacted})
+	}
+	return d
+}
