@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,7 +77,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		s.rec = newRecorder(deps.Store, log, cfg.Clock, s.recorded)
 	}
 	s.comp = &compactions{
-		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: compactor.NewSummarizer(),
+		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: NewSummarizer(),
 		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
 		inflight: map[lineKey]chan struct{}{}, now: cfg.Clock, gate: s.gate,
 	}

@@ -33,7 +33,7 @@
 // first user message forwarded; the messages kept keep their bytes.
 // Anything it does not understand is passed on unchanged.
 //
-// Chain hashes identify a history by content, not bytes (see ChainHash):
+// Chain hashes identify a history by content, not bytes (state.ChainHash):
 // a client that re-serialises its messages still matches its summary, one
 // that edits or rewinds them does not, and then gets no summary at all.
 //

@@ -3,12 +3,12 @@ package rewrite
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/tidwall/gjson"
 )
 
@@ -89,7 +89,7 @@ func checkFuzzSummary(t *testing.T, p *Pipeline, body []byte, res Result) {
 	if !ok {
 		return
 	}
-	valid := compactor.ValidateChat(body) == nil
+	valid := chatcheck.ValidateChat(body) == nil
 	b := Branch{Summary: "fuzz </conversation_summary> summary", Covered: c.Covered, Hash: c.Hash}
 	for _, opts := range []Options{
 		{Branches: []Branch{b}, ConciseOutput: true},
@@ -106,7 +106,7 @@ func checkFuzzSummary(t *testing.T, p *Pipeline, body []byte, res Result) {
 		if n, err := p.Counter().CountRequest(out.Body); err != nil || n != out.TokensAfter {
 			t.Fatalf("TokensAfter %d, counted %d (%v)", out.TokensAfter, n, err)
 		}
-		if err := compactor.ValidateChat(out.Body); valid && err != nil {
+		if err := chatcheck.ValidateChat(out.Body); valid && err != nil {
 			t.Fatalf("valid input, invalid output with %+v: %v\n%s", opts, err, out.Body)
 		}
 	}
