@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net"
 	"strings"
@@ -150,7 +151,7 @@ type exchange struct {
 	upstream     time.Duration // until the upstream's response headers (of each try, summed)
 	bytesOut     int64
 	stream       bool
-	usage        Usage
+	usage        chat.Usage
 	err          error
 	turn         *turn  // chat requests ctxpress understood
 	release      func() // returns the upstream lease, once the answer is done

@@ -21,7 +21,6 @@
 //     branch's chain hash, token estimates), from what RewriteWith already
 //     parsed and counted. The proxy decides, calls the summariser and
 //     stores the branch; this package does no I/O.
-//   - EnsureStreamUsage: ask a streamed request's upstream for usage.
 //
 // Without a summary or a history limit, RewriteWith only ever replaces the
 // bytes of a tool result's content (or of a text part inside it) and adds

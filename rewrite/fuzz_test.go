@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	wirechat "github.com/ctxpress/ctxpress/wire/chat"
 	"os"
 	"path/filepath"
 	"sync"
@@ -67,7 +68,7 @@ func FuzzRewrite(f *testing.F) {
 			t.Fatal("not understood but changed")
 		}
 		checkFuzzSummary(t, p, body, res)
-		out, _ := EnsureStreamUsage(body)
+		out, _ := wirechat.EnsureStreamUsage(body)
 		if json.Valid(body) && !json.Valid(out) {
 			t.Fatalf("EnsureStreamUsage: invalid output %s", out)
 		}
