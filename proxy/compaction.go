@@ -330,19 +330,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	if model == "" {
 		model = ti.res.Model
 	}
-	// The summariser counts with its own tokenizer. When it is the
-	// conversation's own upstream and model, the conversation's calibration
-	// says how far off tiktoken is.
-	scale := 1.0
-	if c.cfg.Summarizer.BaseURL == "" && model == ti.res.Model && cal > 1 {
-		scale = cal
-	}
-	sum, err := compactor.NewSummary(compactor.SummaryInput{
-		Messages: prop.Messages[prop.From:prop.Cut], PrevSummary: prop.PrevSummary,
-		Window: c.cfg.Trigger.ContextWindow(model), MaxTokens: maxTokens,
-		Count:         func(s string) int { return c.pipeline.Counter().CountText(model, s) },
-		MessageTokens: prop.SummarisedTokens, Scale: scale,
-	})
+	sum, err := c.summaryPrompt(ti, prop, model, maxTokens, cal)
 	if err != nil {
 		return fail("failed", err)
 	}
@@ -372,10 +360,48 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	summary := compactor.Finish(sr.Text, prop.LatestUserAsk)
 	now := c.now()
 	summaryTokens := ti.res.SummaryTokens(summary)
-	newRec, err := c.store.Update(ti.key, func(r *state.Record) error {
+	newRec, err := c.storeSummary(ti, prop, summary, state.SummaryEntry{At: now, Summary: summary, CoveredMessages: prop.Covered,
+		TokensBefore: ev.TokensBefore, TokensAfter: scaled(prop.KeptTokens+summaryTokens, cal)})
+	if err != nil {
+		c.storeFailed()
+		return fail("failed", fmt.Errorf("storing the summary: %w", err))
+	}
+	ev.Result, ev.Covered = "ok", prop.Covered
+	ev.SummaryTokens = scaled(summaryTokens, cal)
+	ev.TokensAfter = scaled(prop.KeptTokens+summaryTokens, cal)
+	ev.DurationMS = time.Since(start).Milliseconds()
+	if sr.Truncated {
+		c.log.Warn().Str("conversation", ti.key.ID).Msg("summary hit max_tokens and may be cut short")
+	}
+	return newRec, ev, nil
+}
+
+// summaryPrompt is the prompt of ti's summary call to model, sized to its
+// window in its own tokens (cal: the conversation's calibration).
+func (c *compactions) summaryPrompt(ti turnInput, prop rewrite.Compaction, model string, maxTokens int, cal float64) (compactor.Summary, error) {
+	// The summariser counts with its own tokenizer. When it is the
+	// conversation's own upstream and model, the conversation's calibration
+	// says how far off tiktoken is.
+	scale := 1.0
+	if c.cfg.Summarizer.BaseURL == "" && model == ti.res.Model && cal > 1 {
+		scale = cal
+	}
+	return compactor.NewSummary(compactor.SummaryInput{
+		Messages: prop.Messages[prop.From:prop.Cut], PrevSummary: prop.PrevSummary,
+		Window: c.cfg.Trigger.ContextWindow(model), MaxTokens: maxTokens,
+		Count:         func(s string) int { return c.pipeline.Counter().CountText(model, s) },
+		MessageTokens: prop.SummarisedTokens, Scale: scale,
+	})
+}
+
+// storeSummary stores a compaction's summary as a branch of ti's record,
+// with its history entry, and clears the line's failures (all of its
+// breaker for a manual one, which also uses up a scheduled compaction).
+func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summary string, entry state.SummaryEntry) (state.Record, error) {
+	now := entry.At
+	return c.store.Update(ti.key, func(r *state.Record) error {
 		r.PutBranch(state.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Parent: prop.Parent}, now)
-		r.AddSummaryHistory(state.SummaryEntry{At: now, Summary: summary, CoveredMessages: prop.Covered,
-			TokensBefore: ev.TokensBefore, TokensAfter: scaled(prop.KeptTokens+summaryTokens, cal)})
+		r.AddSummaryHistory(entry)
 		updateLine(r, ti.line, now, func(l *state.Line) {
 			l.Breaker.FailureCount, l.Breaker.BackoffUntil = 0, time.Time{}
 			if ti.kind == kindManual {
@@ -393,18 +419,6 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		c.storeFailed()
-		return fail("failed", fmt.Errorf("storing the summary: %w", err))
-	}
-	ev.Result, ev.Covered = "ok", prop.Covered
-	ev.SummaryTokens = scaled(summaryTokens, cal)
-	ev.TokensAfter = scaled(prop.KeptTokens+summaryTokens, cal)
-	ev.DurationMS = time.Since(start).Milliseconds()
-	if sr.Truncated {
-		c.log.Warn().Str("conversation", ti.key.ID).Msg("summary hit max_tokens and may be cut short")
-	}
-	return newRec, ev, nil
 }
 
 func (c *compactions) summaryBase() string {
