@@ -2,6 +2,7 @@ package compactor
 
 import (
 	"fmt"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"testing"
 )
 
@@ -197,7 +198,7 @@ func TestCutCorpus(t *testing.T) {
 				}
 				for _, placeholder := range placeholders {
 					raw := append(append(append(append([]string{}, tr.raw[:lead]...), placeholder), reinsert...), tr.raw[cut:]...)
-					if err := ValidateChat(chatBody(raw)); err != nil {
+					if err := chatcheck.ValidateChat(chatBody(raw)); err != nil {
 						t.Errorf("from %d cut %d: compacted request invalid: %v", from, cut, err)
 					}
 				}

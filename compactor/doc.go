@@ -1,13 +1,13 @@
-// Package compactor is ctxpress's summariser: it decides which messages of a
-// conversation to fold into a summary, serialises them for the summary model,
-// makes the one upstream summary call and renders the summary block that
+// Package compactor is ctxpress's summariser logic: it decides which
+// messages of a conversation to fold into a summary, serialises them for the
+// summary model, writes the prompt and renders the summary block that
 // replaces them.
 //
-// Everything here is a pure function of its arguments except
-// Summarizer.Summarize, which makes one HTTP call. The package knows nothing
-// about routing, persistence or request bodies beyond ValidateChat; the
-// rewrite package converts its parsed messages to Message and applies the
-// result.
+// Everything here is a pure function of its arguments: the summary call
+// itself is the shell's (proxy), spoken in the summariser's wire format
+// (wire/chat). The package knows nothing about routing, persistence or
+// request bodies; the rewrite package converts its parsed messages to
+// Message and applies the result.
 //
 // A compaction, step by step:
 //
@@ -19,23 +19,16 @@
 //   - TranscriptBudget says how many characters of transcript fit the summary
 //     model's window; Transcript serialises the messages with labels,
 //     redacts secrets (Redact) and truncates long bodies head+tail.
-//   - BuildPrompt wraps the transcript in the preamble and the 13-section
+//   - BuildPromptFor wraps the transcript in the preamble and the 13-section
 //     template, feeding the previous summary back for an iterative update
-//     (one summary, never a summary of summaries).
-//   - Summarizer.Summarize sends it in the model's ParamRules (RulesFor:
-//     temperature 0.3 and max_tokens DefaultMaxTokens, or for OpenAI's
-//     reasoning models max_completion_tokens and no temperature), and
-//     sends it again without a parameter the upstream refuses
-//     (RefusesParam), remembering that for the model.
-//     IsContextOverflow classifies an upstream's "too long" answer.
-//   - SeedActiveTask pins the latest user ask at the top of "## Active Task";
-//     Block renders the <conversation_summary> block for the system message.
+//     (one summary, never a summary of summaries). NewSummary does both
+//     steps for one call; Summary.Halved is the smaller prompt of the one
+//     retry after the summariser refused the first as too long.
+//   - Finish (SeedActiveTask, Redact) pins the latest user ask at the top
+//     of "## Active Task"; Block renders the <conversation_summary> block
+//     for the system message.
 //   - TrimHistory is the history limit without a summary, cut in blocks so
 //     the prompt cache holds between two trims.
-//   - ValidateChat checks that the compacted request is still one a strict
-//     server accepts (tool calls paired with results, a user message, no
-//     orphan first message); ValidateAlternation the role order strict chat
-//     templates require.
 //
 // "Chars" in this package are bytes of UTF-8 text; every cut lands on a rune
 // boundary, so valid UTF-8 in gives valid UTF-8 out.

@@ -87,21 +87,17 @@ const compactTemplate = "## Goal\n## Constraints & Preferences\n## Completed Act
 // compact prompt is used.
 const CompactPromptBelow = 16384
 
-// BuildPrompt returns the summary request's one user message: the preamble,
-// the task, the previous summary when prev != "" (iterative update), the
-// transcript and the template.
-func BuildPrompt(prev, transcript string) string {
-	return buildPrompt(SummarizerPreamble, SummaryTemplate, prev, transcript)
-}
-
-// BuildPromptFor is BuildPrompt for a summariser with a window of window
-// tokens: below CompactPromptBelow the preamble and template are the
-// compact ones, so a small model keeps room for the transcript.
+// BuildPromptFor returns the summary request's one user message for a
+// summariser with a window of window tokens (0: unknown): the preamble, the
+// task, the previous summary when prev != "" (iterative update), the
+// transcript and the template. Below CompactPromptBelow the preamble and
+// template are the compact ones, so a small model keeps room for the
+// transcript.
 func BuildPromptFor(window int, prev, transcript string) string {
 	if window > 0 && window < CompactPromptBelow {
 		return buildPrompt(compactPreamble, compactTemplate, prev, transcript)
 	}
-	return BuildPrompt(prev, transcript)
+	return buildPrompt(SummarizerPreamble, SummaryTemplate, prev, transcript)
 }
 
 func buildPrompt(preamble, template, prev, transcript string) string {

@@ -35,7 +35,7 @@ func TestSummaryTemplate(t *testing.T) {
 func TestBuildPrompt(t *testing.T) {
 	transcript := Transcript([]Message{user("rename foo to bar in main.go"), asst("Done: renamed.")}, 0)
 
-	first := BuildPrompt("", transcript)
+	first := BuildPromptFor(0, "", transcript)
 	for _, want := range []string{SummarizerPreamble, "create a structured checkpoint summary", transcript, SummaryTemplate} {
 		if !strings.Contains(first, want) {
 			t.Errorf("first prompt lacks %.50q", want)
@@ -49,7 +49,7 @@ func TestBuildPrompt(t *testing.T) {
 	}
 
 	prev := "## Goal\nRename foo.\n## Active Task\nRun the tests."
-	second := BuildPrompt(prev, transcript)
+	second := BuildPromptFor(0, prev, transcript)
 	for _, want := range []string{SummarizerPreamble, "PREVIOUS SUMMARY:", prev, transcript, SummaryTemplate, "updated summary"} {
 		if !strings.Contains(second, want) {
 			t.Errorf("update prompt lacks %.50q", want)
@@ -63,12 +63,12 @@ func TestBuildPrompt(t *testing.T) {
 	}
 
 	// A rendered block passed as prev is unwrapped: no nested summaries.
-	nested := BuildPrompt(Block(prev), transcript)
+	nested := BuildPromptFor(0, Block(prev), transcript)
 	if strings.Contains(nested, "<conversation_summary>") || strings.Contains(nested, SummaryPrefix) {
 		t.Error("a previous Block was nested into the prompt")
 	}
 	if nested != second {
-		t.Error("BuildPrompt(Block(prev)) differs from BuildPrompt(prev)")
+		t.Error("BuildPromptFor(0, Block(prev)) differs from BuildPromptFor(0, prev)")
 	}
 }
 
@@ -82,7 +82,7 @@ func activeTaskLine() string {
 // and rules, far fewer tokens; the first sentence marks both.
 func TestCompactPromptForSmallWindows(t *testing.T) {
 	full, compact := BuildPromptFor(128000, "", "T"), BuildPromptFor(2048, "", "T")
-	if full != BuildPrompt("", "T") {
+	if full != BuildPromptFor(0, "", "T") {
 		t.Fatal("a large window does not get the full prompt")
 	}
 	if len(compact) > len(full)/3 {

@@ -2,8 +2,8 @@ package compactor
 
 import "strings"
 
-// redacted replaces every secret Redact finds.
-const redacted = "[REDACTED]"
+// Redacted replaces every secret Redact finds.
+const Redacted = "[REDACTED]"
 
 // Minimum lengths: below them a "secret" is more likely an ordinary word,
 // a placeholder or a short example than a credential.
@@ -58,7 +58,7 @@ func Redact(s string) string {
 			b.Grow(len(s))
 		}
 		b.WriteString(s[last:from])
-		b.WriteString(redacted)
+		b.WriteString(Redacted)
 		last = to
 		i = to - 1
 	}
@@ -286,7 +286,7 @@ func secretKey(key string) bool {
 // secretValue reports whether an assignment's value may be a secret: long
 // enough, not a number, not a variable reference or already redacted.
 func secretValue(v string) bool {
-	if len(v) < minAssignment || v == redacted || strings.HasPrefix(v, "$") || strings.HasPrefix(v, "{{") {
+	if len(v) < minAssignment || v == Redacted || strings.HasPrefix(v, "$") || strings.HasPrefix(v, "{{") {
 		return false
 	}
 	for k := 0; k < len(v); k++ {

@@ -111,7 +111,7 @@ func TestRedactLarge(t *testing.T) {
 	}
 	// One long run with no delimiter at all.
 	long := "sk-" + strings.Repeat("a", 1<<20)
-	if Redact(long) != redacted {
+	if Redact(long) != Redacted {
 		t.Error("a 1 MiB key was not redacted whole")
 	}
 	if s := strings.Repeat("password=", 1<<17); Redact(s) != s {

@@ -1,16 +1,11 @@
 package proxy
 
 import (
-	"bufio"
 	"crypto/subtle"
-	"encoding/json"
-	"fmt"
 	"net"
 	"net/url"
 	"strings"
-	"time"
 
-	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/valyala/fasthttp"
 )
 
@@ -119,57 +114,4 @@ func crossSite(ctx *fasthttp.RequestCtx) bool {
 	}
 	u, err := url.Parse(origin)
 	return err != nil || u.Host != string(ctx.Host())
-}
-
-// answerCompactCommand answers a "/compact" user message itself, in the
-// client's stream mode, without a completion call. The reply starts with
-// rewrite.CompactReplyPrefix: that is how later requests, which carry the
-// command and this reply, leave both out of what they forward.
-func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res rewrite.Result, o outcome) {
-	var text string
-	switch {
-	case o.compacted:
-		text = fmt.Sprintf("compacted this conversation: %d earlier messages are now a summary; context %d → %d tokens.",
-			o.event.Covered, o.event.TokensBefore, o.event.TokensAfter)
-	case o.err != nil:
-		text = "did not compact this conversation: " + strings.TrimPrefix(o.err.Error(), errSkipped.Error()+": ")
-	default:
-		text = "did not compact this conversation."
-	}
-	text = rewrite.CompactReplyPrefix + " " + text
-	id := fmt.Sprintf("chatcmpl-ctxpress-%d", time.Now().UnixNano())
-	created := time.Now().Unix()
-	x.status = fasthttp.StatusOK
-	if !res.Stream {
-		b, _ := json.Marshal(map[string]any{
-			"id": id, "object": "chat.completion", "created": created, "model": res.Model,
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": text}}},
-			"usage": map[string]int{"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-		})
-		ctx.SetContentType("application/json")
-		ctx.SetBody(b)
-		x.bytesOut = int64(len(b))
-		s.finish(x)
-		return
-	}
-	chunk := func(delta map[string]any, finish any) []byte {
-		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": res.Model,
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
-		return b
-	}
-	var sse []byte
-	for _, c := range [][]byte{chunk(map[string]any{"role": "assistant", "content": text}, nil), chunk(map[string]any{}, "stop")} {
-		sse = append(append(append(sse, "data: "...), c...), "\n\n"...)
-	}
-	sse = append(sse, "data: [DONE]\n\n"...)
-	ctx.SetContentType("text/event-stream")
-	ctx.Response.Header.Set("Cache-Control", "no-cache")
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
-		_, _ = w.Write(sse)
-		_ = w.Flush()
-	})
-	x.bytesOut = int64(len(sse))
-	x.stream = true
-	s.finish(x)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"io"
 	"net"
 	"net/http"
@@ -14,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/state"
 )
@@ -41,7 +41,7 @@ func strictUpstream(t *testing.T) *openaitest.Server {
 			reject("invalid_request", err.Error())
 			return
 		}
-		if err := compactor.ValidateChat(body); err != nil {
+		if err := chatcheck.ValidateChat(body); err != nil {
 			reject("invalid_request", err.Error())
 			return
 		}

@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/valyala/fasthttp"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ctxpress/ctxpress/rewrite"
@@ -198,3 +202,36 @@ func (c *compactions) precompact(ti turnInput) {
 
 // wait blocks until background precompactions have ended.
 func (c *compactions) wait() { c.bg.Wait() }
+
+// answerCompactCommand answers a "/compact" user message itself, in the
+// client's stream mode, without a completion call. The reply starts with
+// rewrite.CompactReplyPrefix: that is how later requests, which carry the
+// command and this reply, leave both out of what they forward.
+func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res rewrite.Result, o outcome) {
+	var text string
+	switch {
+	case o.compacted:
+		text = fmt.Sprintf("compacted this conversation: %d earlier messages are now a summary; context %d → %d tokens.",
+			o.event.Covered, o.event.TokensBefore, o.event.TokensAfter)
+	case o.err != nil:
+		text = "did not compact this conversation: " + strings.TrimPrefix(o.err.Error(), errSkipped.Error()+": ")
+	default:
+		text = "did not compact this conversation."
+	}
+	reply := chat.AssistantReply(res.Model, rewrite.CompactReplyPrefix+" "+text, res.Stream, time.Now())
+	x.status = fasthttp.StatusOK
+	ctx.SetContentType(reply.ContentType)
+	x.bytesOut = int64(len(reply.Body))
+	if !res.Stream {
+		ctx.SetBody(reply.Body)
+		s.finish(x)
+		return
+	}
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		_, _ = w.Write(reply.Body)
+		_ = w.Flush()
+	})
+	x.stream = true
+	s.finish(x)
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/rs/zerolog"
 )
 
@@ -147,7 +147,7 @@ type compactions struct {
 	cfg      CompactionConfig
 	store    state.Store
 	pipeline *rewrite.Pipeline
-	sum      *compactor.Summarizer
+	sum      *Summarizer
 	events   *eventBus
 	log      zerolog.Logger
 	upstream string // default summariser base URL
@@ -271,7 +271,7 @@ func (c *compactions) summaryTimeout() time.Duration {
 	if c.cfg.Summarizer.Timeout > 0 {
 		return c.cfg.Summarizer.Timeout
 	}
-	return compactor.DefaultTimeout
+	return DefaultSummaryTimeout
 }
 
 // run writes a summary for ti and stores it as a branch. Failures and skips
@@ -330,23 +330,9 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	if model == "" {
 		model = ti.res.Model
 	}
-	// The summariser counts with its own tokenizer. When it is the
-	// conversation's own upstream and model, the conversation's calibration
-	// says how far off tiktoken is (a small local model can count 2x more),
-	// so the transcript is budgeted in the summariser's tokens.
-	scale := 1.0
-	if c.cfg.Summarizer.BaseURL == "" && model == ti.res.Model && cal > 1 {
-		scale = cal
-	}
-	count := func(s string) int { return int(math.Ceil(float64(c.pipeline.Counter().CountText(model, s)) * scale)) }
-	msgs := prop.Messages[prop.From:prop.Cut]
-	window := c.cfg.Trigger.ContextWindow(model)
-	// The messages' tokens are known from the rewrite's cache: the ratio of
-	// chars to tokens comes from them, without tokenising the transcript.
-	msgTokens := int(math.Ceil(float64(prop.SummarisedTokens) * scale))
-	budget := compactor.TranscriptBudget(window, maxTokens, count, prop.PrevSummary, msgs, msgTokens)
-	if budget <= 0 {
-		return fail("failed", fmt.Errorf("summariser window of %d tokens has no room for a transcript", window))
+	sum, err := c.summaryPrompt(ti, prop, model, maxTokens, cal)
+	if err != nil {
+		return fail("failed", err)
 	}
 	if c.gate != nil && c.summaryBase() == c.upstream {
 		// A local server's slots share one KV cache: no live request
@@ -355,34 +341,67 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	}
 	c.events.started(ev) // a dashboard shows the compaction while the summary is written
 	callStart := time.Now()
-	summarize := func(budget int) (compactor.SummaryResult, error) {
-		return c.sum.Summarize(context.Background(), compactor.SummaryRequest{
+	summarize := func(sum compactor.Summary) (SummaryResult, error) {
+		return c.sum.Summarize(context.Background(), SummaryRequest{
 			BaseURL: c.summaryBase(), Authorization: c.summaryAuth(ti.authorization), Model: model, Reasoning: c.cfg.Summarizer.reasoning(model),
-			Prompt:    compactor.BuildPromptFor(window, prop.PrevSummary, compactor.Transcript(msgs, budget)),
-			MaxTokens: maxTokens, Timeout: c.summaryTimeout(),
+			Prompt: sum.Prompt(), MaxTokens: maxTokens, Timeout: c.summaryTimeout(),
 		})
 	}
-	sr, err := summarize(budget)
-	if errors.Is(err, compactor.ErrContextOverflow) {
-		// The summariser's tokenizer counts more than the estimate allowed
-		// for, or its slots share a KV cache that is full (llama.cpp's
-		// 500): one more try with half the transcript that was sent, which
-		// may have been well under the budget.
+	sr, err := summarize(sum)
+	if errors.Is(err, chat.ErrContextOverflow) {
 		c.log.Info().Str("conversation", ti.key.ID).Msg("summary request over the summariser's window; retrying with half the transcript")
-		sr, err = summarize(min(budget, len(compactor.Transcript(msgs, budget))) / 2)
+		sr, err = summarize(sum.Halved())
 	}
 	ev.SummarizerMS = max(1, time.Since(callStart).Milliseconds()) // 0 means no call
 	if err != nil {
 		c.backoff(ti)
 		return fail("failed", err)
 	}
-	summary := compactor.Redact(compactor.SeedActiveTask(sr.Summary, prop.LatestUserAsk))
+	summary := compactor.Finish(sr.Text, prop.LatestUserAsk)
 	now := c.now()
 	summaryTokens := ti.res.SummaryTokens(summary)
-	newRec, err := c.store.Update(ti.key, func(r *state.Record) error {
+	newRec, err := c.storeSummary(ti, prop, summary, state.SummaryEntry{At: now, Summary: summary, CoveredMessages: prop.Covered,
+		TokensBefore: ev.TokensBefore, TokensAfter: scaled(prop.KeptTokens+summaryTokens, cal)})
+	if err != nil {
+		c.storeFailed()
+		return fail("failed", fmt.Errorf("storing the summary: %w", err))
+	}
+	ev.Result, ev.Covered = "ok", prop.Covered
+	ev.SummaryTokens = scaled(summaryTokens, cal)
+	ev.TokensAfter = scaled(prop.KeptTokens+summaryTokens, cal)
+	ev.DurationMS = time.Since(start).Milliseconds()
+	if sr.Truncated {
+		c.log.Warn().Str("conversation", ti.key.ID).Msg("summary hit max_tokens and may be cut short")
+	}
+	return newRec, ev, nil
+}
+
+// summaryPrompt is the prompt of ti's summary call to model, sized to its
+// window in its own tokens (cal: the conversation's calibration).
+func (c *compactions) summaryPrompt(ti turnInput, prop rewrite.Compaction, model string, maxTokens int, cal float64) (compactor.Summary, error) {
+	// The summariser counts with its own tokenizer. When it is the
+	// conversation's own upstream and model, the conversation's calibration
+	// says how far off tiktoken is.
+	scale := 1.0
+	if c.cfg.Summarizer.BaseURL == "" && model == ti.res.Model && cal > 1 {
+		scale = cal
+	}
+	return compactor.NewSummary(compactor.SummaryInput{
+		Messages: prop.Messages[prop.From:prop.Cut], PrevSummary: prop.PrevSummary,
+		Window: c.cfg.Trigger.ContextWindow(model), MaxTokens: maxTokens,
+		Count:         func(s string) int { return c.pipeline.Counter().CountText(model, s) },
+		MessageTokens: prop.SummarisedTokens, Scale: scale,
+	})
+}
+
+// storeSummary stores a compaction's summary as a branch of ti's record,
+// with its history entry, and clears the line's failures (all of its
+// breaker for a manual one, which also uses up a scheduled compaction).
+func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summary string, entry state.SummaryEntry) (state.Record, error) {
+	now := entry.At
+	return c.store.Update(ti.key, func(r *state.Record) error {
 		r.PutBranch(state.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Parent: prop.Parent}, now)
-		r.AddSummaryHistory(state.SummaryEntry{At: now, Summary: summary, CoveredMessages: prop.Covered,
-			TokensBefore: ev.TokensBefore, TokensAfter: scaled(prop.KeptTokens+summaryTokens, cal)})
+		r.AddSummaryHistory(entry)
 		updateLine(r, ti.line, now, func(l *state.Line) {
 			l.Breaker.FailureCount, l.Breaker.BackoffUntil = 0, time.Time{}
 			if ti.kind == kindManual {
@@ -400,18 +419,6 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		c.storeFailed()
-		return fail("failed", fmt.Errorf("storing the summary: %w", err))
-	}
-	ev.Result, ev.Covered = "ok", prop.Covered
-	ev.SummaryTokens = scaled(summaryTokens, cal)
-	ev.TokensAfter = scaled(prop.KeptTokens+summaryTokens, cal)
-	ev.DurationMS = time.Since(start).Milliseconds()
-	if sr.Truncated {
-		c.log.Warn().Str("conversation", ti.key.ID).Msg("summary hit max_tokens and may be cut short")
-	}
-	return newRec, ev, nil
 }
 
 func (c *compactions) summaryBase() string {

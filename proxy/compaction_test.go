@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -11,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
@@ -181,7 +181,7 @@ func TestSixtyTurnAgentConversation(t *testing.T) {
 		h := a.turn(i%2 == 1)
 		chats, _ := up.ChatRequests()
 		body := chats[len(chats)-1].Body
-		if err := compactor.ValidateChat(body); err != nil {
+		if err := chatcheck.ValidateChat(body); err != nil {
 			t.Fatalf("turn %d: request invalid for a strict server: %v", i+1, err)
 		}
 		if n := strings.Count(string(body), "<conversation_summary>"); n > 1 {

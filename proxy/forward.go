@@ -2,10 +2,10 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"time"
 
-	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/valyala/fasthttp"
 )
 
@@ -102,10 +102,10 @@ func answerAsks(ctx *fasthttp.RequestCtx, body []byte, readUsage bool) asks {
 	if !readUsage {
 		return asks{}
 	}
-	stream, usage := rewrite.StreamAsks(body)
+	stream, usage := chat.StreamAsks(body)
 	a := asks{chat: true, stream: stream}
 	if usage {
-		_, clientAsked := rewrite.StreamAsks(ctx.Request.Body())
+		_, clientAsked := chat.StreamAsks(ctx.Request.Body())
 		a.addedUsage = !clientAsked
 	}
 	return a
@@ -192,14 +192,14 @@ func (s *Server) relayAnswer(ctx *fasthttp.RequestCtx, x *exchange, resp *fastht
 func (s *Server) relayStream(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError, a asks, readUsage bool) {
 	x.stream = true
 	s.up.releaseDeadline(resp)
-	var watch *sseUsage
+	var watch *chat.SSEUsage
 	r := &relay{body: stream, idle: s.cfg.StreamIdleTimeout, clientConn: ctx.Conn()}
 	switch {
 	case a.addedUsage:
-		r.strip = &usageChunkFilter{}
+		r.strip = &chat.UsageChunkFilter{}
 	case readUsage:
-		watch = &sseUsage{}
-		r.observe = watch.observe
+		watch = &chat.SSEUsage{}
+		r.observe = watch.Observe
 	}
 	r.done = func(res relayResult) {
 		x.bytesOut = res.bytesOut
@@ -208,10 +208,10 @@ func (s *Server) relayStream(ctx *fasthttp.RequestCtx, x *exchange, resp *fastht
 			x.err = res.clientErr
 		}
 		if watch != nil {
-			x.usage = watch.usage
+			x.usage = watch.Usage()
 		}
 		if r.strip != nil {
-			x.usage = r.strip.usage
+			x.usage = r.strip.Usage()
 		}
 		fasthttp.ReleaseResponse(resp)
 		s.finish(x)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,7 @@ const warnEvery = time.Minute
 
 type turnRecord struct {
 	turn  turn
-	usage Usage
+	usage chat.Usage
 }
 
 // recorder writes conversation records from one goroutine, off the request

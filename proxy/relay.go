@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net"
 	"sync"
@@ -96,10 +97,10 @@ var relayBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return
 type relay struct {
 	body       fasthttp.ReadCloserWithError
 	idle       time.Duration
-	clientConn net.Conn          // for noticing a client that left during a stall; may be nil
-	observe    func(p []byte)    // side copy for usage; may be nil
-	strip      *usageChunkFilter // drops the usage chunk ctxpress asked for; may be nil
-	done       func(relayResult) // called once, when the relay ends
+	clientConn net.Conn               // for noticing a client that left during a stall; may be nil
+	observe    func(p []byte)         // side copy for usage; may be nil
+	strip      *chat.UsageChunkFilter // drops the usage chunk ctxpress asked for; may be nil
+	done       func(relayResult)      // called once, when the relay ends
 }
 
 type relayResult struct {
@@ -152,9 +153,9 @@ func (r *relay) writeTo(w *bufio.Writer) {
 		n, err := r.body.Read(buf)
 		out := buf[:n]
 		if r.strip != nil {
-			filtered = r.strip.filter(filtered[:0], out)
+			filtered = r.strip.Filter(filtered[:0], out)
 			if err != nil {
-				filtered = r.strip.flush(filtered)
+				filtered = r.strip.Flush(filtered)
 			}
 			out = filtered
 		}

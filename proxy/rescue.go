@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
@@ -101,7 +101,7 @@ func (s *Server) cutToFit(c *chatTurn, budget int, why string) bool {
 }
 
 // rescueHook is the retry hook of a chat request: an answer that refuses
-// it as longer than the model's window (compactor.IsContextOverflow),
+// it as longer than the model's window (chat.IsContextOverflow),
 // before any of it was relayed, gets the request compacted now (or the
 // compaction in flight joined), cut to fit when that is not enough, and
 // sent once more. A llama.cpp 500 for a full shared KV cache (several
@@ -112,7 +112,7 @@ func (s *Server) rescueHook(c *chatTurn) refusalHook {
 		return nil
 	}
 	return func(status int, _ *fasthttp.ResponseHeader, answer []byte) ([]byte, bool) {
-		if !compactor.IsContextOverflow(status, answer) {
+		if !chat.IsContextOverflow(status, answer) {
 			return nil, false
 		}
 		start := time.Now()
@@ -147,7 +147,7 @@ func (s *Server) rescueHook(c *chatTurn) refusalHook {
 // fit: scaled by the window and size the upstream's answer gives, else the
 // configured window.
 func (s *Server) rescueBudget(refused rewrite.Result, answer []byte, nums state.Line) int {
-	if window, size, ok := compactor.OverflowSize(answer); ok && size > window {
+	if window, size, ok := chat.OverflowSize(answer); ok && size > window {
 		return int(float64(refused.TokensAfter) * float64(window) / float64(size) * fitMargin)
 	}
 	return fitBudget(s.fitLimit(refused.Model, refused.Body), nums)

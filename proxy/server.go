@@ -5,13 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,7 +78,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		s.rec = newRecorder(deps.Store, log, cfg.Clock, s.recorded)
 	}
 	s.comp = &compactions{
-		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: compactor.NewSummarizer(),
+		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: NewSummarizer(),
 		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
 		inflight: map[lineKey]chan struct{}{}, now: cfg.Clock, gate: s.gate,
 	}
@@ -142,7 +142,7 @@ type exchange struct {
 	upstream     time.Duration // until the upstream's response headers (of each try, summed)
 	bytesOut     int64
 	stream       bool
-	usage        Usage
+	usage        chat.Usage
 	err          error
 	turn         *turn  // chat requests ctxpress understood
 	release      func() // returns the upstream lease, once the answer is done

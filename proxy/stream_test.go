@@ -188,28 +188,3 @@ func TestRelayModeOf(t *testing.T) {
 		}
 	}
 }
-
-// Usage chunks split anywhere across reads are still found, whatever the
-// stream's line ends.
-func TestSSEUsageAcrossSplits(t *testing.T) {
-	mixed := "data: {\"choices\":[{\"delta\":{\"content\":\"usage\"}}],\"usage\":null}\n\n" +
-		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":77,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":64}}}\r\n\r\n" +
-		"data: [DONE]\n\n"
-	lf := strings.ReplaceAll(mixed, "\r\n", "\n")
-	for _, stream := range []string{mixed, strings.ReplaceAll(lf, "\n", "\r"), strings.ReplaceAll(lf, "\n", "\r\n")} {
-		for cut := 0; cut <= len(stream); cut++ {
-			var s sseUsage
-			s.observe([]byte(stream[:cut]))
-			s.observe([]byte(stream[cut:]))
-			if !s.usage.Found || s.usage.InputTokens != 77 || s.usage.OutputTokens != 3 || s.usage.CachedTokens != 64 {
-				t.Fatalf("%q cut at %d: usage = %+v", stream[:12], cut, s.usage)
-			}
-		}
-	}
-	var s sseUsage
-	s.observe([]byte("data: " + strings.Repeat("x", maxSSELine+10)))
-	s.observe([]byte("\ndata: {\"usage\":{\"input_tokens\":5}}\n"))
-	if s.usage.InputTokens != 5 || len(s.partial) > 0 {
-		t.Fatalf("after an over-long line: %+v, partial %d", s.usage, len(s.partial))
-	}
-}

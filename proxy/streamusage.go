@@ -1,14 +1,14 @@
 package proxy
 
 import (
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"sync"
 
-	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/valyala/fasthttp"
 )
 
 // askStreamUsage asks a streamed chat body for its usage chunk (see
-// rewrite.EnsureStreamUsage), unless the upstream has refused that field
+// chat.EnsureStreamUsage), unless the upstream has refused that field
 // for the model. When it changed the body, retry undoes the change if the
 // upstream refuses stream_options, and remembers the model, so that later
 // streams to it go as the client sent them (without usage, so without
@@ -17,12 +17,12 @@ func (s *Server) askStreamUsage(body []byte, model string) (out []byte, retry re
 	if s.noStreamOptions.has(model) {
 		return body, nil
 	}
-	out, injected := rewrite.EnsureStreamUsage(body)
+	out, injected := chat.EnsureStreamUsage(body)
 	if !injected {
 		return body, nil
 	}
 	return out, func(status int, _ *fasthttp.ResponseHeader, answer []byte) ([]byte, bool) {
-		if !rewrite.StreamOptionsRefused(status, answer) {
+		if !chat.StreamOptionsRefused(status, answer) {
 			return nil, false
 		}
 		if s.noStreamOptions.add(model) {

@@ -179,7 +179,7 @@ func toolCallsFull(m *message) []compactor.ToolCall {
 }
 
 // HistoryChain returns the chain hashes h_0 … h_n of the request's client
-// messages after the leading system messages (h_0 is zero; see ChainHash):
+// messages after the leading system messages (h_0 is zero; h_i = sha256(h_(i-1) || canonical digest)):
 // h_k names the first k of them, so a request extends an earlier one of k
 // messages exactly when its h_k equals that request's h_k. nil when the
 // Result is not Understood. Each message's canonical digest is cached, so a

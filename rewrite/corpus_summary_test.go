@@ -2,17 +2,16 @@ package rewrite
 
 import (
 	"bytes"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/ctxpress/ctxpress/compactor"
 )
 
 // validTurns returns the turns k (the first k messages of body) that a
 // replaying client would send: a prefix that ends after a user message or
 // after the last result of a tool call, with a user message in it. (The
-// tests run compactor.ValidateChat on the ones they use.)
+// tests run chatcheck.ValidateChat on the ones they use.)
 func validTurns(tb testing.TB, body []byte) []int {
 	tb.Helper()
 	req, _ := parseRequest(body)
@@ -93,7 +92,7 @@ func TestCorpusSummaryApply(t *testing.T) {
 			}
 			seen[k] = true
 			body := prefixBody(t, tr.body, k)
-			if err := compactor.ValidateChat(body); err != nil {
+			if err := chatcheck.ValidateChat(body); err != nil {
 				t.Fatalf("%s turn %d: the input itself: %v", tr.name, k, err)
 			}
 			c, ok := p.RewriteWith(body, Options{}).Compaction(6, 2000)
@@ -106,7 +105,7 @@ func TestCorpusSummaryApply(t *testing.T) {
 				bodies = append(bodies, prefixBody(t, tr.body, k2))
 			}
 			for _, in := range bodies {
-				if err := compactor.ValidateChat(in); err != nil {
+				if err := chatcheck.ValidateChat(in); err != nil {
 					t.Fatalf("%s: the input itself: %v", tr.name, err)
 				}
 				for _, pl := range []string{PlacementSystem, PlacementUser} {
@@ -148,7 +147,7 @@ func checkCorpusApplied(t *testing.T, p *Pipeline, where string, in []byte, res 
 		t.Errorf("%s: not applied (Applied %d, Miss %v)", where, res.Applied, res.SummaryMiss)
 		return
 	}
-	if err := compactor.ValidateChat(res.Body); err != nil {
+	if err := chatcheck.ValidateChat(res.Body); err != nil {
 		t.Errorf("%s: %v", where, err)
 	}
 	if got := strings.Count(string(res.Body), "<conversation_summary>"); got != 1 {
@@ -157,8 +156,8 @@ func checkCorpusApplied(t *testing.T, p *Pipeline, where string, in []byte, res 
 	if !bytes.Contains(res.Body, []byte(latestUserRaw(t, in))) && !userTextKept(res.Body, latestUserText(in)) {
 		t.Errorf("%s: the latest user message is not in the output verbatim", where)
 	}
-	if compactor.ValidateAlternation(in) == nil {
-		if err := compactor.ValidateAlternation(res.Body); err != nil {
+	if chatcheck.ValidateAlternation(in) == nil {
+		if err := chatcheck.ValidateAlternation(res.Body); err != nil {
 			t.Errorf("%s: the client's roles alternate, the output's do not: %v", where, err)
 		}
 	}
@@ -176,7 +175,7 @@ func TestCorpusMaxHistory(t *testing.T) {
 		plain := p.Rewrite(tr.body)
 		for _, n := range []int{1, 6, 20} {
 			res := p.RewriteWith(tr.body, Options{MaxHistoryMessages: n})
-			if err := compactor.ValidateChat(res.Body); err != nil {
+			if err := chatcheck.ValidateChat(res.Body); err != nil {
 				t.Errorf("%s N=%d: %v", tr.name, n, err)
 			}
 			if c, err := p.Counter().CountRequest(res.Body); err != nil || c != res.TokensAfter {

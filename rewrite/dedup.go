@@ -17,7 +17,7 @@ const DedupPlaceholder = "[duplicate result: superseded by a later call with the
 type DedupMark struct {
 	// Index is the message's index in the client's `messages` as sent.
 	Index int
-	// Digest is the sha256 of the message's canonical form, as ChainHash
+	// Digest is the sha256 of the message's canonical form, as the chain hash
 	// hashes it: the same message sent again matches, an edited or a
 	// different one does not. It is stable across restarts.
 	Digest [sha256.Size]byte

@@ -21,7 +21,6 @@
 //     branch's chain hash, token estimates), from what RewriteWith already
 //     parsed and counted. The proxy decides, calls the summariser and
 //     stores the branch; this package does no I/O.
-//   - EnsureStreamUsage: ask a streamed request's upstream for usage.
 //
 // Without a summary or a history limit, RewriteWith only ever replaces the
 // bytes of a tool result's content (or of a text part inside it) and adds
@@ -33,7 +32,7 @@
 // first user message forwarded; the messages kept keep their bytes.
 // Anything it does not understand is passed on unchanged.
 //
-// Chain hashes identify a history by content, not bytes (see ChainHash):
+// Chain hashes identify a history by content, not bytes (state.ChainHash):
 // a client that re-serialises its messages still matches its summary, one
 // that edits or rewinds them does not, and then gets no summary at all.
 //

@@ -31,12 +31,6 @@ func ExamplePipeline_Rewrite() {
 	// {"model":"gpt-4o","messages":[{"role":"user","content":"build it"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"make\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"cc -c file.c\ncc -c f [...]"}],"tools":[{"type":"function","function":{"name":"bash"}}],"x_vendor":{"keep":"me"}}
 }
 
-func ExampleEnsureStreamUsage() {
-	out, injected := rewrite.EnsureStreamUsage([]byte(`{"model":"gpt-4o","stream":true,"messages":[]}`))
-	fmt.Println(injected, string(out))
-	// Output: true {"model":"gpt-4o","stream":true,"messages":[],"stream_options":{"include_usage":true}}
-}
-
 func ExampleIdentify() {
 	header := func(name string) []byte {
 		if strings.EqualFold(name, "X-Session-ID") {

@@ -3,10 +3,10 @@ package rewrite
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/tidwall/gjson"
 )
 
@@ -38,7 +38,7 @@ func TestRequestOverTheWindowIsCutToFit(t *testing.T) {
 		if res.TokensAfter > budget || res.FitDropped == 0 {
 			t.Fatalf("budget %d: %d tokens after, %d messages left out", budget, res.TokensAfter, res.FitDropped)
 		}
-		if err := compactor.ValidateChat(res.Body); err != nil {
+		if err := chatcheck.ValidateChat(res.Body); err != nil {
 			t.Fatalf("budget %d: forwarded body is not a valid chat request: %v", budget, err)
 		}
 		if n, _ := p.Counter().CountRequest(res.Body); n != res.TokensAfter {

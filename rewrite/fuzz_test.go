@@ -3,12 +3,13 @@ package rewrite
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	wirechat "github.com/ctxpress/ctxpress/wire/chat"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/tidwall/gjson"
 )
 
@@ -67,7 +68,7 @@ func FuzzRewrite(f *testing.F) {
 			t.Fatal("not understood but changed")
 		}
 		checkFuzzSummary(t, p, body, res)
-		out, _ := EnsureStreamUsage(body)
+		out, _ := wirechat.EnsureStreamUsage(body)
 		if json.Valid(body) && !json.Valid(out) {
 			t.Fatalf("EnsureStreamUsage: invalid output %s", out)
 		}
@@ -89,7 +90,7 @@ func checkFuzzSummary(t *testing.T, p *Pipeline, body []byte, res Result) {
 	if !ok {
 		return
 	}
-	valid := compactor.ValidateChat(body) == nil
+	valid := chatcheck.ValidateChat(body) == nil
 	b := Branch{Summary: "fuzz </conversation_summary> summary", Covered: c.Covered, Hash: c.Hash}
 	for _, opts := range []Options{
 		{Branches: []Branch{b}, ConciseOutput: true},
@@ -106,7 +107,7 @@ func checkFuzzSummary(t *testing.T, p *Pipeline, body []byte, res Result) {
 		if n, err := p.Counter().CountRequest(out.Body); err != nil || n != out.TokensAfter {
 			t.Fatalf("TokensAfter %d, counted %d (%v)", out.TokensAfter, n, err)
 		}
-		if err := compactor.ValidateChat(out.Body); valid && err != nil {
+		if err := chatcheck.ValidateChat(out.Body); valid && err != nil {
 			t.Fatalf("valid input, invalid output with %+v: %v\n%s", opts, err, out.Body)
 		}
 	}

@@ -1,11 +1,12 @@
 package rewrite
 
 import (
+	"crypto/sha256"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/tidwall/gjson"
 )
 
@@ -154,11 +155,11 @@ func replay(tb testing.TB, p *Pipeline, msgs []string, turns []int, opts Options
 // forwarded.
 func checkForwarded(tb testing.TB, p *Pipeline, where string, in []byte, res Result) {
 	tb.Helper()
-	if err := compactor.ValidateChat(res.Body); err != nil {
+	if err := chatcheck.ValidateChat(res.Body); err != nil {
 		tb.Fatalf("%s: invalid forwarded body: %v\n%s", where, err, res.Body)
 	}
-	if compactor.ValidateAlternation(in) == nil {
-		if err := compactor.ValidateAlternation(res.Body); err != nil {
+	if chatcheck.ValidateAlternation(in) == nil {
+		if err := chatcheck.ValidateAlternation(res.Body); err != nil {
 			tb.Errorf("%s: the client's roles alternate, the forwarded ones do not: %v", where, err)
 		}
 	}
@@ -208,4 +209,19 @@ func everyTurn(msgs []string, from int) []int {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// chainHashOf returns the chain hash of msgs, the client's messages after the
+// leading system messages, as sent: h_0 is zero and
+// h_i = sha256(h_(i-1) || sha256(canonical(msgs[i-1]))), where canonical is
+// the message's JSON compacted with its object keys sorted, so a client
+// that re-serialises the same messages matches. Each element must be valid
+// JSON. The pipeline computes the same value with per-message caching; this is
+// the reference the tests hold it to.
+func chainHashOf(msgs [][]byte) [sha256.Size]byte {
+	var h [sha256.Size]byte
+	for _, m := range msgs {
+		h = chainStep(h, canonicalDigest(m))
+	}
+	return h
 }

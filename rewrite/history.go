@@ -107,21 +107,6 @@ const ConciseInstruction = "Answer concisely: drop filler, pleasantries, article
 	"Keep code, commands, file paths, identifiers and error text byte-exact. " +
 	"Never be terse when confirming a destructive operation or giving a security warning: state those in full."
 
-// ChainHash returns the chain hash of msgs, the client's messages after the
-// leading system messages, as sent: h_0 is zero and
-// h_i = sha256(h_(i-1) || sha256(canonical(msgs[i-1]))), where canonical is
-// the message's JSON compacted with its object keys sorted, so a client
-// that re-serialises the same messages matches. Each element must be valid
-// JSON. RewriteWith computes the same value with per-message caching; this
-// is the reference, for tests and tools.
-func ChainHash(msgs [][]byte) [sha256.Size]byte {
-	var h [sha256.Size]byte
-	for _, m := range msgs {
-		h = chainStep(h, canonicalDigest(m))
-	}
-	return h
-}
-
 // chainStep is h_i from h_(i-1) and the canonical digest of message i. It
 // chains digests rather than canonical bytes so that a warm turn hashes 64
 // bytes per message, not the whole history.

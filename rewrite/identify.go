@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/textproto"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -135,12 +134,43 @@ func lookupHeader(header func(string) []byte, name string) []byte {
 			return v
 		}
 	}
-	if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
+	if c := canonicalHeaderKey(name); c != name {
 		if v := header(c); len(v) > 0 {
 			return v
 		}
 	}
 	return nil
+}
+
+// canonicalHeaderKey is textproto.CanonicalMIMEHeaderKey (which would put
+// package net under the core): the first letter and every letter after a
+// hyphen upper case, the rest lower case; a name with a byte that is not
+// a header token character is returned unchanged.
+func canonicalHeaderKey(name string) string {
+	for i := 0; i < len(name); i++ {
+		if !isTokenByte(name[i]) {
+			return name
+		}
+	}
+	b := []byte(name)
+	upper := true
+	for i, c := range b {
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			b[i] = c - ('a' - 'A')
+		case !upper && 'A' <= c && c <= 'Z':
+			b[i] = c + ('a' - 'A')
+		}
+		upper = c == '-'
+	}
+	return string(b)
+}
+
+// isTokenByte reports whether c may appear in a header name (RFC 7230's
+// tchar).
+func isTokenByte(c byte) bool {
+	return c < 0x80 && ('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0)
 }
 
 // validID reports whether v is usable as a conversation id: at most

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"net/textproto"
 	"strings"
 	"testing"
 )
@@ -126,6 +127,16 @@ func TestIdentifyConfigValidate(t *testing.T) {
 	for _, c := range []IdentifyConfig{{Mode: "magic"}, {Headers: []string{""}}, {Headers: []string{"a b"}}} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: no error", c)
+		}
+	}
+}
+
+// canonicalHeaderKey spells a header name as net/textproto does.
+func TestCanonicalHeaderKeyMatchesTextproto(t *testing.T) {
+	for _, name := range []string{"x-conversation-id", "X-SESSION-ID", "session_id", "thread-id", "x-claude-code-session-id",
+		"Already-Canonical", "a--b", "-x", "", "has space", "ünicode", "x_y-z", "1-abc"} {
+		if got, want := canonicalHeaderKey(name), textproto.CanonicalMIMEHeaderKey(name); got != want {
+			t.Errorf("%q: %q, textproto %q", name, got, want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"bytes"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"strings"
 	"sync"
 	"testing"
@@ -54,11 +55,11 @@ func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Option
 	if !res.Understood || res.Applied != 0 || res.Covered != b.Covered || res.SummaryMiss {
 		tb.Fatalf("branch not applied: Applied %d Covered %d Miss %v", res.Applied, res.Covered, res.SummaryMiss)
 	}
-	if err := compactor.ValidateChat(res.Body); err != nil {
+	if err := chatcheck.ValidateChat(res.Body); err != nil {
 		tb.Fatalf("invalid output: %v\n%s", err, res.Body)
 	}
-	if compactor.ValidateAlternation(in) == nil {
-		if err := compactor.ValidateAlternation(res.Body); err != nil {
+	if chatcheck.ValidateAlternation(in) == nil {
+		if err := chatcheck.ValidateAlternation(res.Body); err != nil {
 			tb.Fatalf("the client's roles alternate, the output's do not: %v", err)
 		}
 	}
@@ -286,8 +287,8 @@ func TestBranchMatchesContentNotBytes(t *testing.T) {
 	for _, m := range msgs[1 : 1+c.Covered] {
 		raw = append(raw, []byte(m))
 	}
-	if ChainHash(raw) != b.Hash {
-		t.Fatal("ChainHash disagrees with Compaction.Hash")
+	if chainHashOf(raw) != b.Hash {
+		t.Fatal("chainHashOf disagrees with Compaction.Hash")
 	}
 
 	reser := append([]string{}, msgs...)
@@ -412,7 +413,7 @@ func TestMaxHistoryMessages(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4, 7, 100} {
 		res := p.RewriteWith(body, Options{MaxHistoryMessages: n})
 		out := rawMessages(t, res.Body)
-		if err := compactor.ValidateChat(res.Body); err != nil {
+		if err := chatcheck.ValidateChat(res.Body); err != nil {
 			t.Fatalf("N=%d: %v", n, err)
 		}
 		if tok, _ := p.Counter().CountRequest(res.Body); tok != res.TokensAfter {

@@ -6,9 +6,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ctxpress/ctxpress/internal/bpe"
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
-	"github.com/pkoukk/tiktoken-go"
-	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 	"github.com/tidwall/gjson"
 )
 
@@ -55,35 +54,26 @@ func EncodingForModel(model string) Encoding {
 }
 
 // The tiktoken encoders are process-wide, and this is the package's only
-// state. tiktoken-go's BPE loader is itself a package variable of that
-// library (SetBpeLoader), so it must be set exactly once, before the first
-// encoding is built, whoever builds it: loaderOnce. And an encoder is a set
-// of immutable tables (about 22 MB of heap for o200k_base, 11 MB for
-// cl100k_base) that takes ~0.4 s to build and is the same for every caller,
-// so each is built once, on first use: encoder.once. Nothing they guard
-// changes after it is built; the map itself is never written.
-var (
-	loaderOnce sync.Once
-	encoders   = map[Encoding]*encoder{O200K: {}, CL100K: {}}
-)
+// state. An encoder is a set of immutable tables (about 22 MB of heap for
+// o200k_base, 11 MB for cl100k_base) that takes ~0.4 s to build and is the
+// same for every caller, so each is built once, on first use:
+// encoder.once. Nothing they guard changes after it is built; the map
+// itself is never written.
+var encoders = map[Encoding]*encoder{O200K: {}, CL100K: {}}
 
 // encoder builds one tiktoken encoding lazily, once.
 type encoder struct {
 	once sync.Once
-	tk   *tiktoken.Tiktoken // nil when the encoding failed to load
+	tk   *bpe.Encoder // nil when the encoding failed to load
 }
 
-// get returns the tiktoken encoder for enc, building it on first use; safe
-// for concurrent callers (they wait for the one build). It returns nil only
-// if the embedded tables fail to load.
-func (e *encoder) get(enc Encoding) *tiktoken.Tiktoken {
+// get returns the tiktoken encoder for enc, building it on first use from
+// the embedded tables (never a network fetch); safe for concurrent callers
+// (they wait for the one build). It returns nil only if the embedded tables
+// fail to load.
+func (e *encoder) get(enc Encoding) *bpe.Encoder {
 	e.once.Do(func() {
-		loaderOnce.Do(func() {
-			// Embedded tables only: never a network fetch.
-			tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
-		})
-		tk, err := tiktoken.GetEncoding(string(enc))
-		if err == nil {
+		if tk, err := bpe.New(string(enc)); err == nil {
 			e.tk = tk
 		}
 	})
@@ -304,7 +294,7 @@ const maxRun = 256
 
 // encodeBounded counts text's tokens, encoding long unbroken runs (of
 // whitespace or not) in maxRun-byte pieces (at rune boundaries).
-func encodeBounded(tk *tiktoken.Tiktoken, text string) int {
+func encodeBounded(tk *bpe.Encoder, text string) int {
 	n, start, run, spaces := 0, 0, 0, 0
 	for i := 0; i < len(text); {
 		r, size := rune(text[i]), 1
@@ -322,12 +312,12 @@ func encodeBounded(tk *tiktoken.Tiktoken, text string) int {
 			cut = run > maxRun
 		}
 		if cut {
-			n += len(tk.EncodeOrdinary(text[start:i]))
+			n += tk.Count(text[start:i])
 			start = i
 			run, spaces = 0, 0
 			continue // r starts the next piece
 		}
 		i += size
 	}
-	return n + len(tk.EncodeOrdinary(text[start:]))
+	return n + tk.Count(text[start:])
 }

@@ -231,7 +231,7 @@ func TestCompactExchangeIsNotForwarded(t *testing.T) {
 				for _, m := range tc.msgs[lead:tc.branch] {
 					raw = append(raw, []byte(m))
 				}
-				opts.Branches = []Branch{{Summary: "## Active Task\nfake", Covered: tc.branch - lead, Hash: ChainHash(raw)}}
+				opts.Branches = []Branch{{Summary: "## Active Task\nfake", Covered: tc.branch - lead, Hash: chainHashOf(raw)}}
 			}
 			// The command turn itself is answered by ctxpress, and a client
 			// sends a new message after the reply.

@@ -211,7 +211,7 @@ func TestSummaryAndSideRequestsGetText(t *testing.T) {
 	client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
 	ask := openai.UserMessage("List the functions.")
 	sum, _ := complete(t, client, openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{
-		openai.UserMessage(compactor.BuildPrompt("", "[USER]: hi"))}}, false)
+		openai.UserMessage(compactor.BuildPromptFor(0, "", "[USER]: hi"))}}, false)
 	title, _ := complete(t, client, openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{ask}}, true)
 	agent, _ := complete(t, client, openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{ask}, Tools: opencodeTools()}, true)
 	if !strings.Contains(sum.Content, "## Active Task") || len(sum.ToolCalls) > 0 {

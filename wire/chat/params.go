@@ -1,4 +1,4 @@
-package compactor
+package chat
 
 import (
 	"strings"
@@ -60,13 +60,13 @@ func RulesFor(model string, reasoning *bool) ParamRules {
 	return ParamRules{}
 }
 
-// retryRules returns the rules to try after an answer to a call sent with
+// RetryRules returns the rules to try after an answer to a call sent with
 // sent, and whether the answer refused one of the parameters sent so that
 // the new rules differ. A model that refuses max_tokens is an OpenAI
 // reasoning model, which refuses temperature too: both change at once, so
 // one retry is enough. A server that does not know max_completion_tokens
 // gets max_tokens back.
-func retryRules(sent ParamRules, status int, body []byte) (ParamRules, bool) {
+func RetryRules(sent ParamRules, status int, body []byte) (ParamRules, bool) {
 	next := sent
 	switch {
 	case !sent.MaxCompletionTokens && RefusesParam(status, body, "max_tokens"):
@@ -149,3 +149,7 @@ func mentionsRefusal(msg, param string) bool {
 }
 
 func isWordByte(c byte) bool { return isAlnum(c) || c == '_' }
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}

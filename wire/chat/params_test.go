@@ -1,4 +1,4 @@
-package compactor
+package chat
 
 import "testing"
 
@@ -112,9 +112,9 @@ func TestRetryRules(t *testing.T) {
 		{"temperature already left out", ParamRules{NoTemperature: true}, temperature, ParamRules{NoTemperature: true}, false},
 		{"another error is no refusal", ParamRules{}, `{"error":{"message":"Rate limit reached","code":"rate_limit_exceeded"}}`, ParamRules{}, false},
 	} {
-		got, retry := retryRules(tc.sent, 400, []byte(tc.body))
+		got, retry := RetryRules(tc.sent, 400, []byte(tc.body))
 		if got != tc.want || retry != tc.retry {
-			t.Errorf("%s: retryRules = %+v, %v; want %+v, %v", tc.name, got, retry, tc.want, tc.retry)
+			t.Errorf("%s: RetryRules = %+v, %v; want %+v, %v", tc.name, got, retry, tc.want, tc.retry)
 		}
 	}
 }

@@ -1,11 +1,18 @@
-package compactor
+// Package chatcheck holds the checks tests run on a rewritten chat-completions
+// request: is it still one a strict server accepts? It is test support, not
+// part of a request's path.
+package chatcheck
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
 )
+
+// ErrInvalidChat means a chat request would be refused by a strict server (see ValidateChat).
+var ErrInvalidChat = errors.New("compactor: invalid chat request")
 
 // ValidateChat reports whether a chat-completions request body (JSON) is
 // one a strict server (OpenAI, vLLM and llama.cpp chat templates) accepts,

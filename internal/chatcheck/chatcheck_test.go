@@ -1,7 +1,8 @@
-package compactor
+package chatcheck
 
 import (
 	"errors"
+	"github.com/ctxpress/ctxpress/internal/corpustest"
 	"strings"
 	"testing"
 )
@@ -62,9 +63,9 @@ func TestValidateChat(t *testing.T) {
 
 // TestValidateChatCorpus: every corpus trace is valid as sent.
 func TestValidateChatCorpus(t *testing.T) {
-	for _, tr := range loadTraces(t) {
-		if err := ValidateChat(tr.body); err != nil {
-			t.Errorf("%s: %v", tr.name, err)
+	for _, tr := range corpustest.Traces(t) {
+		if err := ValidateChat(tr.Body); err != nil {
+			t.Errorf("%s: %v", tr.Name, err)
 		}
 	}
 }

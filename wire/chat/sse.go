@@ -1,4 +1,4 @@
-package proxy
+package chat
 
 import (
 	"bytes"
@@ -11,12 +11,12 @@ import (
 // past it the event is passed on as is (it cannot be a usage-only chunk).
 const maxHeldEvent = 1 << 20
 
-// usageChunkFilter removes the usage-only chunk ({"choices":[],"usage":{…}})
+// UsageChunkFilter removes the usage-only chunk ({"choices":[],"usage":{…}})
 // from an SSE stream whose client did not ask for usage: ctxpress asked for
 // it, so the client must not see it. Every other event passes through byte
 // for byte, each as soon as its terminating blank line arrives; usage seen
 // in any event is recorded.
-type usageChunkFilter struct {
+type UsageChunkFilter struct {
 	held    []byte // start of an event whose end has not arrived
 	passing bool   // the held event grew past maxHeldEvent: pass the rest through
 	lines   sseLines
@@ -28,8 +28,8 @@ type usageChunkFilter struct {
 	stripped          bool
 }
 
-// filter consumes p and appends what the client should get to dst.
-func (f *usageChunkFilter) filter(dst, p []byte) []byte {
+// Filter consumes p and appends what the client should get to dst.
+func (f *UsageChunkFilter) Filter(dst, p []byte) []byte {
 	for len(p) > 0 {
 		if f.pendingLF {
 			f.pendingLF = false
@@ -69,8 +69,8 @@ func (f *usageChunkFilter) filter(dst, p []byte) []byte {
 	return dst
 }
 
-// flush returns what is still held, at the end of the stream.
-func (f *usageChunkFilter) flush(dst []byte) []byte {
+// Flush returns what is still held, at the end of the stream.
+func (f *UsageChunkFilter) Flush(dst []byte) []byte {
 	dst = append(dst, f.held...)
 	f.held = f.held[:0]
 	return dst
@@ -143,7 +143,7 @@ func (e *lineEnds) next(i int) int {
 }
 
 // event appends ev to dst unless it is the usage-only chunk.
-func (f *usageChunkFilter) event(dst, ev []byte) []byte {
+func (f *UsageChunkFilter) event(dst, ev []byte) []byte {
 	if !bytes.Contains(ev, []byte(`"usage"`)) {
 		return append(dst, ev...)
 	}
@@ -151,7 +151,7 @@ func (f *usageChunkFilter) event(dst, ev []byte) []byte {
 	if !jsonvalid.Valid(data) {
 		return append(dst, ev...)
 	}
-	u := parseUsage(gjson.GetBytes(data, "usage"))
+	u := ReadUsage(gjson.GetBytes(data, "usage"))
 	if !u.Found {
 		return append(dst, ev...)
 	}
@@ -193,3 +193,75 @@ func nextLine(b []byte) (line, rest []byte) {
 	}
 	return b[:i], b[j:]
 }
+
+// maxSSELine bounds the partial line SSEUsage keeps between reads; a longer
+// line cannot be a usage chunk worth reading and is skipped.
+const maxSSELine = 4 << 20
+
+// SSEUsage watches a side copy of an SSE stream for usage. It never changes
+// the bytes the client gets. Lines end with "\r\n", "\n" or a lone "\r"
+// (mixed, as the spec allows), and may be split across reads at any byte.
+type SSEUsage struct {
+	partial  []byte
+	skipping bool // inside a line longer than maxSSELine
+	afterCR  bool // the last byte was a CR: a LF next ends no new line
+	usage    Usage
+}
+
+// Observe feeds the next bytes of the stream.
+func (s *SSEUsage) Observe(p []byte) {
+	ends := lineEnds{p: p, lf: -1}
+	for from := 0; from < len(p); {
+		if s.afterCR && p[from] == '\n' {
+			from++
+		}
+		s.afterCR = false
+		i := -1
+		if from < len(p) {
+			i = ends.next(from)
+		}
+		if i < 0 {
+			if !s.skipping {
+				if len(s.partial)+len(p)-from > maxSSELine {
+					s.partial, s.skipping = s.partial[:0], true
+				} else {
+					s.partial = append(s.partial, p[from:]...)
+				}
+			}
+			return
+		}
+		line := p[from:i]
+		s.afterCR = p[i] == '\r'
+		from = i + 1
+		if s.skipping {
+			s.skipping = false
+			continue
+		}
+		if len(s.partial) > 0 {
+			s.partial = append(s.partial, line...)
+			line = s.partial
+		}
+		s.line(line)
+		s.partial = s.partial[:0]
+	}
+}
+
+func (s *SSEUsage) line(line []byte) {
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
+		return
+	}
+	data = bytes.TrimSpace(data)
+	if !jsonvalid.Valid(data) {
+		return
+	}
+	if u := ReadUsage(gjson.GetBytes(data, "usage")); u.Found {
+		s.usage = u
+	}
+}
+
+// Usage is the last usage the stream reported (Found=false: none yet).
+func (s *SSEUsage) Usage() Usage { return s.usage }
+
+// Usage is the last usage an event reported (Found=false: none yet).
+func (f *UsageChunkFilter) Usage() Usage { return f.usage }

@@ -1,4 +1,4 @@
-package compactor
+package chat
 
 import (
 	"regexp"

@@ -1,4 +1,4 @@
-package proxy
+package chat
 
 import (
 	"fmt"
@@ -34,12 +34,12 @@ func TestUsageChunkFilterAtEverySplit(t *testing.T) {
 				if b < a || b > len(stream) {
 					continue
 				}
-				var f usageChunkFilter
+				var f UsageChunkFilter
 				var out []byte
-				out = f.filter(out, []byte(stream[:a]))
-				out = f.filter(out, []byte(stream[a:b]))
-				out = f.filter(out, []byte(stream[b:]))
-				out = f.flush(out)
+				out = f.Filter(out, []byte(stream[:a]))
+				out = f.Filter(out, []byte(stream[a:b]))
+				out = f.Filter(out, []byte(stream[b:]))
+				out = f.Flush(out)
 				if string(out) != want {
 					t.Fatalf("eol %q, split %d/%d:\n got %q\nwant %q", eol, a, b, out, want)
 				}
@@ -55,10 +55,10 @@ func TestUsageChunkFilterAtEverySplit(t *testing.T) {
 // line ends: a stream of lone-CR lines is not held back until its end.
 func TestUsageChunkFilterPassesEachEventAsItArrives(t *testing.T) {
 	for _, eol := range []string{"\n", "\r\n", "\r"} {
-		var f usageChunkFilter
+		var f UsageChunkFilter
 		for i := range 3 {
 			ev := fmt.Sprintf("data: {\"choices\":[{\"delta\":{\"content\":\"%d\"}}]}%s%s", i, eol, eol)
-			if out := f.filter(nil, []byte(ev)); string(out) != ev {
+			if out := f.Filter(nil, []byte(ev)); string(out) != ev {
 				t.Fatalf("eol %q, event %d: the filter let through %q", eol, i, out)
 			}
 		}
@@ -68,8 +68,8 @@ func TestUsageChunkFilterPassesEachEventAsItArrives(t *testing.T) {
 // A final chunk that carries both content and usage is never dropped.
 func TestUsageChunkFilterKeepsContentWithUsage(t *testing.T) {
 	s := "data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":9}}\n\n"
-	var f usageChunkFilter
-	if out := f.flush(f.filter(nil, []byte(s))); string(out) != s || f.usage.InputTokens != 9 || f.stripped {
+	var f UsageChunkFilter
+	if out := f.Flush(f.Filter(nil, []byte(s))); string(out) != s || f.usage.InputTokens != 9 || f.stripped {
 		t.Fatalf("out %q usage %+v stripped %v", out, f.usage, f.stripped)
 	}
 }
@@ -78,12 +78,12 @@ func TestUsageChunkFilterKeepsContentWithUsage(t *testing.T) {
 func TestUsageChunkFilterHugeEvent(t *testing.T) {
 	big := "data: {\"choices\":[{\"delta\":{\"content\":\"" + strings.Repeat("y", maxHeldEvent+100) + "\"}}]}\n\n"
 	s := big + "data: [DONE]\n\n"
-	var f usageChunkFilter
+	var f UsageChunkFilter
 	var out []byte
 	for i := 0; i < len(s); i += 4096 {
-		out = f.filter(out, []byte(s[i:min(i+4096, len(s))]))
+		out = f.Filter(out, []byte(s[i:min(i+4096, len(s))]))
 	}
-	out = f.flush(out)
+	out = f.Flush(out)
 	if string(out) != s {
 		t.Fatalf("huge event changed: %d bytes, want %d", len(out), len(s))
 	}
@@ -118,12 +118,37 @@ func benchmarkReads(b *testing.B, feed func(p []byte), reset func()) {
 }
 
 func BenchmarkUsageChunkFilter(b *testing.B) {
-	var f usageChunkFilter
+	var f UsageChunkFilter
 	var out []byte
-	benchmarkReads(b, func(p []byte) { out = f.filter(out[:0], p) }, func() { f = usageChunkFilter{} })
+	benchmarkReads(b, func(p []byte) { out = f.Filter(out[:0], p) }, func() { f = UsageChunkFilter{} })
 }
 
 func BenchmarkSSEUsage(b *testing.B) {
-	var s sseUsage
-	benchmarkReads(b, s.observe, func() { s = sseUsage{} })
+	var s SSEUsage
+	benchmarkReads(b, s.Observe, func() { s = SSEUsage{} })
+}
+
+// Usage chunks split anywhere across reads are still found, whatever the
+// stream's line ends.
+func TestSSEUsageAcrossSplits(t *testing.T) {
+	mixed := "data: {\"choices\":[{\"delta\":{\"content\":\"usage\"}}],\"usage\":null}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":77,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":64}}}\r\n\r\n" +
+		"data: [DONE]\n\n"
+	lf := strings.ReplaceAll(mixed, "\r\n", "\n")
+	for _, stream := range []string{mixed, strings.ReplaceAll(lf, "\n", "\r"), strings.ReplaceAll(lf, "\n", "\r\n")} {
+		for cut := 0; cut <= len(stream); cut++ {
+			var s SSEUsage
+			s.Observe([]byte(stream[:cut]))
+			s.Observe([]byte(stream[cut:]))
+			if !s.usage.Found || s.usage.InputTokens != 77 || s.usage.OutputTokens != 3 || s.usage.CachedTokens != 64 {
+				t.Fatalf("%q cut at %d: usage = %+v", stream[:12], cut, s.usage)
+			}
+		}
+	}
+	var s SSEUsage
+	s.Observe([]byte("data: " + strings.Repeat("x", maxSSELine+10)))
+	s.Observe([]byte("\ndata: {\"usage\":{\"input_tokens\":5}}\n"))
+	if s.usage.InputTokens != 5 || len(s.partial) > 0 {
+		t.Fatalf("after an over-long line: %+v, partial %d", s.usage, len(s.partial))
+	}
 }

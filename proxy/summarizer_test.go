@@ -1,9 +1,10 @@
-package compactor
+package proxy
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/ctxpress/ctxpress/compactor"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,11 +12,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/wire/chat"
 )
 
 // upstream is an in-test OpenAI-compatible server on 127.0.0.1 that
 // records what it received and answers with reply.
-type upstream struct {
+type summaryUpstream struct {
 	*httptest.Server
 	release chan struct{} // closed at cleanup: unblocks slow handlers
 
@@ -26,9 +29,9 @@ type upstream struct {
 	hits int
 }
 
-func newUpstream(t *testing.T, reply func(w http.ResponseWriter, r *http.Request)) *upstream {
+func newSummaryUpstream(t *testing.T, reply func(w http.ResponseWriter, r *http.Request)) *summaryUpstream {
 	t.Helper()
-	u := &upstream{release: make(chan struct{})}
+	u := &summaryUpstream{release: make(chan struct{})}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
@@ -42,7 +45,7 @@ func newUpstream(t *testing.T, reply func(w http.ResponseWriter, r *http.Request
 	return u
 }
 
-func jsonReply(status int, body string) func(http.ResponseWriter, *http.Request) {
+func summaryReply(status int, body string) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -50,15 +53,15 @@ func jsonReply(status int, body string) func(http.ResponseWriter, *http.Request)
 	}
 }
 
-func completion(content string) string {
+func summaryCompletion(content string) string {
 	b, _ := json.Marshal(content)
 	return `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":` + string(b) +
 		`},"finish_reason":"stop"}],"usage":{"prompt_tokens":1234,"completion_tokens":56,"total_tokens":1290}}`
 }
 
 func TestSummarize(t *testing.T) {
-	up := newUpstream(t, jsonReply(200, completion("\n## Goal\nShip <it> & test.\n")))
-	prompt := BuildPrompt("", Transcript([]Message{user("hi <there> & bye")}, 0))
+	up := newSummaryUpstream(t, summaryReply(200, summaryCompletion("\n## Goal\nShip <it> & test.\n")))
+	prompt := compactor.BuildPromptFor(0, "", compactor.Transcript([]compactor.Message{{Role: "user", Text: "hi <there> & bye"}}, 0))
 	res, err := NewSummarizer().Summarize(context.Background(), SummaryRequest{
 		BaseURL:       up.URL + "/v1/",
 		Authorization: "Bearer test-key-123",
@@ -70,8 +73,8 @@ func TestSummarize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Summary != "## Goal\nShip <it> & test." {
-		t.Errorf("summary %q", res.Summary)
+	if res.Text != "## Goal\nShip <it> & test." {
+		t.Errorf("summary %q", res.Text)
 	}
 	if res.PromptTokens != 1234 || res.CompletionTokens != 56 || res.Truncated {
 		t.Errorf("result %+v", res)
@@ -112,29 +115,29 @@ func TestSummarizeErrors(t *testing.T) {
 		is    error
 		says  string
 	}{
-		{"upstream 500", jsonReply(500, `{"error":{"message":"The server had an error while processing your request","type":"server_error"}}`),
-			ErrUpstream, "status 500: The server had an error while processing your request"},
-		{"upstream 401 echoing the key", jsonReply(401, `{"error":{"message":"Incorrect API key provided: `+key+`"}}`),
-			ErrUpstream, "Incorrect API key provided: [REDACTED]"},
+		{"upstream 500", summaryReply(500, `{"error":{"message":"The server had an error while processing your request","type":"server_error"}}`),
+			chat.ErrUpstream, "status 500: The server had an error while processing your request"},
+		{"upstream 401 echoing the key", summaryReply(401, `{"error":{"message":"Incorrect API key provided: `+key+`"}}`),
+			chat.ErrUpstream, "Incorrect API key provided: [REDACTED]"},
 		{"plain-text 502", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "bad gateway from nginx", 502) },
-			ErrUpstream, "bad gateway from nginx"},
-		{"llama.cpp overflow 400", jsonReply(400, `{"error":{"code":400,"message":"request (4390 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4390,"n_ctx":4096}}`),
-			ErrContextOverflow, "exceeds the available context size"},
-		{"llama.cpp shared KV cache full 500", jsonReply(500, `{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}`),
-			ErrContextOverflow, "status 500: Context size has been exceeded."},
-		{"error with 200", jsonReply(200, `{"error":"model not loaded"}`), ErrUpstream, "model not loaded"},
-		{"garbage body", jsonReply(200, `<html>oops`), ErrBadResponse, "not JSON"},
-		{"no choices", jsonReply(200, `{"choices":[]}`), ErrBadResponse, "no choices"},
-		{"empty content", jsonReply(200, completion("  \n ")), ErrEmptySummary, ""},
-		{"null content", jsonReply(200, `{"choices":[{"message":{"role":"assistant","content":null}}]}`), ErrEmptySummary, ""},
-		{"reasoning only", jsonReply(200, `{"choices":[{"message":{"content":"","reasoning_content":"Let me think..."},"finish_reason":"length"}]}`),
-			ErrEmptySummary, "only reasoning"},
-		{"unclosed think", jsonReply(200, completion("<think>hmm, the user wants")), ErrEmptySummary, ""},
+			chat.ErrUpstream, "bad gateway from nginx"},
+		{"llama.cpp overflow 400", summaryReply(400, `{"error":{"code":400,"message":"request (4390 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4390,"n_ctx":4096}}`),
+			chat.ErrContextOverflow, "exceeds the available context size"},
+		{"llama.cpp shared KV cache full 500", summaryReply(500, `{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}`),
+			chat.ErrContextOverflow, "status 500: Context size has been exceeded."},
+		{"error with 200", summaryReply(200, `{"error":"model not loaded"}`), chat.ErrUpstream, "model not loaded"},
+		{"garbage body", summaryReply(200, `<html>oops`), chat.ErrBadResponse, "not JSON"},
+		{"no choices", summaryReply(200, `{"choices":[]}`), chat.ErrBadResponse, "no choices"},
+		{"empty content", summaryReply(200, summaryCompletion("  \n ")), chat.ErrEmptySummary, ""},
+		{"null content", summaryReply(200, `{"choices":[{"message":{"role":"assistant","content":null}}]}`), chat.ErrEmptySummary, ""},
+		{"reasoning only", summaryReply(200, `{"choices":[{"message":{"content":"","reasoning_content":"Let me think..."},"finish_reason":"length"}]}`),
+			chat.ErrEmptySummary, "only reasoning"},
+		{"unclosed think", summaryReply(200, summaryCompletion("<think>hmm, the user wants")), chat.ErrEmptySummary, ""},
 	}
 	s := NewSummarizer()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			up := newUpstream(t, tc.reply)
+			up := newSummaryUpstream(t, tc.reply)
 			_, err := s.Summarize(context.Background(), SummaryRequest{
 				BaseURL: up.URL, Authorization: "Bearer " + key, Model: "m", Prompt: "p", Timeout: 10 * time.Second,
 			})
@@ -153,18 +156,18 @@ func TestSummarizeErrors(t *testing.T) {
 
 func TestSummarizeContentShapes(t *testing.T) {
 	for _, tc := range []struct{ name, reply, want string }{
-		{"think block removed", completion("<think>plan it</think>\n\n## Goal\nX"), "## Goal\nX"},
+		{"think block removed", summaryCompletion("<think>plan it</think>\n\n## Goal\nX"), "## Goal\nX"},
 		{"content parts", `{"choices":[{"message":{"content":[{"type":"text","text":"## Goal"},{"type":"text","text":"X"}]}}]}`, "## Goal\nX"},
 		{"usage as input/output tokens", `{"choices":[{"message":{"content":"S"},"finish_reason":"length"}],"usage":{"input_tokens":7,"output_tokens":3}}`, "S"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := newUpstream(t, jsonReply(200, tc.reply))
+			up := newSummaryUpstream(t, summaryReply(200, tc.reply))
 			res, err := NewSummarizer().Summarize(context.Background(), SummaryRequest{BaseURL: up.URL, Model: "m", Prompt: "p"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Summary != tc.want {
-				t.Errorf("summary %q, want %q", res.Summary, tc.want)
+			if res.Text != tc.want {
+				t.Errorf("summary %q, want %q", res.Text, tc.want)
 			}
 			if tc.name == "usage as input/output tokens" && (res.PromptTokens != 7 || res.CompletionTokens != 3 || !res.Truncated) {
 				t.Errorf("result %+v", res)
@@ -176,8 +179,8 @@ func TestSummarizeContentShapes(t *testing.T) {
 // TestSummarizeTimeout: an upstream that never answers costs the timeout,
 // not the request. The guard only catches a hang; it asserts no timing.
 func TestSummarizeTimeout(t *testing.T) {
-	var up *upstream
-	up = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	var up *summaryUpstream
+	up = newSummaryUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 		case <-up.release:

@@ -1,4 +1,4 @@
-package compactor_test
+package proxy
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/tidwall/gjson"
 )
@@ -52,13 +51,13 @@ func (s *strictOpenAI) callsFor(model string) int {
 	return s.calls[model]
 }
 
-func summarize(t *testing.T, sum *compactor.Summarizer, baseURL, model string, reasoning *bool) error {
+func summarizeWith(t *testing.T, sum *Summarizer, baseURL, model string, reasoning *bool) error {
 	t.Helper()
-	res, err := sum.Summarize(context.Background(), compactor.SummaryRequest{
+	res, err := sum.Summarize(context.Background(), SummaryRequest{
 		BaseURL: baseURL, Model: model, Prompt: "summarise this", MaxTokens: 2000, Timeout: 10 * time.Second, Reasoning: reasoning,
 	})
-	if err == nil && res.Summary != "## Goal\nShip it." {
-		t.Errorf("%s: summary %q", model, res.Summary)
+	if err == nil && res.Text != "## Goal\nShip it." {
+		t.Errorf("%s: summary %q", model, res.Text)
 	}
 	return err
 }
@@ -67,9 +66,9 @@ func summarize(t *testing.T, sum *compactor.Summarizer, baseURL, model string, r
 // 400: the summary call for one goes right the first time.
 func TestReasoningModelCompactionSucceeds(t *testing.T) {
 	up := newStrictOpenAI(t)
-	sum := compactor.NewSummarizer()
+	sum := NewSummarizer()
 	for _, model := range []string{"gpt-5-mini", "openai/gpt-5-mini", "o3-mini", "o4-mini", "gpt-4o"} {
-		if err := summarize(t, sum, up.BaseURL(), model, nil); err != nil {
+		if err := summarizeWith(t, sum, up.BaseURL(), model, nil); err != nil {
 			t.Errorf("%s: %v", model, err)
 		}
 		if n := up.callsFor(model); n != 1 {
@@ -94,14 +93,14 @@ func TestReasoningModelCompactionSucceeds(t *testing.T) {
 // model, so the next summary goes right the first time.
 func TestUnknownReasoningModelIsLearnedFromTheRefusal(t *testing.T) {
 	up := newStrictOpenAI(t, "corp-reasoner")
-	sum := compactor.NewSummarizer()
-	if err := summarize(t, sum, up.BaseURL(), "corp-reasoner", nil); err != nil {
+	sum := NewSummarizer()
+	if err := summarizeWith(t, sum, up.BaseURL(), "corp-reasoner", nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := up.callsFor("corp-reasoner"); n != 2 {
 		t.Fatalf("first summary: %d calls, want 2 (refused, then right)", n)
 	}
-	if err := summarize(t, sum, up.BaseURL(), "corp-reasoner", nil); err != nil {
+	if err := summarizeWith(t, sum, up.BaseURL(), "corp-reasoner", nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := up.callsFor("corp-reasoner"); n != 3 {
@@ -109,7 +108,7 @@ func TestUnknownReasoningModelIsLearnedFromTheRefusal(t *testing.T) {
 	}
 	// What was learned belongs to that upstream: another one is asked afresh.
 	other := newStrictOpenAI(t, "corp-reasoner")
-	if err := summarize(t, sum, other.BaseURL(), "corp-reasoner", nil); err != nil {
+	if err := summarizeWith(t, sum, other.BaseURL(), "corp-reasoner", nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := other.callsFor("corp-reasoner"); n != 2 {
@@ -119,7 +118,7 @@ func TestUnknownReasoningModelIsLearnedFromTheRefusal(t *testing.T) {
 	// the first call right.
 	yes := true
 	third := newStrictOpenAI(t, "corp-reasoner")
-	if err := summarize(t, compactor.NewSummarizer(), third.BaseURL(), "corp-reasoner", &yes); err != nil {
+	if err := summarizeWith(t, NewSummarizer(), third.BaseURL(), "corp-reasoner", &yes); err != nil {
 		t.Fatal(err)
 	}
 	if n := third.callsFor("corp-reasoner"); n != 1 {
@@ -135,7 +134,7 @@ func TestSummaryRefusalOfAnotherParameterIsNotRetried(t *testing.T) {
 		w.WriteHeader(400)
 		w.Write([]byte(`{"error":{"message":"Unsupported parameter: 'stream' is not supported with this model.","type":"invalid_request_error","param":"stream","code":"unsupported_parameter"}}`))
 	})
-	err := summarize(t, compactor.NewSummarizer(), up.BaseURL(), "gpt-5-mini", nil)
+	err := summarizeWith(t, NewSummarizer(), up.BaseURL(), "gpt-5-mini", nil)
 	if err == nil || !strings.Contains(err.Error(), "'stream' is not supported") {
 		t.Fatalf("error %v", err)
 	}

@@ -1,0 +1,167 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ctxpress/ctxpress/internal/envproxy"
+	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/valyala/fasthttp"
+)
+
+// Summary call defaults.
+const (
+	// DefaultSummaryTimeout bounds one summary call when SummaryRequest.Timeout is 0.
+	DefaultSummaryTimeout = 120 * time.Second
+	// maxResponseBytes caps the summary response body; a summary is a few
+	// KiB, so anything far larger is not one.
+	maxResponseBytes = 16 << 20
+	// maxParamRetries bounds the calls that follow a refused parameter: one
+	// per thing that can change (the cap's name, temperature).
+	maxParamRetries = 2
+	// maxLearned bounds the (base URL, model) pairs whose refusals are
+	// remembered; past it a refusal is still retried, just not remembered.
+	maxLearned = 1024
+)
+
+// ErrTransport means the summary call did not complete (dial, reset, timeout, cancelled context).
+var ErrTransport = errors.New("compactor: summary call failed")
+
+// SummaryRequest is one summary call.
+type SummaryRequest struct {
+	BaseURL       string        // OpenAI-compatible base URL, e.g. https://api.openai.com/v1; "/chat/completions" is appended
+	Authorization string        // sent as the Authorization header when not empty; never in an error
+	Model         string        // the summary model
+	Reasoning     *bool         // overrides the family table (RulesFor) for Model; nil = the table
+	Prompt        string        // the one user message (compactor.Summary.Prompt)
+	MaxTokens     int           // the summary's length cap (max_tokens, or max_completion_tokens with headroom); 0 = compactor.DefaultMaxTokens(0)
+	Timeout       time.Duration // per Summarize, retries included; 0 = DefaultSummaryTimeout
+}
+
+// SummaryResult is a summary and what it cost, as the upstream reported it.
+type SummaryResult struct {
+	chat.Summary
+	Duration time.Duration // wall time of the call
+}
+
+// Summarizer makes summary calls over a pooled fasthttp client. It is safe
+// for concurrent use; the zero value is not usable, call NewSummarizer.
+type Summarizer struct {
+	client *fasthttp.Client
+
+	mu      sync.Mutex                   // guards learned
+	learned map[modelKey]chat.ParamRules // rules an upstream's refusal taught, for the life of the process
+}
+
+// modelKey is one model behind one summariser base URL.
+type modelKey struct{ base, model string }
+
+// NewSummarizer returns a Summarizer with its own connection pool.
+func NewSummarizer() *Summarizer {
+	// The environment's outbound proxy, as for the upstream (a bad proxy
+	// URL has already stopped the upstream client from starting).
+	dial, _ := envproxy.Dial("", 10*time.Second)
+	return &Summarizer{learned: map[modelKey]chat.ParamRules{}, client: &fasthttp.Client{
+		Dial: dial,
+		// fasthttp dials IPv4 only by default: an upstream at [::1] or a
+		// localhost that resolves only to ::1 would be unreachable.
+		DialDualStack:       true,
+		Name:                "ctxpress-compactor",
+		MaxIdleConnDuration: 90 * time.Second,
+		MaxResponseBodySize: maxResponseBytes,
+		ReadBufferSize:      16 << 10, // hosted providers send many large headers
+		// A summary call is not idempotent (it costs tokens); the caller
+		// decides whether to try again.
+		MaxIdemponentCallAttempts: 1,
+		DisablePathNormalizing:    true,
+	}}
+}
+
+// Summarize posts req.Prompt as the one user message to
+// {BaseURL}/chat/completions (stream false) and returns the assistant's
+// text. The options follow the model's chat.ParamRules: max_tokens and
+// temperature 0.3, or for reasoning models max_completion_tokens (with
+// room for the reasoning) and no temperature. When the upstream answers
+// 400 refusing one of them, the call is sent again without it (at most
+// twice), and the (BaseURL, Model) pair keeps the rules that worked for the
+// life of the Summarizer. The calls end at the earlier of ctx's deadline
+// and now+Timeout; a context cancelled without a deadline is only seen
+// before the call starts, since fasthttp cancels by deadline.
+//
+// Errors wrap ErrTransport (no answer: dial, reset, timeout, ctx) or one of
+// chat.ReadSummary's.
+func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (SummaryResult, error) {
+	if err := ctx.Err(); err != nil {
+		return SummaryResult{}, fmt.Errorf("%w: %w", ErrTransport, err)
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = DefaultSummaryTimeout
+	}
+	start := time.Now()
+	deadline := start.Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+
+	hreq := fasthttp.AcquireRequest()
+	hresp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(hreq)
+	defer fasthttp.ReleaseResponse(hresp)
+	hreq.SetRequestURI(strings.TrimRight(req.BaseURL, "/") + "/chat/completions")
+	hreq.Header.SetMethod(fasthttp.MethodPost)
+	hreq.Header.SetContentType("application/json")
+	hreq.Header.Set(fasthttp.HeaderAccept, "application/json")
+	if req.Authorization != "" {
+		hreq.Header.Set(fasthttp.HeaderAuthorization, req.Authorization)
+	}
+
+	key := modelKey{strings.TrimRight(req.BaseURL, "/"), req.Model}
+	rules := s.rulesFor(key, req)
+	for attempt := 0; ; attempt++ {
+		body, err := chat.SummaryBody(chat.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens}, rules)
+		if err != nil {
+			return SummaryResult{}, err
+		}
+		hreq.SetBodyRaw(body)
+		err = s.client.DoDeadline(hreq, hresp, deadline)
+		res := SummaryResult{Duration: time.Since(start)}
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return res, fmt.Errorf("%w: %w (%w)", ErrTransport, cerr, err)
+			}
+			return res, fmt.Errorf("%w: %w", ErrTransport, err)
+		}
+		if next, refused := chat.RetryRules(rules, hresp.StatusCode(), hresp.Body()); refused && attempt < maxParamRetries {
+			s.learn(key, next)
+			rules = next
+			continue
+		}
+		res.Summary, err = chat.ReadSummary(hresp.StatusCode(), hresp.Body(), req.Authorization)
+		return res, err
+	}
+}
+
+// rulesFor is what a refusal taught for key, else the family table with
+// req's override.
+func (s *Summarizer) rulesFor(key modelKey, req SummaryRequest) chat.ParamRules {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.learned[key]; ok {
+		return r
+	}
+	return chat.RulesFor(req.Model, req.Reasoning)
+}
+
+// learn remembers the rules an upstream's refusal taught for key.
+func (s *Summarizer) learn(key modelKey, r chat.ParamRules) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.learned[key]; ok || len(s.learned) < maxLearned {
+		s.learned[key] = r
+	}
+}

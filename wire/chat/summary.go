@@ -1,0 +1,215 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
+	"github.com/tidwall/gjson"
+)
+
+// summaryTemperature keeps summaries close to the transcript while leaving
+// the model room to phrase.
+const summaryTemperature = 0.3
+
+// maxErrorText caps how much of an upstream error body goes into an error.
+const maxErrorText = 300
+
+// ErrEmptySummary means the summariser answered without any summary text.
+var ErrEmptySummary = errors.New("compactor: empty summary")
+
+// ErrUpstream means the summary upstream answered with a non-2xx status.
+var ErrUpstream = errors.New("compactor: summary upstream error")
+
+// ErrBadResponse means the summary upstream's 2xx answer is not a chat completion ctxpress can read.
+var ErrBadResponse = errors.New("compactor: unreadable summary response")
+
+// ErrContextOverflow means the summary upstream refused the summary request
+// as longer than its context window (it also wraps ErrUpstream).
+var ErrContextOverflow = errors.New("compactor: summary request exceeds the summariser's context window")
+
+// SummaryCall is one summary request in chat-completions form: the prompt
+// as the one user message, stream false.
+type SummaryCall struct {
+	Model     string
+	Prompt    string // compactor.Summary.Prompt
+	MaxTokens int    // the summary's length cap; 0 = compactor.DefaultMaxTokens(0)
+}
+
+// Summary is what a summary call's answer says.
+type Summary struct {
+	Text             string // the assistant text, trimmed, reasoning (<think>…</think>) removed
+	PromptTokens     int    // usage.prompt_tokens (or input_tokens); 0 when not reported
+	CompletionTokens int    // usage.completion_tokens (or output_tokens); 0 when not reported
+	Truncated        bool   // finish_reason "length": the summary hit MaxTokens and may be cut short
+}
+
+// summaryRequest is the summary call's body; field order is the wire order.
+// ParamRules decide which of temperature, max_tokens and
+// max_completion_tokens are present.
+type summaryRequest struct {
+	Model               string           `json:"model"`
+	Messages            []summaryMessage `json:"messages"`
+	Temperature         *float64         `json:"temperature,omitempty"`
+	MaxTokens           int              `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int              `json:"max_completion_tokens,omitempty"`
+	Stream              bool             `json:"stream"`
+}
+
+type summaryMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// SummaryBody encodes c under rules: max_tokens and temperature 0.3, or for
+// reasoning models max_completion_tokens (with room for the reasoning) and
+// no temperature.
+func SummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
+	maxTokens := c.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = compactor.DefaultMaxTokens(0)
+	}
+	cr := summaryRequest{Model: c.Model, Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}}
+	if rules.MaxCompletionTokens {
+		cr.MaxCompletionTokens = maxTokens + reasoningHeadroom
+	} else {
+		cr.MaxTokens = maxTokens
+	}
+	if !rules.NoTemperature {
+		t := summaryTemperature
+		cr.Temperature = &t
+	}
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false) // the prompt is full of <, > and &; keep it readable on the wire
+	if err := enc.Encode(cr); err != nil {
+		return nil, fmt.Errorf("compactor: encoding summary request: %w", err)
+	}
+	return body.Bytes(), nil
+}
+
+// ReadSummary reads a summary call's answer (status and body). auth is the
+// Authorization the call was sent with: it never appears in an error.
+//
+// Errors wrap ErrUpstream (non-2xx; the upstream's own error message
+// included, secrets redacted; also ErrContextOverflow when
+// IsContextOverflow), ErrBadResponse (not a chat completion) or
+// ErrEmptySummary (no text, e.g. a reasoning model that spent its cap on
+// reasoning_content).
+func ReadSummary(status int, body []byte, auth string) (Summary, error) {
+	var res Summary
+	if status < 200 || status > 299 {
+		if IsContextOverflow(status, body) {
+			return res, fmt.Errorf("%w: %w: status %d: %s", ErrContextOverflow, ErrUpstream, status, upstreamMessage(body, auth))
+		}
+		return res, fmt.Errorf("%w: status %d: %s", ErrUpstream, status, upstreamMessage(body, auth))
+	}
+	if !jsonvalid.Valid(body) {
+		return res, fmt.Errorf("%w: body is not JSON: %s", ErrBadResponse, upstreamMessage(body, auth))
+	}
+	root := gjson.ParseBytes(body)
+	if e := root.Get("error"); e.Exists() && e.Type != gjson.Null {
+		// Some local servers answer errors with 200.
+		return res, fmt.Errorf("%w: %s", ErrUpstream, upstreamMessage(body, auth))
+	}
+	choice := root.Get("choices.0")
+	if !choice.Exists() {
+		return res, fmt.Errorf("%w: no choices", ErrBadResponse)
+	}
+	res.PromptTokens = int(firstOf(root, "usage.prompt_tokens", "usage.input_tokens").Int())
+	res.CompletionTokens = int(firstOf(root, "usage.completion_tokens", "usage.output_tokens").Int())
+	res.Truncated = choice.Get("finish_reason").String() == "length"
+	res.Text = stripReasoning(contentText(choice.Get("message.content")))
+	if res.Text == "" {
+		if choice.Get("message.reasoning_content").String() != "" || choice.Get("message.reasoning").String() != "" {
+			return res, fmt.Errorf("%w: only reasoning came back (finish_reason %q); raise max_tokens or use a non-reasoning model",
+				ErrEmptySummary, choice.Get("finish_reason").String())
+		}
+		return res, ErrEmptySummary
+	}
+	return res, nil
+}
+
+// firstOf returns the first of paths present in r.
+func firstOf(r gjson.Result, paths ...string) gjson.Result {
+	for _, p := range paths {
+		if v := r.Get(p); v.Exists() {
+			return v
+		}
+	}
+	return gjson.Result{}
+}
+
+// contentText flattens message content: a string, or the text of a list of
+// parts (some providers answer with parts).
+func contentText(c gjson.Result) string {
+	if c.IsArray() {
+		var parts []string
+		for _, p := range c.Array() {
+			if t := p.Get("text"); t.Type == gjson.String {
+				parts = append(parts, t.Str)
+			}
+		}
+		return strings.Join(parts, "\n")
+	}
+	if c.Type == gjson.String {
+		return c.Str
+	}
+	return ""
+}
+
+// stripReasoning removes a leading <think>…</think> block, which local
+// reasoning models (Qwen, DeepSeek-R1 via llama.cpp or Ollama) put in the
+// content itself, and trims the rest. An unclosed block is all reasoning.
+func stripReasoning(s string) string {
+	s = strings.TrimSpace(s)
+	if rest, ok := strings.CutPrefix(s, "<think>"); ok {
+		_, after, closed := strings.Cut(rest, "</think>")
+		if !closed {
+			return ""
+		}
+		s = strings.TrimSpace(after)
+	}
+	return s
+}
+
+// upstreamMessage extracts the upstream's error message from body (OpenAI
+// shape {"error":{"message"}}, {"error":"…"} or {"message"}), else its
+// first bytes, with secrets and the caller's own credential redacted.
+func upstreamMessage(body []byte, auth string) string {
+	msg := ""
+	if jsonvalid.Valid(body) {
+		msg = firstOf(gjson.ParseBytes(body), "error.message", "error", "message", "detail").String()
+	}
+	if msg == "" {
+		msg = string(body)
+	}
+	// Redact before cutting, so a cut cannot leave a key too short to spot.
+	if key := strings.TrimSpace(strings.TrimPrefix(auth, "Bearer ")); len(key) >= 8 {
+		msg = strings.ReplaceAll(msg, key, compactor.Redacted)
+	}
+	msg = strings.TrimSpace(compactor.Redact(msg))
+	if len(msg) > maxErrorText {
+		msg = msg[:runeFloor(msg, maxErrorText)] + "…"
+	}
+	if msg == "" {
+		msg = "(empty body)"
+	}
+	return msg
+}
+
+// runeFloor returns the largest rune boundary of s at or before i.
+func runeFloor(s string, i int) int {
+	if i >= len(s) {
+		return len(s)
+	}
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
