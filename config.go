@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
@@ -178,7 +177,7 @@ func defaultConfig() config {
 			Precompact:       true,
 			PrecompactRatio:  proxy.DefaultPrecompactRatio,
 			SummaryPlacement: rewrite.PlacementAuto,
-			Summarizer:       summarizerConfig{Timeout: compactor.DefaultTimeout},
+			Summarizer:       summarizerConfig{Timeout: proxy.DefaultSummaryTimeout},
 		},
 		Auth:          authConfig{Keys: []string{}},
 		Namespace:     proxy.DefaultNamespace,
