@@ -2,18 +2,19 @@
 // cl100k_base) from the tables embedded by tiktoken-go-loader: never a
 // network fetch.
 //
-// The counting is a copy of the part of github.com/pkoukk/tiktoken-go
-// (MIT License, Copyright (c) 2023 ImmortalFog) that encodes ordinary text
-// (CoreBPE.encodeOrdinaryNative, bytePairMerge), reduced to counting. The
-// library itself also downloads encodings over HTTP, which would put
-// net/http under ctxpress's pure core (rewrite counts tokens); this copy
-// gives the same counts (TestCountsMatchTiktoken) without it.
+// It splits text with tiktoken's published pre-token patterns and counts
+// each piece by byte-pair merging over the ranks tiktoken-go-loader embeds.
+// tiktoken-go itself would give the same counts (TestCountsMatchTiktoken
+// holds this package to it), but it also downloads encodings over HTTP,
+// which would put net/http under ctxpress's pure core: rewrite counts
+// tokens, and its go list -deps must name no network package.
 package bpe
 
 import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/dlclark/regexp2"
@@ -95,54 +96,54 @@ func (e *Encoder) Count(text string) int {
 	return n
 }
 
-// pairMergeCount is the number of tokens byte-pair merging makes of piece
-// (tiktoken-go's bytePairMerge, counting the parts instead of mapping
-// them).
+// noRank marks a pair of parts whose joined bytes are no token.
+const noRank = math.MaxInt
+
+// pairMergeCount counts the tokens byte-pair encoding makes of piece: it
+// starts from single bytes and merges, again and again, the adjacent pair
+// of parts whose joined bytes have the lowest rank (the leftmost on a tie),
+// until no pair joins into a token.
 func pairMergeCount(piece []byte, ranks map[string]int) int {
-	if len(piece) == 1 {
-		return 1
+	if len(piece) < 2 {
+		return len(piece)
 	}
-	parts := make([][2]int, len(piece)+1)
-	for i := range parts {
-		parts[i][0], parts[i][1] = i, math.MaxInt // max int: no rank
+	// Part k is piece[bounds[k]:bounds[k+1]]; pair[k] is the rank of parts
+	// k and k+1 joined.
+	bounds := make([]int, len(piece)+1)
+	for i := range bounds {
+		bounds[i] = i
 	}
-	rankOf := func(startIdx, skip int) int {
-		if startIdx+skip+2 < len(parts) {
-			if rank, ok := ranks[string(piece[parts[startIdx][0]:parts[startIdx+skip+2][0]])]; ok {
-				return rank
+	joined := func(k int) int {
+		if k+2 >= len(bounds) {
+			return noRank
+		}
+		if r, ok := ranks[string(piece[bounds[k]:bounds[k+2]])]; ok {
+			return r
+		}
+		return noRank
+	}
+	pair := make([]int, len(piece)-1)
+	for k := range pair {
+		pair[k] = joined(k)
+	}
+	for len(pair) > 0 {
+		best := 0
+		for k := 1; k < len(pair); k++ {
+			if pair[k] < pair[best] {
+				best = k
 			}
 		}
-		return -1 // none
-	}
-	for i := 0; i < len(parts)-2; i++ {
-		if rank := rankOf(i, 0); rank >= 0 {
-			parts[i][1] = rank
-		}
-	}
-	for len(parts) > 1 {
-		minRank, minIdx := math.MaxInt, -1
-		for i := 0; i < len(parts)-1; i++ {
-			if parts[i][1] < minRank {
-				minRank, minIdx = parts[i][1], i
-			}
-		}
-		if minRank == math.MaxInt {
+		if pair[best] == noRank {
 			break
 		}
-		i := minIdx
-		if rank := rankOf(i, 1); rank >= 0 {
-			parts[i][1] = rank
-		} else {
-			parts[i][1] = math.MaxInt
+		bounds = slices.Delete(bounds, best+1, best+2)
+		pair = slices.Delete(pair, best, best+1)
+		if best < len(pair) {
+			pair[best] = joined(best)
 		}
-		if i > 0 {
-			if rk := rankOf(i-1, 1); rk >= 0 {
-				parts[i-1][1] = rk
-			} else {
-				parts[i-1][1] = math.MaxInt
-			}
+		if best > 0 {
+			pair[best-1] = joined(best - 1)
 		}
-		parts = append(parts[:i+1], parts[i+2:]...)
 	}
-	return len(parts) - 1
+	return len(bounds) - 1
 }

@@ -11,7 +11,7 @@ import (
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
-// TestCountsMatchTiktoken: the copy counts what tiktoken-go counts, on
+// TestCountsMatchTiktoken: this package counts what tiktoken-go counts, on
 // edge cases and on every corpus trace, for both encodings.
 func TestCountsMatchTiktoken(t *testing.T) {
 	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
