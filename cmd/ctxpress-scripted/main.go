@@ -145,6 +145,7 @@ type server struct {
 	steps  map[string]int // tool calls made per ask
 	index  *os.File
 	stats  map[string]*kindStats
+	anth   *anthropicState // the Messages format's state (messages.go)
 }
 
 type kindStats struct {
@@ -176,6 +177,8 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		s.chat(w, r)
+	case r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/messages") || strings.HasSuffix(r.URL.Path, "/messages/count_tokens")):
+		s.messages(w, r)
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"m","object":"model","created":1715367049,"owned_by":"scripted"}]}`)

@@ -19,6 +19,7 @@
 package messagestest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -40,11 +41,14 @@ func (e *Error) Body() []byte {
 		Type    string `json:"type"`
 		Message string `json:"message"`
 	}
-	b, _ := json.Marshal(struct {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // "tokens > 200000 maximum", as sent
+	_ = enc.Encode(struct {
 		Type  string `json:"type"`
 		Error inner  `json:"error"`
 	}{"error", inner{e.Type, e.Message}})
-	return b
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // Write answers w with the error.
@@ -67,6 +71,9 @@ type Options struct {
 	// NoSystemMessages refuses role:"system" messages, as models before
 	// Opus 4.8 and the Bedrock and Vertex gateways do.
 	NoSystemMessages bool
+	// CountTokens checks a /v1/messages/count_tokens body: no max_tokens,
+	// stream or metadata, no signature checks.
+	CountTokens bool
 }
 
 // Request is what Check read from a valid request.
@@ -80,6 +87,9 @@ type Request struct {
 	// results left out).
 	LastUser string
 	Markers  int // cache_control markers in all
+	// Thinking is thinking.type ("" when absent); ThinkingDisplay is
+	// thinking.display ("omitted": thinking text is sent back empty).
+	Thinking, ThinkingDisplay string
 	// DropBlock is thinking.block_binding.prefix_mismatch_behavior ==
 	// "drop_block": a thinking block whose prefix changed is dropped
 	// instead of refused.
@@ -104,6 +114,12 @@ var topKeys = map[string]bool{
 	"mcp_servers": true, "inference_geo": true,
 }
 
+// countKeys are the fields count_tokens takes.
+var countKeys = map[string]bool{
+	"model": true, "messages": true, "system": true, "tools": true, "tool_choice": true,
+	"thinking": true, "context_management": true, "output_config": true, "mcp_servers": true,
+}
+
 // Check reads body as a Messages request and returns what it holds, or the
 // error the API would answer it with.
 func Check(body []byte, o Options) (*Request, *Error) {
@@ -111,8 +127,12 @@ func Check(body []byte, o Options) (*Request, *Error) {
 	if err := json.Unmarshal(body, &top); err != nil {
 		return nil, invalid("There was an error parsing the body of your request. (%v)", err)
 	}
+	known := topKeys
+	if o.CountTokens {
+		known = countKeys
+	}
 	for _, k := range sortedKeys(top) {
-		if !topKeys[k] {
+		if !known[k] {
 			return nil, invalid("%s: Extra inputs are not permitted", k)
 		}
 	}
@@ -120,7 +140,7 @@ func Check(body []byte, o Options) (*Request, *Error) {
 	if json.Unmarshal(top["model"], &r.Model) != nil || r.Model == "" {
 		return nil, invalid("model: Field required")
 	}
-	if json.Unmarshal(top["max_tokens"], &r.MaxTokens) != nil || r.MaxTokens < 1 {
+	if !o.CountTokens && (json.Unmarshal(top["max_tokens"], &r.MaxTokens) != nil || r.MaxTokens < 1) {
 		return nil, invalid("max_tokens: Field required")
 	}
 	if raw, ok := top["stream"]; ok && json.Unmarshal(raw, &r.Stream) != nil {
@@ -157,7 +177,7 @@ func Check(body []byte, o Options) (*Request, *Error) {
 	if r.Markers > 4 {
 		return nil, invalid("A maximum of 4 blocks with cache_control may be provided. Found %d.", r.Markers)
 	}
-	if o.Ledger != nil {
+	if o.Ledger != nil && !o.CountTokens {
 		if err := o.Ledger.verify(m, r); err != nil {
 			return nil, err
 		}
@@ -171,6 +191,7 @@ func readThinking(raw json.RawMessage, r *Request) *Error {
 	}
 	var t struct {
 		Type         string `json:"type"`
+		Display      string `json:"display"`
 		BlockBinding *struct {
 			PrefixMismatchBehavior string `json:"prefix_mismatch_behavior"`
 		} `json:"block_binding"`
@@ -183,6 +204,7 @@ func readThinking(raw json.RawMessage, r *Request) *Error {
 	default:
 		return invalid("thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'")
 	}
+	r.Thinking, r.ThinkingDisplay = t.Type, t.Display
 	if b := t.BlockBinding; b != nil {
 		switch b.PrefixMismatchBehavior {
 		case "drop_block":

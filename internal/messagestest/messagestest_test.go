@@ -87,6 +87,7 @@ func TestRequestsTheAPIRefuses(t *testing.T) {
 		{"a system message before a user message", req(strings.Join([]string{ask, sysMsg, ask}, ",")), Options{}, "messages.1: a system message must be followed by an assistant message"},
 		{"a system message to a model without them", req(ask + "," + sysMsg), Options{NoSystemMessages: true}, "messages.1.role: role 'system' is not supported on this model"},
 		{"a bad tool name", req(ask, `"tools":[{"name":"a b","input_schema":{"type":"object"}}]`), Options{}, "tools.0.custom.name: String should match pattern"},
+		{"max_tokens to count_tokens", req(ask), Options{CountTokens: true}, "max_tokens: Extra inputs are not permitted"},
 		{"two tools of one name", req(ask, `"tools":[{"name":"a","input_schema":{}},{"name":"a","input_schema":{}}]`), Options{}, "tools: Tool names must be unique."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,7 +20,8 @@ type Prompt struct {
 	// MessageStart[i] is the index of message i's first segment;
 	// MessageStart[len(messages)] is len(Segments).
 	MessageStart []int
-	nested       int // markers inside tool_result contents
+	nested       int        // markers inside tool_result contents
+	chain        [][32]byte // chain[k] identifies the first k segments
 }
 
 func buildPrompt(tools []json.RawMessage, system []block, msgs []message) Prompt {
@@ -50,6 +51,13 @@ func buildPrompt(tools []json.RawMessage, system []block, msgs []message) Prompt
 		}
 	}
 	p.MessageStart = append(p.MessageStart, len(p.Segments))
+	p.chain = make([][32]byte, len(p.Segments)+1)
+	for i, s := range p.Segments {
+		h := sha256.New()
+		h.Write(p.chain[i][:])
+		h.Write(s)
+		copy(p.chain[i+1][:], h.Sum(nil))
+	}
 	return p
 }
 
@@ -73,17 +81,9 @@ func (p Prompt) Bytes(n int) int {
 	return total
 }
 
-// Hash identifies the first n segments.
-func (p Prompt) Hash(n int) [32]byte {
-	h := sha256.New()
-	for _, s := range p.Segments[:n] {
-		h.Write(s)
-		h.Write([]byte{'\n'})
-	}
-	var out [32]byte
-	copy(out[:], h.Sum(nil))
-	return out
-}
+// Hash identifies the first n segments (a hash chain, so every prefix's
+// hash costs nothing more).
+func (p Prompt) Hash(n int) [32]byte { return p.chain[n] }
 
 // LastMarker is the number of segments up to and including the last one
 // that carries a cache_control marker, 0 when none does.
