@@ -155,6 +155,7 @@ type server struct {
 	index  *os.File
 	stats  map[string]*kindStats
 	ledger *responsestest.Ledger // what the Responses side issued, to verify
+	anth   *anthropicState       // the Messages format's state (messages.go)
 }
 
 type kindStats struct {
@@ -189,6 +190,8 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.chat(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
 		s.responses(w, r)
+	case r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/messages") || strings.HasSuffix(r.URL.Path, "/messages/count_tokens")):
+		s.messages(w, r)
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"m","object":"model","created":1715367049,"owned_by":"scripted"}]}`)
