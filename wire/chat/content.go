@@ -14,7 +14,7 @@ import (
 // sent to the model by providers and are not counted. A message that is
 // not an object counts as its raw text.
 func (Format) Overhead(c *wire.Conversation, i int, count wire.Count) int {
-	m := parseMessage(c.Body, c.Messages[i].Start)
+	m := parseMessage(c.Body, c.Messages[i].Start, nil)
 	if !m.object {
 		return tokensPerMessage + count(string(m.bytes()))
 	}

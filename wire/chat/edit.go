@@ -39,7 +39,7 @@ func target(c *wire.Conversation) (leadTarget, message) {
 	if c.Lead == 0 {
 		return targetNew, message{}
 	}
-	m := parseMessage(c.Body, c.Messages[c.Lead-1].Start)
+	m := parseMessage(c.Body, c.Messages[c.Lead-1].Start, nil)
 	if !m.content.Exists() {
 		return targetEmpty, m
 	}
@@ -125,13 +125,13 @@ func (f Format) AddInstructions(c *wire.Conversation, texts []string, count wire
 // is null, empty or absent. false for a content of another shape. The
 // tokens are those of the merged message less the message's own.
 func (f Format) PrependText(c *wire.Conversation, i int, text string, count wire.Count) (wire.Edit, int, bool) {
-	m := parseMessage(c.Body, c.Messages[i].Start)
+	m := parseMessage(c.Body, c.Messages[i].Start, nil)
 	e, ok := mergeEdit(&m, text)
 	if !ok {
 		return e, 0, false
 	}
 	merged := wire.Splice(m.bytes(), []wire.Edit{e})
-	mm := parseMessage(merged, 0)
+	mm := parseMessage(merged, 0, nil)
 	return e, messageTokens(count, &mm) - messageTokens(count, &m), true
 }
 

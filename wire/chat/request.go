@@ -1,6 +1,8 @@
 package chat
 
 import (
+	"strings"
+
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
@@ -39,8 +41,9 @@ type message struct {
 	name         string // `name`: a participant, or the function of a legacy role:function result
 	toolCallID   string // `tool_call_id` of a role:tool result
 	content      wire.Span
-	toolCalls    wire.Span // assistant `tool_calls` array, or absent
-	functionCall wire.Span // legacy assistant `function_call` object, or absent
+	calls        wire.Range // its tool_calls entries in the parse's callNames
+	toolCalls    wire.Span  // assistant `tool_calls` array, or absent
+	functionCall wire.Span  // legacy assistant `function_call` object, or absent
 }
 
 // bytes returns the message as sent.
@@ -138,6 +141,7 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 	}
 	var seenModel, seenStream, seenMessages bool
 	var array, tools, functions wire.Span
+	var ns callNames
 	// One pass: the messages array is read element by element as the walk
 	// reaches it, not skipped first and read again.
 	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
@@ -163,10 +167,10 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 			}
 			seenMessages = true
 			c.Messages = make([]wire.Message, 0, 64)
-			c.Items = make([]wire.Item, 0, 96)
+			c.Items = make([]wire.Item, 0, 128)
 			ve := wire.WalkArray(body, vs, func(es int) int {
-				m := parseMessage(body, es)
-				addMessage(c, &m)
+				m := parseMessage(body, es, &ns)
+				addMessage(c, &m, &ns)
 				return m.End
 			})
 			array = wire.Span{Start: vs, End: ve}
@@ -180,6 +184,7 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 		}
 		return wire.ValueEnd(body, vs)
 	})
+	ns.decode(body, c.Items)
 	c.Counted = []wire.Span{tools, functions}
 	c.Lead = leadingSystem(c.Messages)
 	return c, array.Exists()
@@ -205,8 +210,10 @@ func leadingSystem(ms []wire.Message) int {
 }
 
 // parseMessage reads the members ctxpress uses out of the message that
-// starts at body[start]; the message's span ends where the walk ends.
-func parseMessage(body []byte, start int) message {
+// starts at body[start]; the message's span ends where the walk ends. With
+// ns, the calls of its tool_calls array are collected into ns in the same
+// pass (m.calls is their range there).
+func parseMessage(body []byte, start int, ns *callNames) message {
 	m := message{body: body, Span: wire.Span{Start: start}, object: body[start] == '{'}
 	if !m.object {
 		m.End = wire.ValueEnd(body, start)
@@ -214,9 +221,17 @@ func parseMessage(body []byte, start int) message {
 	}
 	var seenRole, seenName, seenID bool
 	m.End = wire.WalkObject(body, start, func(k wire.Span, vs int) int {
+		field := fieldOf(body, k)
+		if field == fieldToolCalls && !m.toolCalls.Exists() && body[vs] == '[' && ns != nil {
+			m.calls.Start = len(ns.calls)
+			ve := ns.walk(body, vs)
+			m.calls.End = len(ns.calls)
+			m.toolCalls = wire.Span{Start: vs, End: ve}
+			return ve
+		}
 		ve := wire.ValueEnd(body, vs)
 		f := wire.Span{Start: vs, End: ve}
-		switch fieldOf(body, k) {
+		switch field {
 		case fieldRole:
 			if !seenRole {
 				seenRole = true
@@ -270,7 +285,7 @@ func roleOf(role string) wire.Role {
 // follow as call items (each tool_calls entry, then a legacy
 // function_call), a tool or function message is one result item, and
 // any other object one opaque item. A non-object has no item.
-func addMessage(c *wire.Conversation, m *message) {
+func addMessage(c *wire.Conversation, m *message, ns *callNames) {
 	i := len(c.Messages)
 	wm := wire.Message{Span: m.Span, Role: roleOf(m.role), WireRole: m.role, Name: m.name, Object: m.object}
 	wm.Items.Start = len(c.Items)
@@ -288,7 +303,7 @@ func addMessage(c *wire.Conversation, m *message) {
 		}
 		c.Items = append(c.Items, it)
 		if wm.Role == wire.RoleAssistant {
-			c.Items = appendCalls(c.Items, i, m)
+			c.Items = appendCalls(c.Items, i, m, ns)
 		}
 	}
 	wm.Items.End = len(c.Items)
@@ -296,51 +311,76 @@ func addMessage(c *wire.Conversation, m *message) {
 }
 
 // appendCalls appends the calls assistant message m (index i) makes:
-// each tool_calls entry (id, function name and arguments, as gjson reads
-// them: the first member of a name wins) and a legacy function_call
-// (ByName, no id).
-func appendCalls(items []wire.Item, i int, m *message) []wire.Item {
-	b := m.body
-	if m.toolCalls.Exists() {
-		wire.WalkArray(b, m.toolCalls.Start, func(es int) int {
-			ee := wire.ValueEnd(b, es)
-			it := wire.Item{Kind: wire.KindToolCall, Message: i, Span: wire.Span{Start: es, End: ee}}
-			if b[es] == '{' {
-				var id, fn wire.Span
-				wire.WalkObject(b, es, func(k wire.Span, vs int) int {
-					ve := wire.ValueEnd(b, vs)
-					switch fieldOf(b, k) {
-					case fieldID:
-						keepFirst(&id, vs, ve)
-					case fieldFunction:
-						keepFirst(&fn, vs, ve)
-					}
-					return ve
-				})
-				if id.Exists() {
-					it.CallID = stringOf(b, id)
-				}
-				if fn.Exists() && b[fn.Start] == '{' {
-					it.Tool, it.Args = callMembers(b, fn)
-				}
-			}
-			it.ByName = it.CallID == ""
-			items = append(items, it)
-			return ee
-		})
+// each tool_calls entry ns collected while m was parsed (id, function
+// name and arguments, as gjson reads them: the first member of a name
+// wins) and a legacy function_call (ByName, no id). Ids and names are set
+// by ns.decode.
+func appendCalls(items []wire.Item, i int, m *message, ns *callNames) []wire.Item {
+	for k := m.calls.Start; k < m.calls.End; k++ {
+		pc := &ns.calls[k]
+		pc.item = len(items)
+		// No id until ns.decode finds one.
+		items = append(items, wire.Item{Kind: wire.KindToolCall, Message: i, Span: pc.span, Args: pc.args, ByName: true})
 	}
 	if fc := m.functionCall; fc.Exists() {
 		it := wire.Item{Kind: wire.KindToolCall, Message: i, Span: fc, ByName: true}
-		it.Tool, it.Args = callMembers(b, fc)
+		var name wire.Span
+		name, it.Args = callMembers(m.body, fc)
+		ns.calls = append(ns.calls, pendingCall{item: len(items), name: name})
+		ns.size += name.End - name.Start
 		items = append(items, it)
 	}
 	return items
 }
 
-// callMembers reads a function object's name and the span of its
-// arguments.
-func callMembers(b []byte, fn wire.Span) (name string, args wire.Span) {
-	var ns wire.Span
+// walk collects the entries of the tool_calls array at body[vs] and
+// returns the index just past it, reading every byte once.
+func (ns *callNames) walk(body []byte, vs int) int {
+	return wire.WalkArray(body, vs, func(es int) int {
+		if ns.calls == nil {
+			ns.calls = make([]pendingCall, 0, 64)
+		}
+		pc := pendingCall{}
+		if body[es] != '{' {
+			pc.span = wire.Span{Start: es, End: wire.ValueEnd(body, es)}
+			ns.calls = append(ns.calls, pc)
+			return pc.span.End
+		}
+		seenFn := false
+		ee := wire.WalkObject(body, es, func(k wire.Span, vs int) int {
+			switch fieldOf(body, k) {
+			case fieldID:
+				return keepFirst(&pc.id, vs, wire.ValueEnd(body, vs))
+			case fieldFunction:
+				if !seenFn {
+					seenFn = true
+					if body[vs] == '{' {
+						var fn wire.Span
+						fn.Start = vs
+						fn.End = wire.WalkObject(body, vs, func(k wire.Span, vs int) int {
+							switch fieldOf(body, k) {
+							case fieldName:
+								return keepFirst(&pc.name, vs, wire.ValueEnd(body, vs))
+							case fieldArguments:
+								return keepFirst(&pc.args, vs, wire.ValueEnd(body, vs))
+							}
+							return wire.ValueEnd(body, vs)
+						})
+						return fn.End
+					}
+				}
+			}
+			return wire.ValueEnd(body, vs)
+		})
+		pc.span = wire.Span{Start: es, End: ee}
+		ns.calls = append(ns.calls, pc)
+		ns.size += pc.id.End - pc.id.Start + pc.name.End - pc.name.Start
+		return ee
+	})
+}
+
+// callMembers reads the spans of a function object's name and arguments.
+func callMembers(b []byte, fn wire.Span) (ns, args wire.Span) {
 	wire.WalkObject(b, fn.Start, func(k wire.Span, vs int) int {
 		ve := wire.ValueEnd(b, vs)
 		switch fieldOf(b, k) {
@@ -351,10 +391,7 @@ func callMembers(b []byte, fn wire.Span) (name string, args wire.Span) {
 		}
 		return ve
 	})
-	if ns.Exists() {
-		name = stringOf(b, ns)
-	}
-	return name, args
+	return ns, args
 }
 
 // stringOf is gjson's Result.String of the value at s: a string decoded,
@@ -364,4 +401,76 @@ func stringOf(b []byte, s wire.Span) string {
 		return v
 	}
 	return gjson.ParseBytes(b[s.Start:s.End]).String()
+}
+
+// callNames collects the spans of the calls' ids and tool names while a
+// body is walked, and decodes them at the end into one string that the
+// items' CallID and Tool slice: a long history has hundreds of calls, and
+// one allocation for all of them keeps a warm turn's parse as cheap as it
+// was before calls were items.
+type callNames struct {
+	calls []pendingCall
+	size  int
+}
+
+// pendingCall is a call item's id and name spans, before decoding.
+type pendingCall struct {
+	item       int       // the call's item
+	span, args wire.Span // the entry, its arguments
+	id, name   wire.Span
+}
+
+// decode sets CallID, Tool and ByName of the collected call items. A value
+// that is a plain string (no escapes) is a slice of the shared string; any
+// other is decoded as gjson would (stringOf).
+func (ns *callNames) decode(body []byte, items []wire.Item) {
+	if len(ns.calls) == 0 {
+		return
+	}
+	var sb strings.Builder
+	sb.Grow(ns.size)
+	for _, pc := range ns.calls {
+		for _, s := range [2]wire.Span{pc.id, pc.name} {
+			if raw, ok := plainString(body, s); ok {
+				sb.Write(raw)
+			}
+		}
+	}
+	// The second pass walks the same values in the same order, so the
+	// plain ones are consecutive slices of all.
+	all, at := sb.String(), 0
+	for _, pc := range ns.calls {
+		it := &items[pc.item]
+		for j, s := range [2]wire.Span{pc.id, pc.name} {
+			var v string
+			if raw, ok := plainString(body, s); ok {
+				v, at = all[at:at+len(raw)], at+len(raw)
+			} else if s.Exists() {
+				v = stringOf(body, s)
+			}
+			if j == 0 {
+				it.CallID = v
+			} else {
+				it.Tool = v
+			}
+		}
+		if pc.id.Exists() {
+			it.ByName = it.CallID == ""
+		}
+	}
+}
+
+// plainString returns the bytes of the JSON string at s when it has no
+// escapes; false for an escaped string, another value or an absent one.
+func plainString(body []byte, s wire.Span) ([]byte, bool) {
+	if !s.Exists() || body[s.Start] != '"' {
+		return nil, false
+	}
+	raw := body[s.Start+1 : s.End-1]
+	for _, c := range raw {
+		if c == '\\' {
+			return nil, false
+		}
+	}
+	return raw, true
 }
