@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"os"
 	"strconv"
@@ -224,6 +225,7 @@ func (c config) compactionConfig() proxy.CompactionConfig {
 // plugged in; count gives squash the same token counts as the pipeline.
 func (c config) pipelineConfig(count func(string) int) rewrite.Config {
 	rc := rewrite.Config{
+		Format: chat.Format{},
 		Dedup: rewrite.DedupConfig{
 			Enabled: c.Dedup.Enabled, ReadOnlyTools: nonNil(c.Dedup.ReadOnlyTools), MinTokens: c.Dedup.MinTokens,
 		},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"os"
 
@@ -71,7 +72,7 @@ func cmdCount(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	counter := rewrite.NewCounter(0)
-	n, err := counter.CountRequest(in)
+	n, err := counter.CountRequest(chat.Format{}, in)
 	if err != nil { // not a chat request: plain text
 		n = counter.CountText(*model, string(in))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/valyala/fasthttp"
 )
 
@@ -231,7 +232,7 @@ func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 // (ok false).
 func (s *Server) parse(body []byte) (parsed *rewrite.Parsed, ok bool) {
 	defer s.recoverPipeline(&ok)
-	return rewrite.Parse(body), true
+	return rewrite.Parse(chat.Format{}, body), true
 }
 
 // rewrite runs the pipeline, with parse's safety net.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -31,6 +32,7 @@ func chatDeps(t *testing.T) (Deps, state.Store) {
 	t.Cleanup(func() { st.Close() })
 	sq := squash.New(squash.Config{})
 	p := rewrite.New(rewrite.Config{
+		Format: chat.Format{},
 		Squash: func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
 		Dedup:  rewrite.DefaultDedupConfig(),
 	})
@@ -126,7 +128,7 @@ func TestChatIsSquashedCountedAndRecorded(t *testing.T) {
 				t.Fatalf("headers: before %q after %q conversation %q", headers.Get(HeaderTokensBefore), headers.Get(HeaderTokensAfter), headers.Get(HeaderConversation))
 			}
 			if want := deps.Pipeline.Counter(); want != nil {
-				if n, _ := want.CountRequest(sent); n != after && !stream {
+				if n, _ := want.CountRequest(chat.Format{}, sent); n != after && !stream {
 					t.Errorf("X-Ctxpress-Tokens-After %d, but the body sent counts %d", after, n)
 				}
 			}

@@ -188,7 +188,7 @@ func (c *compactions) precompact(ti turnInput) {
 			return
 		}
 		ti.rec = rec
-		ti.parsed = rewrite.Parse(ti.body)
+		ti.parsed = rewrite.Parse(chat.Format{}, ti.body)
 		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(rec, ti.line.id))
 		if !ti.res.Understood {
 			return

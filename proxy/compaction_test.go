@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -53,6 +54,7 @@ func startWithStore(t *testing.T, cfg Config) (*testProxy, state.Store) {
 func pipelineForTest() *rewrite.Pipeline {
 	sq := squash.New(squash.Config{})
 	return rewrite.New(rewrite.Config{
+		Format: chat.Format{},
 		Squash: func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
 		Dedup:  rewrite.DefaultDedupConfig(),
 	})

@@ -254,7 +254,7 @@ func TestPrecompactionLandingBeforeTheLockCausesNoSecondSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
-	parsed := rewrite.Parse(body)
+	parsed := rewrite.Parse(chat.Format{}, body)
 	turnAt := func(rec state.Record) turnInput {
 		res := p.pipeline.RewriteParsed(parsed, p.comp.options(rec, state.ChainHash{}))
 		line, nums := lineOf(&rec, res)

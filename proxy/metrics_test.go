@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 func pipelineWithShapes() *rewrite.Pipeline {
 	sq := squash.New(squash.Config{})
 	return rewrite.New(rewrite.Config{
+		Format:      chat.Format{},
 		Squash:      func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
 		SquashShape: func(_ rewrite.ToolCall, c string) string { return string(squash.Detect(c)) },
 		Dedup:       rewrite.DefaultDedupConfig(),

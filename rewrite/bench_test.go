@@ -65,13 +65,13 @@ func closeBody(open []byte, extra string) []byte {
 func BenchmarkRewriteCold(b *testing.B) {
 	open, id := benchConversation(b)
 	body := closeBody(open, resultMsg(id, "exit code 0\nran file: 12 tests passed, 0 failed"))
-	res := New(Config{}).Rewrite(body) // load the encoder outside the timing
+	res := New(Config{Format: chatFormat}).Rewrite(body) // load the encoder outside the timing
 	b.Logf("%d messages, %d tokens, %d bytes", res.Messages, res.TokensBefore, len(body))
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		New(Config{Squash: corpusSquash, Dedup: DefaultDedupConfig()}).Rewrite(body)
+		New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DefaultDedupConfig()}).Rewrite(body)
 	}
 }
 
@@ -80,7 +80,7 @@ func BenchmarkRewriteCold(b *testing.B) {
 // so it is new to the caches every time).
 func BenchmarkRewriteWarm(b *testing.B) {
 	open, id := benchConversation(b)
-	p := New(Config{Squash: corpusSquash, Dedup: DefaultDedupConfig()})
+	p := New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DefaultDedupConfig()})
 	p.Rewrite(closeBody(open, ""))
 	b.SetBytes(int64(len(open)))
 	b.ReportAllocs()
@@ -101,7 +101,7 @@ func BenchmarkRewriteWarm(b *testing.B) {
 // added to the system prompt, the covered messages are cut out.
 func BenchmarkRewriteWarmSummary(b *testing.B) {
 	open, id := benchConversation(b)
-	p := New(Config{Squash: corpusSquash, Dedup: DefaultDedupConfig()})
+	p := New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DefaultDedupConfig()})
 	c, ok := p.RewriteWith(closeBody(open, ""), Options{}).Compaction(50, 0)
 	if !ok {
 		b.Fatal("no compaction proposed")

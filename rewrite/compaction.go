@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -134,46 +135,61 @@ func (v *view) planned() int {
 // (rare, and followed by a model call) pays for.
 func (v *view) fullMessages() []compactor.Message {
 	out := make([]compactor.Message, len(v.msgs))
-	for i := range v.req.messages {
-		m, f := &v.req.messages[i], v.a.facts[i]
+	req := v.req
+	for i := range req.Messages {
+		m, f := &req.Messages[i], v.a.facts[i]
 		cm := &out[i]
-		cm.Role, cm.ToolCallID, cm.Name, cm.Omit = m.role, m.toolCallID, m.name, v.msgs[i].Omit
+		cm.Role, cm.ToolCallID, cm.Name, cm.Omit = v.msgs[i].Role, v.msgs[i].ToolCallID, m.Name, v.msgs[i].Omit
 		switch {
-		case !m.object:
-			cm.Text = string(m.bytes())
+		case !m.Object:
+			cm.Text = string(req.Bytes(i))
 			continue
 		case v.deduped[i]:
 			cm.Text = DedupPlaceholder
 		case len(f.edits) > 0:
-			// The squashed message, re-read: edits are relative to its start.
-			sq := splice(m.bytes(), f.edits)
-			sm := parseMessage(sq, 0)
-			cm.Text = contentText(sm.result(sm.content))
+			cm.Text = squashedText(req, req.Result(i), f.edits)
 		default:
-			cm.Text = contentText(m.result(m.content))
+			cm.Text = req.f.Text(req.Conversation, m.Items.Start)
 		}
-		cm.ToolCalls = toolCallsFull(m)
+		cm.ToolCalls = toolCallsFull(req, i)
 	}
 	return out
 }
 
-// toolCallsFull returns the calls of an assistant message with their names
-// and raw arguments: the JSON string's value, or an object's raw JSON.
-func toolCallsFull(m *message) []compactor.ToolCall {
-	var out []compactor.ToolCall
-	args := func(a gjson.Result) string {
-		if a.Type == gjson.String {
-			return a.Str
+// squashedText is the text of result item r as forwarded: its text parts,
+// each squashed one as its edit (relative to the message start) has it,
+// joined by newlines as the format's Text joins them.
+func squashedText(req *request, r int, edits []wire.Edit) string {
+	at := req.Messages[req.Items[r].Message].Start
+	var b []byte
+	for _, part := range req.f.Parts(req.Conversation, r, nil) {
+		if !part.IsText {
+			continue
 		}
-		return a.Raw
+		text := part.Text
+		for _, e := range edits {
+			if part.Span.Exists() && e.Start == part.Span.Start-at {
+				text = gjson.ParseBytes(e.Repl).Str
+				break
+			}
+		}
+		if len(b) > 0 {
+			b = append(b, '\n')
+		}
+		b = append(b, text...)
 	}
-	m.result(m.toolCalls).ForEach(func(_, tc gjson.Result) bool {
-		fn := tc.Get("function")
-		out = append(out, compactor.ToolCall{ID: tc.Get("id").String(), Name: fn.Get("name").String(), Arguments: args(fn.Get("arguments"))})
-		return true
-	})
-	if fc := m.result(m.functionCall); fc.IsObject() {
-		out = append(out, compactor.ToolCall{Name: fc.Get("name").String(), Arguments: args(fc.Get("arguments"))})
+	return string(b)
+}
+
+// toolCallsFull returns the calls message i makes with their names and
+// arguments as the model wrote them.
+func toolCallsFull(req *request, i int) []compactor.ToolCall {
+	var out []compactor.ToolCall
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		if c := &req.Items[it]; c.Kind == wire.KindToolCall {
+			out = append(out, compactor.ToolCall{ID: c.CallID, Name: c.Tool, Arguments: req.f.Arguments(req.Conversation, it)})
+		}
 	}
 	return out
 }

@@ -1,10 +1,18 @@
 package rewrite
 
-import "fmt"
+import (
+	"fmt"
 
-// Config configures a Pipeline. The zero Config is valid: no squashing, no
-// dedup, DefaultCacheBytes of cache, default identification.
+	"github.com/ctxpress/ctxpress/wire"
+)
+
+// Config configures a Pipeline. The zero Config is valid: no format, no
+// squashing, no dedup, DefaultCacheBytes of cache, default identification.
 type Config struct {
+	// Format is the wire adapter Rewrite and RewriteWith read bodies
+	// with (chat.Format for chat completions). nil: no body is understood.
+	// RewriteParsed uses the adapter its Parsed was made with.
+	Format wire.Format
 	// Squash compresses the output of one tool call; call is the call that
 	// produced it (name and arguments, "" when it cannot be found). It must
 	// be deterministic, pure and safe for concurrent use, and depend on

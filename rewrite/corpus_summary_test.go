@@ -3,6 +3,7 @@ package rewrite
 import (
 	"bytes"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	"github.com/ctxpress/ctxpress/wire"
 	"slices"
 	"strings"
 	"testing"
@@ -123,7 +124,7 @@ func TestCorpusSummaryApply(t *testing.T) {
 				if !m.content.exists() || body[m.content.start] != '"' {
 					continue
 				}
-				edited := splice(body, []edit{{start: m.content.start + 1, end: m.content.start + 1, repl: []byte("EDITED ")}})
+				edited := wire.Splice(body, []wire.Edit{{Start: m.content.start + 1, End: m.content.start + 1, Repl: []byte("EDITED ")}})
 				res := p.RewriteWith(edited, Options{Branches: []Branch{b}})
 				if res.Applied != -1 || !res.SummaryMiss {
 					t.Errorf("%s: edited message %d, branch still applied", tr.name, i)
@@ -161,7 +162,7 @@ func checkCorpusApplied(t *testing.T, p *Pipeline, where string, in []byte, res 
 			t.Errorf("%s: the client's roles alternate, the output's do not: %v", where, err)
 		}
 	}
-	if n, err := p.Counter().CountRequest(res.Body); err != nil || n != res.TokensAfter {
+	if n, err := p.Counter().CountRequest(chatFormat, res.Body); err != nil || n != res.TokensAfter {
 		t.Errorf("%s: TokensAfter %d, counting the output gives %d (%v)", where, res.TokensAfter, n, err)
 	}
 }
@@ -178,7 +179,7 @@ func TestCorpusMaxHistory(t *testing.T) {
 			if err := chatcheck.ValidateChat(res.Body); err != nil {
 				t.Errorf("%s N=%d: %v", tr.name, n, err)
 			}
-			if c, err := p.Counter().CountRequest(res.Body); err != nil || c != res.TokensAfter {
+			if c, err := p.Counter().CountRequest(chatFormat, res.Body); err != nil || c != res.TokensAfter {
 				t.Errorf("%s N=%d: TokensAfter %d, counted %d", tr.name, n, res.TokensAfter, c)
 			}
 			out, all := rawMessages(t, res.Body), rawMessages(t, plain.Body)
@@ -245,7 +246,7 @@ func checkSummaryPrefixStability(t *testing.T, traces []trace, p *Pipeline, ever
 			cur := rawMessages(t, res.Body)
 			resent := ""
 			if res.view.resend >= 0 {
-				resent = string(res.view.req.messages[res.view.resend].bytes())
+				resent = string(res.view.req.Bytes(res.view.resend))
 			}
 			if prevResent != "" && resent == "" {
 				r := slices.Index(prev[res.Lead:], prevResent)

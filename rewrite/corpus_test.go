@@ -10,7 +10,7 @@ import (
 )
 
 func newCorpusPipeline() *Pipeline {
-	return New(Config{Squash: corpusSquash, Dedup: DefaultDedupConfig()})
+	return New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DefaultDedupConfig()})
 }
 
 // sharedCorpusPipeline is one pipeline for all corpus tests, so each corpus
@@ -44,7 +44,7 @@ func TestCorpusTraces(t *testing.T) {
 		if res.TokensAfter > res.TokensBefore {
 			t.Errorf("%s: tokens grew %d -> %d", tr.name, res.TokensBefore, res.TokensAfter)
 		}
-		if n, err := p.Counter().CountRequest(res.Body); err != nil || n != res.TokensAfter {
+		if n, err := p.Counter().CountRequest(chatFormat, res.Body); err != nil || n != res.TokensAfter {
 			t.Errorf("%s: TokensAfter %d, counting the output gives %d (%v)", tr.name, res.TokensAfter, n, err)
 		}
 		if again := p.Rewrite(tr.body); string(again.Body) != string(res.Body) || again.TokensAfter != res.TokensAfter {
@@ -121,7 +121,7 @@ func TestCorpusPrefixStability(t *testing.T) {
 	// No dedup minimum: the corpus's byte-identical repeats are collapsed as
 	// soon as they occur, exercising the exception on real data.
 	t.Run("dedup without minimum", func(t *testing.T) {
-		p := New(Config{Squash: corpusSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}})
+		p := New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}})
 		p.counter = sharedCorpusPipeline().Counter() // reuse the token counts
 		checkPrefixStability(t, traces, p, nil)
 	})
@@ -222,7 +222,7 @@ func TestRewriteConcurrent(t *testing.T) {
 	for i, tr := range small {
 		want[i] = sharedCorpusPipeline().Rewrite(tr.body).Body
 	}
-	p := New(Config{Squash: corpusSquash, Dedup: DefaultDedupConfig(), CacheBytes: 1 << 20})
+	p := New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DefaultDedupConfig(), CacheBytes: 1 << 20})
 	p.counter = sharedCorpusPipeline().Counter() // counts are already known
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {

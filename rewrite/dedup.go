@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"slices"
-	"strings"
 
-	"github.com/tidwall/gjson"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // DedupPlaceholder replaces the content of a superseded tool result.
@@ -62,7 +61,7 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 	later := make(map[callKey]int)   // key -> index of the nearest later result
 	largest := make(map[callKey]int) // key -> tokens of the largest later result
 	fresh := 0                       // tokens the replacements outside prev save
-	for i := len(req.messages) - 1; i >= 0; i-- {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if !a.keyed[i] || (i >= dropFrom && i < dropTo) {
 			continue
 		}
@@ -74,11 +73,11 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 		if !ok {
 			continue
 		}
-		m := &req.messages[i]
-		if !m.content.exists() {
+		ci := req.Items[req.Result(i)].Content
+		if !ci.Exists() {
 			continue
 		}
-		same := bytes.Equal(m.raw(m.content), req.messages[j].raw(req.messages[j].content))
+		same := bytes.Equal(ci.Of(req.Body), req.Items[req.Result(j)].Content.Of(req.Body))
 		if !same && (!p.readOnly[key.tool] || big*supersedeShare < a.facts[i].contentAfter) {
 			continue
 		}
@@ -116,7 +115,7 @@ func (p *Pipeline) prevDedups(req *request, a *analysis, marks []DedupMark) map[
 	var out map[int]bool
 	for _, mk := range marks {
 		i := mk.Index
-		if i < 0 || i >= len(req.messages) || p.messageDigest(&req.messages[i], a.hashes[i]) != mk.Digest {
+		if i < 0 || i >= len(req.Messages) || p.messageDigest(req, i, a.hashes[i]) != mk.Digest {
 			continue
 		}
 		if out == nil {
@@ -134,63 +133,40 @@ func (p *Pipeline) dedupMarks(req *request, a *analysis, plan dedupPlan) []Dedup
 	}
 	marks := make([]DedupMark, 0, len(plan.replace))
 	for i := range plan.replace {
-		marks = append(marks, DedupMark{Index: i, Digest: p.messageDigest(&req.messages[i], a.hashes[i])})
+		marks = append(marks, DedupMark{Index: i, Digest: p.messageDigest(req, i, a.hashes[i])})
 	}
 	slices.SortFunc(marks, func(x, y DedupMark) int { return x.Index - y.Index })
 	return marks
 }
 
-// placeholderEdit returns the edit that replaces the content of m by
-// DedupPlaceholder: a JSON string for a string content, a one-part text
-// array for an array content (so the content keeps its shape).
-func placeholderEdit(m *message) edit {
-	var repl []byte
-	if m.body[m.content.start] == '[' {
-		repl = append(repl, `[{"type":"text","text":`...)
-		repl = appendJSONString(repl, DedupPlaceholder)
-		repl = append(repl, "}]"...)
-	} else {
-		repl = appendJSONString(nil, DedupPlaceholder)
+// resultKey finds the dedup key and tool name of result item it: the call
+// whose id is its CallID; for a result paired by name (chat's legacy role
+// function), the last call without an id, when it names the same tool.
+// keyed is false when the call is unknown.
+func resultKey(it *wire.Item, calls map[string]callKey, legacy *callKey) (tool string, key callKey, keyed bool) {
+	if it.ByName {
+		if legacy != nil && legacy.tool == it.Tool {
+			return it.Tool, *legacy, true
+		}
+		return it.Tool, callKey{}, false
 	}
-	return edit{start: m.content.start, end: m.content.end, repl: repl}
+	if k, ok := calls[it.CallID]; ok && it.CallID != "" {
+		return k.tool, k, true
+	}
+	return it.Tool, callKey{}, false
 }
 
-// resultKey finds the dedup key and tool name of result message m: for
-// role tool, the call whose id is m's tool_call_id; for the legacy role
-// function, the assistant's last function_call, when it names the same
-// function. keyed is false when the call is unknown.
-func resultKey(m *message, calls map[string]callKey, legacy *callKey) (tool string, key callKey, keyed bool) {
-	switch m.role {
-	case "tool":
-		if k, ok := calls[m.toolCallID]; ok && m.toolCallID != "" {
-			return k.tool, k, true
-		}
-		return m.name, callKey{}, false
-	case "function":
-		if legacy != nil && legacy.tool == m.name {
-			return m.name, *legacy, true
-		}
-		return m.name, callKey{}, false
-	}
-	return "", callKey{}, false
-}
-
-// toolCallsOf returns the calls an assistant message makes: each
-// tool_calls entry (id, function name, arguments) and a legacy
-// function_call (id ""). Strings are copied, so they do not pin the body.
-func toolCallsOf(m *message) []call {
+// callsOf returns the calls message i makes, in order, with their dedup
+// keys. Strings are the parse's own copies, so they do not pin the body.
+func callsOf(req *request, i int) []call {
 	var calls []call
-	m.result(m.toolCalls).ForEach(func(_, tc gjson.Result) bool {
-		fn := tc.Get("function")
-		name := fn.Get("name").String()
-		calls = append(calls, call{
-			id:  strings.Clone(tc.Get("id").String()),
-			key: newCallKey(strings.Clone(name), fn.Get("arguments")),
-		})
-		return true
-	})
-	if fc := m.result(m.functionCall); fc.IsObject() {
-		calls = append(calls, call{key: newCallKey(strings.Clone(fc.Get("name").String()), fc.Get("arguments"))})
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		c := &req.Items[it]
+		if c.Kind != wire.KindToolCall {
+			continue
+		}
+		calls = append(calls, call{id: c.CallID, key: newCallKey(c.Tool, req.f.CanonicalArguments(req.Conversation, it))})
 	}
 	return calls
 }

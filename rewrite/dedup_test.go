@@ -125,7 +125,7 @@ func TestDedup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := chat("gpt-4o", tt.msgs...)
-			res := New(Config{Dedup: tt.cfg}).Rewrite(body)
+			res := New(Config{Format: chatFormat, Dedup: tt.cfg}).Rewrite(body)
 			if !res.Understood {
 				t.Fatal("not understood")
 			}
@@ -150,7 +150,7 @@ func TestDedup(t *testing.T) {
 			if len(tt.replaced) > 0 && res.TokensBefore-res.TokensAfter < tt.cfg.minTokens() {
 				t.Errorf("saved %d tokens, less than the minimum", res.TokensBefore-res.TokensAfter)
 			}
-			if n, _ := New(Config{}).Counter().CountRequest(res.Body); n != res.TokensAfter {
+			if n, _ := New(Config{Format: chatFormat}).Counter().CountRequest(chatFormat, res.Body); n != res.TokensAfter {
 				t.Errorf("TokensAfter %d, counted %d", res.TokensAfter, n)
 			}
 		})
@@ -164,7 +164,7 @@ func TestDedupPartsContentKeepsArrayShape(t *testing.T) {
 	body := chat("qwen3-coder",
 		callMsg("c1", "read_file", args), `{"role":"tool","tool_call_id":"c1","content":`+parts+`}`,
 		callMsg("c2", "read_file", args), `{"role":"tool","tool_call_id":"c2","content":`+parts+`}`)
-	res := New(Config{Dedup: DefaultDedupConfig()}).Rewrite(body)
+	res := New(Config{Format: chatFormat, Dedup: DefaultDedupConfig()}).Rewrite(body)
 	assertOnlyContentsChanged(t, body, res.Body)
 	got := gjson.GetBytes(res.Body, "messages.1.content")
 	if got.Raw != `[{"type":"text","text":"`+DedupPlaceholder+`"}]` {
@@ -181,7 +181,7 @@ func TestDedupAfterSquash(t *testing.T) {
 	src := goSource(t)
 	args := jsonString(`{"command":"cat proxy.go"}`)
 	body := chat("gpt-4o", callMsg("c1", "bash", args), resultMsg("c1", src), callMsg("c2", "bash", args), resultMsg("c2", src))
-	res := New(Config{Squash: truncSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}}).Rewrite(body)
+	res := New(Config{Format: chatFormat, Squash: truncSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}}).Rewrite(body)
 	if res.Deduped != 1 || res.Squashed != 1 {
 		t.Fatalf("%+v", res)
 	}
@@ -205,7 +205,7 @@ func TestDedupPrefixStabilityAcrossThreshold(t *testing.T) {
 		callMsg("c4", "read_file", jsonString(`{"path":"proxy.go"}`)), resultMsg("c4", src),
 		`{"role":"user","content":"thanks"}`,
 	}
-	p := New(Config{Dedup: DefaultDedupConfig()})
+	p := New(Config{Format: chatFormat, Dedup: DefaultDedupConfig()})
 	var prev []string
 	for k := 1; k <= len(msgs); k++ {
 		body := chat("gpt-4o", msgs[:k]...)
@@ -248,7 +248,7 @@ func TestSmallDedupAfterBigOneKeepsCachedPrefix(t *testing.T) {
 		`{"role":"assistant","content":"same"}`,
 		`{"role":"user","content":"thanks"}`,
 	}
-	p := New(Config{Dedup: DefaultDedupConfig()})
+	p := New(Config{Format: chatFormat, Dedup: DefaultDedupConfig()})
 	ts := replay(t, p, msgs, everyTurn(msgs, 2), Options{})
 	for i, tr := range ts {
 		if tr.k > 5 && contentOf(tr.res.Body, 3) != DedupPlaceholder {
@@ -281,7 +281,7 @@ func TestDedupMinimumAppliesToWhatIsNew(t *testing.T) {
 		callMsg("c4", "read_file", smallArgs), resultMsg("c4", small), // 8
 	}
 	withThird := append(append([]string{}, msgs...), callMsg("c5", "read_file", big), resultMsg("c5", src))
-	p := New(Config{Dedup: DefaultDedupConfig()})
+	p := New(Config{Format: chatFormat, Dedup: DefaultDedupConfig()})
 	body := chat("gpt-4o", msgs...)
 	marks := p.RewriteWith(body, Options{}).Dedups // 2 and 6: no previous list
 	mark := func(i int) DedupMark {

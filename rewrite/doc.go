@@ -1,12 +1,16 @@
-// Package rewrite is ctxpress's per-request pipeline on the JSON body of a
-// chat-completions request. It is pure: no network, no disk.
+// Package rewrite is ctxpress's per-request pipeline over the neutral
+// conversation (package wire) an adapter reads out of a request body; the
+// adapter (wire/chat for chat completions) is chosen by the caller (Parse,
+// Config.Format) and writes the pipeline's edits back in place. It is
+// pure: no network, no disk.
 //
 // A request goes through:
 //
 //   - Identify: which conversation is this? (headers, prompt_cache_key, or
 //     a fingerprint of the conversation's opening).
-//   - RewriteWith (Rewrite without options): validate once, parse the
-//     messages (byte ranges into the body, never a decode into structs);
+//   - RewriteWith (RewriteParsed on a body Parse read): validate once,
+//     read the conversation through the adapter (byte ranges into the
+//     body, never a decode into structs);
 //     apply the longest stored summary (Branch) whose chain hash matches the
 //     client's history, or else trim it to MaxHistoryMessages (in blocks);
 //     leave out a /compact command and ctxpress's reply to it; squash each

@@ -5,10 +5,12 @@ import (
 	"strings"
 
 	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/wire/chat"
 )
 
 func ExamplePipeline_Rewrite() {
 	p := rewrite.New(rewrite.Config{
+		Format: chat.Format{}, // the proxy picks the adapter by path
 		// The proxy plugs in squash.Apply; here, a toy squasher.
 		Squash: func(call rewrite.ToolCall, content string) string {
 			if call.Name == "bash" && len(content) > 100 {
@@ -38,7 +40,7 @@ func ExampleIdentify() {
 		}
 		return nil
 	}
-	id := rewrite.Identify(rewrite.IdentifyConfig{}, header, []byte(`{"messages":[]}`))
+	id := rewrite.Identify(rewrite.IdentifyConfig{}, chat.Format{}, header, []byte(`{"messages":[]}`))
 	fmt.Println(id.ID, id.Source)
 	// Output: ses_42 header:X-Session-ID
 }
@@ -50,7 +52,7 @@ func ExampleCounter_CountText() {
 }
 
 func ExampleResult_Compaction() {
-	p := rewrite.New(rewrite.Config{})
+	p := rewrite.New(rewrite.Config{Format: chat.Format{}})
 	body := []byte(`{"model":"gpt-4o","messages":[` +
 		`{"role":"system","content":"You are a coding agent."},` +
 		`{"role":"user","content":"Rename foo to bar."},` +

@@ -30,7 +30,7 @@ func agentLoop(turns, size int) []byte {
 // refused: the system prompt, the ask (re-sent), the newest whole turns
 // and one line saying what was left out.
 func TestRequestOverTheWindowIsCutToFit(t *testing.T) {
-	p := New(Config{})
+	p := New(Config{Format: chatFormat})
 	body := agentLoop(30, 600)
 	full := p.RewriteWith(body, Options{})
 	for _, budget := range []int{full.TokensAfter / 2, full.TokensAfter / 5, 600} {
@@ -41,7 +41,7 @@ func TestRequestOverTheWindowIsCutToFit(t *testing.T) {
 		if err := chatcheck.ValidateChat(res.Body); err != nil {
 			t.Fatalf("budget %d: forwarded body is not a valid chat request: %v", budget, err)
 		}
-		if n, _ := p.Counter().CountRequest(res.Body); n != res.TokensAfter {
+		if n, _ := p.Counter().CountRequest(chatFormat, res.Body); n != res.TokensAfter {
 			t.Errorf("budget %d: TokensAfter %d, the body counts %d", budget, res.TokensAfter, n)
 		}
 		msgs := gjson.GetBytes(res.Body, "messages").Array()

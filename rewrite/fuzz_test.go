@@ -14,7 +14,7 @@ import (
 )
 
 var fuzzPipeline = sync.OnceValue(func() *Pipeline {
-	return New(Config{Squash: truncSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}, CacheBytes: 8 << 20})
+	return New(Config{Format: chatFormat, Squash: truncSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}, CacheBytes: 8 << 20})
 })
 
 // FuzzRewrite: no body makes Rewrite (or EnsureStreamUsage, Identify)
@@ -56,9 +56,6 @@ func FuzzRewrite(f *testing.F) {
 		if json.Valid(body) && !json.Valid(res.Body) {
 			t.Fatalf("valid input, invalid output:\n%s", res.Body)
 		}
-		if gjson.ValidBytes(body) {
-			checkParseAgainstGjson(t, body)
-		}
 		if res.Understood {
 			assertOnlyContentsChanged(t, body, res.Body)
 			if res.TokensAfter > res.TokensBefore {
@@ -72,7 +69,7 @@ func FuzzRewrite(f *testing.F) {
 		if json.Valid(body) && !json.Valid(out) {
 			t.Fatalf("EnsureStreamUsage: invalid output %s", out)
 		}
-		id := Identify(IdentifyConfig{}, func(string) []byte { return nil }, body)
+		id := Identify(IdentifyConfig{}, chatFormat, func(string) []byte { return nil }, body)
 		if k := gjson.GetBytes(body, "prompt_cache_key"); gjson.ValidBytes(body) && k.Type == gjson.String && validID([]byte(k.Str)) {
 			if id.ID != k.Str || id.Source != "body:prompt_cache_key" {
 				t.Fatalf("prompt_cache_key %q, identified %+v", k.Str, id)
@@ -104,7 +101,7 @@ func checkFuzzSummary(t *testing.T, p *Pipeline, body []byte, res Result) {
 		if !json.Valid(out.Body) {
 			t.Fatalf("invalid output with %+v:\n%s", opts, out.Body)
 		}
-		if n, err := p.Counter().CountRequest(out.Body); err != nil || n != out.TokensAfter {
+		if n, err := p.Counter().CountRequest(chatFormat, out.Body); err != nil || n != out.TokensAfter {
 			t.Fatalf("TokensAfter %d, counted %d (%v)", out.TokensAfter, n, err)
 		}
 		if err := chatcheck.ValidateChat(out.Body); valid && err != nil {

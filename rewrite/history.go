@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/ctxpress/ctxpress/compactor"
-	"github.com/tidwall/gjson"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // Branch is a stored summary the pipeline may apply; the proxy converts
@@ -117,21 +117,13 @@ func chainStep(prev, digest [sha256.Size]byte) [sha256.Size]byte {
 	return sha256.Sum256(buf[:])
 }
 
-// canonicalDigest is the sha256 of a message's canonical form.
-func canonicalDigest(raw []byte) [sha256.Size]byte {
-	// cache_control markers are left out: Anthropic-style clients move their
-	// prompt-cache breakpoints to the newest messages every turn, which must
-	// not make the history look edited.
-	return sha256.Sum256(appendCanonicalSkip(nil, gjson.Parse(string(raw)), "cache_control"))
-}
-
 // view is what RewriteWith learnt about one request, kept in its Result for
 // Compaction and SummaryTokens. It is not changed after RewriteWith returns,
 // so a Result may be used from several goroutines.
 type view struct {
 	p       *Pipeline
 	enc     Encoding
-	req     *request
+	req     *request // the conversation, its format and counter
 	a       *analysis
 	user    bool // the block goes at the head of a user message (PlacementUser, resolved)
 	concise bool
@@ -157,17 +149,20 @@ type view struct {
 // of req.
 func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options) *view {
 	v := &view{p: p, enc: enc, req: req, a: a, applied: -1, resend: -1, concise: opts.ConciseOutput}
-	n := len(req.messages)
+	n := len(req.Messages)
 	v.msgs = make([]compactor.Message, n)
 	ncalls := 0
 	for _, f := range a.facts {
 		ncalls += len(f.calls)
 	}
 	calls := make([]compactor.ToolCall, 0, ncalls) // one backing array for all messages
-	for i := range req.messages {
-		m := &req.messages[i]
+	for i := range req.Messages {
+		m := &req.Messages[i]
 		cm := &v.msgs[i]
-		cm.Role, cm.ToolCallID, cm.Name = m.role, m.toolCallID, m.name
+		cm.Role, cm.Name = m.WireRole, m.Name
+		if r := req.Result(i); r >= 0 {
+			cm.ToolCallID = req.Items[r].CallID
+		}
 		if fc := a.facts[i].calls; len(fc) > 0 {
 			start := len(calls)
 			for _, c := range fc {
@@ -176,10 +171,10 @@ func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options
 			cm.ToolCalls = calls[start:len(calls):len(calls)]
 		}
 	}
-	v.lead = compactor.LeadingSystem(v.msgs)
+	v.lead = req.Lead
 	v.dropTo = v.lead
 	v.chain = [][sha256.Size]byte{{}}
-	v.fixed = p.counter.fixedTokens(enc, req)
+	v.fixed = p.counter.fixedTokens(req)
 	switch opts.Placement {
 	case PlacementSystem:
 	case PlacementUser:
@@ -188,45 +183,48 @@ func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options
 		v.user = v.lead == 0
 	}
 	for i := v.lead; i+1 < n; i++ {
-		if isCommand(&req.messages[i]) && isCompactReply(&req.messages[i+1]) {
+		if isCommand(req, i) && isCompactReply(req, i+1) {
 			v.msgs[i].Omit, v.msgs[i+1].Omit = true, true
 			i++
 		}
 	}
-	v.command = opts.ForceCommand && n > 0 && isCommand(&req.messages[n-1])
+	v.command = opts.ForceCommand && n > 0 && isCommand(req, n-1)
 	return v
 }
 
-// isCommand reports whether m is a user message that is exactly
+// isCommand reports whether message i is a user message that is exactly
 // CompactCommandText (trimmed): a string, or text parts that are the
 // command and <system-reminder> blocks the client adds to what the user
 // typed (qwen-code adds its skills list and the date to the first message
 // of every run).
-func isCommand(m *message) bool {
-	if m.role != "user" || !m.content.exists() {
+func isCommand(req *request, i int) bool {
+	m := &req.Messages[i]
+	if m.Role != wire.RoleUser || m.Items.End == m.Items.Start {
 		return false
 	}
-	raw := m.body[m.content.start:m.content.end]
+	it := m.Items.Start
+	content := req.Items[it].Content
+	if !content.Exists() {
+		return false
+	}
+	raw := content.Of(req.Body)
 	// A command is a few bytes: without them a content is not parsed.
 	if !bytes.Contains(raw, []byte(CompactCommandText)) {
 		return false
 	}
-	c := m.result(m.content)
-	if c.Type == gjson.String || !c.IsArray() {
-		return len(raw) <= 512 && strings.TrimSpace(contentText(c)) == CompactCommandText
+	if raw[0] != '[' {
+		return len(raw) <= 512 && strings.TrimSpace(req.f.Text(req.Conversation, it)) == CompactCommandText
 	}
 	command, others := 0, 0
-	c.ForEach(func(_, part gjson.Result) bool {
-		t, ok := squashablePart(part)
-		switch text := strings.TrimSpace(t.Str); {
-		case ok && text == CompactCommandText:
+	for _, part := range req.f.Parts(req.Conversation, it, nil) {
+		switch text := strings.TrimSpace(part.Text); {
+		case part.IsText && text == CompactCommandText:
 			command++
-		case ok && isSystemReminder(text):
+		case part.IsText && isSystemReminder(text):
 		default:
 			others++
 		}
-		return others == 0
-	})
+	}
 	return command == 1 && others == 0
 }
 
@@ -236,14 +234,19 @@ func isSystemReminder(text string) bool {
 	return strings.HasPrefix(text, "<system-reminder>") && strings.HasSuffix(text, "</system-reminder>")
 }
 
-// isCompactReply reports whether m is ctxpress's reply to a command: an
-// assistant message without calls whose text starts with
+// isCompactReply reports whether message i is ctxpress's reply to a
+// command: an assistant message without calls whose text starts with
 // CompactReplyPrefix.
-func isCompactReply(m *message) bool {
-	if m.role != "assistant" || !m.content.exists() || m.toolCalls.exists() || m.functionCall.exists() {
+func isCompactReply(req *request, i int) bool {
+	m := &req.Messages[i]
+	if m.Role != wire.RoleAssistant || m.Items.End-m.Items.Start != 1 {
 		return false
 	}
-	return strings.HasPrefix(strings.TrimLeft(contentText(m.result(m.content)), " \t\r\n"), CompactReplyPrefix)
+	it := m.Items.Start
+	if !req.Items[it].Content.Exists() {
+		return false
+	}
+	return strings.HasPrefix(strings.TrimLeft(req.f.Text(req.Conversation, it), " \t\r\n"), CompactReplyPrefix)
 }
 
 // selectHistory decides which client messages are forwarded: the longest
@@ -289,20 +292,20 @@ func (v *view) selectHistory(branches []Branch, maxHistory int) {
 func (v *view) extendChain(chain [][sha256.Size]byte, k int) [][sha256.Size]byte {
 	for i := len(chain) - 1; i < k; i++ {
 		j := v.lead + i
-		chain = append(chain, chainStep(chain[i], v.p.messageDigest(&v.req.messages[j], v.a.hashes[j])))
+		chain = append(chain, chainStep(chain[i], v.p.messageDigest(v.req, j, v.a.hashes[j])))
 	}
 	return chain
 }
 
-// messageDigest is canonicalDigest of m, whose bytes hash to h, from the
-// cache when m was seen before: a warm turn canonicalises only its new
-// messages.
-func (p *Pipeline) messageDigest(m *message, h contentHash) [sha256.Size]byte {
-	key := newKey(kindCanonical, string(h[:]))
+// messageDigest is the format's canonical digest of message i, whose
+// bytes hash to h, from the cache when it was seen before: a warm turn
+// canonicalises only its new messages.
+func (p *Pipeline) messageDigest(req *request, i int, h contentHash) [sha256.Size]byte {
+	key := newKey(kindCanonical, req.f.Name(), string(h[:]))
 	if v, ok := p.cache.get(key); ok {
 		return v.([sha256.Size]byte)
 	}
-	d := canonicalDigest(m.bytes())
+	d := req.f.Digest(req.Conversation, i)
 	p.cache.add(key, d, sha256.Size)
 	return d
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // Identify modes.
@@ -74,8 +76,8 @@ type Identity struct {
 // spellings of each name, so a lookup that is not case-insensitive still
 // finds the common spellings. body may be anything; a body that is not JSON
 // gives only header ids.
-func Identify(cfg IdentifyConfig, header func(name string) []byte, body []byte) Identity {
-	return identify(cfg, header, func() *Parsed { return Parse(body) })
+func Identify(cfg IdentifyConfig, f wire.Format, header func(name string) []byte, body []byte) Identity {
+	return identify(cfg, header, func() *Parsed { return Parse(f, body) })
 }
 
 // identify parses the body only when no header names the conversation.
@@ -104,8 +106,8 @@ func identify(cfg IdentifyConfig, header func(name string) []byte, parsed func()
 	if !p.valid {
 		return id
 	}
-	if p.req.cacheKey.exists() {
-		if k, ok := stringValue(p.body, p.req.cacheKey); ok && k != "" {
+	if p.conv != nil && p.conv.CacheKey.Exists() {
+		if k, ok := wire.StringValue(p.body, p.conv.CacheKey); ok && k != "" {
 			const src = "body:prompt_cache_key"
 			if validID([]byte(k)) {
 				id.ID, id.Source = k, src
@@ -117,7 +119,7 @@ func identify(cfg IdentifyConfig, header func(name string) []byte, parsed func()
 	if cfg.Mode == ModeHeader || !p.chat {
 		return id
 	}
-	if fp := fingerprint(&p.req); fp != "" {
+	if fp := fingerprint(p.conv, p.format); fp != "" {
 		id.ID, id.Source = fp, "fingerprint"
 	}
 	return id
@@ -188,26 +190,28 @@ func validID(v []byte) bool {
 }
 
 // fingerprint returns "fp-" + 16 hex digits identifying the opening of the
-// conversation in req, or "" when it has no system, developer or user
-// message to identify it by.
-func fingerprint(req *request) string {
+// conversation c, or "" when it has no system, developer or user message
+// to identify it by.
+func fingerprint(c *wire.Conversation, f wire.Format) string {
 	h := sha256.New()
 	found, leading := false, true
-	for i := range req.messages {
-		m := &req.messages[i]
+	for i := range c.Messages {
+		m := &c.Messages[i]
 		switch {
-		case m.role == "user":
-		case leading && (m.role == "system" || m.role == "developer"):
+		case m.Role == wire.RoleUser:
+		case leading && m.Role == wire.RoleInstruction:
 		default:
 			leading = false
 			continue
 		}
 		found = true
-		h.Write([]byte(m.role))
+		h.Write([]byte(m.WireRole))
 		h.Write([]byte{0})
-		h.Write([]byte(contentText(m.result(m.content))))
+		if m.Items.End > m.Items.Start {
+			h.Write([]byte(f.Text(c, m.Items.Start)))
+		}
 		h.Write([]byte{0})
-		if m.role == "user" {
+		if m.Role == wire.RoleUser {
 			break
 		}
 	}

@@ -55,7 +55,7 @@ func TestIdentify(t *testing.T) {
 		{"empty header is absent", IdentifyConfig{}, headers("X-Session-ID", ""), body, "pck-1", "body:prompt_cache_key", nil},
 		{"too long header rejected, next used", IdentifyConfig{}, headers("X-Conversation-ID", long, "thread-id", "t"), body, "t", "header:thread-id", []string{"header:X-Conversation-ID"}},
 		{"control character rejected", IdentifyConfig{}, headers("X-Session-ID", "a\x01b"), body, "pck-1", "body:prompt_cache_key", []string{"header:X-Session-ID"}},
-		{"fingerprint", IdentifyConfig{}, headers(), noKey, fingerprint(&Parse(noKey).req), "fingerprint", nil},
+		{"fingerprint", IdentifyConfig{}, headers(), noKey, fingerprint(Parse(chatFormat, noKey).conv, chatFormat), "fingerprint", nil},
 		{"header mode: no fingerprint", IdentifyConfig{Mode: ModeHeader}, headers(), noKey, "", "", nil},
 		{"header mode keeps prompt_cache_key", IdentifyConfig{Mode: ModeHeader}, headers(), body, "pck-1", "body:prompt_cache_key", nil},
 		{"bad prompt_cache_key rejected", IdentifyConfig{}, headers(), []byte(`{"prompt_cache_key":"` + long + `","messages":[{"role":"user","content":"hi"}]}`), "fp-", "fingerprint", []string{"body:prompt_cache_key"}},
@@ -64,7 +64,7 @@ func TestIdentify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Identify(tt.cfg, tt.header, tt.body)
+			got := Identify(tt.cfg, chatFormat, tt.header, tt.body)
 			if !strings.HasPrefix(got.ID, tt.id) || (tt.id != "fp-" && got.ID != tt.id) || got.Source != tt.src {
 				t.Errorf("got %q from %q, want %q from %q", got.ID, got.Source, tt.id, tt.src)
 			}
@@ -86,17 +86,17 @@ func TestFingerprintStableAcrossTurns(t *testing.T) {
 		`{"role":"user", "content":"fix the bug", "cache_control":{"type":"ephemeral"}}`,
 		callMsg("c1", "bash", jsonString(`{"command":"ls"}`)), resultMsg("c1", "a.go"),
 		`{"role":"user","content":"now test it"}`)
-	id1 := Identify(IdentifyConfig{}, nil, turn1)
-	id5 := Identify(IdentifyConfig{}, nil, turn5)
+	id1 := Identify(IdentifyConfig{}, chatFormat, nil, turn1)
+	id5 := Identify(IdentifyConfig{}, chatFormat, nil, turn5)
 	if id1.Source != "fingerprint" || id1.ID != id5.ID || len(id1.ID) != len("fp-")+16 {
 		t.Errorf("turn 1 %+v, turn 5 %+v", id1, id5)
 	}
-	other := Identify(IdentifyConfig{}, nil, chat("gpt-4o", sys, dev, `{"role":"user","content":"write docs"}`))
+	other := Identify(IdentifyConfig{}, chatFormat, nil, chat("gpt-4o", sys, dev, `{"role":"user","content":"write docs"}`))
 	if other.ID == id1.ID {
 		t.Error("a different opening gives the same fingerprint")
 	}
 	// A system message later in the conversation is not part of it.
-	late := Identify(IdentifyConfig{}, nil, chat("gpt-4o", sys, dev, first, `{"role":"system","content":"Command returned: ok"}`))
+	late := Identify(IdentifyConfig{}, chatFormat, nil, chat("gpt-4o", sys, dev, first, `{"role":"system","content":"Command returned: ok"}`))
 	if late.ID != id1.ID {
 		t.Error("a later system message changed the fingerprint")
 	}
@@ -104,14 +104,14 @@ func TestFingerprintStableAcrossTurns(t *testing.T) {
 
 func TestIdentifyCorpusFingerprints(t *testing.T) {
 	for _, tr := range loadTraces(t) {
-		full := Identify(IdentifyConfig{}, nil, tr.body)
+		full := Identify(IdentifyConfig{}, chatFormat, nil, tr.body)
 		req, _ := parseRequest(tr.body)
 		// The opening turn: leading system messages and the first user one.
 		k := 0
 		for k < len(req.messages) && req.messages[k].role != "user" {
 			k++
 		}
-		early := Identify(IdentifyConfig{}, nil, prefixBody(t, tr.body, k+1))
+		early := Identify(IdentifyConfig{}, chatFormat, nil, prefixBody(t, tr.body, k+1))
 		if full.Source != "fingerprint" || full.ID != early.ID {
 			t.Errorf("%s: full %+v, first turn %+v", tr.name, full, early)
 		}

@@ -69,11 +69,11 @@ func TestRewriteMessageShapes(t *testing.T) {
 				t.Error("squashed text not in the body")
 			}
 			// Counting the forwarded body on its own agrees with TokensAfter.
-			n, err := p.Counter().CountRequest(res.Body)
+			n, err := p.Counter().CountRequest(chatFormat, res.Body)
 			if err != nil || n != res.TokensAfter {
 				t.Errorf("CountRequest(out) = %d, %v; TokensAfter %d", n, err, res.TokensAfter)
 			}
-			n, _ = p.Counter().CountRequest(tt.body)
+			n, _ = p.Counter().CountRequest(chatFormat, tt.body)
 			if n != res.TokensBefore {
 				t.Errorf("CountRequest(in) = %d; TokensBefore %d", n, res.TokensBefore)
 			}
@@ -130,7 +130,7 @@ func TestRewriteNilSquashLeavesBodyAlone(t *testing.T) {
 	body := chat("gpt-4o",
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"`+longOutput+`"}`)
-	res := New(Config{}).Rewrite(body)
+	res := New(Config{Format: chatFormat}).Rewrite(body)
 	if res.Changed || &res.Body[0] != &body[0] || res.TokensAfter != res.TokensBefore || res.TokensBefore == 0 {
 		t.Errorf("%+v", res)
 	}
@@ -138,7 +138,7 @@ func TestRewriteNilSquashLeavesBodyAlone(t *testing.T) {
 
 func TestRewriteSquasherSeesToolNames(t *testing.T) {
 	seen := map[string]string{}
-	p := New(Config{Squash: func(call ToolCall, content string) string {
+	p := New(Config{Format: chatFormat, Squash: func(call ToolCall, content string) string {
 		seen[content] = call.Name
 		return content
 	}})
@@ -164,7 +164,7 @@ func TestRewriteSquashPanicPassesThrough(t *testing.T) {
 	body := chat("gpt-4o",
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"`+longOutput+`"}`)
-	res := New(Config{Squash: func(ToolCall, string) string { panic("boom") }}).Rewrite(body)
+	res := New(Config{Format: chatFormat, Squash: func(ToolCall, string) string { panic("boom") }}).Rewrite(body)
 	if !res.Understood || res.Changed {
 		t.Errorf("%+v", res)
 	}
@@ -174,7 +174,7 @@ func TestRewriteIgnoresSquashThatCostsTokens(t *testing.T) {
 	body := chat("gpt-4o",
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"ok"}`)
-	res := New(Config{Squash: func(_ ToolCall, c string) string { return c + " and more words" }}).Rewrite(body)
+	res := New(Config{Format: chatFormat, Squash: func(_ ToolCall, c string) string { return c + " and more words" }}).Rewrite(body)
 	if res.Changed || res.Squashed != 0 {
 		t.Errorf("%+v", res)
 	}
@@ -182,7 +182,7 @@ func TestRewriteIgnoresSquashThatCostsTokens(t *testing.T) {
 
 func TestRewriteSquashCache(t *testing.T) {
 	calls := 0
-	p := New(Config{Squash: func(call ToolCall, c string) string { calls++; return truncSquash(call, c) }})
+	p := New(Config{Format: chatFormat, Squash: func(call ToolCall, c string) string { calls++; return truncSquash(call, c) }})
 	turn := []string{
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"` + longOutput + `"}`,

@@ -1,29 +1,45 @@
 package rewrite
 
-import "github.com/ctxpress/ctxpress/internal/jsonvalid"
+import (
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
+	"github.com/ctxpress/ctxpress/wire"
+)
 
-// Parsed is a request body validated and read once. The proxy identifies
-// the conversation, rewrites the request and, after a compaction, rewrites
-// it again; with a Parsed those steps share one scan of the body instead of
-// validating and walking its megabytes of history each time. It is
-// read-only once made, and valid only while the body it was made from is.
+// Parsed is a request body validated and read once, by the adapter of its
+// wire format. The proxy identifies the conversation, rewrites the request
+// and, after a compaction, rewrites it again; with a Parsed those steps
+// share one scan of the body instead of validating and walking its
+// megabytes of history each time. It is read-only once made, and valid
+// only while the body it was made from is.
 type Parsed struct {
-	body  []byte
-	valid bool    // the body is JSON
-	req   request // its fields, when valid
-	chat  bool    // an object with a `messages` array
+	body   []byte
+	valid  bool               // the body is JSON
+	conv   *wire.Conversation // its conversation, when understood
+	format wire.Format        // the adapter that read it; nil: none
+	chat   bool               // a request of the format (chat: an object with a `messages` array)
 }
 
-// Parse validates body and reads the fields ctxpress uses out of it.
-func Parse(body []byte) *Parsed {
-	p := &Parsed{body: body}
+// Parse validates body and reads the conversation out of it with the
+// adapter f (nil: the body is only validated, and not understood).
+func Parse(f wire.Format, body []byte) *Parsed {
+	p := &Parsed{body: body, format: f}
 	if !jsonvalid.Valid(body) {
 		return p
 	}
 	p.valid = true
-	p.req, p.chat = parseRequest(body)
+	if f != nil {
+		p.conv, p.chat = f.Parse(body)
+	}
 	return p
 }
 
 // Body returns the bytes p was made from.
 func (p *Parsed) Body() []byte { return p.body }
+
+// request is a conversation with its format and the counter of its
+// encoding: what every step reads.
+type request struct {
+	*wire.Conversation
+	f     wire.Format
+	count wire.Count
+}

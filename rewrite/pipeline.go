@@ -1,9 +1,10 @@
 package rewrite
 
-import ()
+import "github.com/ctxpress/ctxpress/wire"
 
-// Pipeline rewrites chat-completions bodies. It is safe for concurrent
-// use; its caches are shared by all requests.
+// Pipeline rewrites request bodies, over the neutral conversation a wire
+// adapter reads out of them. It is safe for concurrent use; its caches are
+// shared by all requests.
 type Pipeline struct {
 	cfg      Config
 	readOnly map[string]bool // Dedup.ReadOnlyTools as a set; immutable
@@ -125,7 +126,7 @@ type analysis struct {
 type facts struct {
 	before, after int          // tokens of the message as sent, as squashed
 	contentAfter  int          // tokens of the content as squashed
-	edits         []edit       // squash edits, offsets relative to the message start
+	edits         []wire.Edit  // squash edits, offsets relative to the message start
 	squashed      int          // texts squashed
 	stats         []SquashStat // one per text squashed
 	calls         []call       // the calls an assistant message makes
@@ -136,7 +137,7 @@ func (f *facts) size() int64 {
 	const factsSize, editSize, callSize, statSize = 112, 48, 64, 40 // with their allocation classes
 	n := int64(factsSize + cap(f.edits)*editSize + cap(f.calls)*callSize + cap(f.stats)*statSize)
 	for _, e := range f.edits {
-		n += int64(cap(e.repl))
+		n += int64(cap(e.Repl))
 	}
 	for _, c := range f.calls {
 		n += int64(len(c.id) + len(c.key.tool))
@@ -175,7 +176,7 @@ func (p *Pipeline) Rewrite(body []byte) Result {
 // body is not modified and may be returned as Result.Body; the Result
 // reads body (Compaction), so body must not change while it is in use.
 func (p *Pipeline) RewriteWith(body []byte, opts Options) Result {
-	return p.RewriteParsed(Parse(body), opts)
+	return p.RewriteParsed(Parse(p.cfg.Format, body), opts)
 }
 
 // RewriteParsed is RewriteWith on a body already parsed: the proxy parses
@@ -186,9 +187,9 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 	if !parsed.chat {
 		return res
 	}
-	req := parsed.req // a copy: the view reads it, and parsed stays as it is
-	res.Understood, res.Model, res.Stream, res.Messages = true, req.model, req.stream, len(req.messages)
-	enc := EncodingForModel(req.model)
+	req := p.counter.request(parsed.conv, parsed.format)
+	res.Understood, res.Model, res.Stream, res.Messages = true, req.Model, req.Stream, len(req.Messages)
+	enc := EncodingForModel(req.Model)
 	a := p.analyse(enc, &req)
 	v := p.newView(enc, &req, a, opts)
 	v.selectHistory(opts.Branches, opts.MaxHistoryMessages)
@@ -225,7 +226,7 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 // name and dedup key from the assistant calls before it, and derives (or
 // recalls) each message's facts.
 func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
-	n := len(req.messages)
+	n := len(req.Messages)
 	a := &analysis{
 		facts:  make([]*facts, n),
 		hashes: make([]contentHash, n),
@@ -236,18 +237,19 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 	calls := make(map[string]callKey)
 	var legacy *callKey
 	sites := newCallSites()
-	for i := range req.messages {
-		m := &req.messages[i]
-		a.hashes[i] = hashContent(m.bytes())
-		if m.isResult() {
-			a.tools[i], a.keys[i], a.keyed[i] = resultKey(m, calls, legacy)
-			if m.role == "function" {
+	for i := range req.Messages {
+		a.hashes[i] = hashContent(req.Bytes(i))
+		r := req.Result(i)
+		if r >= 0 {
+			it := &req.Items[r]
+			a.tools[i], a.keys[i], a.keyed[i] = resultKey(it, calls, legacy)
+			if it.ByName {
 				legacy = nil
 			}
 		}
-		f := p.messageFacts(enc, sites.producer(m, a.tools[i], a.keys[i], a.keyed[i]), m, a.hashes[i])
+		f := p.messageFacts(enc, sites.producer(req, r, a.tools[i], a.keys[i], a.keyed[i]), req, i, a.hashes[i])
 		a.facts[i] = f
-		sites.record(m, f)
+		sites.record(req, i)
 		for j := range f.calls {
 			c := &f.calls[j]
 			if c.id == "" {
@@ -260,50 +262,36 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 	return a
 }
 
-// messageFacts returns the facts of message m (whose bytes hash to h),
-// from the memo when this message was seen before with the same encoding
-// and, for a tool result, the same call (pr: tool name and arguments).
-func (p *Pipeline) messageFacts(enc Encoding, pr producer, m *message, h contentHash) *facts {
-	key := newKey(kindMessage, string(enc), pr.tool, string(pr.args[:]), string(h[:]))
+// messageFacts returns the facts of message i (whose bytes hash to h),
+// from the memo when this message was seen before with the same format,
+// encoding and, for a tool result, the same call (pr: tool name and
+// arguments).
+func (p *Pipeline) messageFacts(enc Encoding, pr producer, req *request, i int, h contentHash) *facts {
+	key := newKey(kindMessage, req.f.Name(), string(enc), pr.tool, string(pr.args[:]), string(h[:]))
 	if v, ok := p.cache.get(key); ok {
 		return v.(*facts)
 	}
 	f := &facts{}
-	c := p.counter
+	m := &req.Messages[i]
 	switch {
-	case !m.object:
-		f.before = c.messageTokens(enc, m)
+	case !m.Object:
+		f.before = p.counter.messageTokens(req, i)
 		f.after, f.contentAfter = f.before, f.before
 	default:
-		overhead := c.overheadTokens(enc, m)
+		overhead := req.f.Overhead(req.Conversation, i, req.count)
 		var before, after int
-		if m.isResult() {
-			f.edits, before, after, f.stats = p.squashContent(enc, pr, m)
+		if r := req.Result(i); r >= 0 {
+			f.edits, before, after, f.stats = p.squashContent(req, pr, r)
 			f.squashed = len(f.stats)
 		} else {
-			before = c.contentTokens(enc, m.result(m.content))
+			for it := m.Items.Start; it < m.Items.End; it++ {
+				before += contentTokens(req, it)
+			}
 			after = before
 		}
 		f.before, f.after, f.contentAfter = overhead+before, overhead+after, after
-		f.calls = toolCallsOf(m)
+		f.calls = callsOf(req, i)
 	}
 	p.cache.add(key, f, f.size())
 	return f
-}
-
-// splice returns body with each edit applied: the bytes between edits are
-// copied as they are. edits must be sorted and must not overlap.
-func splice(body []byte, edits []edit) []byte {
-	size := len(body)
-	for _, e := range edits {
-		size += len(e.repl) - (e.end - e.start)
-	}
-	out := make([]byte, 0, size)
-	last := 0
-	for _, e := range edits {
-		out = append(out, body[last:e.start]...)
-		out = append(out, e.repl...)
-		last = e.end
-	}
-	return append(out, body[last:]...)
 }

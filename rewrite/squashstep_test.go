@@ -105,7 +105,7 @@ func TestSquashOfAReadIsNotReusedForAnotherCommand(t *testing.T) {
 	read := chat("gpt-4o", shellCall("c1", "cat build.log"), resultMsg("c1", out))
 	build := chat("gpt-4o", shellCall("c1", "make"), resultMsg("c1", out))
 	for _, order := range [][]string{{"read", "build"}, {"build", "read"}} {
-		p := New(Config{Squash: corpusSquash})
+		p := New(Config{Format: chatFormat, Squash: corpusSquash})
 		for _, name := range order {
 			body, wantKept := read, true
 			if name == "build" {
@@ -124,7 +124,7 @@ func TestSquashOfAReadIsNotReusedForAnotherCommand(t *testing.T) {
 // legacy function_call, and nothing for a result whose call is unknown.
 func TestSquashSeesTheCall(t *testing.T) {
 	seen := map[string]ToolCall{}
-	p := New(Config{Squash: func(call ToolCall, content string) string {
+	p := New(Config{Format: chatFormat, Squash: func(call ToolCall, content string) string {
 		seen[content] = call
 		return content
 	}})

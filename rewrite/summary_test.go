@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -66,7 +67,7 @@ func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Option
 	if n := strings.Count(string(res.Body), "<conversation_summary>"); n != 1 {
 		tb.Fatalf("%d summary blocks", n)
 	}
-	if n, err := p.Counter().CountRequest(res.Body); err != nil || n != res.TokensAfter {
+	if n, err := p.Counter().CountRequest(chatFormat, res.Body); err != nil || n != res.TokensAfter {
 		tb.Fatalf("TokensAfter %d, CountRequest(out) %d (%v)", res.TokensAfter, n, err)
 	}
 	ri, _ := parseRequest(in)
@@ -206,7 +207,7 @@ func TestApplySummary(t *testing.T) {
 				name += "/concise"
 			}
 			t.Run(name, func(t *testing.T) {
-				p := New(Config{})
+				p := New(Config{Format: chatFormat})
 				msgs := append(append([]string{}, l.msgs...), agentTurns(8)...)
 				body := []byte(`{"model":"gpt-4o", "messages": [` + strings.Join(msgs, ", ") + `] ,"tools":[{"type":"function","function":{"name":"bash"}}],"x":1}`)
 				for _, keep := range []int{3, 12} {
@@ -233,11 +234,11 @@ func TestApplySummary(t *testing.T) {
 // The block is appended to the client's system prompt exactly: its bytes
 // up to the closing quote are kept, the additions follow a blank line.
 func TestApplySummaryExactBytes(t *testing.T) {
-	p := New(Config{})
+	p := New(Config{Format: chatFormat})
 	body := chat("gpt-4o", append([]string{`{"role":"system","content":"Be \u00e9xact."}`}, agentTurns(4)...)...)
 	b, _ := proposeBranch(t, p, body, Options{}, 3, 0)
 	res := p.RewriteWith(body, Options{Branches: []Branch{b}, ConciseOutput: true})
-	add := appendJSONString(nil, "\n\n"+ConciseInstruction+"\n\n"+compactor.Block(b.Summary))
+	add := wire.AppendJSONString(nil, "\n\n"+ConciseInstruction+"\n\n"+compactor.Block(b.Summary))
 	want := `{"role":"system","content":"Be \u00e9xact.` + string(add[1:]) + `}`
 	if got := rawMessages(t, res.Body)[0]; got != want {
 		i := 0
@@ -254,7 +255,7 @@ func TestApplySummaryExactBytes(t *testing.T) {
 // The longest matching branch wins; branches of another history, of a
 // different length or too long for the request are ignored.
 func TestApplyLongestMatchingBranch(t *testing.T) {
-	p := New(Config{})
+	p := New(Config{Format: chatFormat})
 	msgs := append([]string{`{"role":"system","content":"agent"}`}, agentTurns(10)...)
 	body := chat("gpt-4o", msgs...)
 	short, _ := proposeBranch(t, p, body, Options{}, 16, 0)
@@ -279,7 +280,7 @@ func TestApplyLongestMatchingBranch(t *testing.T) {
 // with other key order, spacing or escapes, they still match; an edit to a
 // covered message does not, and the body is then as without summaries.
 func TestBranchMatchesContentNotBytes(t *testing.T) {
-	p := New(Config{})
+	p := New(Config{Format: chatFormat})
 	msgs := append([]string{`{"role":"system","content":"agent"}`}, agentTurns(6)...)
 	body := chat("gpt-4o", msgs...)
 	b, c := proposeBranch(t, p, body, Options{}, 3, 0)
@@ -315,7 +316,7 @@ func TestBranchMatchesContentNotBytes(t *testing.T) {
 func TestApplySummaryPrefixStability(t *testing.T) {
 	msgs := append([]string{`{"role":"system","content":"agent"}`}, agentTurns(12)...)
 	for _, opts := range []Options{{}, {Placement: PlacementUser, ConciseOutput: true}} {
-		p := New(Config{Squash: truncSquash, Dedup: DefaultDedupConfig()})
+		p := New(Config{Format: chatFormat, Squash: truncSquash, Dedup: DefaultDedupConfig()})
 		b, c := proposeBranch(t, p, chat("gpt-4o", msgs[:16]...), opts, 4, 0)
 		opts.Branches = []Branch{b}
 		var prev []string
@@ -334,7 +335,7 @@ func TestApplySummaryPrefixStability(t *testing.T) {
 }
 
 func TestCompactCommand(t *testing.T) {
-	p := New(Config{})
+	p := New(Config{Format: chatFormat})
 	msgs := append([]string{`{"role":"system","content":"agent"}`}, agentTurns(6)...)
 	cmd := append(append([]string{}, msgs...), `{"role":"user","content":[{"type":"text","text":" /compact\n"}]}`)
 	body := chat("gpt-4o", cmd...)
@@ -374,7 +375,7 @@ func TestCompactionMessages(t *testing.T) {
 		`{"role":"user","content":[{"type":"text","text":"build"},{"type":"image_url","image_url":{"url":"x"}}]}`,
 		callMsg("c1", "bash", jsonString(`{"command":"make"}`)), resultMsg("c1", long),
 		`{"role":"assistant","content":"built"}`, `{"role":"user","content":"thanks"}`, `{"role":"assistant","content":"ok"}`)
-	p := New(Config{Squash: truncSquash})
+	p := New(Config{Format: chatFormat, Squash: truncSquash})
 	res := p.RewriteWith(body, Options{})
 	c, ok := res.Compaction(2, 0)
 	if !ok || c.From != 1 || c.Cut != 5 || c.Covered != 4 {
@@ -407,7 +408,7 @@ func TestCompactionMessages(t *testing.T) {
 }
 
 func TestMaxHistoryMessages(t *testing.T) {
-	p := New(Config{})
+	p := New(Config{Format: chatFormat})
 	msgs := append([]string{`{"role":"system","content":"agent"}`}, agentTurns(8)...)
 	body := chat("gpt-4o", msgs...)
 	for _, n := range []int{1, 2, 3, 4, 7, 100} {
@@ -416,7 +417,7 @@ func TestMaxHistoryMessages(t *testing.T) {
 		if err := chatcheck.ValidateChat(res.Body); err != nil {
 			t.Fatalf("N=%d: %v", n, err)
 		}
-		if tok, _ := p.Counter().CountRequest(res.Body); tok != res.TokensAfter {
+		if tok, _ := p.Counter().CountRequest(chatFormat, res.Body); tok != res.TokensAfter {
 			t.Errorf("N=%d: TokensAfter %d, counted %d", n, res.TokensAfter, tok)
 		}
 		if n >= len(msgs)-1 {
@@ -468,7 +469,7 @@ func TestMaxHistoryMessages(t *testing.T) {
 // one, a new system message only with PlacementSystem, else the head of
 // the first user message.
 func TestConciseOutput(t *testing.T) {
-	p := New(Config{})
+	p := New(Config{Format: chatFormat})
 	instr := jsonString(ConciseInstruction)
 	tests := []struct {
 		placement string
@@ -490,7 +491,7 @@ func TestConciseOutput(t *testing.T) {
 		if string(res.Body) != tc.want {
 			t.Errorf("%s %s:\n got %s\nwant %s", tc.placement, tc.in, res.Body, tc.want)
 		}
-		if n, err := p.Counter().CountRequest(res.Body); err == nil && (n != res.TokensAfter || res.TokensAfter <= res.TokensBefore) {
+		if n, err := p.Counter().CountRequest(chatFormat, res.Body); err == nil && (n != res.TokensAfter || res.TokensAfter <= res.TokensBefore) {
 			t.Errorf("%s %s: tokens %d -> %d, counted %d", tc.placement, tc.in, res.TokensBefore, res.TokensAfter, n)
 		}
 	}
@@ -499,7 +500,7 @@ func TestConciseOutput(t *testing.T) {
 // A Result is read-only after RewriteWith: its methods may run
 // concurrently (under -race).
 func TestResultConcurrentUse(t *testing.T) {
-	p := New(Config{})
+	p := New(Config{Format: chatFormat})
 	body := chat("gpt-4o", append([]string{`{"role":"system","content":"agent"}`}, agentTurns(10)...)...)
 	b, _ := proposeBranch(t, p, body, Options{}, 10, 0)
 	res := p.RewriteWith(body, Options{Branches: []Branch{b}})
@@ -552,7 +553,7 @@ func TestCompactCommandBesideClientReminders(t *testing.T) {
 		{`[{"type":"image_url","image_url":{"url":"data:x"}},{"type":"text","text":"/compact"}]`, false},
 		{`"` + strings.Repeat("x", 600) + ` /compact"`, false},
 	}
-	p := New(Config{})
+	p := New(Config{Format: chatFormat})
 	msgs := append([]string{`{"role":"system","content":"agent"}`}, agentTurns(6)...)
 	for _, c := range cases {
 		body := chat("gpt-4o", append(append([]string{}, msgs...), `{"role":"user","content":`+c.content+`}`)...)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/internal/bpe"
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
-	"github.com/tidwall/gjson"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // Encoding names a tiktoken encoding.
@@ -18,19 +18,6 @@ type Encoding string
 const (
 	O200K  Encoding = "o200k_base"  // gpt-4o, gpt-4.1, o-series, and the default for unknown models
 	CL100K Encoding = "cl100k_base" // gpt-4, gpt-3.5-turbo, text-embedding-3 / ada-002
-)
-
-// Token accounting constants, after the OpenAI cookbook's
-// num_tokens_from_messages: every message costs 3 tokens of framing, a name
-// 1 more, and the reply is primed with 3.
-const (
-	tokensPerMessage = 3
-	tokensPerName    = 1
-	replyPriming     = 3
-	// imagePartTokens is what an image_url part is counted as: OpenAI's
-	// base cost of a low-detail image. The real cost depends on the image
-	// size and detail, which ctxpress does not fetch.
-	imagePartTokens = 85
 )
 
 // EncodingForModel returns the encoding to count tokens for model with:
@@ -172,116 +159,75 @@ func (c *Counter) CountText(model, text string) int {
 	return c.Count(EncodingForModel(model), text)
 }
 
-// CountRequest returns the prompt tokens of a chat-completions request body
-// as ctxpress estimates them: every message (3 tokens of framing, its role,
-// content, name + 1, tool_call_id and tool calls), 3 for the reply priming,
-// and the `tools` (or legacy `functions`) schema counted as its raw JSON
-// text. Providers render tool schemas into their own, more compact, prompt
-// format, so the schema part is an overestimate by a few percent of it.
-// It returns ErrInvalidJSON or ErrNotChat for bodies it cannot count.
-func (c *Counter) CountRequest(body []byte) (int, error) {
+// CountRequest returns the prompt tokens of a request body in format f
+// as ctxpress estimates them: every message by the format's rules (chat:
+// 3 tokens of framing, its role, content, name + 1, tool_call_id and tool
+// calls), the format's priming, and the spans it counts as raw text (chat:
+// the `tools` or legacy `functions` schema). Providers render tool schemas
+// into their own, more compact, prompt format, so the schema part is an
+// overestimate by a few percent of it. It returns ErrInvalidJSON or
+// ErrNotChat for bodies it cannot count.
+func (c *Counter) CountRequest(f wire.Format, body []byte) (int, error) {
 	if !jsonvalid.Valid(body) {
 		return 0, ErrInvalidJSON
 	}
-	req, ok := parseRequest(body)
+	conv, ok := f.Parse(body)
 	if !ok {
 		return 0, ErrNotChat
 	}
-	enc := EncodingForModel(req.model)
-	n := c.fixedTokens(enc, &req)
-	for i := range req.messages {
-		n += c.messageTokens(enc, &req.messages[i])
+	req := c.request(conv, f)
+	n := c.fixedTokens(&req)
+	for i := range req.Messages {
+		n += c.messageTokens(&req, i)
 	}
 	return n, nil
 }
 
+// request returns conv with its format and a counter of its model's
+// encoding.
+func (c *Counter) request(conv *wire.Conversation, f wire.Format) request {
+	enc := EncodingForModel(conv.Model)
+	return request{Conversation: conv, f: f, count: func(s string) int { return c.Count(enc, s) }}
+}
+
 // fixedTokens returns the tokens a request costs besides its messages: the
-// reply priming and the tool schemas.
-func (c *Counter) fixedTokens(enc Encoding, req *request) int {
-	return replyPriming + c.Count(enc, string(req.body[req.tools.start:req.tools.end])) +
-		c.Count(enc, string(req.body[req.functions.start:req.functions.end]))
-}
-
-// messageTokens returns the tokens of message m as parsed.
-func (c *Counter) messageTokens(enc Encoding, m *message) int {
-	if !m.object {
-		return tokensPerMessage + c.Count(enc, string(m.bytes()))
-	}
-	return c.overheadTokens(enc, m) + c.contentTokens(enc, m.result(m.content))
-}
-
-// overheadTokens returns the tokens of message m apart from its content:
-// the framing, role, name, tool_call_id and the assistant's tool calls
-// (function name and arguments text). Other fields a client adds are not
-// sent to the model by providers and are not counted.
-func (c *Counter) overheadTokens(enc Encoding, m *message) int {
-	n := tokensPerMessage + c.Count(enc, m.role)
-	if m.name != "" {
-		n += c.Count(enc, m.name) + tokensPerName
-	}
-	n += c.Count(enc, m.toolCallID)
-	m.result(m.toolCalls).ForEach(func(_, tc gjson.Result) bool {
-		fn := tc.Get("function")
-		n += c.Count(enc, fn.Get("name").String()) + c.argsTokens(enc, fn.Get("arguments"))
-		return true
-	})
-	if fc := m.result(m.functionCall); fc.IsObject() {
-		n += c.Count(enc, fc.Get("name").String()) + c.argsTokens(enc, fc.Get("arguments"))
+// format's priming and the spans it counts as they are (tool schemas).
+func (c *Counter) fixedTokens(req *request) int {
+	n := req.Priming
+	for _, s := range req.Counted {
+		n += req.count(string(s.Of(req.Body)))
 	}
 	return n
 }
 
-// argsTokens counts tool-call arguments: the string as sent, or the raw JSON
-// of an object a sloppy client sent instead.
-func (c *Counter) argsTokens(enc Encoding, args gjson.Result) int {
-	if args.Type == gjson.String {
-		return c.Count(enc, args.Str)
-	}
-	return c.Count(enc, args.Raw)
-}
-
-// contentTokens counts a message content: a string, or an array of parts.
-func (c *Counter) contentTokens(enc Encoding, content gjson.Result) int {
-	switch {
-	case content.Type == gjson.String:
-		return c.Count(enc, content.Str)
-	case content.IsArray():
-		n := 0
-		content.ForEach(func(_, part gjson.Result) bool {
-			n += c.partTokens(enc, part, nil)
-			return true
-		})
+// messageTokens returns the tokens of message i as sent.
+func (c *Counter) messageTokens(req *request, i int) int {
+	n := req.f.Overhead(req.Conversation, i, req.count)
+	if !req.Messages[i].Object {
 		return n
-	case !content.Exists(), content.Type == gjson.Null:
-		return 0
-	default:
-		return c.Count(enc, content.Raw)
 	}
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		n += contentTokens(req, it)
+	}
+	return n
 }
 
-// partTokens counts one content part. text, when not nil, replaces the
-// part's text (a squashed text part). Text and refusal parts count their
-// text; an image counts imagePartTokens; audio and file parts count 0 (their
-// base64 data says nothing about the model's cost and is not text); any
-// other part counts its raw JSON.
-func (c *Counter) partTokens(enc Encoding, part gjson.Result, text *string) int {
-	if text != nil {
-		return c.Count(enc, *text)
-	}
-	if part.Type == gjson.String {
-		return c.Count(enc, part.Str)
-	}
-	switch part.Get("type").String() {
-	case "text", "input_text", "output_text":
-		return c.Count(enc, part.Get("text").String())
-	case "refusal":
-		return c.Count(enc, part.Get("refusal").String())
-	case "image_url", "input_image", "image":
-		return imagePartTokens
-	case "input_audio", "file", "input_file", "audio":
+// contentTokens counts item it's content: its text parts' texts and the
+// other parts as the format counts them.
+func contentTokens(req *request, it int) int {
+	if !req.Items[it].Content.Exists() {
 		return 0
 	}
-	return c.Count(enc, part.Raw)
+	n := 0
+	for _, p := range req.f.Parts(req.Conversation, it, req.count) {
+		if p.IsText {
+			n += req.count(p.Text)
+		} else {
+			n += p.Tokens
+		}
+	}
+	return n
 }
 
 // maxRun bounds the unbroken run of non-space bytes, and of whitespace,

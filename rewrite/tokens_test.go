@@ -64,7 +64,7 @@ func TestCountRequestCookbook(t *testing.T) {
 	}
 	c := NewCounter(0)
 	for model, want := range map[string]int{"gpt-3.5-turbo-0125": 129, "gpt-4-0613": 129, "gpt-4": 129, "gpt-4o": 124, "gpt-4o-mini": 124} {
-		got, err := c.CountRequest(chat(model, msgs...))
+		got, err := c.CountRequest(chatFormat, chat(model, msgs...))
 		if err != nil || got != want {
 			t.Errorf("%s: %d, %v; want %d", model, got, err, want)
 		}
@@ -73,28 +73,28 @@ func TestCountRequestCookbook(t *testing.T) {
 
 func TestCountRequestParts(t *testing.T) {
 	c := NewCounter(0)
-	base, _ := c.CountRequest(chat("gpt-4o", `{"role":"user","content":"hello world"}`))
+	base, _ := c.CountRequest(chatFormat, chat("gpt-4o", `{"role":"user","content":"hello world"}`))
 	if base != replyPriming+tokensPerMessage+1+2 { // "user" is 1 token
 		t.Errorf("base = %d", base)
 	}
-	parts, _ := c.CountRequest(chat("gpt-4o", `{"role":"user","content":[{"type":"text","text":"hello world"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}`))
+	parts, _ := c.CountRequest(chatFormat, chat("gpt-4o", `{"role":"user","content":[{"type":"text","text":"hello world"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}`))
 	if parts != base+imagePartTokens {
 		t.Errorf("parts = %d, want %d", parts, base+imagePartTokens)
 	}
 	tools := `[{"type":"function","function":{"name":"bash","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}}]`
-	withTools, _ := c.CountRequest([]byte(`{"model":"gpt-4o","tools":` + tools + `,"messages":[{"role":"user","content":"hello world"}]}`))
+	withTools, _ := c.CountRequest(chatFormat, []byte(`{"model":"gpt-4o","tools":`+tools+`,"messages":[{"role":"user","content":"hello world"}]}`))
 	if withTools != base+c.Count(O200K, tools) {
 		t.Errorf("tools = %d, want %d", withTools, base+c.Count(O200K, tools))
 	}
-	call, _ := c.CountRequest(chat("gpt-4o", `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]}`))
+	call, _ := c.CountRequest(chatFormat, chat("gpt-4o", `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]}`))
 	want := replyPriming + tokensPerMessage + c.Count(O200K, "assistant") + c.Count(O200K, "bash") + c.Count(O200K, `{"command":"ls"}`)
 	if call != want {
 		t.Errorf("tool call = %d, want %d", call, want)
 	}
-	if _, err := c.CountRequest([]byte(`{`)); err != ErrInvalidJSON {
+	if _, err := c.CountRequest(chatFormat, []byte(`{`)); err != ErrInvalidJSON {
 		t.Errorf("invalid: %v", err)
 	}
-	if _, err := c.CountRequest([]byte(`{"prompt":"x"}`)); err != ErrNotChat {
+	if _, err := c.CountRequest(chatFormat, []byte(`{"prompt":"x"}`)); err != ErrNotChat {
 		t.Errorf("not chat: %v", err)
 	}
 }
@@ -222,19 +222,19 @@ func TestBigSquashedOutputIsEstimated(t *testing.T) {
 	}
 	body := chat("gpt-4o", `{"role":"user","content":"Why do the instances fail?"}`,
 		callMsg("c1", "bash", `"{\"command\":\"docker logs nova-compute\"}"`), resultMsg("c1", string(b)))
-	p := New(Config{Squash: corpusSquash})
+	p := New(Config{Format: chatFormat, Squash: corpusSquash})
 	res := p.Rewrite(body)
 	if res.Squashed != 1 || res.TokensAfter*10 > res.TokensBefore {
 		t.Fatalf("the log was not squashed: %d squashed, %d -> %d tokens", res.Squashed, res.TokensBefore, res.TokensAfter)
 	}
-	exact, err := NewCounter(-1).CountRequest(body)
+	exact, err := NewCounter(-1).CountRequest(chatFormat, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if off := math.Abs(float64(res.TokensBefore-exact)) / float64(exact); off > 0.03 {
 		t.Fatalf("tokens before %d, exact %d (%.1f%% off)", res.TokensBefore, exact, 100*off)
 	}
-	forwarded, _ := NewCounter(-1).CountRequest(res.Body)
+	forwarded, _ := NewCounter(-1).CountRequest(chatFormat, res.Body)
 	if forwarded != res.TokensAfter {
 		t.Fatalf("tokens after %d, the forwarded body counts %d", res.TokensAfter, forwarded)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -60,7 +61,7 @@ func TestHistoryCapKeepsPromptCacheBetweenTrims(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New(Config{})
+			p := New(Config{Format: chatFormat})
 			ts := replay(t, p, tc.msgs, everyTurn(tc.msgs, 2), Options{MaxHistoryMessages: tc.max})
 			trims := 0
 			for i, tr := range ts {
@@ -111,7 +112,7 @@ func TestUserPlacementNeverSendsTwoUserMessagesInARow(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New(Config{})
+			p := New(Config{Format: chatFormat})
 			turns := everyTurn(tc.msgs, 2)
 			k0 := turns[len(turns)/2]
 			b, c := proposeBranch(t, p, chat("gpt-4o", tc.msgs[:k0]...), tc.opts, tc.keep, 0)
@@ -154,7 +155,7 @@ func TestNoSystemRoleGetsNoSystemMessage(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New(Config{})
+			p := New(Config{Format: chatFormat})
 			turns := everyTurn(tc.msgs, 2)
 			// Before any compaction: the concise instruction alone.
 			for _, tr := range replay(t, p, tc.msgs, turns[:3], tc.opts) {
@@ -290,7 +291,7 @@ func TestCompactExchangeNeedsBothHalves(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New(Config{})
+			p := New(Config{Format: chatFormat})
 			in := chat("gpt-4o", tc.msgs...)
 			if res := p.RewriteWith(in, Options{}); string(res.Body) != string(in) {
 				t.Errorf("changed:\n%s", res.Body)
@@ -315,7 +316,7 @@ func without(body []byte, drop ...string) []byte {
 	req, _ := parseRequest(body)
 	ms := req.messages
 	gone := func(i int) bool { return slices.Contains(drop, string(ms[i].bytes())) }
-	var edits []edit
+	var edits []wire.Edit
 	for i := 0; i < len(ms); {
 		if !gone(i) {
 			i++
@@ -327,13 +328,13 @@ func without(body []byte, drop ...string) []byte {
 		}
 		switch {
 		case i > 0:
-			edits = append(edits, edit{start: ms[i-1].end, end: ms[j-1].end})
+			edits = append(edits, wire.Edit{Start: ms[i-1].end, End: ms[j-1].end})
 		case j < len(ms):
-			edits = append(edits, edit{start: ms[0].start, end: ms[j].start})
+			edits = append(edits, wire.Edit{Start: ms[0].start, End: ms[j].start})
 		default:
-			edits = append(edits, edit{start: ms[0].start, end: ms[j-1].end})
+			edits = append(edits, wire.Edit{Start: ms[0].start, End: ms[j-1].end})
 		}
 		i = j
 	}
-	return splice(body, edits)
+	return wire.Splice(body, edits)
 }

@@ -2,6 +2,14 @@
 // (POST /v1/chat/completions): what ctxpress reads and writes in that
 // format and nothing else:
 //
+//   - the request as a neutral conversation (Format, a wire.Format): Parse
+//     reads `messages` into messages and items with byte spans (a
+//     system/developer, user or assistant message is one text item, an
+//     assistant's tool_calls and legacy function_call follow as call items,
+//     a tool or function message is one result item); the counting rules
+//     (framing, role, name, ids, calls, parts) and the edits (dedup
+//     placeholder, additions to the system prompt, merge into a user
+//     message, new messages, cuts), written in place;
 //   - usage: from a JSON answer (UsageFromJSON) and from SSE events
 //     (SSEUsage); asking a stream for it (EnsureStreamUsage, StreamAsks,
 //     StreamOptionsRefused) and taking the chunk ctxpress asked for out of
@@ -10,9 +18,6 @@
 //   - the summary call (SummaryBody, ReadSummary, the per-model ParamRules
 //     and RetryRules after a refusal);
 //   - an upstream's "too long" answer (IsContextOverflow, OverflowSize).
-//
-// Parsing a request into messages, editing it and placing the summary block
-// are still in package rewrite (scan.go, messages.go, assemble.go).
 //
 // It knows no identities, records or policy; the shell (proxy) makes the
 // calls, the core (rewrite, compactor) decides what goes in them.

@@ -114,7 +114,7 @@ func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 	res.PromptTokens = int(firstOf(root, "usage.prompt_tokens", "usage.input_tokens").Int())
 	res.CompletionTokens = int(firstOf(root, "usage.completion_tokens", "usage.output_tokens").Int())
 	res.Truncated = choice.Get("finish_reason").String() == "length"
-	res.Text = StripReasoning(contentText(choice.Get("message.content")))
+	res.Text = StripReasoning(answerText(choice.Get("message.content")))
 	if res.Text == "" {
 		if choice.Get("message.reasoning_content").String() != "" || choice.Get("message.reasoning").String() != "" {
 			return res, fmt.Errorf("%w: only reasoning came back (finish_reason %q); raise max_tokens or use a non-reasoning model",
@@ -156,9 +156,9 @@ func firstOf(r gjson.Result, paths ...string) gjson.Result {
 	return gjson.Result{}
 }
 
-// contentText flattens message content: a string, or the text of a list of
+// answerText flattens an answer's message content: a string, or the text of a list of
 // parts (some providers answer with parts).
-func contentText(c gjson.Result) string {
+func answerText(c gjson.Result) string {
 	if c.IsArray() {
 		var parts []string
 		for _, p := range c.Array() {

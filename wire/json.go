@@ -1,20 +1,19 @@
-package rewrite
+package wire
 
 import (
-	"crypto/sha256"
+	"bytes"
 	"sort"
 	"unicode/utf8"
 
-	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
 )
 
-// appendJSONString appends s to dst as a JSON string. Quotes, backslashes
+// AppendJSONString appends s to dst as a JSON string. Quotes, backslashes
 // and control characters are escaped, as are U+2028 and U+2029; invalid
 // UTF-8 becomes U+FFFD. HTML characters are left as they are. The output is
 // a function of s alone, so a squashed text always serialises to the same
 // bytes.
-func appendJSONString(dst []byte, s string) []byte {
+func AppendJSONString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
@@ -67,18 +66,18 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// appendCanonical appends the canonical form of a JSON value: compact,
+// AppendCanonical appends the canonical form of a JSON value: compact,
 // object keys sorted (bytewise, after unescaping; duplicate keys keep their
-// order), strings re-escaped by appendJSONString, numbers and literals as
+// order), strings re-escaped by AppendJSONString, numbers and literals as
 // written. Two values that differ only in whitespace, key order or string
 // escaping have the same canonical form. v must come from valid JSON.
-func appendCanonical(dst []byte, v gjson.Result) []byte {
-	return appendCanonicalSkip(dst, v, "")
+func AppendCanonical(dst []byte, v gjson.Result) []byte {
+	return AppendCanonicalSkip(dst, v, "")
 }
 
-// appendCanonicalSkip is appendCanonical leaving out, at any depth, object
+// AppendCanonicalSkip is AppendCanonical leaving out, at any depth, object
 // members named skip ("" skips nothing).
-func appendCanonicalSkip(dst []byte, v gjson.Result, skip string) []byte {
+func AppendCanonicalSkip(dst []byte, v gjson.Result, skip string) []byte {
 	return appendCanonicalDepth(dst, v, skip, 0)
 }
 
@@ -96,7 +95,7 @@ func appendCanonicalDepth(dst []byte, v gjson.Result, skip string, depth int) []
 	}
 	switch v.Type {
 	case gjson.String:
-		return appendJSONString(dst, v.Str)
+		return AppendJSONString(dst, v.Str)
 	case gjson.JSON:
 		if v.IsArray() {
 			dst = append(dst, '[')
@@ -128,7 +127,7 @@ func appendCanonicalDepth(dst []byte, v gjson.Result, skip string, depth int) []
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, e.k)
+			dst = AppendJSONString(dst, e.k)
 			dst = append(dst, ':')
 			dst = appendCanonicalDepth(dst, e.v, skip, depth+1)
 		}
@@ -139,32 +138,35 @@ func appendCanonicalDepth(dst []byte, v gjson.Result, skip string, depth int) []
 	}
 }
 
-// canonicalArgs returns the canonical form of tool-call arguments: a JSON
-// string holding JSON (the normal form) and the same JSON sent as an object
-// (sloppy clients) both give appendCanonical of that JSON. A string that is
-// not JSON is kept as is, after a NUL so it cannot equal a JSON form.
-func canonicalArgs(args gjson.Result) []byte {
-	switch {
-	case args.Type == gjson.String:
-		if jsonvalid.Valid([]byte(args.Str)) {
-			return appendCanonical(nil, gjson.Parse(args.Str))
-		}
-		return append([]byte{0}, args.Str...)
-	case !args.Exists():
-		return nil
-	default:
-		return appendCanonical(nil, args)
+// StringValue returns the decoded JSON string at s in b, and false when s
+// is not a string. The common roles come back without an allocation.
+func StringValue(b []byte, s Span) (string, bool) {
+	if b[s.Start] != '"' {
+		return "", false
 	}
+	raw := b[s.Start+1 : s.End-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return gjson.Parse(string(b[s.Start:s.End])).Str, true
+	}
+	switch string(raw) {
+	case "user":
+		return "user", true
+	case "assistant":
+		return "assistant", true
+	case "tool":
+		return "tool", true
+	case "system":
+		return "system", true
+	}
+	return string(raw), true
 }
 
-// callKey identifies a tool call for dedup: the tool name and the sha256 of
-// its canonical arguments.
-type callKey struct {
-	tool string
-	args [sha256.Size]byte
-}
-
-// newCallKey returns the dedup key of a call to tool with args.
-func newCallKey(tool string, args gjson.Result) callKey {
-	return callKey{tool: tool, args: sha256.Sum256(canonicalArgs(args))}
+// KeyIs reports whether the member key k (a JSON string span, quotes
+// included) names name; an escaped key is decoded first, as gjson would.
+func KeyIs(b []byte, k Span, name string) bool {
+	raw := b[k.Start+1 : k.End-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return gjson.Parse(string(b[k.Start:k.End])).Str == name
+	}
+	return string(raw) == name
 }

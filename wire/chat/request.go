@@ -1,0 +1,476 @@
+package chat
+
+import (
+	"strings"
+
+	"github.com/ctxpress/ctxpress/wire"
+	"github.com/tidwall/gjson"
+)
+
+// Format is the chat-completions adapter of wire.Format. The zero value is
+// ready to use.
+type Format struct{}
+
+var _ wire.Format = Format{}
+
+// Name returns "chat".
+func (Format) Name() string { return "chat" }
+
+// Token accounting constants, after the OpenAI cookbook's
+// num_tokens_from_messages: every message costs 3 tokens of framing, a name
+// 1 more, and the reply is primed with 3.
+const (
+	tokensPerMessage = 3
+	tokensPerName    = 1
+	replyPriming     = 3
+	// imagePartTokens is what an image_url part is counted as: OpenAI's
+	// base cost of a low-detail image. The real cost depends on the image
+	// size and detail, which ctxpress does not fetch.
+	imagePartTokens = 85
+)
+
+// message is one element of `messages` as the adapter reads it. Fields
+// ctxpress does not know are not represented: they are never touched,
+// because edits only ever replace the bytes of content (or of a text part
+// inside it).
+type message struct {
+	body         []byte // the whole request body
+	wire.Span           // the element's bytes in body
+	object       bool   // false for an element that is not a JSON object (passed on as is)
+	role         string // "" when absent or not a string
+	name         string // `name`: a participant, or the function of a legacy role:function result
+	toolCallID   string // `tool_call_id` of a role:tool result
+	content      wire.Span
+	calls        wire.Range // its tool_calls entries in the parse's callNames
+	toolCalls    wire.Span  // assistant `tool_calls` array, or absent
+	functionCall wire.Span  // legacy assistant `function_call` object, or absent
+}
+
+// bytes returns the message as sent.
+func (m *message) bytes() []byte { return m.Of(m.body) }
+
+// result returns the value at s decoded by gjson, its Index the offset of
+// s in the body (so nested values carry body offsets too). An absent span
+// gives a Result that does not exist.
+func result(body []byte, s wire.Span) gjson.Result {
+	if !s.Exists() {
+		return gjson.Result{}
+	}
+	r := gjson.Parse(string(body[s.Start:s.End]))
+	r.Index = s.Start
+	return r
+}
+
+// The members ctxpress reads.
+const (
+	fieldOther = iota
+	fieldModel
+	fieldStream
+	fieldMessages
+	fieldTools
+	fieldFunctions
+	fieldRole
+	fieldName
+	fieldToolCallID
+	fieldContent
+	fieldToolCalls
+	fieldFunctionCall
+	fieldPromptCacheKey
+	fieldID
+	fieldFunction
+	fieldArguments
+)
+
+// fieldOf returns which member the key span names; an escaped key is
+// decoded first, as gjson would.
+func fieldOf(b []byte, k wire.Span) int {
+	raw := b[k.Start+1 : k.End-1]
+	for _, c := range raw {
+		if c == '\\' {
+			return fieldByName(gjson.Parse(string(b[k.Start:k.End])).Str)
+		}
+	}
+	return fieldByName(string(raw))
+}
+
+func fieldByName(name string) int {
+	switch name {
+	case "model":
+		return fieldModel
+	case "stream":
+		return fieldStream
+	case "messages":
+		return fieldMessages
+	case "tools":
+		return fieldTools
+	case "functions":
+		return fieldFunctions
+	case "role":
+		return fieldRole
+	case "name":
+		return fieldName
+	case "tool_call_id":
+		return fieldToolCallID
+	case "content":
+		return fieldContent
+	case "tool_calls":
+		return fieldToolCalls
+	case "function_call":
+		return fieldFunctionCall
+	case "prompt_cache_key":
+		return fieldPromptCacheKey
+	case "id":
+		return fieldID
+	case "function":
+		return fieldFunction
+	case "arguments":
+		return fieldArguments
+	}
+	return fieldOther
+}
+
+// Parse reads a chat request out of body. It expects well-formed JSON
+// (call jsonvalid.Valid first) and reports false when the body is not an
+// object with a `messages` array. For duplicate keys the first one wins,
+// as with gjson.Get.
+func (Format) Parse(body []byte) (*wire.Conversation, bool) {
+	c := &wire.Conversation{Body: body, Priming: replyPriming}
+	i := wire.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return c, false
+	}
+	var seenModel, seenStream, seenMessages bool
+	var array, tools, functions wire.Span
+	var ns callNames
+	// One pass: the messages array is read element by element as the walk
+	// reaches it, not skipped first and read again.
+	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
+		switch fieldOf(body, k) {
+		case fieldModel:
+			ve := wire.ValueEnd(body, vs)
+			if !seenModel {
+				seenModel = true
+				c.Model, _ = wire.StringValue(body, wire.Span{Start: vs, End: ve})
+			}
+			return ve
+		case fieldStream:
+			ve := wire.ValueEnd(body, vs)
+			if !seenStream {
+				seenStream = true
+				c.Stream = string(body[vs:ve]) == "true"
+			}
+			return ve
+		case fieldMessages:
+			if seenMessages || body[vs] != '[' {
+				seenMessages = true // the first one counts, as with gjson.Get
+				return wire.ValueEnd(body, vs)
+			}
+			seenMessages = true
+			c.Messages = make([]wire.Message, 0, 64)
+			c.Items = make([]wire.Item, 0, 128)
+			ve := wire.WalkArray(body, vs, func(es int) int {
+				m := parseMessage(body, es, &ns)
+				addMessage(c, &m, &ns)
+				return m.End
+			})
+			array = wire.Span{Start: vs, End: ve}
+			return ve
+		case fieldTools:
+			return keepFirst(&tools, vs, wire.ValueEnd(body, vs))
+		case fieldFunctions:
+			return keepFirst(&functions, vs, wire.ValueEnd(body, vs))
+		case fieldPromptCacheKey:
+			return keepFirst(&c.CacheKey, vs, wire.ValueEnd(body, vs))
+		}
+		return wire.ValueEnd(body, vs)
+	})
+	ns.decode(body, c.Items)
+	c.Counted = []wire.Span{tools, functions}
+	c.Lead = leadingSystem(c.Messages)
+	return c, array.Exists()
+}
+
+// keepFirst records the value [vs, ve) in *dst unless a member of the same
+// name came first (the first one counts, as with gjson.Get), and returns ve.
+func keepFirst(dst *wire.Span, vs, ve int) int {
+	if !dst.Exists() {
+		*dst = wire.Span{Start: vs, End: ve}
+	}
+	return ve
+}
+
+// leadingSystem is how many messages at the start are system/developer
+// messages.
+func leadingSystem(ms []wire.Message) int {
+	n := 0
+	for n < len(ms) && (ms[n].WireRole == "system" || ms[n].WireRole == "developer") {
+		n++
+	}
+	return n
+}
+
+// parseMessage reads the members ctxpress uses out of the message that
+// starts at body[start]; the message's span ends where the walk ends. With
+// ns, the calls of its tool_calls array are collected into ns in the same
+// pass (m.calls is their range there).
+func parseMessage(body []byte, start int, ns *callNames) message {
+	m := message{body: body, Span: wire.Span{Start: start}, object: body[start] == '{'}
+	if !m.object {
+		m.End = wire.ValueEnd(body, start)
+		return m
+	}
+	var seenRole, seenName, seenID bool
+	m.End = wire.WalkObject(body, start, func(k wire.Span, vs int) int {
+		field := fieldOf(body, k)
+		if field == fieldToolCalls && !m.toolCalls.Exists() && body[vs] == '[' && ns != nil {
+			m.calls.Start = len(ns.calls)
+			ve := ns.walk(body, vs)
+			m.calls.End = len(ns.calls)
+			m.toolCalls = wire.Span{Start: vs, End: ve}
+			return ve
+		}
+		ve := wire.ValueEnd(body, vs)
+		f := wire.Span{Start: vs, End: ve}
+		switch field {
+		case fieldRole:
+			if !seenRole {
+				seenRole = true
+				m.role, _ = wire.StringValue(body, f)
+			}
+		case fieldName:
+			if !seenName {
+				seenName = true
+				m.name, _ = wire.StringValue(body, f)
+			}
+		case fieldToolCallID:
+			if !seenID {
+				seenID = true
+				m.toolCallID, _ = wire.StringValue(body, f)
+			}
+		case fieldContent:
+			if !m.content.Exists() {
+				m.content = f
+			}
+		case fieldToolCalls:
+			if !m.toolCalls.Exists() && body[f.Start] == '[' {
+				m.toolCalls = f
+			}
+		case fieldFunctionCall:
+			if !m.functionCall.Exists() && body[f.Start] == '{' {
+				m.functionCall = f
+			}
+		}
+		return ve
+	})
+	return m
+}
+
+// roleOf maps a chat role to the neutral one.
+func roleOf(role string) wire.Role {
+	switch role {
+	case "system", "developer":
+		return wire.RoleInstruction
+	case "user":
+		return wire.RoleUser
+	case "assistant":
+		return wire.RoleAssistant
+	case "tool", "function":
+		return wire.RoleTool
+	}
+	return wire.RoleOther
+}
+
+// addMessage appends m and its items to c: a system/developer, user or
+// assistant message is one text item (its content), an assistant's calls
+// follow as call items (each tool_calls entry, then a legacy
+// function_call), a tool or function message is one result item, and
+// any other object one opaque item. A non-object has no item.
+func addMessage(c *wire.Conversation, m *message, ns *callNames) {
+	i := len(c.Messages)
+	wm := wire.Message{Span: m.Span, Role: roleOf(m.role), WireRole: m.role, Name: m.name, Object: m.object}
+	wm.Items.Start = len(c.Items)
+	if m.object {
+		it := wire.Item{Message: i, Span: m.Span, Content: m.content}
+		switch wm.Role {
+		case wire.RoleInstruction:
+			it.Kind = wire.KindInstruction
+		case wire.RoleUser:
+			it.Kind = wire.KindUser
+		case wire.RoleAssistant:
+			it.Kind = wire.KindAssistant
+		case wire.RoleTool:
+			it.Kind, it.CallID, it.Tool, it.ByName = wire.KindToolResult, m.toolCallID, m.name, m.role == "function"
+		}
+		c.Items = append(c.Items, it)
+		if wm.Role == wire.RoleAssistant {
+			c.Items = appendCalls(c.Items, i, m, ns)
+		}
+	}
+	wm.Items.End = len(c.Items)
+	c.Messages = append(c.Messages, wm)
+}
+
+// appendCalls appends the calls assistant message m (index i) makes:
+// each tool_calls entry ns collected while m was parsed (id, function
+// name and arguments, as gjson reads them: the first member of a name
+// wins) and a legacy function_call (ByName, no id). Ids and names are set
+// by ns.decode.
+func appendCalls(items []wire.Item, i int, m *message, ns *callNames) []wire.Item {
+	for k := m.calls.Start; k < m.calls.End; k++ {
+		pc := &ns.calls[k]
+		pc.item = len(items)
+		// No id until ns.decode finds one.
+		items = append(items, wire.Item{Kind: wire.KindToolCall, Message: i, Span: pc.span, Args: pc.args, ByName: true})
+	}
+	if fc := m.functionCall; fc.Exists() {
+		it := wire.Item{Kind: wire.KindToolCall, Message: i, Span: fc, ByName: true}
+		var name wire.Span
+		name, it.Args = callMembers(m.body, fc)
+		ns.calls = append(ns.calls, pendingCall{item: len(items), name: name})
+		ns.size += name.End - name.Start
+		items = append(items, it)
+	}
+	return items
+}
+
+// walk collects the entries of the tool_calls array at body[vs] and
+// returns the index just past it, reading every byte once.
+func (ns *callNames) walk(body []byte, vs int) int {
+	return wire.WalkArray(body, vs, func(es int) int {
+		if ns.calls == nil {
+			ns.calls = make([]pendingCall, 0, 64)
+		}
+		pc := pendingCall{}
+		if body[es] != '{' {
+			pc.span = wire.Span{Start: es, End: wire.ValueEnd(body, es)}
+			ns.calls = append(ns.calls, pc)
+			return pc.span.End
+		}
+		seenFn := false
+		ee := wire.WalkObject(body, es, func(k wire.Span, vs int) int {
+			switch fieldOf(body, k) {
+			case fieldID:
+				return keepFirst(&pc.id, vs, wire.ValueEnd(body, vs))
+			case fieldFunction:
+				if !seenFn {
+					seenFn = true
+					if body[vs] == '{' {
+						var fn wire.Span
+						fn.Start = vs
+						fn.End = wire.WalkObject(body, vs, func(k wire.Span, vs int) int {
+							switch fieldOf(body, k) {
+							case fieldName:
+								return keepFirst(&pc.name, vs, wire.ValueEnd(body, vs))
+							case fieldArguments:
+								return keepFirst(&pc.args, vs, wire.ValueEnd(body, vs))
+							}
+							return wire.ValueEnd(body, vs)
+						})
+						return fn.End
+					}
+				}
+			}
+			return wire.ValueEnd(body, vs)
+		})
+		pc.span = wire.Span{Start: es, End: ee}
+		ns.calls = append(ns.calls, pc)
+		ns.size += pc.id.End - pc.id.Start + pc.name.End - pc.name.Start
+		return ee
+	})
+}
+
+// callMembers reads the spans of a function object's name and arguments.
+func callMembers(b []byte, fn wire.Span) (ns, args wire.Span) {
+	wire.WalkObject(b, fn.Start, func(k wire.Span, vs int) int {
+		ve := wire.ValueEnd(b, vs)
+		switch fieldOf(b, k) {
+		case fieldName:
+			keepFirst(&ns, vs, ve)
+		case fieldArguments:
+			keepFirst(&args, vs, ve)
+		}
+		return ve
+	})
+	return ns, args
+}
+
+// stringOf is gjson's Result.String of the value at s: a string decoded,
+// null "", anything else as gjson renders it.
+func stringOf(b []byte, s wire.Span) string {
+	if v, ok := wire.StringValue(b, s); ok {
+		return v
+	}
+	return gjson.ParseBytes(b[s.Start:s.End]).String()
+}
+
+// callNames collects the spans of the calls' ids and tool names while a
+// body is walked, and decodes them at the end into one string that the
+// items' CallID and Tool slice: a long history has hundreds of calls, and
+// one allocation for all of them keeps a warm turn's parse as cheap as it
+// was before calls were items.
+type callNames struct {
+	calls []pendingCall
+	size  int
+}
+
+// pendingCall is a call item's id and name spans, before decoding.
+type pendingCall struct {
+	item       int       // the call's item
+	span, args wire.Span // the entry, its arguments
+	id, name   wire.Span
+}
+
+// decode sets CallID, Tool and ByName of the collected call items. A value
+// that is a plain string (no escapes) is a slice of the shared string; any
+// other is decoded as gjson would (stringOf).
+func (ns *callNames) decode(body []byte, items []wire.Item) {
+	if len(ns.calls) == 0 {
+		return
+	}
+	var sb strings.Builder
+	sb.Grow(ns.size)
+	for _, pc := range ns.calls {
+		for _, s := range [2]wire.Span{pc.id, pc.name} {
+			if raw, ok := plainString(body, s); ok {
+				sb.Write(raw)
+			}
+		}
+	}
+	// The second pass walks the same values in the same order, so the
+	// plain ones are consecutive slices of all.
+	all, at := sb.String(), 0
+	for _, pc := range ns.calls {
+		it := &items[pc.item]
+		for j, s := range [2]wire.Span{pc.id, pc.name} {
+			var v string
+			if raw, ok := plainString(body, s); ok {
+				v, at = all[at:at+len(raw)], at+len(raw)
+			} else if s.Exists() {
+				v = stringOf(body, s)
+			}
+			if j == 0 {
+				it.CallID = v
+			} else {
+				it.Tool = v
+			}
+		}
+		if pc.id.Exists() {
+			it.ByName = it.CallID == ""
+		}
+	}
+}
+
+// plainString returns the bytes of the JSON string at s when it has no
+// escapes; false for an escaped string, another value or an absent one.
+func plainString(body []byte, s wire.Span) ([]byte, bool) {
+	if !s.Exists() || body[s.Start] != '"' {
+		return nil, false
+	}
+	raw := body[s.Start+1 : s.End-1]
+	for _, c := range raw {
+		if c == '\\' {
+			return nil, false
+		}
+	}
+	return raw, true
+}

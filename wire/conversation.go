@@ -1,0 +1,218 @@
+package wire
+
+import "crypto/sha256"
+
+// Conversation is a request body as the core reads it, whatever its wire
+// format: the messages in order, each holding its items, with the byte
+// spans of everything an edit may touch. Nothing is decoded into structs:
+// the body is edited in place (Edit, Splice), so every byte the core does
+// not change, unknown fields included, is copied as sent. A Conversation
+// is read-only once Parse made it, and valid only while its body is.
+type Conversation struct {
+	Body   []byte
+	Model  string
+	Stream bool
+	// Messages are the wire messages in order (chat: the elements of
+	// `messages`). A cut or a drop happens only at message boundaries.
+	Messages []Message
+	// Items are the messages' items in order; Message.Items indexes them.
+	Items []Item
+	// Lead is how many messages at the start are instructions
+	// (system/developer): they are never summarised, and the summary
+	// block goes at their end.
+	Lead int
+	// CacheKey is the span of a conversation id the client sent in the
+	// body (chat: `prompt_cache_key`); zero when none.
+	CacheKey Span
+	// Counted are spans counted as their raw text and never changed
+	// (chat: `tools`, legacy `functions`).
+	Counted []Span
+	// Priming is the tokens the format adds to every request besides
+	// its messages and Counted (chat: the reply priming).
+	Priming int
+}
+
+// Role is what a message is in the conversation, whatever the format
+// calls it.
+type Role uint8
+
+// The roles.
+const (
+	RoleOther       Role = iota // not a message the core understands: passed on as sent
+	RoleInstruction             // system, developer
+	RoleUser
+	RoleAssistant
+	RoleTool // carries tool results
+)
+
+// Message is one wire message.
+type Message struct {
+	Span // its bytes in the body
+	Role Role
+	// WireRole is the role as sent (chat: system, developer, user,
+	// assistant, tool, function, …); "" when absent or not a string.
+	WireRole string
+	// Name is the message's participant name (chat: `name`, also the
+	// function of a legacy result).
+	Name string
+	// Object is false for an element that is not a JSON object: it has
+	// no items, is counted as its raw text and is passed on as sent.
+	Object bool
+	// Items are the indexes of its items in Conversation.Items.
+	Items Range
+}
+
+// Range is the indexes [Start, End).
+type Range struct{ Start, End int }
+
+// Kind is what an item is.
+type Kind uint8
+
+// The kinds of items.
+const (
+	KindOpaque      Kind = iota // reasoning, thinking, images, unknown: counted, never edited
+	KindInstruction             // system/developer text
+	KindUser                    // user text (and its images and files)
+	KindAssistant               // assistant text
+	KindToolCall                // a call: CallID, Tool, Args
+	KindToolResult              // a result: CallID (or ByName), Tool, Content
+)
+
+// Item is one piece of a message.
+type Item struct {
+	Kind    Kind
+	Message int  // index of the message it belongs to
+	Span    Span // its bytes in the body
+	// Content is the span of the content value of a text item or a tool
+	// result: a string, an array of parts, null; zero when absent.
+	Content Span
+	// CallID is the id of a call, or of the call a result answers; ""
+	// when the format gave none.
+	CallID string
+	// Tool is the name of the tool a call calls, or of a result's tool
+	// when the format says it (chat: `name`).
+	Tool string
+	// Args is the span of a call's arguments as sent; zero when absent.
+	Args Span
+	// ByName marks a result paired with the latest earlier call without
+	// an id and of the same Tool (chat's legacy role function), not by
+	// CallID.
+	ByName bool
+}
+
+// Part is one part of an item's content.
+type Part struct {
+	// IsText marks a text part (a string content is one text part).
+	IsText bool
+	// Text is a text part's text, decoded.
+	Text string
+	// Span is a text part's JSON string in the body, which an edit may
+	// replace by another JSON string; zero when it cannot be located
+	// exactly (never edited then).
+	Span Span
+	// Tokens is another part's tokens, by the format's rules (an image's
+	// nominal cost, an audio part's 0); 0 without a counter.
+	Tokens int
+}
+
+// Count counts the tokens of a text (the core's cached counter, with the
+// request's encoding).
+type Count func(text string) int
+
+// Edit replaces the bytes [Start, End) with Repl.
+type Edit struct {
+	Start, End int
+	Repl       []byte
+}
+
+// Splice returns body with each edit applied: the bytes between edits are
+// copied as they are. edits must be sorted and must not overlap.
+func Splice(body []byte, edits []Edit) []byte {
+	size := len(body)
+	for _, e := range edits {
+		size += len(e.Repl) - (e.End - e.Start)
+	}
+	out := make([]byte, 0, size)
+	last := 0
+	for _, e := range edits {
+		out = append(out, body[last:e.Start]...)
+		out = append(out, e.Repl...)
+		last = e.End
+	}
+	return append(out, body[last:]...)
+}
+
+// Format is one wire format's adapter: it reads a request body into a
+// Conversation, answers the questions about it that depend on the format
+// (how a message is counted, what its content says) and writes the core's
+// edits back into the body. It must be pure and safe for concurrent use.
+type Format interface {
+	// Name names the format ("chat"); memo keys include it.
+	Name() string
+	// Parse reads body (valid JSON) into a Conversation; false when body
+	// is not a request of this format.
+	Parse(body []byte) (*Conversation, bool)
+	// Overhead is message m's tokens besides its items' contents:
+	// framing, role, name, ids and tool calls (a non-object message: all
+	// of it).
+	Overhead(c *Conversation, m int, count Count) int
+	// Parts is item it's content part by part; count (nil: none) counts
+	// the parts that are not text.
+	Parts(c *Conversation, it int, count Count) []Part
+	// Text is item it's content as plain text: the string, or its text
+	// parts joined by newlines.
+	Text(c *Conversation, it int) string
+	// Arguments is call item it's arguments as the model wrote them.
+	Arguments(c *Conversation, it int) string
+	// CanonicalArguments is call item it's arguments in a canonical form:
+	// equal for calls whose arguments are the same JSON value.
+	CanonicalArguments(c *Conversation, it int) []byte
+	// Digest is the sha256 of message m's canonical form, as a chain hash
+	// hashes it: stable across re-serialisation, changed by an edit.
+	Digest(c *Conversation, m int) [sha256.Size]byte
+	// ReplaceContent returns the edit that makes item it's content text,
+	// in the content's shape (a string stays a string, parts become one
+	// text part).
+	ReplaceContent(c *Conversation, it int, text string) Edit
+	// AddInstructions returns how texts (joined by blank lines) go at the
+	// end of the leading instructions: the edit, or a message to insert
+	// right after them when they have no place for it; and the tokens
+	// this adds. With build false only the tokens are computed.
+	AddInstructions(c *Conversation, texts []string, count Count, build bool) (ed *Edit, msg []byte, tokens int)
+	// PrependText returns the edit, its offsets relative to the start of
+	// message m (a user message), that puts text at the head of its
+	// content, and the tokens this adds; false when its content has no
+	// shape for it.
+	PrependText(c *Conversation, m int, text string, count Count) (ed Edit, tokens int, ok bool)
+	// NewMessage renders a message of role with text as its content, and
+	// counts it.
+	NewMessage(role Role, text string, count Count) (msg []byte, tokens int)
+	// ReplaceMessages returns the edit that replaces messages [from, to)
+	// by msgs (each a whole message: new, or copied), the separators
+	// kept right; false when there is nothing to do.
+	ReplaceMessages(c *Conversation, from, to int, msgs [][]byte) (Edit, bool)
+	// DropMessages returns the edit that leaves out messages [from, to),
+	// from > 0, with the separator before them.
+	DropMessages(c *Conversation, from, to int) Edit
+}
+
+// Bytes returns message m's bytes as sent.
+func (c *Conversation) Bytes(m int) []byte { return c.Messages[m].Of(c.Body) }
+
+// ItemsOf returns the items of message m.
+func (c *Conversation) ItemsOf(m int) []Item {
+	r := c.Messages[m].Items
+	return c.Items[r.Start:r.End]
+}
+
+// Result returns the index of message m's first tool result item, -1 when
+// it carries none.
+func (c *Conversation) Result(m int) int {
+	r := c.Messages[m].Items
+	for i := r.Start; i < r.End; i++ {
+		if c.Items[i].Kind == KindToolResult {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,20 @@
+// Package wire is the neutral conversation the core (rewrite, compactor)
+// works on, and the seam every wire-format adapter plugs into.
+//
+// An adapter (wire/chat for OpenAI chat completions; Responses and
+// Anthropic Messages next) implements Format: Parse turns a request body
+// into a Conversation — messages in order, each holding items
+// (instruction, user text, assistant text, tool call, tool result, opaque)
+// with the byte spans of everything an edit may touch — and the other
+// methods answer what depends on the format (how a message is counted,
+// what a content says) and render the core's edits: replace an item's
+// content, add to the instructions, put text at the head of a user
+// message, replace or drop whole messages. The core splices those edits
+// into the body (Splice); every other byte, unknown fields included, is
+// copied as sent.
+//
+// The package also holds the JSON tools the adapters share: a scanner
+// over JSON known to be valid (SkipSpace, ValueEnd, WalkArray,
+// WalkObject), AppendJSONString and the canonical form chain hashes and
+// dedup keys are built on (AppendCanonical). It does no I/O.
+package wire

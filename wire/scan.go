@@ -1,0 +1,131 @@
+package wire
+
+import "bytes"
+
+// A small scanner over JSON that is already known to be valid (the core
+// validates once at the entry). It finds where values start and end without
+// decoding them, so a turn does not unescape the megabytes of history it
+// has seen before; gjson decodes only the values a step needs. Every
+// adapter parses with it.
+
+// Span is the byte range [Start, End) of a JSON value in a body; the zero
+// Span means absent.
+type Span struct{ Start, End int }
+
+// Exists reports whether the value is present.
+func (s Span) Exists() bool { return s.End > 0 }
+
+// Of returns the bytes of s in body.
+func (s Span) Of(body []byte) []byte { return body[s.Start:s.End] }
+
+// IsSpace reports whether c is JSON whitespace.
+func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// SkipSpace returns the index of the first non-whitespace byte at or after i.
+func SkipSpace(b []byte, i int) int {
+	for i < len(b) && IsSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// StringEnd returns the index just past the JSON string that opens at b[i].
+func StringEnd(b []byte, i int) int {
+	j := i + 1
+	for {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return len(b)
+		}
+		j += q
+		// The quote closes the string unless an odd number of
+		// backslashes precede it.
+		n := 0
+		for k := j - 1; k > i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1
+		}
+		j++
+	}
+}
+
+// ValueEnd returns the index just past the JSON value that starts at b[i].
+func ValueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return StringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = StringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default: // number, true, false, null
+		j := i
+		for j < len(b) && !IsSpace(b[j]) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
+			j++
+		}
+		return j
+	}
+}
+
+// WalkArray calls fn with the start of each element of the array that opens
+// at b[i]; fn returns the element's end (having read it, or with ValueEnd),
+// or -1 to stop. WalkArray returns the index just past the array, so a
+// caller that reads the elements scans each byte once. It returns -1 when
+// stopped.
+func WalkArray(b []byte, i int, fn func(vs int) int) int {
+	i = SkipSpace(b, i+1)
+	for i < len(b) && b[i] != ']' {
+		e := fn(i)
+		if e < 0 {
+			return -1
+		}
+		if e <= i { // not JSON after all: stop rather than spin
+			return len(b)
+		}
+		i = SkipSpace(b, e)
+		if i < len(b) && b[i] == ',' {
+			i = SkipSpace(b, i+1)
+		}
+	}
+	return min(i+1, len(b))
+}
+
+// WalkObject is WalkArray for an object: fn gets each member's key (a span
+// of the JSON string, quotes included) and the start of its value.
+func WalkObject(b []byte, i int, fn func(key Span, vs int) int) int {
+	i = SkipSpace(b, i+1)
+	for i < len(b) && b[i] == '"' {
+		ke := StringEnd(b, i)
+		j := SkipSpace(b, ke)
+		if j >= len(b) || b[j] != ':' {
+			return len(b)
+		}
+		vs := SkipSpace(b, j+1)
+		ve := fn(Span{i, ke}, vs)
+		if ve < 0 {
+			return -1
+		}
+		if ve <= i {
+			return len(b)
+		}
+		i = SkipSpace(b, ve)
+		if i < len(b) && b[i] == ',' {
+			i = SkipSpace(b, i+1)
+		}
+	}
+	return min(i+1, len(b))
+}
