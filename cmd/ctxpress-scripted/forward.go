@@ -91,6 +91,15 @@ func (f *forwarder) record(r *http.Request, body []byte, rw *headerCatcher) {
 			e.Warnings = p.Warnings
 		}
 	}
+	if strings.HasSuffix(r.URL.Path, "/responses") {
+		if p, rerr := parseResponses(body, nil); rerr != nil {
+			e.Error = rerr.Message
+		} else {
+			var ce entry
+			u := s.observe(e.Session+"/"+p.Kind, p.prompt, &ce)
+			e.Kind, e.PromptTokens, e.HasPrev, e.ExtendsPrev, e.DivergedPart = p.Kind, u.Prompt, ce.HasPrev, ce.ExtendsPrev, ce.DivergedPart
+		}
+	}
 	for k, v := range rw.Header() {
 		if strings.HasPrefix(strings.ToLower(k), "x-ctxpress-") {
 			if e.Headers == nil {

@@ -8,8 +8,10 @@
 //	    -step 'ls -la' -step 'cat a.py' -step 'read:b.py' -step 'grep -n def *.py'
 //
 // It serves POST {base}/chat/completions (whole JSON or SSE, with a usage
-// chunk when stream_options.include_usage asks for one) and GET
-// {base}/models, where {base} is any prefix (clients use .../v1).
+// chunk when stream_options.include_usage asks for one), POST
+// {base}/responses (the Responses API: whole JSON or OpenAI's SSE events,
+// see responses.go) and GET {base}/models, where {base} is any prefix
+// (clients use .../v1).
 //
 // It is as strict as api.openai.com about what it refuses with a 400:
 // roles, content shapes per role, tool_calls shapes, a tool message that
@@ -38,7 +40,11 @@
 // longest common byte prefix with the previous request of the same stream
 // (session header + kind: agent, side or summary) / 4: a prefix cache.
 // With -context N a prompt over N tokens is refused with OpenAI's
-// context_length_exceeded.
+// context_length_exceeded. On /responses the usage is input_tokens,
+// input_tokens_details.cached_tokens, output_tokens and total_tokens, and
+// a request is refused as api.openai.com refuses it (internal/responsestest,
+// with the ledger of the reasoning items and responses this server issued);
+// -cut-stream ends streamed answers without response.completed.
 //
 // Recording (-record DIR): each body as DIR/NNNN.json and one JSON line per
 // request in DIR/requests.jsonl: kind, stream, status, error, warnings,
@@ -67,6 +73,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ctxpress/ctxpress/internal/responsestest"
 )
 
 type config struct {
@@ -74,7 +82,7 @@ type config struct {
 	forward                                  string
 	steps                                    []parStep
 	toolTurns, context                       int
-	strict                                   bool
+	strict, cutStream                        bool
 	sessionHeaders                           []string
 }
 
@@ -102,6 +110,7 @@ func main() {
 	flag.IntVar(&c.context, "context", 0, "refuse prompts over this many tokens as context_length_exceeded (0: no limit)")
 	flag.StringVar(&c.forward, "forward", "", "record-only pass-through to this base (e.g. ctxpress's http://127.0.0.1:8484): see forward.go")
 	flag.BoolVar(&c.strict, "strict", false, "refuse what only strict chat templates refuse too (see warnings)")
+	flag.BoolVar(&c.cutStream, "cut-stream", false, "end every streamed Responses answer without response.completed, as a dropped stream does")
 	flag.StringVar(&headers, "session-headers", "x-session-id,session_id,session-id,thread-id,x-conversation-id,x-claude-code-session-id", "headers that name a conversation, first present wins")
 	flag.Parse()
 	c.steps = steps
@@ -145,6 +154,8 @@ type server struct {
 	steps  map[string]int // tool calls made per ask
 	index  *os.File
 	stats  map[string]*kindStats
+	ledger *responsestest.Ledger // what the Responses side issued, to verify
+	anth   *anthropicState       // the Messages format's state (messages.go)
 }
 
 type kindStats struct {
@@ -158,7 +169,8 @@ type kindStats struct {
 }
 
 func newServer(c config) (*server, error) {
-	s := &server{cfg: c, last: map[string]prompt{}, steps: map[string]int{}, stats: map[string]*kindStats{}}
+	s := &server{cfg: c, last: map[string]prompt{}, steps: map[string]int{}, stats: map[string]*kindStats{},
+		ledger: responsestest.NewLedger()}
 	if c.record != "" {
 		if err := os.MkdirAll(c.record, 0o755); err != nil {
 			return nil, err
@@ -176,6 +188,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		s.chat(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
+		s.responses(w, r)
+	case r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/messages") || strings.HasSuffix(r.URL.Path, "/messages/count_tokens")):
+		s.messages(w, r)
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"m","object":"model","created":1715367049,"owned_by":"scripted"}]}`)

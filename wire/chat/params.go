@@ -29,12 +29,12 @@ var ReasoningRules = ParamRules{MaxCompletionTokens: true, NoTemperature: true}
 // max_completion_tokens is accepted by every OpenAI chat model.
 var reasoningFamilies = []string{"o1", "o3", "o4", "gpt-5"}
 
-// reasoningHeadroom is added to the summary's cap when it is sent as
+// ReasoningHeadroom is added to the summary's cap when it is sent as
 // max_completion_tokens: a reasoning model spends part of that cap on
 // hidden reasoning, and a cap of the summary's size alone can leave no room
 // for the summary (finish_reason "length", empty content). Unused tokens
 // are not billed.
-const reasoningHeadroom = 16384
+const ReasoningHeadroom = 16384
 
 // RulesFor returns the parameter rules of model: ReasoningRules for the
 // reasoning families (o1, o3, o4-mini, gpt-5…, also behind a provider

@@ -3,6 +3,8 @@ package chat
 import (
 	"bytes"
 
+	"github.com/ctxpress/ctxpress/wire/sse"
+
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
 )
@@ -88,10 +90,10 @@ type sseLines struct {
 // blank line (with the LF of a blank line's "\r\n" when it is in p), and
 // returns that index; -1 when the event goes on past p.
 func (l *sseLines) eventEnd(p []byte) int {
-	ends := lineEnds{p: p, lf: -1}
+	ends := sse.NewLineEnds(p)
 	for i := 0; i < len(p); i++ {
 		if l.inLine {
-			if i = ends.next(i); i < 0 {
+			if i = ends.Next(i); i < 0 {
 				return -1
 			}
 		}
@@ -118,36 +120,12 @@ func (l *sseLines) eventEnd(p []byte) int {
 	return -1
 }
 
-// lineEnds finds the line ends ('\r' or '\n') of one buffer in order, in
-// linear time: each LF is searched for once, each CR only up to the next LF.
-type lineEnds struct {
-	p  []byte
-	lf int // index of the next LF at or after the last search, len(p) when none; -1 before the first
-}
-
-// next returns the index of the first '\r' or '\n' at or after i, or -1.
-func (e *lineEnds) next(i int) int {
-	if e.lf < i {
-		e.lf = len(e.p)
-		if k := bytes.IndexByte(e.p[i:], '\n'); k >= 0 {
-			e.lf = i + k
-		}
-	}
-	if k := bytes.IndexByte(e.p[i:e.lf], '\r'); k >= 0 {
-		return i + k
-	}
-	if e.lf == len(e.p) {
-		return -1
-	}
-	return e.lf
-}
-
 // event appends ev to dst unless it is the usage-only chunk.
 func (f *UsageChunkFilter) event(dst, ev []byte) []byte {
 	if !bytes.Contains(ev, []byte(`"usage"`)) {
 		return append(dst, ev...)
 	}
-	data := eventData(ev)
+	data := sse.EventData(ev)
 	if !jsonvalid.Valid(data) {
 		return append(dst, ev...)
 	}
@@ -163,91 +141,18 @@ func (f *UsageChunkFilter) event(dst, ev []byte) []byte {
 	return append(dst, ev...)
 }
 
-// eventData joins the data: lines of one event, as SSE defines.
-func eventData(ev []byte) []byte {
-	var data []byte
-	lines := 0
-	for len(ev) > 0 {
-		var line []byte
-		line, ev = nextLine(ev)
-		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			if lines > 0 {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
-			lines++
-		}
-	}
-	return data
-}
-
-// nextLine splits b after its first line end ("\r\n", "\n" or "\r").
-func nextLine(b []byte) (line, rest []byte) {
-	i := bytes.IndexAny(b, "\r\n")
-	if i < 0 {
-		return b, nil
-	}
-	j := i + 1
-	if b[i] == '\r' && j < len(b) && b[j] == '\n' {
-		j++
-	}
-	return b[:i], b[j:]
-}
-
-// maxSSELine bounds the partial line SSEUsage keeps between reads; a longer
-// line cannot be a usage chunk worth reading and is skipped.
-const maxSSELine = 4 << 20
-
 // SSEUsage watches a side copy of an SSE stream for usage. It never changes
-// the bytes the client gets. Lines end with "\r\n", "\n" or a lone "\r"
-// (mixed, as the spec allows), and may be split across reads at any byte.
+// the bytes the client gets.
 type SSEUsage struct {
-	partial  []byte
-	skipping bool // inside a line longer than maxSSELine
-	afterCR  bool // the last byte was a CR: a LF next ends no new line
-	usage    Usage
+	lines sse.LineReader
+	usage Usage
 }
 
 // Observe feeds the next bytes of the stream.
-func (s *SSEUsage) Observe(p []byte) {
-	ends := lineEnds{p: p, lf: -1}
-	for from := 0; from < len(p); {
-		if s.afterCR && p[from] == '\n' {
-			from++
-		}
-		s.afterCR = false
-		i := -1
-		if from < len(p) {
-			i = ends.next(from)
-		}
-		if i < 0 {
-			if !s.skipping {
-				if len(s.partial)+len(p)-from > maxSSELine {
-					s.partial, s.skipping = s.partial[:0], true
-				} else {
-					s.partial = append(s.partial, p[from:]...)
-				}
-			}
-			return
-		}
-		line := p[from:i]
-		s.afterCR = p[i] == '\r'
-		from = i + 1
-		if s.skipping {
-			s.skipping = false
-			continue
-		}
-		if len(s.partial) > 0 {
-			s.partial = append(s.partial, line...)
-			line = s.partial
-		}
-		s.line(line)
-		s.partial = s.partial[:0]
-	}
-}
+func (s *SSEUsage) Observe(p []byte) { s.lines.Feed(p, s.line) }
 
 func (s *SSEUsage) line(line []byte) {
-	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	data, ok := sse.Data(line)
 	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
 		return
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// summaryTemperature keeps summaries close to the transcript while leaving
+// SummaryTemperature keeps summaries close to the transcript while leaving
 // the model room to phrase.
-const summaryTemperature = 0.3
+const SummaryTemperature = 0.3
 
 // maxErrorText caps how much of an upstream error body goes into an error.
 const maxErrorText = 300
@@ -76,12 +76,12 @@ func SummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
 	}
 	cr := summaryRequest{Model: c.Model, Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}}
 	if rules.MaxCompletionTokens {
-		cr.MaxCompletionTokens = maxTokens + reasoningHeadroom
+		cr.MaxCompletionTokens = maxTokens + ReasoningHeadroom
 	} else {
 		cr.MaxTokens = maxTokens
 	}
 	if !rules.NoTemperature {
-		t := summaryTemperature
+		t := SummaryTemperature
 		cr.Temperature = &t
 	}
 	var body bytes.Buffer
@@ -103,20 +103,10 @@ func SummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
 // reasoning_content).
 func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 	var res Summary
-	if status < 200 || status > 299 {
-		if IsContextOverflow(status, body) {
-			return res, fmt.Errorf("%w: %w: status %d: %s", ErrContextOverflow, ErrUpstream, status, upstreamMessage(body, auth))
-		}
-		return res, fmt.Errorf("%w: status %d: %s", ErrUpstream, status, upstreamMessage(body, auth))
-	}
-	if !jsonvalid.Valid(body) {
-		return res, fmt.Errorf("%w: body is not JSON: %s", ErrBadResponse, upstreamMessage(body, auth))
+	if err := CheckSummaryAnswer(status, body, auth); err != nil {
+		return res, err
 	}
 	root := gjson.ParseBytes(body)
-	if e := root.Get("error"); e.Exists() && e.Type != gjson.Null {
-		// Some local servers answer errors with 200.
-		return res, fmt.Errorf("%w: %s", ErrUpstream, upstreamMessage(body, auth))
-	}
 	choice := root.Get("choices.0")
 	if !choice.Exists() {
 		return res, fmt.Errorf("%w: no choices", ErrBadResponse)
@@ -124,7 +114,7 @@ func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 	res.PromptTokens = int(firstOf(root, "usage.prompt_tokens", "usage.input_tokens").Int())
 	res.CompletionTokens = int(firstOf(root, "usage.completion_tokens", "usage.output_tokens").Int())
 	res.Truncated = choice.Get("finish_reason").String() == "length"
-	res.Text = stripReasoning(answerText(choice.Get("message.content")))
+	res.Text = StripReasoning(answerText(choice.Get("message.content")))
 	if res.Text == "" {
 		if choice.Get("message.reasoning_content").String() != "" || choice.Get("message.reasoning").String() != "" {
 			return res, fmt.Errorf("%w: only reasoning came back (finish_reason %q); raise max_tokens or use a non-reasoning model",
@@ -133,6 +123,27 @@ func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 		return res, ErrEmptySummary
 	}
 	return res, nil
+}
+
+// CheckSummaryAnswer returns the error a summary call's answer is, in any
+// format: a non-2xx status (ErrUpstream, and ErrContextOverflow when
+// IsContextOverflow), a body that is not JSON (ErrBadResponse), or an
+// "error" member in a 2xx answer (some local servers answer errors with
+// 200). auth never appears in the error.
+func CheckSummaryAnswer(status int, body []byte, auth string) error {
+	if status < 200 || status > 299 {
+		if IsContextOverflow(status, body) {
+			return fmt.Errorf("%w: %w: status %d: %s", ErrContextOverflow, ErrUpstream, status, upstreamMessage(body, auth))
+		}
+		return fmt.Errorf("%w: status %d: %s", ErrUpstream, status, upstreamMessage(body, auth))
+	}
+	if !jsonvalid.Valid(body) {
+		return fmt.Errorf("%w: body is not JSON: %s", ErrBadResponse, upstreamMessage(body, auth))
+	}
+	if e := gjson.GetBytes(body, "error"); e.Exists() && e.Type != gjson.Null {
+		return fmt.Errorf("%w: %s", ErrUpstream, upstreamMessage(body, auth))
+	}
+	return nil
 }
 
 // firstOf returns the first of paths present in r.
@@ -163,10 +174,10 @@ func answerText(c gjson.Result) string {
 	return ""
 }
 
-// stripReasoning removes a leading <think>…</think> block, which local
+// StripReasoning removes a leading <think>…</think> block, which local
 // reasoning models (Qwen, DeepSeek-R1 via llama.cpp or Ollama) put in the
 // content itself, and trims the rest. An unclosed block is all reasoning.
-func stripReasoning(s string) string {
+func StripReasoning(s string) string {
 	s = strings.TrimSpace(s)
 	if rest, ok := strings.CutPrefix(s, "<think>"); ok {
 		_, after, closed := strings.Cut(rest, "</think>")

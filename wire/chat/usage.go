@@ -13,6 +13,10 @@ type Usage struct {
 	InputTokens  int
 	OutputTokens int
 	CachedTokens int
+	// CacheWriteTokens are the input tokens the provider wrote to its
+	// prompt cache (Anthropic's cache_creation_input_tokens), billed above
+	// the input price; 0 for formats that do not report them.
+	CacheWriteTokens int
 	// Found reports whether the answer carried usage at all.
 	Found bool
 }

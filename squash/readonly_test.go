@@ -1,0 +1,58 @@
+package squash
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestReadOnlyCall(t *testing.T) {
+	sq := New(Config{})
+	for _, tc := range []struct {
+		tool, cmd string
+		want      bool
+	}{
+		{"exec_command", "cat a.py", true},
+		{"exec_command", "sed -n 1,5p b.py", true},
+		{"exec_command", "grep -n def a.py b.py", true},
+		{"exec_command", "rg -n 'fn main' src | head -20", true},
+		{"exec_command", "ls -la", true},
+		{"exec_command", "cd pkg && git diff HEAD~1 -- a.go", true},
+		{"exec_command", "git -C repo log --oneline", true},
+		{"exec_command", "find . -name '*.go' | wc -l", true},
+		{"bash", "bash -lc 'cat go.mod; echo ---; ls'", true},
+		{"shell", "nl -ba server.go | sed -n '10,40p'", true},
+		{"exec_command", "sed -i 's/a/b/' a.py", false},
+		{"exec_command", "cat a.py > b.py", false},
+		{"exec_command", "go test ./...", false},
+		{"exec_command", "git commit -am x", false},
+		{"exec_command", "git checkout main", false},
+		{"exec_command", "find . -name '*.pyc' -delete", false},
+		{"exec_command", "python reproduce.py", false},
+		{"exec_command", "cat a.py | tee b.py", false},
+		{"exec_command", "$EDITOR a.py", false},
+		{"read_file", "cat a.py", false}, // not a shell tool: its own rules apply
+	} {
+		args, _ := json.Marshal(map[string]string{"cmd": tc.cmd})
+		if got := sq.ReadOnlyCall(Call{Tool: tc.tool, Args: string(args)}); got != tc.want {
+			t.Errorf("ReadOnlyCall(%s %q) = %v, want %v", tc.tool, tc.cmd, got, tc.want)
+		}
+	}
+	argv, _ := json.Marshal(map[string][]string{"command": {"bash", "-lc", "git status --short"}})
+	if !sq.ReadOnlyCall(Call{Tool: "shell", Args: string(argv)}) {
+		t.Error("an argv array running git status is read-only")
+	}
+}
+
+func TestCommandOutput(t *testing.T) {
+	for in, want := range map[string]string{
+		"Chunk ID: 6160ec\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 12\nOutput:\ndef f():\n    return 1\n": "def f():\n    return 1\n",
+		"Chunk ID: 1\nWall time: 2.1 seconds\nProcess exited with code 0\nOriginal token count: 0\nOutput:\n":                                  "",
+		"Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA c.py\n":                                         "Success. Updated the following files:\nA c.py\n",
+		"total 20\nOutput:\nnot a header\n":  "total 20\nOutput:\nnot a header\n",
+		"plain output with no run details\n": "plain output with no run details\n",
+	} {
+		if got := CommandOutput(in); got != want {
+			t.Errorf("CommandOutput(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/tidwall/gjson"
+)
+
+// APIVersion is the anthropic-version a summary call is sent with when the
+// client's request named none.
+const APIVersion = "2023-06-01"
+
+// summaryRequest is a summary call's body in Messages form; field order is
+// the wire order.
+type summaryRequest struct {
+	Model       string           `json:"model"`
+	MaxTokens   int              `json:"max_tokens"`
+	Messages    []summaryMessage `json:"messages"`
+	Temperature *float64         `json:"temperature,omitempty"`
+	Stream      bool             `json:"stream"`
+}
+
+type summaryMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// SummaryBody encodes c as a Messages request: the prompt as the one user
+// message, max_tokens (Anthropic requires it), temperature 0.3 unless the
+// rules say the model takes none, not streamed. The shell sends it with
+// the client's x-api-key and anthropic-version (APIVersion when absent).
+func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
+	maxTokens := c.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = compactor.DefaultMaxTokens(0)
+	}
+	r := summaryRequest{Model: c.Model, MaxTokens: maxTokens, Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}}
+	if !rules.NoTemperature {
+		t := chat.SummaryTemperature
+		r.Temperature = &t
+	}
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false) // the prompt is full of <, > and &; keep it readable on the wire
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("compactor: encoding summary request: %w", err)
+	}
+	return body.Bytes(), nil
+}
+
+// ReadSummary reads a summary call's answer (status and body), a message:
+// the text of its text blocks, thinking blocks skipped. auth is the
+// credential the call was sent with: it never appears in an error. Errors
+// are chat's: chat.ErrUpstream (and chat.ErrContextOverflow, e.g. "prompt
+// is too long"), chat.ErrBadResponse, chat.ErrEmptySummary.
+func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
+	var res chat.Summary
+	if err := chat.CheckSummaryAnswer(status, body, auth); err != nil {
+		return res, err
+	}
+	root := gjson.ParseBytes(body)
+	content := root.Get("content")
+	if !content.IsArray() {
+		return res, fmt.Errorf("%w: no content", chat.ErrBadResponse)
+	}
+	var texts []string
+	thought := false
+	for _, b := range content.Array() {
+		switch b.Get("type").String() {
+		case "text":
+			texts = append(texts, b.Get("text").String())
+		case "thinking", "redacted_thinking":
+			thought = true
+		}
+	}
+	u := ReadUsage(root.Get("usage"))
+	res.PromptTokens, res.CompletionTokens = u.InputTokens, u.OutputTokens
+	res.Truncated = root.Get("stop_reason").String() == "max_tokens"
+	res.Text = chat.StripReasoning(strings.Join(texts, "\n"))
+	if res.Text == "" {
+		if thought {
+			return res, fmt.Errorf("%w: only thinking came back (stop_reason %q); raise max_tokens",
+				chat.ErrEmptySummary, root.Get("stop_reason").String())
+		}
+		return res, chat.ErrEmptySummary
+	}
+	return res, nil
+}

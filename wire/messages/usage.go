@@ -1,0 +1,118 @@
+// Package messages is the wire adapter for Anthropic Messages
+// (POST /v1/messages, what Claude Code speaks): usage from a message and
+// from its stream, ctxpress's own replies and errors in Anthropic's shape,
+// and the summary call in this format.
+package messages
+
+import (
+	"bytes"
+
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
+	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire/sse"
+	"github.com/tidwall/gjson"
+)
+
+// Usage is what the upstream reported about one message.
+type Usage = chat.Usage
+
+// ReadUsage reads an Anthropic "usage" object. Anthropic counts the prompt
+// in three parts (input_tokens is what was neither read from nor written to
+// the cache); InputTokens is their sum, the prompt's size as the other
+// formats report it, CachedTokens the cache reads, CacheWriteTokens the
+// cache writes. A missing or null object gives Found=false.
+func ReadUsage(u gjson.Result) Usage {
+	if !u.IsObject() {
+		return Usage{}
+	}
+	in, read, write := u.Get("input_tokens"), u.Get("cache_read_input_tokens"), u.Get("cache_creation_input_tokens")
+	if !in.Exists() && !read.Exists() && !write.Exists() && !u.Get("output_tokens").Exists() {
+		return Usage{}
+	}
+	return Usage{
+		InputTokens:      int(in.Int() + read.Int() + write.Int()),
+		OutputTokens:     int(u.Get("output_tokens").Int()),
+		CachedTokens:     int(read.Int()),
+		CacheWriteTokens: int(write.Int()),
+		Found:            true,
+	}
+}
+
+// UsageFromJSON reads usage from a whole (non-streamed) message; not JSON
+// gives Found=false.
+func UsageFromJSON(body []byte) Usage {
+	if !jsonvalid.Valid(body) {
+		return Usage{}
+	}
+	return ReadUsage(gjson.GetBytes(body, "usage"))
+}
+
+// StreamWatch watches a side copy of a Messages SSE stream: its usage and
+// whether it reached message_stop. It never changes the bytes the client
+// gets.
+//
+// message_start carries the prompt's usage; message_delta carries usage
+// again, cumulative: Anthropic repeats every field, llama-server only
+// output_tokens. So a field message_delta names replaces the one before,
+// and one it leaves out keeps its message_start value.
+type StreamWatch struct {
+	lines            sse.LineReader
+	usage            Usage
+	in, read, write  int64
+	stopped, errored bool
+}
+
+// Observe feeds the next bytes of the stream.
+func (w *StreamWatch) Observe(p []byte) { w.lines.Feed(p, w.line) }
+
+func (w *StreamWatch) line(line []byte) {
+	data, ok := sse.Data(line)
+	if !ok || !bytes.Contains(data, []byte(`"type"`)) {
+		return
+	}
+	data = bytes.TrimSpace(data)
+	if !jsonvalid.Valid(data) {
+		return
+	}
+	switch gjson.GetBytes(data, "type").String() {
+	case "message_start":
+		w.merge(gjson.GetBytes(data, "message.usage"))
+	case "message_delta":
+		w.merge(gjson.GetBytes(data, "usage"))
+	case "message_stop":
+		w.stopped = true
+	case "error":
+		w.errored = true
+	}
+}
+
+// merge takes the fields u names over the ones seen before.
+func (w *StreamWatch) merge(u gjson.Result) {
+	if !u.IsObject() {
+		return
+	}
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"input_tokens", &w.in}, {"cache_read_input_tokens", &w.read}, {"cache_creation_input_tokens", &w.write}} {
+		if v := u.Get(f.name); v.Exists() {
+			*f.v = v.Int()
+		}
+	}
+	if v := u.Get("output_tokens"); v.Exists() {
+		w.usage.OutputTokens = int(v.Int())
+	}
+	w.usage.InputTokens = int(w.in + w.read + w.write)
+	w.usage.CachedTokens, w.usage.CacheWriteTokens = int(w.read), int(w.write)
+	w.usage.Found = true
+}
+
+// Usage is the stream's usage so far (Found=false: none seen).
+func (w *StreamWatch) Usage() Usage { return w.usage }
+
+// Ended reports whether the stream reached message_stop or an error event;
+// a stream that closes before is truncated.
+func (w *StreamWatch) Ended() bool { return w.stopped || w.errored }
+
+// Completed reports whether the stream reached message_stop.
+func (w *StreamWatch) Completed() bool { return w.stopped }

@@ -1,0 +1,104 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/tidwall/gjson"
+)
+
+// summaryRequest is a summary call's body in Responses form; field order
+// is the wire order. store is always false: a summary call leaves nothing
+// on the provider.
+type summaryRequest struct {
+	Model           string         `json:"model"`
+	Input           []summaryInput `json:"input"`
+	Temperature     *float64       `json:"temperature,omitempty"`
+	MaxOutputTokens int            `json:"max_output_tokens"`
+	Store           bool           `json:"store"`
+	Stream          bool           `json:"stream"`
+}
+
+type summaryInput struct {
+	Role    string        `json:"role"`
+	Content []summaryPart `json:"content"`
+}
+
+type summaryPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// SummaryBody encodes c as a Responses request: the prompt as one user
+// message, max_output_tokens (with room for the reasoning of a reasoning
+// model, which also gets no temperature), not stored, not streamed.
+func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
+	maxTokens := c.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = compactor.DefaultMaxTokens(0)
+	}
+	r := summaryRequest{Model: c.Model, MaxOutputTokens: maxTokens,
+		Input: []summaryInput{{Role: "user", Content: []summaryPart{{Type: "input_text", Text: c.Prompt}}}}}
+	if rules.MaxCompletionTokens {
+		r.MaxOutputTokens += chat.ReasoningHeadroom
+	}
+	if !rules.NoTemperature {
+		t := chat.SummaryTemperature
+		r.Temperature = &t
+	}
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false) // the prompt is full of <, > and &; keep it readable on the wire
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("compactor: encoding summary request: %w", err)
+	}
+	return body.Bytes(), nil
+}
+
+// ReadSummary reads a summary call's answer (status and body), a response
+// object: the text of its output messages' output_text parts, reasoning
+// items skipped. auth is the credential the call was sent with: it never
+// appears in an error. Errors are chat's: chat.ErrUpstream (and
+// chat.ErrContextOverflow), chat.ErrBadResponse, chat.ErrEmptySummary.
+func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
+	var res chat.Summary
+	if err := chat.CheckSummaryAnswer(status, body, auth); err != nil {
+		return res, err
+	}
+	root := gjson.ParseBytes(body)
+	output := root.Get("output")
+	if !output.IsArray() {
+		return res, fmt.Errorf("%w: no output", chat.ErrBadResponse)
+	}
+	var texts []string
+	reasoned := false
+	for _, item := range output.Array() {
+		switch item.Get("type").String() {
+		case "message":
+			for _, p := range item.Get("content").Array() {
+				if p.Get("type").String() == "output_text" {
+					texts = append(texts, p.Get("text").String())
+				}
+			}
+		case "reasoning":
+			reasoned = true
+		}
+	}
+	u := ReadUsage(root.Get("usage"))
+	res.PromptTokens, res.CompletionTokens = u.InputTokens, u.OutputTokens
+	res.Truncated = root.Get("status").String() == "incomplete" &&
+		root.Get("incomplete_details.reason").String() == "max_output_tokens"
+	res.Text = chat.StripReasoning(strings.Join(texts, "\n"))
+	if res.Text == "" {
+		if reasoned {
+			return res, fmt.Errorf("%w: only reasoning came back (status %q); raise max_output_tokens or use a non-reasoning model",
+				chat.ErrEmptySummary, root.Get("status").String())
+		}
+		return res, chat.ErrEmptySummary
+	}
+	return res, nil
+}
