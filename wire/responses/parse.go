@@ -62,6 +62,7 @@ type Request struct {
 	// cannot see it, so it never compacts such a request.
 	PreviousResponseID string
 	PromptCacheKey     string
+	PromptCacheKeySpan Span
 	Instructions       Span // top-level "instructions"
 	Tools              Span // "tools": counted, never changed
 	// Input is the "input" value; InputIsText reports a plain string (one
@@ -93,7 +94,7 @@ func Parse(body []byte) (req *Request, ok bool) {
 		case "previous_response_id":
 			req.PreviousResponseID = v.String()
 		case "prompt_cache_key":
-			req.PromptCacheKey = v.String()
+			req.PromptCacheKey, req.PromptCacheKeySpan = v.String(), spanOf(v)
 		case "instructions":
 			req.Instructions = spanOf(v)
 		case "tools":
