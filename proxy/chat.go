@@ -102,6 +102,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		t.forwarded = false
 		setTurnHeaders(&ctx.Response.Header, t, c.o.compacted)
 		s.answerCompactCommand(ctx, x, c.res, c.o)
+		s.finish(x)
 		return
 	}
 	out, retry := c.res.Body, refusalHook(nil)
@@ -264,9 +265,12 @@ func (s *Server) recoverPipeline(ok *bool) {
 	}
 }
 
-// finish ends a request: it records an understood chat turn the upstream
-// answered, starts a precompaction when the turn came near the trigger, and
-// writes the access-log line.
+// finish is the one way a request ends, whoever answered it (the
+// upstream, ctxpress's own /compact reply or error, a refused client key):
+// it returns the request's lease and gate share, counts it in the metrics,
+// records an understood chat turn that was answered (which emits its turn
+// event once written), starts a precompaction when the turn's plan and the
+// upstream's count say so, and writes the access-log line.
 func (s *Server) finish(x *exchange) {
 	if x.release != nil {
 		x.release()

@@ -206,7 +206,8 @@ func (c *compactions) precompact(ti turnInput) {
 func (c *compactions) wait() { c.bg.Wait() }
 
 // answerCompactCommand answers a "/compact" user message itself, in the
-// client's stream mode, without a completion call. The reply starts with
+// client's stream mode, without a completion call; the caller ends the
+// request (finish). The reply starts with
 // rewrite.CompactReplyPrefix: that is how later requests, which carry the
 // command and this reply, leave both out of what they forward.
 func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res rewrite.Result, o outcome) {
@@ -226,7 +227,6 @@ func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res
 	x.bytesOut = int64(len(reply.Body))
 	if !res.Stream {
 		ctx.SetBody(reply.Body)
-		s.finish(x)
 		return
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
@@ -235,5 +235,4 @@ func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res
 		_ = w.Flush()
 	})
 	x.stream = true
-	s.finish(x)
 }

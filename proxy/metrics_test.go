@@ -281,3 +281,24 @@ func getJSON(t *testing.T, url string, v any) {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 }
+
+// A request refused for a missing client key is a request: it is counted
+// in ctxpress_requests_total with its 401, as every other answer is.
+func TestRefusedClientKeyIsCountedInMetrics(t *testing.T) {
+	up := openaitest.New(t)
+	p := startProxy(t, Config{Upstream: up.BaseURL(), AuthKeys: []string{"cx-alpha"}})
+	resp, err := http.Post(p.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"gpt-4o","messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", resp.StatusCode)
+	}
+	if n := value(scrape(t, p.URL), "ctxpress_requests_total", "path", "/v1/chat/completions", "status", "401"); n != 1 {
+		t.Fatalf("401 requests counted %v, want 1", n)
+	}
+	if len(up.Requests()) != 0 {
+		t.Fatal("a request without a client key reached the upstream")
+	}
+}
