@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,86 +11,9 @@ import (
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
-	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/openai/openai-go/v3"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
-
-// pipelineWithShapes is pipelineForTest with squash shapes for metrics.
-func pipelineWithShapes() *rewrite.Pipeline {
-	sq := squash.New(squash.Config{})
-	return rewrite.New(rewrite.Config{
-		Squash:      func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
-		SquashShape: func(_ rewrite.ToolCall, c string) string { return string(squash.Detect(c)) },
-		Dedup:       rewrite.DefaultDedupConfig(),
-	})
-}
-
-// scrape fetches /metrics and parses the text format.
-func scrape(t *testing.T, url string, header ...string) map[string]*dto.MetricFamily {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
-	if len(header) == 2 {
-		req.Header.Set(header[0], header[1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
-	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
-		t.Fatalf("/metrics Content-Type %q", ct)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics is not the Prometheus text format: %v", err)
-	}
-	return fams
-}
-
-// value returns the value of the metric in fams with exactly these labels
-// (name=value pairs); a histogram gives its sample count. A missing
-// series is 0, as Prometheus would read an unset counter.
-func value(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	f := fams[name]
-	if f == nil {
-		return 0
-	}
-next:
-	for _, m := range f.Metric {
-		if len(m.Label) != len(labels)/2 {
-			continue
-		}
-		for i := 0; i < len(labels); i += 2 {
-			found := false
-			for _, l := range m.Label {
-				if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return 0
-}
 
 // workerLog is a tool output squash recognises as a log.
 func workerLog() string {
@@ -263,22 +185,6 @@ func TestMetricPath(t *testing.T) {
 		if got := metricPath(in); got != want {
 			t.Errorf("metricPath(%q) = %q, want %q", in, got, want)
 		}
-	}
-}
-
-func getJSON(t *testing.T, url string, v any) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
 	}
 }
 
