@@ -59,7 +59,8 @@ type SummarizerConfig struct {
 	APIKey  string
 	// Timeout of one summary call; 0 means DefaultSummaryTimeout.
 	Timeout time.Duration
-	// MaxTokens of the summary; 0 means min(4000, 25% of the trigger).
+	// MaxTokens of the summary; 0 means compactor.DefaultMaxTokens(trigger):
+	// min(4000, 25% of the trigger).
 	MaxTokens int
 	// Reasoning says, by exact model name, whether a summary call for that
 	// model (the request's own or Model) takes the reasoning parameter
@@ -178,6 +179,8 @@ func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Op
 	if !c.on() {
 		o.MaxHistoryMessages = c.cfg.MaxHistoryMessages
 	}
+	// The one conversion of stored branches (state.Branch) to the ones the
+	// pipeline applies (rewrite.Branch: no parent, no clocks).
 	for _, b := range rec.Branches {
 		o.Branches = append(o.Branches, rewrite.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash})
 	}

@@ -1,7 +1,5 @@
 package rewrite
 
-import ()
-
 // Pipeline rewrites chat-completions bodies. It is safe for concurrent
 // use; its caches are shared by all requests.
 type Pipeline struct {
