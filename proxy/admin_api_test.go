@@ -13,21 +13,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
-func adminDo(t *testing.T, method, url string, header map[string]string) (int, []byte) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
-}
-
 // The conversations API over a real db: list (paged, newest first), show
 // (every namespace with the id, summary, branches, breaker, turns),
 // compact, delete, and OpenAI-shaped errors.

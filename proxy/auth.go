@@ -15,7 +15,8 @@ const HeaderClientKey = "X-Ctxpress-Key"
 const codeInvalidKey = "invalid_api_key"
 
 // authenticate checks the client's key when cfg.AuthKeys is set, answers 401
-// when it is missing or wrong (nothing is forwarded), and sets x.credential,
+// when it is missing or wrong (nothing is forwarded; the request ends, in
+// finish, as every other), and sets x.credential,
 // the value that names the client's conversation namespace.
 //
 // The header that carried the key is removed from the request before it is
@@ -45,7 +46,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, x *exchange) bool {
 		writeError(ctx, fasthttp.StatusUnauthorized, codeInvalidKey,
 			"missing or unknown client key: send one of ctxpress's auth.keys as \"Authorization: Bearer <key>\" or \""+HeaderClientKey+": <key>\"")
 		ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="ctxpress"`)
-		s.logExchange(x)
+		s.finish(x)
 		return false
 	}
 	if viaHeader != nil {

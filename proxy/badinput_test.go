@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/state"
 )
@@ -384,9 +384,4 @@ func TestBadInput(t *testing.T) {
 	if status, _, _ := send(t, "GET", p.URL+"/ctxpress/healthz", "", nil); status != 200 {
 		t.Fatalf("healthz after the hostile requests: %d", status)
 	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -51,8 +51,10 @@ type turn struct {
 	trigger   int
 	ephemeral bool
 	// precompact, when set, is the turn's input for a background
-	// compaction once the upstream has said how big the request was.
-	precompact *turnInput
+	// compaction, which starts when the upstream's count confirms
+	// precompactPlan (rewrite.Plan.PrecompactAfter).
+	precompact     *turnInput
+	precompactPlan rewrite.Plan
 }
 
 // chatTurn is one understood chat request on its way through the
@@ -63,8 +65,12 @@ type chatTurn struct {
 	rec    state.Record
 	nums   state.Line     // the line's numbers, as the request is judged by them
 	res    rewrite.Result // what is forwarded
-	// compactable: compaction is on and the request has a record; ti is
-	// then its compaction input.
+	// plan is rewrite's word on compacting res (planned again once a
+	// compaction before forwarding has run): whether its history may be
+	// rewritten at all, and its calibrated estimate.
+	plan rewrite.Plan
+	// compactable: compaction is on and the request has a record
+	// (plan.Compactable); ti is then its compaction input.
 	compactable bool
 	ti          turnInput
 	o           outcome
@@ -97,6 +103,7 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		t.forwarded = false
 		setTurnHeaders(&ctx.Response.Header, t, c.o.compacted)
 		s.answerCompactCommand(ctx, x, c.res, c.o)
+		s.finish(x)
 		return
 	}
 	out, retry := c.res.Body, refusalHook(nil)
@@ -167,24 +174,38 @@ func (s *Server) prepareChat(ctx *fasthttp.RequestCtx, x *exchange) (*chatTurn, 
 		}
 	}
 	c.t.model = c.res.Model
-	if s.comp.cfg.Enabled && id.ID != "" && s.store != nil && !c.t.ephemeral {
+	c.plan = s.comp.policy.PlanTurn(s.turnFacts(ctx, c), s.comp.now())
+	if c.plan.Compactable {
 		c.compactable = true
-		c.t.trigger = s.comp.cfg.Trigger.Trigger(c.res.Model)
+		c.t.trigger = c.plan.Trigger
 		c.ti = turnInput{key: c.t.key, rec: c.rec, line: c.t.line, nums: c.nums, parsed: parsed, res: c.res, trigger: c.t.trigger,
 			authorization: string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))}
 	}
 	return c, true
 }
 
-// compactChat compacts the request when it is due or asked for, and
-// prepares a background compaction when it comes near its trigger.
+// turnFacts are what rewrite plans c's compaction from.
+func (s *Server) turnFacts(ctx *fasthttp.RequestCtx, c *chatTurn) rewrite.TurnFacts {
+	return rewrite.TurnFacts{Model: c.res.Model, Tokens: c.res.TokensAfter, Line: numbersOf(c.nums),
+		Identified: c.t.id.ID != "", Ephemeral: c.t.ephemeral,
+		Manual:  bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || c.rec.ForceNext || c.res.CompactCommand,
+		Command: c.res.CompactCommand, StoreFailedAt: s.comp.lastStoreFailure()}
+}
+
+// compactChat compacts the request when its plan says now, and prepares a
+// background compaction when the plan (made again after a compaction now)
+// says so.
 func (s *Server) compactChat(ctx *fasthttp.RequestCtx, c *chatTurn) {
-	kind := kindAuto
-	if bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || c.rec.ForceNext || c.res.CompactCommand {
-		kind = kindManual
+	switch c.plan.Action {
+	case rewrite.ActNow:
+		facts := s.turnFacts(ctx, c)
+		c.res, c.o = s.comp.maybeCompact(c.ti, c.plan.Kind)
+		c.t.compacted = c.o.compacted && !c.o.joined
+		facts.Tokens, facts.AfterNow, facts.Compacted = c.res.TokensAfter, true, c.o.compacted
+		c.plan = s.comp.policy.PlanTurn(facts, s.comp.now())
+	case rewrite.ActNone:
+		c.o.err = c.plan.Why
 	}
-	c.res, c.o = s.comp.maybeCompact(c.ti, kind)
-	c.t.compacted = c.o.compacted && !c.o.joined
 	switch {
 	case errors.Is(c.o.err, errStoreFailing):
 		// A broken disk is reported once per interval, not per turn.
@@ -192,15 +213,12 @@ func (s *Server) compactChat(ctx *fasthttp.RequestCtx, c *chatTurn) {
 	case c.o.err != nil:
 		s.log.Warn().Err(c.o.err).Str("conversation", c.t.id.ID).Msg("compaction not done; forwarding uncompacted")
 	}
-	if s.comp.cfg.Precompact && !c.o.compacted && !c.res.CompactCommand {
-		effective := calibrated(c.res.TokensAfter, c.nums)
-		if float64(effective) >= 0.9*s.comp.cfg.precompactRatio()*float64(c.t.trigger) {
-			// The body is gone once the handler returns; the background
-			// compaction parses its own copy.
-			ti := c.ti
-			ti.body, ti.parsed = append([]byte(nil), ctx.Request.Body()...), nil
-			c.t.precompact = &ti
-		}
+	if c.plan.Action == rewrite.ActBackground {
+		// The body is gone once the handler returns; the background
+		// compaction parses its own copy.
+		ti := c.ti
+		ti.body, ti.parsed = append([]byte(nil), ctx.Request.Body()...), nil
+		c.t.precompact, c.t.precompactPlan = &ti, c.plan
 	}
 }
 
@@ -248,9 +266,12 @@ func (s *Server) recoverPipeline(ok *bool) {
 	}
 }
 
-// finish ends a request: it records an understood chat turn the upstream
-// answered, starts a precompaction when the turn came near the trigger, and
-// writes the access-log line.
+// finish is the one way a request ends, whoever answered it (the
+// upstream, ctxpress's own /compact reply or error, a refused client key):
+// it returns the request's lease and gate share, counts it in the metrics,
+// records an understood chat turn that was answered (which emits its turn
+// event once written), starts a precompaction when the turn's plan and the
+// upstream's count say so, and writes the access-log line.
 func (s *Server) finish(x *exchange) {
 	if x.release != nil {
 		x.release()
@@ -268,8 +289,7 @@ func (s *Server) finish(x *exchange) {
 		// record must not pin it (up to a thousand queued bodies under load).
 		tr.turn.precompact = nil
 		s.rec.record(tr)
-		if pc := t.precompact; pc != nil && x.usage.Found &&
-			float64(x.usage.InputTokens) >= s.comp.cfg.precompactRatio()*float64(t.trigger) {
+		if pc := t.precompact; pc != nil && t.precompactPlan.PrecompactAfter(x.usage.InputTokens, x.usage.Found) {
 			s.comp.precompact(*pc)
 		}
 	}

@@ -8,36 +8,16 @@ import (
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
-	"github.com/ctxpress/ctxpress/rewrite"
-	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
 )
-
-// chatDeps is the real pipeline (with squash) and a real bbolt store.
-func chatDeps(t *testing.T) (Deps, state.Store) {
-	t.Helper()
-	st, err := state.OpenBolt(filepath.Join(t.TempDir(), "ctxpress.db"), state.BoltOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	sq := squash.New(squash.Config{})
-	p := rewrite.New(rewrite.Config{
-		Format: chat.Format{},
-		Squash: func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
-		Dedup:  rewrite.DefaultDedupConfig(),
-	})
-	return Deps{Pipeline: p, Store: st}, st
-}
 
 // bigLog is a build log large enough to be squashed.
 func bigLog() string {
@@ -48,19 +28,6 @@ func bigLog() string {
 	b.WriteString("ERROR pkg/widget/server.go:142: undefined: handlerFunc\n")
 	b.WriteString("BUILD FAILED in 12s\n")
 	return b.String()
-}
-
-// toolTurn is an agent request whose last message is a large tool output.
-func toolTurn() []openai.ChatCompletionMessageParamUnion {
-	call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-		ID: "call_1", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash", Arguments: `{"command":"make"}`},
-	}}
-	return []openai.ChatCompletionMessageParamUnion{
-		openai.SystemMessage("You are a coding agent."),
-		openai.UserMessage("Build the project and fix the error."),
-		{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call}}},
-		openai.ToolMessage(bigLog(), "call_1"),
-	}
 }
 
 // Through the real proxy with the official client, in both stream modes:

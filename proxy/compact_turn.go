@@ -16,10 +16,10 @@ import (
 
 // Compaction kinds: what made a turn compact (Event.Trigger too).
 const (
-	kindAuto       = "auto"       // over its trigger
-	kindPrecompact = "precompact" // in the background, near the trigger
-	kindManual     = "manual"     // asked: header, admin API, /compact
-	kindRescue     = "rescue"     // the upstream refused the request as too long
+	kindAuto       = rewrite.KindAuto
+	kindPrecompact = rewrite.KindPrecompact
+	kindManual     = rewrite.KindManual
+	kindRescue     = rewrite.KindRescue
 )
 
 // maybeCompact compacts the request in ti as kind asks: kindAuto when it
@@ -31,16 +31,8 @@ const (
 // another on top.
 func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, outcome) {
 	ti.kind = kind
-	switch kind {
-	case kindAuto:
-		if due, err := c.due(&ti); !due {
-			return ti.res, outcome{err: err}
-		}
-	case kindRescue:
-		ti.urgent = true
-	}
-	if c.storeFailing() {
-		return ti.res, outcome{err: fmt.Errorf("%w: %w", errSkipped, errStoreFailing)}
+	if pl := c.plan(&ti); pl.Action != rewrite.ActNow && pl.Action != rewrite.ActRescue {
+		return ti.res, outcome{err: pl.Why}
 	}
 	asked := ti.res
 	done, mine := c.acquire(ti.lockKey())
@@ -101,23 +93,25 @@ func (c *compactions) join(done chan struct{}) bool {
 	}
 }
 
+// plan asks rewrite what the compaction of kind in ti comes to now, with
+// the line's numbers as ti has them: ActNow or ActRescue when it is to run,
+// else Why says why not when it was due or asked. It sets ti.urgent.
+func (c *compactions) plan(ti *turnInput) rewrite.Plan {
+	pl := c.policy.PlanTurn(rewrite.TurnFacts{Model: ti.res.Model, Tokens: ti.res.TokensAfter, Line: numbersOf(ti.nums),
+		Identified: true, Manual: ti.kind == kindManual, Refused: ti.kind == kindRescue, StoreFailedAt: c.lastStoreFailure()}, c.now())
+	ti.urgent = pl.Urgent
+	return pl
+}
+
 // due reports whether the request in ti is over its trigger and its line
-// may be compacted; err says why not when it is over but may not (breaker,
-// backoff). It sets ti.urgent.
+// may be compacted automatically; err says why not when it is over but may
+// not (breaker, backoff, a failing store). It sets ti.urgent.
 func (c *compactions) due(ti *turnInput) (bool, error) {
-	effective := calibrated(ti.res.TokensAfter, ti.nums)
-	if effective <= ti.trigger {
-		return false, nil
-	}
-	ti.urgent = effective >= c.cfg.Trigger.ContextWindow(ti.res.Model)
-	b := ti.nums.Breaker
-	if b.Tripped {
-		return false, fmt.Errorf("%w: circuit breaker open (%s)", errSkipped, b.Reason)
-	}
-	if c.now().Before(b.BackoffUntil) {
-		return false, fmt.Errorf("%w: summariser backoff until %s", errSkipped, b.BackoffUntil.Format(time.TimeOnly))
-	}
-	return true, nil
+	auto := *ti
+	auto.kind = kindAuto
+	pl := c.plan(&auto)
+	ti.urgent = auto.urgent
+	return pl.Action == rewrite.ActNow, pl.Why
 }
 
 // refresh re-reads the record once the line's lock is held: a background
@@ -129,8 +123,7 @@ func (c *compactions) due(ti *turnInput) (bool, error) {
 func (c *compactions) refresh(ti *turnInput) (changed, due bool) {
 	fresh, ok, err := c.store.Get(ti.key)
 	if err != nil || !ok {
-		due, _ = c.due(ti)
-		return false, due
+		return false, c.stillDue(ti)
 	}
 	if l := fresh.LineByID(ti.line.id); l != nil {
 		ti.nums.Breaker = l.Breaker
@@ -139,8 +132,17 @@ func (c *compactions) refresh(ti *turnInput) (changed, due bool) {
 		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(fresh, ti.line.id))
 	}
 	ti.rec = fresh
-	due, _ = c.due(ti)
-	return changed, due
+	return changed, c.stillDue(ti)
+}
+
+// stillDue reports whether an automatic compaction in ti is still due; a
+// manual or rescue one is asked, not due, and keeps its urgency.
+func (c *compactions) stillDue(ti *turnInput) bool {
+	if ti.kind != kindAuto {
+		return true
+	}
+	due, _ := c.due(ti)
+	return due
 }
 
 // sameBranches reports whether a and b hold the same summaries.
@@ -163,7 +165,7 @@ func scaled(tokens int, cal float64) int { return int(math.Round(float64(tokens)
 // precompact prepares a summary in the background from a copy of a request
 // body, so the turn that crosses the trigger finds it ready.
 func (c *compactions) precompact(ti turnInput) {
-	if c.storeFailing() {
+	if rewrite.StorePaused(c.lastStoreFailure(), c.now()) != nil {
 		return
 	}
 	done, mine := c.acquire(ti.lockKey())
@@ -184,7 +186,7 @@ func (c *compactions) precompact(ti turnInput) {
 		if l := rec.LineByID(ti.line.id); l != nil {
 			ti.nums.Breaker = l.Breaker
 		}
-		if b := ti.nums.Breaker; b.Tripped || c.now().Before(b.BackoffUntil) {
+		if numbersOf(ti.nums).Breaker.Blocks(c.now()) != nil {
 			return
 		}
 		ti.rec = rec
@@ -204,7 +206,8 @@ func (c *compactions) precompact(ti turnInput) {
 func (c *compactions) wait() { c.bg.Wait() }
 
 // answerCompactCommand answers a "/compact" user message itself, in the
-// client's stream mode, without a completion call. The reply starts with
+// client's stream mode, without a completion call; the caller ends the
+// request (finish). The reply starts with
 // rewrite.CompactReplyPrefix: that is how later requests, which carry the
 // command and this reply, leave both out of what they forward.
 func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res rewrite.Result, o outcome) {
@@ -224,7 +227,6 @@ func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res
 	x.bytesOut = int64(len(reply.Body))
 	if !res.Stream {
 		ctx.SetBody(reply.Body)
-		s.finish(x)
 		return
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
@@ -233,5 +235,4 @@ func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res
 		_ = w.Flush()
 	})
 	x.stream = true
-	s.finish(x)
 }

@@ -17,21 +17,25 @@ import (
 
 // CompactionConfig says when and how conversations are compacted. The zero
 // value is compaction off; zero numeric fields mean the default on them.
+// The fields that decide when and how much are rewrite.Policy's (see
+// policy), documented there.
 type CompactionConfig struct {
 	Enabled bool
 	// Trigger: threshold_tokens, threshold_ratio, models, default_context_window.
 	Trigger rewrite.TriggerConfig
-	// TargetRatio: a compaction aims below this fraction of the trigger; 0 means 0.5.
+	// TargetRatio: a compaction aims below this fraction of the trigger; 0
+	// means DefaultTargetRatio.
 	TargetRatio float64
 	// MinReclaimTokens: below this reclaim an automatic compaction does not
 	// rewrite history; 0 means min(4096, 20% of the trigger).
 	MinReclaimTokens int
-	// KeepRecent messages stay raw; 0 means 6.
+	// KeepRecent messages stay raw; 0 means DefaultKeepRecent.
 	KeepRecent int
 	// KeepRecentTokens of raw tail at least; 0 means 20% of the trigger.
 	KeepRecentTokens int
-	// Precompact prepares the summary right after a turn whose reported
-	// input crosses PrecompactRatio (0 means 0.7) of the trigger.
+	// Precompact prepares the summary in the background after a turn the
+	// upstream counted at PrecompactRatio (0 means DefaultPrecompactRatio)
+	// of the trigger or more (rewrite.Policy.Precompact).
 	Precompact      bool
 	PrecompactRatio float64
 	// SummaryPlacement is "auto" (default, also ""), "system" or "user"
@@ -53,9 +57,10 @@ type SummarizerConfig struct {
 	BaseURL string
 	Model   string
 	APIKey  string
-	// Timeout of one summary call; 0 means 120s.
+	// Timeout of one summary call; 0 means DefaultSummaryTimeout.
 	Timeout time.Duration
-	// MaxTokens of the summary; 0 means min(4000, 25% of the trigger).
+	// MaxTokens of the summary; 0 means compactor.DefaultMaxTokens(trigger):
+	// min(4000, 25% of the trigger).
 	MaxTokens int
 	// Reasoning says, by exact model name, whether a summary call for that
 	// model (the request's own or Model) takes the reasoning parameter
@@ -73,53 +78,11 @@ func (c SummarizerConfig) reasoning(model string) *bool {
 	return nil
 }
 
-// Backoff after consecutive summariser failures.
-var failureBackoff = []time.Duration{60 * time.Second, 300 * time.Second, 900 * time.Second}
-
-// breakerTrips is how many compactions in a row may leave the upstream's
-// reported input over the trigger before auto-compaction stops.
-const breakerTrips = 2
-
-func (c CompactionConfig) targetRatio() float64 {
-	if c.TargetRatio > 0 {
-		return c.TargetRatio
-	}
-	return DefaultTargetRatio
-}
-
-func (c CompactionConfig) keepRecent() int {
-	if c.KeepRecent > 0 {
-		return c.KeepRecent
-	}
-	return DefaultKeepRecent
-}
-
-func (c CompactionConfig) keepRecentTokens(trigger int) int {
-	if c.KeepRecentTokens > 0 {
-		return c.KeepRecentTokens
-	}
-	return trigger / 5
-}
-
-func (c CompactionConfig) minReclaim(trigger int) int {
-	if c.MinReclaimTokens > 0 {
-		return c.MinReclaimTokens
-	}
-	return min(4096, trigger/5)
-}
-
-func (c CompactionConfig) precompactRatio() float64 {
-	if c.PrecompactRatio > 0 {
-		return c.PrecompactRatio
-	}
-	return DefaultPrecompactRatio
-}
-
-func (c CompactionConfig) maxSummaryTokens(trigger int) int {
-	if c.Summarizer.MaxTokens > 0 {
-		return c.Summarizer.MaxTokens
-	}
-	return compactor.DefaultMaxTokens(trigger)
+// policy is c's decision part: what rewrite plans and sizes compactions by.
+func (c CompactionConfig) policy() rewrite.Policy {
+	return rewrite.Policy{Enabled: c.Enabled, Trigger: c.Trigger, TargetRatio: c.TargetRatio,
+		MinReclaimTokens: c.MinReclaimTokens, KeepRecent: c.KeepRecent, KeepRecentTokens: c.KeepRecentTokens,
+		Precompact: c.Precompact, PrecompactRatio: c.PrecompactRatio, MaxSummaryTokens: c.Summarizer.MaxTokens}
 }
 
 // Validate reports the first problem with c.
@@ -144,7 +107,10 @@ func (c CompactionConfig) Validate() error {
 
 // compactions runs summaries: at most one per conversation at a time.
 type compactions struct {
-	cfg      CompactionConfig
+	cfg CompactionConfig
+	// policy is cfg's decisions (rewrite.Policy); its Enabled is the one
+	// answer to "is compaction on?" (off without a pipeline or a store).
+	policy   rewrite.Policy
 	store    state.Store
 	pipeline *rewrite.Pipeline
 	sum      *Summarizer
@@ -164,26 +130,28 @@ type compactions struct {
 	waiting atomic.Int64
 
 	// storeFailedAt is when a store write of a compaction last failed
-	// (unix nanos; 0: never). For storeRetry after it no compaction is
-	// attempted: its summary could not be kept, so every turn would pay a
-	// summary call (and log a failure) for nothing.
+	// (unix nanos; 0: never): compactions pause after it
+	// (rewrite.StorePaused).
 	storeFailedAt atomic.Int64
 }
 
-// storeRetry is how long compactions pause after a failed store write.
-const storeRetry = 30 * time.Second
-
 // errStoreFailing marks a compaction not attempted because the store
-// failed a write within storeRetry.
-var errStoreFailing = errors.New("the conversation store is failing")
+// failed a write within rewrite.StoreRetry.
+var errStoreFailing = rewrite.ErrStoreFailing
 
 func (c *compactions) storeFailed() { c.storeFailedAt.Store(c.now().UnixNano()) }
 
-// storeFailing reports whether a store write failed within storeRetry.
-func (c *compactions) storeFailing() bool {
-	t := c.storeFailedAt.Load()
-	return t != 0 && c.now().Sub(time.Unix(0, t)) < storeRetry
+// lastStoreFailure is when a store write of a compaction last failed; zero
+// when none did.
+func (c *compactions) lastStoreFailure() time.Time {
+	if t := c.storeFailedAt.Load(); t != 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
 }
+
+// on reports whether compaction is on.
+func (c *compactions) on() bool { return c.policy.Enabled }
 
 // outcome is what a compaction attempt did to one request.
 type outcome struct {
@@ -195,9 +163,9 @@ type outcome struct {
 	err    error
 }
 
-// errSkipped marks a compaction that was not worth doing (nothing to
-// summarise, too little to reclaim): not a failure, no backoff.
-var errSkipped = errors.New("compaction skipped")
+// errSkipped marks a compaction that was not done although due or asked
+// (rewrite.ErrSkipped): not a failure, no backoff.
+var errSkipped = rewrite.ErrSkipped
 
 // options are the rewrite options for a request of line in the state rec:
 // the conversation's summaries, and the dedups the line's latest forwarded
@@ -206,11 +174,13 @@ func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Op
 	o := rewrite.Options{
 		Placement:     c.cfg.SummaryPlacement,
 		ConciseOutput: c.cfg.ConciseOutput,
-		ForceCommand:  c.cfg.Enabled,
+		ForceCommand:  c.on(),
 	}
-	if !c.cfg.Enabled {
+	if !c.on() {
 		o.MaxHistoryMessages = c.cfg.MaxHistoryMessages
 	}
+	// The one conversion of stored branches (state.Branch) to the ones the
+	// pipeline applies (rewrite.Branch: no parent, no clocks).
 	for _, b := range rec.Branches {
 		o.Branches = append(o.Branches, rewrite.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash})
 	}
@@ -286,46 +256,12 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		c.events.publish(ev)
 		return ti.rec, ev, err
 	}
-	// The trigger, target and reclaim are in the upstream's tokens; the
-	// pipeline counts with tiktoken. cal converts (upstream ≈ estimate × cal).
 	cal := calibrationOf(ti.nums)
-	toEstimate := func(upstreamTokens int) int { return int(float64(upstreamTokens) / cal) }
-	maxTokens := c.cfg.maxSummaryTokens(ti.trigger)
-	keepTokens := toEstimate(c.cfg.keepRecentTokens(ti.trigger))
-	if ti.kind == kindManual || ti.kind == kindRescue {
-		// A manual compaction of a conversation far below its trigger, or
-		// one the upstream refused under it (its real window is smaller
-		// than ctxpress was told), keeps a tail in proportion to the
-		// conversation, not to the trigger.
-		keepTokens = min(keepTokens, ti.res.TokensAfter/5)
+	prop, size, err := c.policy.Size(ti.res, rewrite.Plan{Kind: ti.kind, Trigger: ti.trigger, Urgent: ti.urgent}, numbersOf(ti.nums).Calibration)
+	if err != nil {
+		return fail("skipped", err)
 	}
-	prop, ok := ti.res.Compaction(c.cfg.keepRecent(), keepTokens)
-	if !ok {
-		return fail("skipped", fmt.Errorf("%w: nothing to summarise outside the last %d messages", errSkipped, c.cfg.keepRecent()))
-	}
-	// Hysteresis: aim below target_ratio of the trigger once the summary is
-	// in, so the next turns do not compact again. A shorter raw tail gets
-	// there when the first cut keeps too much (never under keep_recent).
-	target := int(c.cfg.targetRatio() * float64(ti.trigger))
-	if over := int(float64(prop.KeptTokens)*cal) + maxTokens - target; over > 0 && keepTokens > 0 {
-		if p2, ok := ti.res.Compaction(c.cfg.keepRecent(), max(keepTokens-toEstimate(over), 0)); ok && p2.Cut > prop.Cut {
-			prop = p2
-		}
-	}
-	// An update replaces the previous summary's block too.
-	replaced := prop.SummarisedTokens
-	if prop.PrevSummary != "" {
-		replaced += ti.res.SummaryTokens(prop.PrevSummary)
-	}
-	reclaim := int(float64(replaced)*cal) - maxTokens
-	minimum := c.cfg.minReclaim(ti.trigger)
-	if ti.urgent {
-		minimum = 1
-	}
-	// A manual compaction is the user's call, whatever it reclaims.
-	if ti.kind != kindManual && reclaim < minimum {
-		return fail("skipped", fmt.Errorf("%w: would reclaim %d tokens, under the minimum %d", errSkipped, max(reclaim, 0), minimum))
-	}
+	maxTokens := size.MaxSummaryTokens
 	model := c.cfg.Summarizer.Model
 	if model == "" {
 		model = ti.res.Model
@@ -403,10 +339,7 @@ func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summar
 		r.PutBranch(state.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Parent: prop.Parent}, now)
 		r.AddSummaryHistory(entry)
 		updateLine(r, ti.line, now, func(l *state.Line) {
-			l.Breaker.FailureCount, l.Breaker.BackoffUntil = 0, time.Time{}
-			if ti.kind == kindManual {
-				l.Breaker = state.Breaker{}
-			}
+			l.Breaker = state.Breaker(rewrite.Breaker(l.Breaker).Succeeded(ti.kind))
 			if l.Model == "" {
 				l.Model = ti.res.Model
 			}
@@ -442,14 +375,12 @@ func (c *compactions) summaryAuth(client string) string {
 }
 
 // backoff records a summariser failure: the next automatic compaction of the
-// line waits 60 s, then 300 s, then 900 s after each failure.
+// line waits (rewrite.Breaker.Failed).
 func (c *compactions) backoff(ti turnInput) {
 	now := c.now()
 	_, err := c.store.Update(ti.key, func(r *state.Record) error {
 		updateLine(r, ti.line, now, func(l *state.Line) {
-			d := failureBackoff[min(l.Breaker.FailureCount, len(failureBackoff)-1)]
-			l.Breaker.FailureCount++
-			l.Breaker.BackoffUntil = now.Add(d)
+			l.Breaker = state.Breaker(rewrite.Breaker(l.Breaker).Failed(now))
 		})
 		return nil
 	})

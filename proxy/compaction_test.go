@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"github.com/ctxpress/ctxpress/internal/chatcheck"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -13,157 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
-	"github.com/ctxpress/ctxpress/rewrite"
-	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
 )
-
-const testTrigger = 4000
-
-func compactionConfig(upstream string) Config {
-	return Config{Upstream: upstream, Compaction: CompactionConfig{
-		Enabled: true,
-		Trigger: rewrite.TriggerConfig{ThresholdTokens: testTrigger},
-	}}
-}
-
-// openStoreAt opens a bbolt store the test closes itself (restarts) or at
-// cleanup.
-func openStoreAt(t *testing.T, path string) state.Store {
-	t.Helper()
-	st, err := state.OpenBolt(path, state.BoltOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// startWithStore starts a proxy configured by cfg with the test pipeline
-// and a bbolt store in a temp dir, closed at cleanup.
-func startWithStore(t *testing.T, cfg Config) (*testProxy, state.Store) {
-	t.Helper()
-	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
-	t.Cleanup(func() { st.Close() })
-	return startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st}), st
-}
-
-func pipelineForTest() *rewrite.Pipeline {
-	sq := squash.New(squash.Config{})
-	return rewrite.New(rewrite.Config{
-		Format: chat.Format{},
-		Squash: func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
-		Dedup:  rewrite.DefaultDedupConfig(),
-	})
-}
-
-// agent drives a tool-using conversation through ctxpress with the official
-// client: every turn appends the assistant's tool call and its result.
-type agent struct {
-	t       *testing.T
-	client  openai.Client
-	convID  string
-	history []openai.ChatCompletionMessageParamUnion
-	turns   int
-}
-
-func newAgent(t *testing.T, baseURL, convID string) *agent {
-	return &agent{
-		t:      t,
-		client: openai.NewClient(option.WithBaseURL(baseURL), option.WithAPIKey("sk-agent"), option.WithMaxRetries(0)),
-		convID: convID,
-		history: []openai.ChatCompletionMessageParamUnion{
-			openai.SystemMessage("You are a coding agent. Use the tools to fix the bug."),
-			openai.UserMessage("The test TestParseDate fails on leap years; find and fix the bug in dateparse/parse.go."),
-		},
-	}
-}
-
-// toolOutput is a distinct ~1.2 KB result (under the squash floor, so the
-// history really grows).
-func toolOutput(turn int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "$ grep -n leap dateparse/*.go (turn %d)\n", turn)
-	for i := 0; b.Len() < 1200; i++ {
-		fmt.Fprintf(&b, "dateparse/parse_%d.go:%d: if year%%4 == 0 && (year%%100 != 0 || year%%400 == 0) { days = %d }\n", turn, 10+i, 28+i%3)
-	}
-	return b.String()
-}
-
-// turn sends the history, checks the answer, and appends a tool call and
-// its result. It returns the response headers.
-func (a *agent) turn(stream bool, extra ...option.RequestOption) http.Header {
-	a.t.Helper()
-	a.turns++
-	var headers http.Header
-	opts := append([]option.RequestOption{
-		option.WithHeader("X-Session-ID", a.convID),
-		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			resp, err := next(r)
-			if resp != nil {
-				headers = resp.Header
-			}
-			return resp, err
-		}),
-	}, extra...)
-	params := openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: a.history}
-	var content string
-	if stream {
-		s := a.client.Chat.Completions.NewStreaming(context.Background(), params, opts...)
-		acc := openai.ChatCompletionAccumulator{}
-		for s.Next() {
-			acc.AddChunk(s.Current())
-		}
-		if err := s.Err(); err != nil {
-			a.t.Fatalf("turn %d: %v", a.turns, err)
-		}
-		content = acc.Choices[0].Message.Content
-	} else {
-		got, err := a.client.Chat.Completions.New(context.Background(), params, opts...)
-		if err != nil {
-			a.t.Fatalf("turn %d: %v", a.turns, err)
-		}
-		content = got.Choices[0].Message.Content
-	}
-	if content == "" {
-		a.t.Fatalf("turn %d: empty answer", a.turns)
-	}
-	id := "call_" + strconv.Itoa(a.turns)
-	call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-		ID: id, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash",
-			Arguments: fmt.Sprintf(`{"command":"grep -n leap dateparse/*.go # %d"}`, a.turns)},
-	}}
-	a.history = append(a.history,
-		openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
-			Content:   openai.ChatCompletionAssistantMessageParamContentUnion{OfString: openai.String(content)},
-			ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call}}},
-		openai.ToolMessage(toolOutput(a.turns), id))
-	return headers
-}
-
-// messagesOf returns the raw messages of a request body.
-func messagesOf(body []byte) []string {
-	var out []string
-	for _, m := range gjson.GetBytes(body, "messages").Array() {
-		out = append(out, m.Raw)
-	}
-	return out
-}
-
-func isPrefix(a, b []string) bool {
-	if len(a) > len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // The headline: a 60-turn tool-using conversation through ctxpress, in
 // both stream modes. The upstream's input stays under the trigger after

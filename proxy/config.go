@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/ctxpress/ctxpress/rewrite"
 )
 
 // Config is what the proxy needs to run. The zero value of every field except
@@ -81,12 +83,12 @@ const (
 	DefaultMaxConnsPerHost   = 512
 )
 
-// Defaults of CompactionConfig's fields (applied by its methods in
-// compaction.go).
+// Defaults of CompactionConfig's fields: rewrite.Policy's, which applies
+// them.
 const (
-	DefaultTargetRatio     = 0.5
-	DefaultKeepRecent      = 6
-	DefaultPrecompactRatio = 0.7
+	DefaultTargetRatio     = rewrite.DefaultTargetRatio
+	DefaultKeepRecent      = rewrite.DefaultKeepRecent
+	DefaultPrecompactRatio = rewrite.DefaultPrecompactRatio
 )
 
 // DefaultNamespace is Namespace's default ("" means it too).

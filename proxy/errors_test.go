@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,28 +16,6 @@ import (
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/valyala/fasthttp"
 )
-
-type openAIError struct {
-	Error struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-	} `json:"error"`
-}
-
-func decodeError(t *testing.T, resp *http.Response) openAIError {
-	t.Helper()
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var e openAIError
-	if err := json.Unmarshal(body, &e); err != nil || e.Error.Message == "" {
-		t.Fatalf("not an OpenAI error (%v): %s", err, body)
-	}
-	if e.Error.Type != "ctxpress_error" || !strings.HasPrefix(e.Error.Message, "ctxpress: ") {
-		t.Fatalf("error not marked as ctxpress's: %+v", e.Error)
-	}
-	return e
-}
 
 // freeAddr returns a loopback address nothing listens on.
 func freeAddr(t *testing.T) string {

@@ -3,15 +3,30 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"github.com/ctxpress/ctxpress/wire/chat"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/squash"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
+	"github.com/tidwall/gjson"
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
@@ -186,6 +201,354 @@ func noStrayGoroutines(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d goroutines left behind:\n\n%s", len(stray), strings.Join(stray, "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func adminDo(t *testing.T, method, url string, header map[string]string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// chatDeps is the real pipeline (with squash) and a real bbolt store.
+func chatDeps(t *testing.T) (Deps, state.Store) {
+	t.Helper()
+	st, err := state.OpenBolt(filepath.Join(t.TempDir(), "ctxpress.db"), state.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sq := squash.New(squash.Config{})
+	p := rewrite.New(rewrite.Config{
+		Format: chat.Format{},
+		Squash: func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
+		Dedup:  rewrite.DefaultDedupConfig(),
+	})
+	return Deps{Pipeline: p, Store: st}, st
+}
+
+// toolTurn is an agent request whose last message is a large tool output.
+func toolTurn() []openai.ChatCompletionMessageParamUnion {
+	call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+		ID: "call_1", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash", Arguments: `{"command":"make"}`},
+	}}
+	return []openai.ChatCompletionMessageParamUnion{
+		openai.SystemMessage("You are a coding agent."),
+		openai.UserMessage("Build the project and fix the error."),
+		{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call}}},
+		openai.ToolMessage(bigLog(), "call_1"),
+	}
+}
+
+const testTrigger = 4000
+
+func compactionConfig(upstream string) Config {
+	return Config{Upstream: upstream, Compaction: CompactionConfig{
+		Enabled: true,
+		Trigger: rewrite.TriggerConfig{ThresholdTokens: testTrigger},
+	}}
+}
+
+// openStoreAt opens a bbolt store the test closes itself (restarts) or at
+// cleanup.
+func openStoreAt(t *testing.T, path string) state.Store {
+	t.Helper()
+	st, err := state.OpenBolt(path, state.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// startWithStore starts a proxy configured by cfg with the test pipeline
+// and a bbolt store in a temp dir, closed at cleanup.
+func startWithStore(t *testing.T, cfg Config) (*testProxy, state.Store) {
+	t.Helper()
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
+	t.Cleanup(func() { st.Close() })
+	return startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st}), st
+}
+
+func pipelineForTest() *rewrite.Pipeline {
+	sq := squash.New(squash.Config{})
+	return rewrite.New(rewrite.Config{
+		Format: chat.Format{},
+		Squash: func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
+		Dedup:  rewrite.DefaultDedupConfig(),
+	})
+}
+
+// agent drives a tool-using conversation through ctxpress with the official
+// client: every turn appends the assistant's tool call and its result.
+type agent struct {
+	t       *testing.T
+	client  openai.Client
+	convID  string
+	history []openai.ChatCompletionMessageParamUnion
+	turns   int
+}
+
+func newAgent(t *testing.T, baseURL, convID string) *agent {
+	return &agent{
+		t:      t,
+		client: openai.NewClient(option.WithBaseURL(baseURL), option.WithAPIKey("sk-agent"), option.WithMaxRetries(0)),
+		convID: convID,
+		history: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage("You are a coding agent. Use the tools to fix the bug."),
+			openai.UserMessage("The test TestParseDate fails on leap years; find and fix the bug in dateparse/parse.go."),
+		},
+	}
+}
+
+// toolOutput is a distinct ~1.2 KB result (under the squash floor, so the
+// history really grows).
+func toolOutput(turn int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "$ grep -n leap dateparse/*.go (turn %d)\n", turn)
+	for i := 0; b.Len() < 1200; i++ {
+		fmt.Fprintf(&b, "dateparse/parse_%d.go:%d: if year%%4 == 0 && (year%%100 != 0 || year%%400 == 0) { days = %d }\n", turn, 10+i, 28+i%3)
+	}
+	return b.String()
+}
+
+// turn sends the history, checks the answer, and appends a tool call and
+// its result. It returns the response headers.
+func (a *agent) turn(stream bool, extra ...option.RequestOption) http.Header {
+	a.t.Helper()
+	a.turns++
+	var headers http.Header
+	opts := append([]option.RequestOption{
+		option.WithHeader("X-Session-ID", a.convID),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(r)
+			if resp != nil {
+				headers = resp.Header
+			}
+			return resp, err
+		}),
+	}, extra...)
+	params := openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: a.history}
+	var content string
+	if stream {
+		s := a.client.Chat.Completions.NewStreaming(context.Background(), params, opts...)
+		acc := openai.ChatCompletionAccumulator{}
+		for s.Next() {
+			acc.AddChunk(s.Current())
+		}
+		if err := s.Err(); err != nil {
+			a.t.Fatalf("turn %d: %v", a.turns, err)
+		}
+		content = acc.Choices[0].Message.Content
+	} else {
+		got, err := a.client.Chat.Completions.New(context.Background(), params, opts...)
+		if err != nil {
+			a.t.Fatalf("turn %d: %v", a.turns, err)
+		}
+		content = got.Choices[0].Message.Content
+	}
+	if content == "" {
+		a.t.Fatalf("turn %d: empty answer", a.turns)
+	}
+	id := "call_" + strconv.Itoa(a.turns)
+	call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+		ID: id, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash",
+			Arguments: fmt.Sprintf(`{"command":"grep -n leap dateparse/*.go # %d"}`, a.turns)},
+	}}
+	a.history = append(a.history,
+		openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
+			Content:   openai.ChatCompletionAssistantMessageParamContentUnion{OfString: openai.String(content)},
+			ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{call}}},
+		openai.ToolMessage(toolOutput(a.turns), id))
+	return headers
+}
+
+// messagesOf returns the raw messages of a request body.
+func messagesOf(body []byte) []string {
+	var out []string
+	for _, m := range gjson.GetBytes(body, "messages").Array() {
+		out = append(out, m.Raw)
+	}
+	return out
+}
+
+func isPrefix(a, b []string) bool {
+	if len(a) > len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+type openAIError struct {
+	Error struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+	} `json:"error"`
+}
+
+func decodeError(t *testing.T, resp *http.Response) openAIError {
+	t.Helper()
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e openAIError
+	if err := json.Unmarshal(body, &e); err != nil || e.Error.Message == "" {
+		t.Fatalf("not an OpenAI error (%v): %s", err, body)
+	}
+	if e.Error.Type != "ctxpress_error" || !strings.HasPrefix(e.Error.Message, "ctxpress: ") {
+		t.Fatalf("error not marked as ctxpress's: %+v", e.Error)
+	}
+	return e
+}
+
+// pipelineWithShapes is pipelineForTest with squash shapes for metrics.
+func pipelineWithShapes() *rewrite.Pipeline {
+	sq := squash.New(squash.Config{})
+	return rewrite.New(rewrite.Config{
+		Format:      chat.Format{},
+		Squash:      func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
+		SquashShape: func(_ rewrite.ToolCall, c string) string { return string(squash.Detect(c)) },
+		Dedup:       rewrite.DefaultDedupConfig(),
+	})
+}
+
+// scrape fetches /metrics and parses the text format.
+func scrape(t *testing.T, url string, header ...string) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	if len(header) == 2 {
+		req.Header.Set(header[0], header[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Fatalf("/metrics Content-Type %q", ct)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics is not the Prometheus text format: %v", err)
+	}
+	return fams
+}
+
+// value returns the value of the metric in fams with exactly these labels
+// (name=value pairs); a histogram gives its sample count. A missing
+// series is 0, as Prometheus would read an unset counter.
+func value(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+next:
+	for _, m := range f.Metric {
+		if len(m.Label) != len(labels)/2 {
+			continue
+		}
+		for i := 0; i < len(labels); i += 2 {
+			found := false
+			for _, l := range m.Label {
+				if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return 0
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+func newOpenAIClient(baseURL string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(baseURL), option.WithAPIKey("sk-test-key"), option.WithMaxRetries(0))
+}
+
+// send makes one request with the given headers and returns status, body
+// and response headers.
+func send(t *testing.T, method, url, body string, headers map[string]string) (int, string, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func postChat(t *testing.T, ctx context.Context, url, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"math"
 	"time"
 
 	"github.com/ctxpress/ctxpress/rewrite"
@@ -48,8 +47,7 @@ func lineOf(rec *state.Record, res rewrite.Result) (lineRef, state.Line) {
 	l := rec.Lines[i]
 	ref.id = l.ID
 	if l.Model != res.Model {
-		l.Model, l.Calibration, l.Slope = res.Model, rec.CalibrationFor(res.Model), 0
-		l.LastInputTokens, l.LastEstimate = 0, 0
+		setNumbers(&l, numbersOf(l).ForModel(res.Model, rec.CalibrationFor(res.Model)))
 	}
 	return ref, l
 }
@@ -75,20 +73,25 @@ func updateLine(r *state.Record, ref lineRef, now time.Time, fn func(*state.Line
 	r.PutLine(l)
 }
 
-// calibrationOf is a line's average ratio (upstream count over
-// tiktoken's), 1 when it has none: for converting budgets and sizes.
-func calibrationOf(l state.Line) float64 {
-	if l.Calibration > 0 && !math.IsNaN(l.Calibration) && !math.IsInf(l.Calibration, 0) {
-		return l.Calibration
-	}
-	return 1
+// numbersOf is line l's numbers as rewrite's decisions read them: state.Line
+// is the persisted shape, rewrite.LineNumbers the core's, and this and
+// setNumbers the only conversions between them.
+func numbersOf(l state.Line) rewrite.LineNumbers {
+	return rewrite.LineNumbers{Model: l.Model, Breaker: rewrite.Breaker(l.Breaker),
+		Calibration: rewrite.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate, Ratio: l.Calibration, Slope: l.Slope}}
 }
 
-// calibrationIn is line l's rewrite.Calibration.
-func calibrationIn(l state.Line) rewrite.Calibration {
-	return rewrite.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate, Ratio: l.Calibration, Slope: l.Slope}
+// setNumbers stores n in line l.
+func setNumbers(l *state.Line, n rewrite.LineNumbers) {
+	l.Model, l.Breaker = n.Model, state.Breaker(n.Breaker)
+	l.LastInputTokens, l.LastEstimate = n.Calibration.LastInput, n.Calibration.LastEstimate
+	l.Calibration, l.Slope = n.Calibration.Ratio, n.Calibration.Slope
 }
+
+// calibrationOf is a line's average ratio (upstream count over
+// tiktoken's), 1 when it has none: for converting budgets and sizes.
+func calibrationOf(l state.Line) float64 { return numbersOf(l).Calibration.Scale() }
 
 // calibrated converts raw, a tiktoken estimate of a request on line l, to
 // what the upstream will most likely count (rewrite.Calibration.Upstream).
-func calibrated(raw int, l state.Line) int { return calibrationIn(l).Upstream(raw) }
+func calibrated(raw int, l state.Line) int { return numbersOf(l).Calibration.Upstream(raw) }

@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"encoding/json"
 	"fmt"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -13,87 +11,9 @@ import (
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
-	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/openai/openai-go/v3"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
-
-// pipelineWithShapes is pipelineForTest with squash shapes for metrics.
-func pipelineWithShapes() *rewrite.Pipeline {
-	sq := squash.New(squash.Config{})
-	return rewrite.New(rewrite.Config{
-		Format:      chat.Format{},
-		Squash:      func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
-		SquashShape: func(_ rewrite.ToolCall, c string) string { return string(squash.Detect(c)) },
-		Dedup:       rewrite.DefaultDedupConfig(),
-	})
-}
-
-// scrape fetches /metrics and parses the text format.
-func scrape(t *testing.T, url string, header ...string) map[string]*dto.MetricFamily {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
-	if len(header) == 2 {
-		req.Header.Set(header[0], header[1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
-	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
-		t.Fatalf("/metrics Content-Type %q", ct)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics is not the Prometheus text format: %v", err)
-	}
-	return fams
-}
-
-// value returns the value of the metric in fams with exactly these labels
-// (name=value pairs); a histogram gives its sample count. A missing
-// series is 0, as Prometheus would read an unset counter.
-func value(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	f := fams[name]
-	if f == nil {
-		return 0
-	}
-next:
-	for _, m := range f.Metric {
-		if len(m.Label) != len(labels)/2 {
-			continue
-		}
-		for i := 0; i < len(labels); i += 2 {
-			found := false
-			for _, l := range m.Label {
-				if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return 0
-}
 
 // workerLog is a tool output squash recognises as a log.
 func workerLog() string {
@@ -268,18 +188,23 @@ func TestMetricPath(t *testing.T) {
 	}
 }
 
-func getJSON(t *testing.T, url string, v any) {
-	t.Helper()
-	resp, err := http.Get(url)
+// A request refused for a missing client key is a request: it is counted
+// in ctxpress_requests_total with its 401, as every other answer is.
+func TestRefusedClientKeyIsCountedInMetrics(t *testing.T) {
+	up := openaitest.New(t)
+	p := startProxy(t, Config{Upstream: up.BaseURL(), AuthKeys: []string{"cx-alpha"}})
+	resp, err := http.Post(p.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"gpt-4o","messages":[]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401", resp.StatusCode)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+	if n := value(scrape(t, p.URL), "ctxpress_requests_total", "path", "/v1/chat/completions", "status", "401"); n != 1 {
+		t.Fatalf("401 requests counted %v, want 1", n)
+	}
+	if len(up.Requests()) != 0 {
+		t.Fatal("a request without a client key reached the upstream")
 	}
 }

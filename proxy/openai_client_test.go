@@ -7,12 +7,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 )
-
-func newOpenAIClient(baseURL string) openai.Client {
-	return openai.NewClient(option.WithBaseURL(baseURL), option.WithAPIKey("sk-test-key"), option.WithMaxRetries(0))
-}
 
 // The official Go client, pointed at ctxpress, works as against the upstream.
 func TestOfficialClientThroughProxy(t *testing.T) {

@@ -1,14 +1,14 @@
 package proxy
 
 import (
-	"fmt"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/rs/zerolog"
 )
 
@@ -241,42 +241,18 @@ func keepDedups(l *state.Line, t *turn) {
 }
 
 // observe folds what the upstream reported for a turn into the turn's
-// line l of rec: the input tokens, the raw estimate they answer, the
-// calibration between the two (per model: a line whose model changes
-// starts from that model's calibration on the other lines), and the
-// breaker. Only a request of the line comes here, so a side request
-// under the same key (a title, a sub-agent) never moves the main line's
-// numbers. It reports whether the breaker opened.
+// line l of rec (rewrite.Observe: calibration per model, breaker). Only a
+// request of the line comes here, so a side request under the same key (a
+// title, a sub-agent) never moves the main line's numbers. It reports
+// whether the breaker opened.
 func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 	t := tr.turn
-	if t.model != "" && t.model != l.Model {
-		l.Model, l.Calibration, l.Slope = t.model, rec.CalibrationFor(t.model), 0
-		l.LastInputTokens, l.LastEstimate = 0, 0
-	}
-	if !tr.usage.Found {
-		return false
-	}
-	if c := calibrationIn(*l).Observe(t.rawAfter, tr.usage.InputTokens); tr.usage.InputTokens > 0 && t.rawAfter > 0 {
-		l.LastInputTokens, l.LastEstimate, l.Calibration, l.Slope = c.LastInput, c.LastEstimate, c.Ratio, c.Slope
-	} else {
-		l.LastInputTokens, l.LastEstimate = tr.usage.InputTokens, t.rawAfter
-	}
-	if !t.compacted || t.trigger <= 0 {
-		return false
-	}
-	b := &l.Breaker
-	if tr.usage.InputTokens <= t.trigger {
-		b.ConsecutiveOverTrigger = 0
-		return false
-	}
-	b.ConsecutiveOverTrigger++
-	if b.ConsecutiveOverTrigger >= breakerTrips && !b.Tripped {
-		b.Tripped = true
-		b.Reason = fmt.Sprintf("upstream reported %d input tokens, over the trigger of %d, after %d compactions in a row",
-			tr.usage.InputTokens, t.trigger, b.ConsecutiveOverTrigger)
-		return true
-	}
-	return false
+	n, opened := rewrite.Observe(numbersOf(*l), rewrite.Observation{
+		Model: t.model, ModelRatio: rec.CalibrationFor(t.model), Raw: t.rawAfter,
+		UsageFound: tr.usage.Found, InputTokens: tr.usage.InputTokens, Compacted: t.compacted, Trigger: t.trigger,
+	})
+	setNumbers(l, n)
+	return opened
 }
 
 func (r *recorder) failed(msg string, err error) { r.warn.warn(r.now(), r.log, msg, err) }

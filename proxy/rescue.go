@@ -48,18 +48,18 @@ func (s *Server) fitLimit(model string, body []byte) int {
 // budget rewrite.Options.FitTokens takes, on a line whose calibration
 // is in nums.
 func fitBudget(limit int, nums state.Line) int {
-	return calibrationIn(nums).Raw(int(float64(limit) * fitMargin))
+	return numbersOf(nums).Calibration.Raw(int(float64(limit) * fitMargin))
 }
 
 // fitChat cuts c's request to fit the model's window when its calibrated
 // estimate says it would not (compaction on only: that is the user's
 // leave to rewrite history). why is the reason the cut falls back on.
 func (s *Server) fitChat(c *chatTurn, why string) {
-	if !s.comp.cfg.Enabled || c.t.ephemeral {
+	if !c.plan.MayRewrite {
 		return
 	}
 	limit := s.fitLimit(c.res.Model, c.res.Body)
-	if calibrated(c.res.TokensAfter, c.nums) <= limit {
+	if c.plan.Effective <= limit { // the plan's estimate is of c.res, after any compaction
 		return
 	}
 	switch {
@@ -108,7 +108,7 @@ func (s *Server) cutToFit(c *chatTurn, budget int, why string) bool {
 // slots, no sizes given) is sent once more as it is when nothing smaller
 // can be made: what overlapped it is over by then.
 func (s *Server) rescueHook(c *chatTurn) refusalHook {
-	if !s.comp.cfg.Enabled || c.t.ephemeral {
+	if !c.plan.MayRewrite {
 		return nil
 	}
 	return func(status int, _ *fasthttp.ResponseHeader, answer []byte) ([]byte, bool) {

@@ -22,23 +22,6 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// send makes one request with the given headers and returns status, body
-// and response headers.
-func send(t *testing.T, method, url, body string, headers map[string]string) (int, string, http.Header) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header
-}
-
 // With auth.keys, a request without one of the keys is refused in the
 // OpenAI shape and never forwarded; with one it is, carrying the upstream
 // key and never the client's.

@@ -85,6 +85,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	if deps.Pipeline == nil || deps.Store == nil {
 		s.comp.cfg.Enabled = false // compaction needs both
 	}
+	s.comp.policy = s.comp.cfg.policy()
 	s.metrics = newMetrics(s.comp.running, deps.Store, deps.Pipeline)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
 		Help: "Chat requests to a local upstream waiting for a summary call to it to end (see local_upstream)."},

@@ -13,17 +13,6 @@ import (
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 )
 
-func postChat(t *testing.T, ctx context.Context, url, body string) *http.Response {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
-}
-
 // The upstream sends event 2 only after the client has received event 1: a
 // proxy that holds an event back deadlocks and the test fails on its guard.
 func TestStreamRelaysEventByEvent(t *testing.T) {
@@ -81,17 +70,6 @@ func TestStreamUsageIsRecorded(t *testing.T) {
 	}
 	logWant := fmt.Sprintf(`"input_tokens":%d`, openaitest.PromptTokens([]byte(body)))
 	waitFor(t, func() bool { return strings.Contains(p.logs.String(), logWant) }, "usage in the access log")
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // A client that goes away mid-stream cancels the upstream request, even while

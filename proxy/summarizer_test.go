@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/ctxpress/ctxpress/compactor"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/wire/chat"
 )
 

@@ -83,6 +83,10 @@ func (c Calibration) Observe(raw, input int) Calibration {
 	return c
 }
 
+// Scale is the average ratio (upstream count over tiktoken's), 1 when
+// unknown: for converting budgets and sizes between the two.
+func (c Calibration) Scale() float64 { return c.ratio() }
+
 func (c Calibration) anchored() bool { return c.LastInput > 0 && c.LastEstimate > 0 }
 
 func (c Calibration) slope() float64 {

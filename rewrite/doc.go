@@ -8,9 +8,10 @@
 //
 //   - Identify: which conversation is this? (headers, prompt_cache_key, or
 //     a fingerprint of the conversation's opening).
-//   - RewriteWith (RewriteParsed on a body Parse read): validate once,
-//     read the conversation through the adapter (byte ranges into the
-//     body, never a decode into structs);
+//   - RewriteWith (Rewrite is RewriteWith without options; RewriteParsed
+//     is it on a body Parse already read): validate once, read the
+//     conversation through the adapter (byte ranges into the body, never a
+//     decode into structs);
 //     apply the longest stored summary (Branch) whose chain hash matches the
 //     client's history, or else trim it to MaxHistoryMessages (in blocks);
 //     leave out a /compact command and ctxpress's reply to it; squash each
@@ -23,8 +24,14 @@
 //   - Result.Compaction: propose what a compaction of this request would
 //     summarise (the cut, the compactor's view of the messages, the new
 //     branch's chain hash, token estimates), from what RewriteWith already
-//     parsed and counted. The proxy decides, calls the summariser and
-//     stores the branch; this package does no I/O.
+//     parsed and counted.
+//   - Decide (plan.go, observe.go): Policy.PlanTurn says whether a turn
+//     compacts now, in the background, as a rescue or not at all, and why;
+//     Policy.Size how much (hysteresis, min reclaim); Observe what the
+//     upstream's reported usage means for the line's calibration and
+//     breaker. Pure functions over plain values, the clock passed in. The
+//     proxy executes: it calls the summariser and stores the branch; this
+//     package does no I/O.
 //
 // Without a summary or a history limit, RewriteWith only ever replaces the
 // bytes of a tool result's content (or of a text part inside it) and adds

@@ -1,0 +1,118 @@
+package rewrite
+
+import (
+	"fmt"
+	"time"
+)
+
+// BreakerTrips is how many compactions in a row may leave the upstream's
+// reported input over the trigger before auto-compaction of the line stops.
+const BreakerTrips = 2
+
+// FailureBackoff is how long automatic compaction of a line waits after
+// its first, second, and third and later summariser failures in a row.
+var FailureBackoff = []time.Duration{60 * time.Second, 300 * time.Second, 900 * time.Second}
+
+// Breaker is a line's compaction safety: the circuit breaker, which opens
+// when compacting does not bring the upstream's count under the trigger,
+// and the backoff after summariser failures. Its fields are state.Breaker's,
+// so each converts to the other.
+type Breaker struct {
+	Tripped                bool
+	ConsecutiveOverTrigger int
+	FailureCount           int
+	BackoffUntil           time.Time
+	Reason                 string
+}
+
+// LineNumbers are what a line of history has learnt, as decisions read
+// them: its model, the calibration of tiktoken's counts to the upstream's
+// for that model, and its breaker.
+type LineNumbers struct {
+	Model       string
+	Calibration Calibration
+	Breaker     Breaker
+}
+
+// ForModel returns n for a request of model: n itself when the line's model
+// is model, else the breaker alone with calibration ratio modelRatio (where
+// the record's other lines of model are; 0 when none).
+func (n LineNumbers) ForModel(model string, modelRatio float64) LineNumbers {
+	if n.Model == model {
+		return n
+	}
+	return LineNumbers{Model: model, Calibration: Calibration{Ratio: modelRatio}, Breaker: n.Breaker}
+}
+
+// Observation is what one forwarded turn of a line tells its numbers.
+type Observation struct {
+	// Model is the turn's; ModelRatio the record's calibration ratio for it
+	// (LineNumbers.ForModel), where a line whose model changes starts.
+	Model      string
+	ModelRatio float64
+	// Raw is tiktoken's count of the request forwarded.
+	Raw int
+	// UsageFound: the answer reported usage; InputTokens is its input.
+	UsageFound  bool
+	InputTokens int
+	// Compacted: the turn compacted before it was forwarded, over Trigger
+	// (the upstream's tokens): only such a turn moves the breaker.
+	Compacted bool
+	Trigger   int
+}
+
+// Observe returns a line's numbers after the turn o: the request the
+// upstream counted becomes the calibration's anchor, and a compacted turn
+// the upstream still counted over the trigger moves the breaker toward
+// open (BreakerTrips in a row open it), one under resets the count. It
+// reports whether the breaker opened.
+func Observe(n LineNumbers, o Observation) (next LineNumbers, opened bool) {
+	if o.Model != "" {
+		n = n.ForModel(o.Model, o.ModelRatio)
+	}
+	if !o.UsageFound {
+		return n, false
+	}
+	c := n.Calibration.Observe(o.Raw, o.InputTokens)
+	if o.InputTokens <= 0 || o.Raw <= 0 {
+		// Nothing to learn a ratio from; the anchor is what was reported.
+		c.LastInput, c.LastEstimate = o.InputTokens, o.Raw
+	}
+	n.Calibration = c
+	if !o.Compacted || o.Trigger <= 0 {
+		return n, false
+	}
+	b := &n.Breaker
+	if o.InputTokens <= o.Trigger {
+		b.ConsecutiveOverTrigger = 0
+		return n, false
+	}
+	b.ConsecutiveOverTrigger++
+	if b.ConsecutiveOverTrigger >= BreakerTrips && !b.Tripped {
+		b.Tripped = true
+		b.Reason = fmt.Sprintf("upstream reported %d input tokens, over the trigger of %d, after %d compactions in a row",
+			o.InputTokens, o.Trigger, b.ConsecutiveOverTrigger)
+		return n, true
+	}
+	return n, false
+}
+
+// Failed returns b after a summariser failure at now: the next automatic
+// compaction waits FailureBackoff's next step.
+func (b Breaker) Failed(now time.Time) Breaker {
+	d := FailureBackoff[min(b.FailureCount, len(FailureBackoff)-1)]
+	b.FailureCount++
+	b.BackoffUntil = now.Add(d)
+	return b
+}
+
+// Succeeded returns b after a compaction of kind stored its summary: the
+// failures and backoff are cleared, and a manual compaction (the user's
+// word) closes the breaker too.
+func (b Breaker) Succeeded(kind string) Breaker {
+	if kind == KindManual {
+		return Breaker{}
+	}
+	b.FailureCount, b.BackoffUntil = 0, time.Time{}
+	return b
+}

@@ -1,0 +1,102 @@
+package rewrite
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestObserveCalibration(t *testing.T) {
+	anchored := LineNumbers{Model: "m", Calibration: Calibration{LastInput: 1000, LastEstimate: 500, Ratio: 2}}
+	for _, tc := range []struct {
+		rule  string
+		line  LineNumbers
+		obs   Observation
+		want  Calibration
+		model string
+	}{
+		{"no usage: nothing learnt", anchored, Observation{Model: "m", Raw: 800}, anchored.Calibration, "m"},
+		{"usage: the request becomes the anchor and the ratio moves", LineNumbers{Model: "m"},
+			Observation{Model: "m", Raw: 1000, UsageFound: true, InputTokens: 1500}, Calibration{LastInput: 1500, LastEstimate: 1000, Ratio: 1.5}, "m"},
+		{"growth teaches the slope", anchored,
+			Observation{Model: "m", Raw: 1500, UsageFound: true, InputTokens: 2500},
+			Calibration{LastInput: 2500, LastEstimate: 1500, Ratio: 2500.0 / 1500, Slope: 1.5}, "m"},
+		{"usage of 0 input: the anchor is what was reported, the ratios stay", anchored,
+			Observation{Model: "m", Raw: 800, UsageFound: true}, Calibration{LastInput: 0, LastEstimate: 800, Ratio: 2}, "m"},
+		{"another model: the line starts from that model's ratio", anchored,
+			Observation{Model: "n", ModelRatio: 3, Raw: 800}, Calibration{Ratio: 3}, "n"},
+		{"no model given: the line's stays", anchored, Observation{Raw: 800}, anchored.Calibration, "m"},
+	} {
+		got, opened := Observe(tc.line, tc.obs)
+		if got.Calibration != tc.want || got.Model != tc.model || opened {
+			t.Errorf("%s: %+v %q opened %v, want %+v %q", tc.rule, got.Calibration, got.Model, opened, tc.want, tc.model)
+		}
+	}
+}
+
+func TestObserveBreaker(t *testing.T) {
+	over := Observation{Model: "m", Raw: 100, UsageFound: true, InputTokens: 5000, Compacted: true, Trigger: 4000}
+	under := over
+	under.InputTokens = 4000
+	notCompacted := over
+	notCompacted.Compacted = false
+	noUsage := over
+	noUsage.UsageFound = false
+	once := Breaker{ConsecutiveOverTrigger: 1}
+	for _, tc := range []struct {
+		rule   string
+		before Breaker
+		obs    Observation
+		after  Breaker
+		opened bool
+	}{
+		{"a compaction still over the trigger counts one", Breaker{}, over, Breaker{ConsecutiveOverTrigger: 1}, false},
+		{"two in a row open the breaker, and say why", once, over, Breaker{Tripped: true, ConsecutiveOverTrigger: 2,
+			Reason: "upstream reported 5000 input tokens, over the trigger of 4000, after 2 compactions in a row"}, true},
+		{"an open breaker opens only once", Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r"}, over,
+			Breaker{Tripped: true, ConsecutiveOverTrigger: 3, Reason: "r"}, false},
+		{"a compaction that gets under the trigger resets the count", once, under, Breaker{}, false},
+		{"a turn that did not compact does not move it", once, notCompacted, once, false},
+		{"nor one without usage", once, noUsage, once, false},
+	} {
+		got, opened := Observe(LineNumbers{Model: "m", Breaker: tc.before}, tc.obs)
+		if got.Breaker != tc.after || opened != tc.opened {
+			t.Errorf("%s: %+v opened %v, want %+v %v", tc.rule, got.Breaker, opened, tc.after, tc.opened)
+		}
+	}
+}
+
+func TestBackoffSchedule(t *testing.T) {
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	var b Breaker
+	for i, want := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 15 * time.Minute} {
+		b = b.Failed(now)
+		if b.FailureCount != i+1 || !b.BackoffUntil.Equal(now.Add(want)) {
+			t.Errorf("failure %d: %+v, want a wait of %v", i+1, b, want)
+		}
+	}
+	if err := b.Blocks(now.Add(15*time.Minute - time.Second)); err == nil || !strings.Contains(err.Error(), "backoff until 12:15:00") {
+		t.Errorf("during the backoff: %v", err)
+	}
+	if err := b.Blocks(now.Add(15 * time.Minute)); err != nil {
+		t.Errorf("once it is over: %v", err)
+	}
+}
+
+func TestBreakerReset(t *testing.T) {
+	failing := Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r", FailureCount: 2, BackoffUntil: time.Unix(100, 0)}
+	for _, tc := range []struct {
+		rule string
+		kind string
+		want Breaker
+	}{
+		{"an automatic compaction clears the failures, not the breaker", KindAuto,
+			Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r"}},
+		{"a precompaction too", KindPrecompact, Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r"}},
+		{"a manual compaction (the user's word) closes the breaker", KindManual, Breaker{}},
+	} {
+		if got := failing.Succeeded(tc.kind); got != tc.want {
+			t.Errorf("%s: %+v", tc.rule, got)
+		}
+	}
+}
