@@ -203,8 +203,8 @@ func TestMinReclaim(t *testing.T) {
 
 // Size on a real request: what a compaction summarises and when it refuses.
 func TestSize(t *testing.T) {
-	res := New(Config{}).RewriteWith(chat("gpt-4o", agentTurns(40)...), Options{})
-	small := New(Config{}).RewriteWith(chat("gpt-4o", agentTurns(1)...), Options{})
+	res := New(Config{Format: chatFormat}).RewriteWith(chat("gpt-4o", agentTurns(40)...), Options{})
+	small := New(Config{Format: chatFormat}).RewriteWith(chat("gpt-4o", agentTurns(1)...), Options{})
 	trigger := res.TokensAfter / 2
 	p := Policy{Trigger: TriggerConfig{ThresholdTokens: trigger}}
 	demanding := p
