@@ -221,9 +221,9 @@ func (c config) compactionConfig() proxy.CompactionConfig {
 	}
 }
 
-// pipelineConfig is the part of c the rewrite pipeline runs on, with squash
-// plugged in; count gives squash the same token counts as the pipeline.
-func (c config) pipelineConfig(count func(string) int) rewrite.Config {
+// pipelineConfig is the part of c the rewrite pipeline runs on; the
+// pipeline builds the squasher from Squash with its own token counter.
+func (c config) pipelineConfig() rewrite.Config {
 	rc := rewrite.Config{
 		Format: chat.Format{},
 		Dedup: rewrite.DedupConfig{
@@ -233,15 +233,9 @@ func (c config) pipelineConfig(count func(string) int) rewrite.Config {
 		Identify:   rewrite.IdentifyConfig{Headers: nonNil(c.ConversationHdrs), Mode: c.Identify},
 	}
 	if c.Squash.Enabled {
-		sq := squash.New(squash.Config{MinBytes: c.Squash.MinBytes, ExemptTools: nonNil(c.Squash.ExemptTools),
+		rc.Squash = &squash.Config{MinBytes: c.Squash.MinBytes, ExemptTools: nonNil(c.Squash.ExemptTools),
 			ShellTools: nonNil(c.Squash.ShellTools), ReadCommands: nonNil(c.Squash.ReadCommands),
-			ReadMaxBytes: c.Squash.ReadMaxBytes, CountTokens: count})
-		rc.Squash = func(call rewrite.ToolCall, content string) string {
-			return sq.ApplyCall(squash.Call{Tool: call.Name, Args: call.Arguments}, content).Text
-		}
-		rc.SquashShape = func(call rewrite.ToolCall, content string) string { // metrics by shape
-			return string(sq.Shape(squash.Call{Tool: call.Name, Args: call.Arguments}, content))
-		}
+			ReadMaxBytes: c.Squash.ReadMaxBytes}
 	}
 	return rc
 }
@@ -376,7 +370,7 @@ func loadConfig(f *serveFlags, getenv func(string) string) (config, error) {
 	if err := c.compactionConfig().Validate(); err != nil {
 		return c, err
 	}
-	if err := c.pipelineConfig(nil).Validate(); err != nil {
+	if err := c.pipelineConfig().Validate(); err != nil {
 		return c, err
 	}
 	switch c.LocalUpstream {

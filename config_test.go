@@ -2,14 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/ctxpress/ctxpress/squash"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ctxpress/ctxpress/rewrite"
 )
 
 // config.example.yml is the defaults, key for key: loading it changes nothing,
@@ -144,9 +143,9 @@ func TestSquashReadOptions(t *testing.T) {
 		b.WriteString("2024-03-17 16:13:00 INFO worker: processed job " + strings.Repeat("x", i%7) + "\n")
 	}
 	out := b.String()
-	call := func(cmd string) rewrite.ToolCall {
+	call := func(cmd string) squash.Call {
 		args, _ := json.Marshal(map[string]string{"command": cmd})
-		return rewrite.ToolCall{Name: "bash", Arguments: string(args)}
+		return squash.Call{Tool: "bash", Args: string(args)}
 	}
 	for _, tt := range []struct {
 		file, cmd string
@@ -163,7 +162,7 @@ func TestSquashReadOptions(t *testing.T) {
 		if err := decodeConfigFile(&c, []byte(tt.file)); err != nil {
 			t.Fatal(err)
 		}
-		if kept := c.pipelineConfig(nil).Squash(call(tt.cmd), out) == out; kept != tt.kept {
+		if kept := squash.New(*c.pipelineConfig().Squash).ApplyCall(call(tt.cmd), out).Text == out; kept != tt.kept {
 			t.Errorf("%q, %s: kept %v, want %v", tt.file, tt.cmd, kept, tt.kept)
 		}
 	}

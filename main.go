@@ -109,8 +109,7 @@ func serve(cfg config, log zerolog.Logger) error {
 		return err
 	}
 	defer store.Close()
-	var pipeline *rewrite.Pipeline
-	pipeline = rewrite.New(cfg.pipelineConfig(func(s string) int { return pipeline.Counter().Count(rewrite.O200K, s) }))
+	pipeline := rewrite.New(cfg.pipelineConfig())
 	srv, err := proxy.New(cfg.proxyConfig(), log, proxy.Deps{Pipeline: pipeline, Store: store})
 	if err != nil {
 		return err

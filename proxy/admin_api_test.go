@@ -31,9 +31,12 @@ func TestConversationsAPI(t *testing.T) {
 	b.turn(false)
 	c := newAgent(t, p.BaseURL(), "newest")
 	c.turn(false)
+	// Records are written off the request path, each key on its own:
+	// wait for all three, and for the 20 turns of the first.
 	waitFor(t, func() bool {
 		recs, _ := st.List(state.ListOptions{})
-		return len(recs) == 3 && recs[0].Key.ID == "newest"
+		first, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), "shared/id"))
+		return len(recs) == 3 && recs[0].Key.ID == "newest" && first.Requests == 20
 	}, "records")
 
 	var page struct {

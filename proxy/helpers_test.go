@@ -234,10 +234,9 @@ func chatDeps(t *testing.T) (Deps, state.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	sq := squash.New(squash.Config{})
 	p := rewrite.New(rewrite.Config{
 		Format: chat.Format{},
-		Squash: func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
+		Squash: &squash.Config{}, // the pipeline's own token counter, as in production
 		Dedup:  rewrite.DefaultDedupConfig(),
 	})
 	return Deps{Pipeline: p, Store: st}, st
@@ -286,10 +285,9 @@ func startWithStore(t *testing.T, cfg Config) (*testProxy, state.Store) {
 }
 
 func pipelineForTest() *rewrite.Pipeline {
-	sq := squash.New(squash.Config{})
 	return rewrite.New(rewrite.Config{
 		Format: chat.Format{},
-		Squash: func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
+		Squash: &squash.Config{}, // the pipeline's own token counter, as in production
 		Dedup:  rewrite.DefaultDedupConfig(),
 	})
 }
@@ -423,12 +421,10 @@ func decodeError(t *testing.T, resp *http.Response) openAIError {
 
 // pipelineWithShapes is pipelineForTest with squash shapes for metrics.
 func pipelineWithShapes() *rewrite.Pipeline {
-	sq := squash.New(squash.Config{})
 	return rewrite.New(rewrite.Config{
-		Format:      chat.Format{},
-		Squash:      func(call rewrite.ToolCall, c string) string { return sq.Apply(call.Name, c).Text },
-		SquashShape: func(_ rewrite.ToolCall, c string) string { return string(squash.Detect(c)) },
-		Dedup:       rewrite.DefaultDedupConfig(),
+		Format: chat.Format{},
+		Squash: &squash.Config{}, // the pipeline's own token counter, as in production
+		Dedup:  rewrite.DefaultDedupConfig(),
 	})
 }
 

@@ -38,7 +38,7 @@ func TestMetricsAfterScriptedConversation(t *testing.T) {
 	a := newAgent(t, p.BaseURL(), "metrics")
 	a.history = append(a.history,
 		openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-			ID: "log0", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash", Arguments: `{"command":"cat worker.log"}`}}}}}},
+			ID: "log0", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash", Arguments: `{"command":"./worker --once"}`}}}}}},
 		openai.ToolMessage(workerLog(), "log0"))
 
 	const turns = 30

@@ -71,7 +71,7 @@ func BenchmarkRewriteCold(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DefaultDedupConfig()}).Rewrite(body)
+		New(Config{Format: chatFormat, Squasher: corpusSquash, Dedup: DefaultDedupConfig()}).Rewrite(body)
 	}
 }
 
@@ -80,7 +80,7 @@ func BenchmarkRewriteCold(b *testing.B) {
 // so it is new to the caches every time).
 func BenchmarkRewriteWarm(b *testing.B) {
 	open, id := benchConversation(b)
-	p := New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DefaultDedupConfig()})
+	p := New(Config{Format: chatFormat, Squasher: corpusSquash, Dedup: DefaultDedupConfig()})
 	p.Rewrite(closeBody(open, ""))
 	b.SetBytes(int64(len(open)))
 	b.ReportAllocs()
@@ -101,7 +101,7 @@ func BenchmarkRewriteWarm(b *testing.B) {
 // added to the system prompt, the covered messages are cut out.
 func BenchmarkRewriteWarmSummary(b *testing.B) {
 	open, id := benchConversation(b)
-	p := New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DefaultDedupConfig()})
+	p := New(Config{Format: chatFormat, Squasher: corpusSquash, Dedup: DefaultDedupConfig()})
 	c, ok := p.RewriteWith(closeBody(open, ""), Options{}).Compaction(50, 0)
 	if !ok {
 		b.Fatal("no compaction proposed")

@@ -30,9 +30,9 @@ func TestCacheBoundIsTheMemoryItHolds(t *testing.T) {
 		runtime.ReadMemStats(&ms)
 		return ms.HeapAlloc
 	}
-	New(Config{Format: chatFormat, Squash: truncSquash}).Rewrite(conversation(-1)) // loads the encoder
+	New(Config{Format: chatFormat, Squasher: squashWith(truncSquash)}).Rewrite(conversation(-1)) // loads the encoder
 	before := heap()
-	p := New(Config{Format: chatFormat, Squash: truncSquash, CacheBytes: bound})
+	p := New(Config{Format: chatFormat, Squasher: squashWith(truncSquash), CacheBytes: bound})
 	// Fill the cache, then keep going so that evictions churn it.
 	for n, extra := 0, 40; extra > 0 && n < 2000; n++ {
 		p.Rewrite(conversation(n))

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"fmt"
 
+	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 )
 
@@ -13,18 +14,15 @@ type Config struct {
 	// with (chat.Format for chat completions). nil: no body is understood.
 	// RewriteParsed uses the adapter its Parsed was made with.
 	Format wire.Format
-	// Squash compresses the output of one tool call; call is the call that
-	// produced it (name and arguments, "" when it cannot be found). It must
-	// be deterministic, pure and safe for concurrent use, and depend on
-	// call's arguments only through their JSON value (results are memoised
-	// on their canonical form); exemptions (read-type tools, file reads, a
-	// size floor) are its business. nil disables squashing. A result that
-	// does not save tokens is not used.
-	Squash func(call ToolCall, content string) string
-	// SquashShape names the shape of a tool output Squash changed (json,
-	// log, generic, ...), for Result.SquashStats; it is called once per
-	// squashed text and memoised with it. nil leaves the shape empty.
-	SquashShape func(call ToolCall, content string) string
+	// Squash configures the squash of tool outputs; nil disables it
+	// (unless Squasher is set). The pipeline builds its squash.Squasher
+	// from it, counting tokens with its own counter (o200k_base, cached)
+	// when CountTokens is nil, so squash's "saves at least 10%" rule and
+	// its stats count as the rest of the pipeline does.
+	Squash *squash.Config
+	// Squasher, when not nil, is used instead of one built from Squash (a
+	// stand-in in tests, or a squasher built elsewhere).
+	Squasher Squasher
 	// Dedup configures the replacement of superseded tool results.
 	Dedup DedupConfig
 	// CacheBytes bounds the memory of the squash, token and per-message

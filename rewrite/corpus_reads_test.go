@@ -50,7 +50,7 @@ func TestCorpusShellReads(t *testing.T) {
 		share(reads[0].saved, reads[0].bytes), share(reads[1].saved, reads[1].bytes))
 
 	// The whole pipeline over the corpus, squash before and after.
-	pipelines := []*Pipeline{New(Config{Format: chatFormat, Squash: squashCall(before), Dedup: DefaultDedupConfig()}), sharedCorpusPipeline()}
+	pipelines := []*Pipeline{New(Config{Format: chatFormat, Squasher: before, Dedup: DefaultDedupConfig()}), sharedCorpusPipeline()}
 	pipelines[0].counter = pipelines[1].Counter() // the counts are the same texts'
 	var tokSaved [2]int
 	for k, name := range []string{"before", "after"} {

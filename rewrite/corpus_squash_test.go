@@ -8,13 +8,6 @@ import "github.com/ctxpress/ctxpress/squash"
 // shell reads kept). The unit tests of the plumbing use truncSquash
 // instead.
 var (
-	corpusSquash     = squashCall(squash.New(squash.Config{}))
+	corpusSquash     Squasher = squash.New(squash.Config{})
 	corpusSquashName = "squash.ApplyCall (defaults)"
 )
-
-// squashCall plugs a Squasher into Config.Squash, as the proxy does.
-func squashCall(s *squash.Squasher) func(ToolCall, string) string {
-	return func(c ToolCall, content string) string {
-		return s.ApplyCall(squash.Call{Tool: c.Name, Args: c.Arguments}, content).Text
-	}
-}

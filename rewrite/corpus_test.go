@@ -10,7 +10,7 @@ import (
 )
 
 func newCorpusPipeline() *Pipeline {
-	return New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DefaultDedupConfig()})
+	return New(Config{Format: chatFormat, Squasher: corpusSquash, Dedup: DefaultDedupConfig()})
 }
 
 // sharedCorpusPipeline is one pipeline for all corpus tests, so each corpus
@@ -121,7 +121,7 @@ func TestCorpusPrefixStability(t *testing.T) {
 	// No dedup minimum: the corpus's byte-identical repeats are collapsed as
 	// soon as they occur, exercising the exception on real data.
 	t.Run("dedup without minimum", func(t *testing.T) {
-		p := New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}})
+		p := New(Config{Format: chatFormat, Squasher: corpusSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}})
 		p.counter = sharedCorpusPipeline().Counter() // reuse the token counts
 		checkPrefixStability(t, traces, p, nil)
 	})
@@ -222,7 +222,7 @@ func TestRewriteConcurrent(t *testing.T) {
 	for i, tr := range small {
 		want[i] = sharedCorpusPipeline().Rewrite(tr.body).Body
 	}
-	p := New(Config{Format: chatFormat, Squash: corpusSquash, Dedup: DefaultDedupConfig(), CacheBytes: 1 << 20})
+	p := New(Config{Format: chatFormat, Squasher: corpusSquash, Dedup: DefaultDedupConfig(), CacheBytes: 1 << 20})
 	p.counter = sharedCorpusPipeline().Counter() // counts are already known
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {

@@ -181,7 +181,7 @@ func TestDedupAfterSquash(t *testing.T) {
 	src := goSource(t)
 	args := jsonString(`{"command":"cat proxy.go"}`)
 	body := chat("gpt-4o", callMsg("c1", "bash", args), resultMsg("c1", src), callMsg("c2", "bash", args), resultMsg("c2", src))
-	res := New(Config{Format: chatFormat, Squash: truncSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}}).Rewrite(body)
+	res := New(Config{Format: chatFormat, Squasher: squashWith(truncSquash), Dedup: DedupConfig{Enabled: true, MinTokens: -1}}).Rewrite(body)
 	if res.Deduped != 1 || res.Squashed != 1 {
 		t.Fatalf("%+v", res)
 	}

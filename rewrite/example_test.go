@@ -5,19 +5,15 @@ import (
 	"strings"
 
 	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire/chat"
 )
 
 func ExamplePipeline_Rewrite() {
 	p := rewrite.New(rewrite.Config{
 		Format: chat.Format{}, // the proxy picks the adapter by path
-		// The proxy plugs in squash.Apply; here, a toy squasher.
-		Squash: func(call rewrite.ToolCall, content string) string {
-			if call.Name == "bash" && len(content) > 100 {
-				return content[:20] + " [...]"
-			}
-			return content
-		},
+		// The proxy sets Squash (a squash.Config); here, a toy squasher.
+		Squasher: toySquasher{},
 		Dedup: rewrite.DefaultDedupConfig(),
 	})
 	body := []byte(`{"model":"gpt-4o","messages":[` +
@@ -31,6 +27,16 @@ func ExamplePipeline_Rewrite() {
 	// Output:
 	// true true 1 true
 	// {"model":"gpt-4o","messages":[{"role":"user","content":"build it"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"make\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"cc -c file.c\ncc -c f [...]"}],"tools":[{"type":"function","function":{"name":"bash"}}],"x_vendor":{"keep":"me"}}
+}
+
+// toySquasher keeps the first 20 bytes of a long bash output.
+type toySquasher struct{}
+
+func (toySquasher) ApplyCall(call squash.Call, content string) squash.Result {
+	if call.Tool == "bash" && len(content) > 100 {
+		return squash.Result{Text: content[:20] + " [...]", Squashed: true}
+	}
+	return squash.Result{Text: content}
 }
 
 func ExampleIdentify() {

@@ -14,7 +14,7 @@ import (
 )
 
 var fuzzPipeline = sync.OnceValue(func() *Pipeline {
-	return New(Config{Format: chatFormat, Squash: truncSquash, Dedup: DedupConfig{Enabled: true, MinTokens: -1}, CacheBytes: 8 << 20})
+	return New(Config{Format: chatFormat, Squasher: squashWith(truncSquash), Dedup: DedupConfig{Enabled: true, MinTokens: -1}, CacheBytes: 8 << 20})
 })
 
 // FuzzRewrite: no body makes Rewrite (or EnsureStreamUsage, Identify)

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"crypto/sha256"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 	"strings"
 	"testing"
@@ -10,6 +11,21 @@ import (
 
 	"github.com/tidwall/gjson"
 )
+
+// ToolCall is the call a stand-in squash function is given (the
+// squash.Call the pipeline passes, in the tests' older names).
+type ToolCall struct{ Name, Arguments string }
+
+// squashWith makes a Squasher of a stand-in squash function: Squashed when
+// the text changed, no shape.
+func squashWith(f func(call ToolCall, content string) string) Squasher { return squashFunc(f) }
+
+type squashFunc func(call ToolCall, content string) string
+
+func (f squashFunc) ApplyCall(c squash.Call, content string) squash.Result {
+	out := f(ToolCall{Name: c.Tool, Arguments: c.Args}, content)
+	return squash.Result{Text: out, Squashed: out != content}
+}
 
 // truncSquash is a deterministic STAND-IN for squash.Apply, used only to
 // test rewrite's plumbing (which texts reach the squasher, how results are
@@ -101,7 +117,7 @@ func assertOnlyContentsChanged(tb testing.TB, in, out []byte) {
 // newTestPipeline returns a pipeline with the stand-in squasher and dedup
 // on with its defaults.
 func newTestPipeline() *Pipeline {
-	return New(Config{Format: chatFormat, Squash: truncSquash, Dedup: DefaultDedupConfig()})
+	return New(Config{Format: chatFormat, Squasher: squashWith(truncSquash), Dedup: DefaultDedupConfig()})
 }
 
 // prefixBody returns body with its messages cut to the first k: the same

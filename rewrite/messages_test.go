@@ -138,10 +138,10 @@ func TestRewriteNilSquashLeavesBodyAlone(t *testing.T) {
 
 func TestRewriteSquasherSeesToolNames(t *testing.T) {
 	seen := map[string]string{}
-	p := New(Config{Format: chatFormat, Squash: func(call ToolCall, content string) string {
+	p := New(Config{Format: chatFormat, Squasher: squashWith(func(call ToolCall, content string) string {
 		seen[content] = call.Name
 		return content
-	}})
+	})})
 	p.Rewrite(chat("gpt-4o",
 		`{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"grep","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"b","content":"out-b"}`,
@@ -164,7 +164,7 @@ func TestRewriteSquashPanicPassesThrough(t *testing.T) {
 	body := chat("gpt-4o",
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"`+longOutput+`"}`)
-	res := New(Config{Format: chatFormat, Squash: func(ToolCall, string) string { panic("boom") }}).Rewrite(body)
+	res := New(Config{Format: chatFormat, Squasher: squashWith(func(ToolCall, string) string { panic("boom") })}).Rewrite(body)
 	if !res.Understood || res.Changed {
 		t.Errorf("%+v", res)
 	}
@@ -174,7 +174,7 @@ func TestRewriteIgnoresSquashThatCostsTokens(t *testing.T) {
 	body := chat("gpt-4o",
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"ok"}`)
-	res := New(Config{Format: chatFormat, Squash: func(_ ToolCall, c string) string { return c + " and more words" }}).Rewrite(body)
+	res := New(Config{Format: chatFormat, Squasher: squashWith(func(_ ToolCall, c string) string { return c + " and more words" })}).Rewrite(body)
 	if res.Changed || res.Squashed != 0 {
 		t.Errorf("%+v", res)
 	}
@@ -182,7 +182,7 @@ func TestRewriteIgnoresSquashThatCostsTokens(t *testing.T) {
 
 func TestRewriteSquashCache(t *testing.T) {
 	calls := 0
-	p := New(Config{Format: chatFormat, Squash: func(call ToolCall, c string) string { calls++; return truncSquash(call, c) }})
+	p := New(Config{Format: chatFormat, Squasher: squashWith(func(call ToolCall, c string) string { calls++; return truncSquash(call, c) })})
 	turn := []string{
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]}`,
 		`{"role":"tool","tool_call_id":"c1","content":"` + longOutput + `"}`,

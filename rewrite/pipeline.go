@@ -1,6 +1,9 @@
 package rewrite
 
-import "github.com/ctxpress/ctxpress/wire"
+import (
+	"github.com/ctxpress/ctxpress/squash"
+	"github.com/ctxpress/ctxpress/wire"
+)
 
 // Pipeline rewrites request bodies, over the neutral conversation a wire
 // adapter reads out of them. It is safe for concurrent use; its caches are
@@ -10,6 +13,7 @@ type Pipeline struct {
 	readOnly map[string]bool // Dedup.ReadOnlyTools as a set; immutable
 	cache    *lru            // squash results, token counts, message memos
 	counter  *Counter        // counts with cache
+	squasher Squasher        // nil: no squash
 }
 
 // New returns a Pipeline for cfg. cfg should have passed Validate; an
@@ -20,12 +24,21 @@ func New(cfg Config) *Pipeline {
 		size = DefaultCacheBytes
 	}
 	cache := newLRU(size)
-	return &Pipeline{
+	p := &Pipeline{
 		cfg:      cfg,
 		readOnly: cfg.Dedup.readOnlySet(),
 		cache:    cache,
 		counter:  &Counter{cache: cache},
+		squasher: cfg.Squasher,
 	}
+	if p.squasher == nil && cfg.Squash != nil {
+		sc := *cfg.Squash
+		if sc.CountTokens == nil {
+			sc.CountTokens = func(s string) int { return p.counter.Count(O200K, s) }
+		}
+		p.squasher = squash.New(sc)
+	}
+	return p
 }
 
 // CacheStats reports the entries in the pipeline's cache, the bytes they
@@ -66,7 +79,7 @@ type Result struct {
 	// tool results replaced by DedupPlaceholder.
 	Squashed, Deduped int
 	// SquashStats has one entry per text counted in Squashed: its shape
-	// (Config.SquashShape) and content tokens before and after.
+	// (the squasher's) and content tokens before and after.
 	SquashStats []SquashStat
 	// DedupSavedTokens is what the dedups counted in Deduped saved.
 	DedupSavedTokens int

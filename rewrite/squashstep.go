@@ -3,17 +3,20 @@ package rewrite
 import (
 	"crypto/sha256"
 
+	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 )
 
-// ToolCall is the call whose output Config.Squash is given.
-type ToolCall struct {
-	// Name is the tool's name; "" when the call cannot be found.
-	Name string
-	// Arguments is the call's arguments as the model wrote them, the JSON
-	// text of function.arguments (`{"command":"cat -n a.go"}`); "" when
-	// the call cannot be found.
-	Arguments string
+// Squasher compresses one tool output, given the call that produced it
+// (Tool and Args "" when it cannot be found): *squash.Squasher is the one
+// ctxpress runs (Config.Squash builds it). It must be deterministic, pure
+// and safe for concurrent use, and depend on the arguments only through
+// their JSON value (results are memoised on their canonical form);
+// exemptions (read-type tools, file reads, a size floor) and whether a
+// squash is worth it are its business. The pipeline keeps its Result: the
+// text, the shape for SquashStats.
+type Squasher interface {
+	ApplyCall(call squash.Call, output string) squash.Result
 }
 
 // producer is the call a tool result answers, as the squash step needs
@@ -29,12 +32,12 @@ type producer struct {
 }
 
 // toolCall reads the producing call from its item.
-func (pr producer) toolCall() ToolCall {
-	c := ToolCall{Name: pr.tool}
+func (pr producer) toolCall() squash.Call {
+	c := squash.Call{Tool: pr.tool}
 	if pr.call < 0 {
 		return c
 	}
-	c.Arguments = pr.req.f.Arguments(pr.req.Conversation, pr.call)
+	c.Args = pr.req.f.Arguments(pr.req.Conversation, pr.call)
 	return c
 }
 
@@ -82,8 +85,9 @@ func (cs *callSites) producer(req *request, r int, tool string, key callKey, key
 // squashResult is a cached squash outcome; same is true when the squash
 // left the text as it was (the text itself is then not stored).
 type squashResult struct {
-	out  string
-	same bool
+	out   string
+	shape squash.Shape
+	same  bool
 }
 
 // jsonString is s as a JSON string in a slice of its own size: it is kept
@@ -96,33 +100,37 @@ func exactJSONString(s string) []byte {
 	return b
 }
 
-// squashText returns the squashed form of a tool output, from the cache
-// when this (call, text) was squashed before. It reports false when the
-// squash changed nothing. A panicking Squash counts as changing nothing.
-func (p *Pipeline) squashText(pr producer, text string) (string, bool) {
+// squashText returns the squashed form of a tool output and its shape,
+// from the cache when this (call, text) was squashed before. It reports
+// false when the squash changed nothing. A panicking Squasher counts as
+// changing nothing.
+func (p *Pipeline) squashText(pr producer, text string) (string, squash.Shape, bool) {
 	key := newKey(kindSquash, pr.tool, string(pr.args[:]), text)
 	if v, ok := p.cache.get(key); ok {
 		r := v.(squashResult)
-		return r.out, !r.same
+		return r.out, r.shape, !r.same
 	}
-	out := p.callSquash(pr.toolCall(), text)
-	r := squashResult{out: out, same: out == text}
+	res := p.callSquash(pr.toolCall(), text)
+	r := squashResult{out: res.Text, shape: res.Shape, same: !res.Squashed || res.Text == text}
 	if r.same {
-		r.out = ""
+		r.out, r.shape = "", ""
 	}
-	p.cache.add(key, r, int64(len(r.out)))
-	return out, !r.same
+	p.cache.add(key, r, int64(len(r.out)+len(r.shape)))
+	if r.same {
+		return text, "", false
+	}
+	return r.out, r.shape, true
 }
 
-// callSquash runs the configured Squash, shielding the request from a
-// panic in it: the text is then passed on unchanged.
-func (p *Pipeline) callSquash(call ToolCall, text string) (out string) {
+// callSquash runs the squasher, shielding the request from a panic in it:
+// the text is then passed on unchanged.
+func (p *Pipeline) callSquash(call squash.Call, text string) (res squash.Result) {
 	defer func() {
 		if recover() != nil {
-			out = text
+			res = squash.Result{Text: text}
 		}
 	}()
-	return p.cfg.Squash(call, text)
+	return p.squasher.ApplyCall(call, text)
 }
 
 // squashContent squashes the content of tool result item r: a string
@@ -134,15 +142,18 @@ func (p *Pipeline) squashContent(req *request, pr producer, r int) (edits []wire
 	c, enc := p.counter, EncodingForModel(req.Model)
 	msgStart := req.Messages[req.Items[r].Message].Start
 	squashOne := func(text wire.Part) (tokBefore, tokAfter int) {
-		if p.cfg.Squash == nil || !text.Span.Exists() {
+		if p.squasher == nil || !text.Span.Exists() {
 			tokBefore = c.Count(enc, text.Text)
 			return tokBefore, tokBefore
 		}
-		out, changed := p.squashText(pr, text.Text)
+		out, shape, changed := p.squashText(pr, text.Text)
 		if !changed {
 			tokBefore = c.Count(enc, text.Text)
 			return tokBefore, tokBefore
 		}
+		// squash decided the squash is worth it, counting with o200k_base;
+		// the request's encoding may count otherwise, and a squash that
+		// does not save tokens in it is not forwarded.
 		// The original is not sent: its count is only the savings figure,
 		// so a big one is estimated (Estimate), unless the squashed form
 		// comes close enough to it that the choice needs the exact count.
@@ -155,11 +166,7 @@ func (p *Pipeline) squashContent(req *request, pr producer, r int) (edits []wire
 			return tokBefore, tokBefore
 		}
 		edits = append(edits, wire.Edit{Start: text.Span.Start - msgStart, End: text.Span.End - msgStart, Repl: exactJSONString(out)})
-		st := SquashStat{TokensBefore: tokBefore, TokensAfter: tokOut}
-		if p.cfg.SquashShape != nil {
-			st.Shape = p.cfg.SquashShape(pr.toolCall(), text.Text)
-		}
-		stats = append(stats, st)
+		stats = append(stats, SquashStat{Shape: string(shape), TokensBefore: tokBefore, TokensAfter: tokOut})
 		return tokBefore, tokOut
 	}
 	for _, part := range req.f.Parts(req.Conversation, r, req.count) {
@@ -177,6 +184,6 @@ func (p *Pipeline) squashContent(req *request, pr producer, r int) (edits []wire
 
 // SquashStat is what squashing one tool output text saved.
 type SquashStat struct {
-	Shape                     string // from Config.SquashShape; "" without it
+	Shape                     string // the squasher's (squash.Result.Shape)
 	TokensBefore, TokensAfter int    // of the text
 }

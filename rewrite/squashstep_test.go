@@ -105,7 +105,7 @@ func TestSquashOfAReadIsNotReusedForAnotherCommand(t *testing.T) {
 	read := chat("gpt-4o", shellCall("c1", "cat build.log"), resultMsg("c1", out))
 	build := chat("gpt-4o", shellCall("c1", "make"), resultMsg("c1", out))
 	for _, order := range [][]string{{"read", "build"}, {"build", "read"}} {
-		p := New(Config{Format: chatFormat, Squash: corpusSquash})
+		p := New(Config{Format: chatFormat, Squasher: corpusSquash})
 		for _, name := range order {
 			body, wantKept := read, true
 			if name == "build" {
@@ -124,10 +124,10 @@ func TestSquashOfAReadIsNotReusedForAnotherCommand(t *testing.T) {
 // legacy function_call, and nothing for a result whose call is unknown.
 func TestSquashSeesTheCall(t *testing.T) {
 	seen := map[string]ToolCall{}
-	p := New(Config{Format: chatFormat, Squash: func(call ToolCall, content string) string {
+	p := New(Config{Format: chatFormat, Squasher: squashWith(func(call ToolCall, content string) string {
 		seen[content] = call
 		return content
-	}})
+	})})
 	p.Rewrite(chat("gpt-4o",
 		`{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"bash","arguments":"{\"command\":\"cat a.go\"}"}},`+
 			`{"id":"b","type":"function","function":{"name":"bash","arguments":{"command":"ls"}}}]}`,

@@ -316,7 +316,7 @@ func TestBranchMatchesContentNotBytes(t *testing.T) {
 func TestApplySummaryPrefixStability(t *testing.T) {
 	msgs := append([]string{`{"role":"system","content":"agent"}`}, agentTurns(12)...)
 	for _, opts := range []Options{{}, {Placement: PlacementUser, ConciseOutput: true}} {
-		p := New(Config{Format: chatFormat, Squash: truncSquash, Dedup: DefaultDedupConfig()})
+		p := New(Config{Format: chatFormat, Squasher: squashWith(truncSquash), Dedup: DefaultDedupConfig()})
 		b, c := proposeBranch(t, p, chat("gpt-4o", msgs[:16]...), opts, 4, 0)
 		opts.Branches = []Branch{b}
 		var prev []string
@@ -375,7 +375,7 @@ func TestCompactionMessages(t *testing.T) {
 		`{"role":"user","content":[{"type":"text","text":"build"},{"type":"image_url","image_url":{"url":"x"}}]}`,
 		callMsg("c1", "bash", jsonString(`{"command":"make"}`)), resultMsg("c1", long),
 		`{"role":"assistant","content":"built"}`, `{"role":"user","content":"thanks"}`, `{"role":"assistant","content":"ok"}`)
-	p := New(Config{Format: chatFormat, Squash: truncSquash})
+	p := New(Config{Format: chatFormat, Squasher: squashWith(truncSquash)})
 	res := p.RewriteWith(body, Options{})
 	c, ok := res.Compaction(2, 0)
 	if !ok || c.From != 1 || c.Cut != 5 || c.Covered != 4 {

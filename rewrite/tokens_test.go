@@ -222,7 +222,7 @@ func TestBigSquashedOutputIsEstimated(t *testing.T) {
 	}
 	body := chat("gpt-4o", `{"role":"user","content":"Why do the instances fail?"}`,
 		callMsg("c1", "bash", `"{\"command\":\"docker logs nova-compute\"}"`), resultMsg("c1", string(b)))
-	p := New(Config{Format: chatFormat, Squash: corpusSquash})
+	p := New(Config{Format: chatFormat, Squasher: corpusSquash})
 	res := p.Rewrite(body)
 	if res.Squashed != 1 || res.TokensAfter*10 > res.TokensBefore {
 		t.Fatalf("the log was not squashed: %d squashed, %d -> %d tokens", res.Squashed, res.TokensBefore, res.TokensAfter)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/internal/bpe"
 	"github.com/ctxpress/ctxpress/internal/corpustest"
-	"github.com/ctxpress/ctxpress/rewrite"
 )
 
 // The squash fidelity benchmark: does squash keep what agents use next?
@@ -77,8 +77,11 @@ func TestCorpusFidelity(t *testing.T) {
 		checkFidelityOutcomes(t, measureFidelity(cases, New(Config{})))
 		return
 	}
-	counter := rewrite.NewCounter(0)
-	production := productionSquasher(func(s string) int { return counter.Count(rewrite.O200K, s) })
+	enc, err := bpe.New(bpe.O200K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	production := productionSquasher(enc.Count)
 
 	today := measureFidelity(cases, production(Config{}))
 	checkFidelityOutcomes(t, today)
