@@ -9,5 +9,5 @@ import "github.com/ctxpress/ctxpress/squash"
 // instead.
 var (
 	corpusSquash     Squasher = squash.New(squash.Config{})
-	corpusSquashName = "squash.ApplyCall (defaults)"
+	corpusSquashName          = "squash.ApplyCall (defaults)"
 )

@@ -14,7 +14,7 @@ func ExamplePipeline_Rewrite() {
 		Format: chat.Format{}, // the proxy picks the adapter by path
 		// The proxy sets Squash (a squash.Config); here, a toy squasher.
 		Squasher: toySquasher{},
-		Dedup: rewrite.DefaultDedupConfig(),
+		Dedup:    rewrite.DefaultDedupConfig(),
 	})
 	body := []byte(`{"model":"gpt-4o","messages":[` +
 		`{"role":"user","content":"build it"},` +
