@@ -2,14 +2,12 @@ package messages
 
 import (
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
 // Span is a [Start, End) range of bytes in a request body.
-type Span struct{ Start, End int }
-
-// Exists reports whether the span names bytes.
-func (s Span) Exists() bool { return s.End > s.Start }
+type Span = wire.Span
 
 // Block types ctxpress looks into; every other block (image, document,
 // server tool blocks, future ones) is opaque, and thinking blocks are never
@@ -173,5 +171,5 @@ func spanOf(v gjson.Result) Span {
 	if !v.Exists() {
 		return Span{}
 	}
-	return Span{v.Index, v.Index + len(v.Raw)}
+	return Span{Start: v.Index, End: v.Index + len(v.Raw)}
 }

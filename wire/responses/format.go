@@ -33,14 +33,14 @@ func (Format) Name() string { return "responses" }
 // Parse reads a Responses body. A request whose input is a plain string
 // has no messages to edit; it is still counted and recorded.
 func (Format) Parse(body []byte) (*wire.Conversation, bool) {
-	req, ok := Parse(body)
+	req, ok := parseValid(body)
 	if !ok || !req.Input.Exists() {
 		return &wire.Conversation{Body: body}, false
 	}
 	c := &wire.Conversation{Body: body, Model: req.Model, Stream: req.Stream, Priming: replyPriming,
-		CacheKey: span(req.PromptCacheKeySpan), Counted: []wire.Span{span(req.Instructions), span(req.Tools)}}
+		CacheKey: req.PromptCacheKeySpan, Counted: []wire.Span{req.Instructions, req.Tools}}
 	if req.InputIsText {
-		c.Counted = append(c.Counted, span(req.Input))
+		c.Counted = append(c.Counted, req.Input)
 		return c, true
 	}
 	for i := 0; i < len(req.Items); {
@@ -63,18 +63,18 @@ func addMessage(c *wire.Conversation, its []Item) {
 		Object: its[len(its)-1].Kind != "", Role: wire.RoleOther}
 	m.Items.Start = len(c.Items)
 	for _, it := range its {
-		item := wire.Item{Kind: wire.KindOpaque, Message: len(c.Messages), Span: span(it.Span)}
+		item := wire.Item{Kind: wire.KindOpaque, Message: len(c.Messages), Span: it.Span}
 		switch {
 		case it.Kind == KindMessage:
 			m.WireRole = it.Role
 			m.Role, item.Kind = roleOf(it.Role)
-			item.Content = span(it.Content)
+			item.Content = it.Content
 		case it.IsCall():
 			m.Role, m.WireRole = wire.RoleAssistant, "assistant"
-			item.Kind, item.CallID, item.Tool, item.Args = wire.KindToolCall, it.CallID, it.Name, span(it.Args)
+			item.Kind, item.CallID, item.Tool, item.Args = wire.KindToolCall, it.CallID, it.Name, it.Args
 		case it.IsOutput():
 			m.Role, m.WireRole = wire.RoleTool, "tool"
-			item.Kind, item.CallID, item.Content = wire.KindToolResult, it.CallID, span(it.Content)
+			item.Kind, item.CallID, item.Content = wire.KindToolResult, it.CallID, it.Content
 		}
 		c.Items = append(c.Items, item)
 	}
@@ -94,8 +94,6 @@ func roleOf(role string) (wire.Role, wire.Kind) {
 	}
 	return wire.RoleOther, wire.KindOpaque
 }
-
-func span(s Span) wire.Span { return wire.Span{Start: s.Start, End: s.End} }
 
 func value(body []byte, s wire.Span) gjson.Result {
 	if !s.Exists() {

@@ -2,14 +2,12 @@ package responses
 
 import (
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
 // Span is a [Start, End) range of bytes in a request body.
-type Span struct{ Start, End int }
-
-// Exists reports whether the span names bytes.
-func (s Span) Exists() bool { return s.End > s.Start }
+type Span = wire.Span
 
 // Item kinds, from an input item's "type" (a message without one, as
 // clients may send user and developer messages, is a message).
@@ -78,6 +76,11 @@ func Parse(body []byte) (req *Request, ok bool) {
 	if !jsonvalid.Valid(body) {
 		return nil, false
 	}
+	return parseValid(body)
+}
+
+// parseValid is Parse of a body already known to be valid JSON.
+func parseValid(body []byte) (req *Request, ok bool) {
 	root := gjson.ParseBytes(body)
 	if !root.IsObject() {
 		return nil, false
@@ -150,5 +153,5 @@ func spanOf(v gjson.Result) Span {
 	if !v.Exists() {
 		return Span{}
 	}
-	return Span{v.Index, v.Index + len(v.Raw)}
+	return Span{Start: v.Index, End: v.Index + len(v.Raw)}
 }
