@@ -144,22 +144,14 @@ func (f *UsageChunkFilter) event(dst, ev []byte) []byte {
 // SSEUsage watches a side copy of an SSE stream for usage. It never changes
 // the bytes the client gets.
 type SSEUsage struct {
-	lines sse.LineReader
-	usage Usage
+	events sse.JSONEvents
+	usage  Usage
 }
 
 // Observe feeds the next bytes of the stream.
-func (s *SSEUsage) Observe(p []byte) { s.lines.Feed(p, s.line) }
+func (s *SSEUsage) Observe(p []byte) { s.events.Feed(p, []byte(`"usage"`), s.event) }
 
-func (s *SSEUsage) line(line []byte) {
-	data, ok := sse.Data(line)
-	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
-		return
-	}
-	data = bytes.TrimSpace(data)
-	if !jsonvalid.Valid(data) {
-		return
-	}
+func (s *SSEUsage) event(data []byte) {
 	if u := ReadUsage(gjson.GetBytes(data, "usage")); u.Found {
 		s.usage = u
 	}

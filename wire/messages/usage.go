@@ -5,8 +5,6 @@
 package messages
 
 import (
-	"bytes"
-
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/ctxpress/ctxpress/wire/sse"
@@ -56,24 +54,16 @@ func UsageFromJSON(body []byte) Usage {
 // output_tokens. So a field message_delta names replaces the one before,
 // and one it leaves out keeps its message_start value.
 type StreamWatch struct {
-	lines            sse.LineReader
+	events           sse.JSONEvents
 	usage            Usage
 	in, read, write  int64
 	stopped, errored bool
 }
 
 // Observe feeds the next bytes of the stream.
-func (w *StreamWatch) Observe(p []byte) { w.lines.Feed(p, w.line) }
+func (w *StreamWatch) Observe(p []byte) { w.events.Feed(p, []byte(`"type"`), w.event) }
 
-func (w *StreamWatch) line(line []byte) {
-	data, ok := sse.Data(line)
-	if !ok || !bytes.Contains(data, []byte(`"type"`)) {
-		return
-	}
-	data = bytes.TrimSpace(data)
-	if !jsonvalid.Valid(data) {
-		return
-	}
+func (w *StreamWatch) event(data []byte) {
 	switch gjson.GetBytes(data, "type").String() {
 	case "message_start":
 		w.merge(gjson.GetBytes(data, "message.usage"))

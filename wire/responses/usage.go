@@ -5,8 +5,6 @@
 package responses
 
 import (
-	"bytes"
-
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/ctxpress/ctxpress/wire/sse"
@@ -57,23 +55,15 @@ const (
 // its final response, and how it ended. It never changes the bytes the
 // client gets.
 type StreamWatch struct {
-	lines sse.LineReader
-	usage Usage
-	end   string // the type of the event that ended the stream; "" so far
+	events sse.JSONEvents
+	usage  Usage
+	end    string // the type of the event that ended the stream; "" so far
 }
 
 // Observe feeds the next bytes of the stream.
-func (w *StreamWatch) Observe(p []byte) { w.lines.Feed(p, w.line) }
+func (w *StreamWatch) Observe(p []byte) { w.events.Feed(p, []byte(`"type"`), w.event) }
 
-func (w *StreamWatch) line(line []byte) {
-	data, ok := sse.Data(line)
-	if !ok || !bytes.Contains(data, []byte(`"type"`)) {
-		return
-	}
-	data = bytes.TrimSpace(data)
-	if !jsonvalid.Valid(data) {
-		return
-	}
+func (w *StreamWatch) event(data []byte) {
 	switch typ := gjson.GetBytes(data, "type").String(); typ {
 	case eventCompleted, eventIncomplete, eventFailed, eventError:
 		w.end = typ

@@ -3,7 +3,11 @@
 // the spec allows) and may be split across reads at any byte.
 package sse
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/ctxpress/ctxpress/internal/jsonvalid"
+)
 
 // MaxLine bounds the partial line a LineReader keeps between reads; a
 // longer line is skipped whole (no usage event is that long).
@@ -121,4 +125,24 @@ func NextLine(b []byte) (line, rest []byte) {
 		j++
 	}
 	return b[:i], b[j:]
+}
+
+// JSONEvents reads the data: lines of a stream that hold JSON, across
+// reads, for a watcher of one format's events.
+type JSONEvents struct{ lines LineReader }
+
+// Feed consumes the next bytes of the stream and calls event with the data
+// of every complete data: line that contains mark and is valid JSON (mark
+// skips the cheap way the lines the watcher has no use for). event must
+// not keep its argument.
+func (e *JSONEvents) Feed(p, mark []byte, event func(data []byte)) {
+	e.lines.Feed(p, func(line []byte) {
+		data, ok := Data(line)
+		if !ok || !bytes.Contains(data, mark) {
+			return
+		}
+		if data = bytes.TrimSpace(data); jsonvalid.Valid(data) {
+			event(data)
+		}
+	})
 }
