@@ -70,27 +70,62 @@ type summaryMessage struct {
 // reasoning models max_completion_tokens (with room for the reasoning) and
 // no temperature.
 func SummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
-	maxTokens := c.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = compactor.DefaultMaxTokens(0)
-	}
+	maxTokens := c.Cap()
 	cr := summaryRequest{Model: c.Model, Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}}
 	if rules.MaxCompletionTokens {
 		cr.MaxCompletionTokens = maxTokens + ReasoningHeadroom
 	} else {
 		cr.MaxTokens = maxTokens
 	}
-	if !rules.NoTemperature {
-		t := SummaryTemperature
-		cr.Temperature = &t
+	cr.Temperature = rules.Temperature()
+	return EncodeSummaryRequest(cr)
+}
+
+// Cap is the summary's length cap: MaxTokens, or
+// compactor.DefaultMaxTokens(0) when it is 0.
+func (c SummaryCall) Cap() int {
+	if c.MaxTokens > 0 {
+		return c.MaxTokens
 	}
+	return compactor.DefaultMaxTokens(0)
+}
+
+// Temperature is the summary call's temperature under r: nil (left out)
+// for a model that takes none, else SummaryTemperature.
+func (r ParamRules) Temperature() *float64 {
+	if r.NoTemperature {
+		return nil
+	}
+	t := SummaryTemperature
+	return &t
+}
+
+// EncodeSummaryRequest encodes a summary call's body, in any format,
+// without escaping <, > and & (the prompt is full of them; it stays
+// readable on the wire).
+func EncodeSummaryRequest(v any) ([]byte, error) {
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
-	enc.SetEscapeHTML(false) // the prompt is full of <, > and &; keep it readable on the wire
-	if err := enc.Encode(cr); err != nil {
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("compactor: encoding summary request: %w", err)
 	}
 	return body.Bytes(), nil
+}
+
+// SummaryText sets res.Text from the answer's texts (joined, reasoning
+// stripped) and returns ErrEmptySummary when there is none: with why
+// (e.g. "only reasoning came back (finish_reason \"length\")") when the
+// model spent its cap on reasoning instead.
+func SummaryText(res *Summary, texts []string, why string) error {
+	res.Text = StripReasoning(strings.Join(texts, "\n"))
+	switch {
+	case res.Text != "":
+		return nil
+	case why != "":
+		return fmt.Errorf("%w: %s; raise the summary's token cap or use a non-reasoning model", ErrEmptySummary, why)
+	}
+	return ErrEmptySummary
 }
 
 // ReadSummary reads a summary call's answer (status and body). auth is the
@@ -114,15 +149,11 @@ func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 	res.PromptTokens = int(firstOf(root, "usage.prompt_tokens", "usage.input_tokens").Int())
 	res.CompletionTokens = int(firstOf(root, "usage.completion_tokens", "usage.output_tokens").Int())
 	res.Truncated = choice.Get("finish_reason").String() == "length"
-	res.Text = StripReasoning(answerText(choice.Get("message.content")))
-	if res.Text == "" {
-		if choice.Get("message.reasoning_content").String() != "" || choice.Get("message.reasoning").String() != "" {
-			return res, fmt.Errorf("%w: only reasoning came back (finish_reason %q); raise max_tokens or use a non-reasoning model",
-				ErrEmptySummary, choice.Get("finish_reason").String())
-		}
-		return res, ErrEmptySummary
+	why := ""
+	if choice.Get("message.reasoning_content").String() != "" || choice.Get("message.reasoning").String() != "" {
+		why = fmt.Sprintf("only reasoning came back (finish_reason %q)", choice.Get("finish_reason").String())
 	}
-	return res, nil
+	return res, SummaryText(&res, []string{answerText(choice.Get("message.content"))}, why)
 }
 
 // CheckSummaryAnswer returns the error a summary call's answer is, in any

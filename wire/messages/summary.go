@@ -1,12 +1,8 @@
 package messages
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"strings"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/tidwall/gjson"
 )
@@ -35,22 +31,8 @@ type summaryMessage struct {
 // rules say the model takes none, not streamed. The shell sends it with
 // the client's x-api-key and anthropic-version (APIVersion when absent).
 func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
-	maxTokens := c.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = compactor.DefaultMaxTokens(0)
-	}
-	r := summaryRequest{Model: c.Model, MaxTokens: maxTokens, Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}}
-	if !rules.NoTemperature {
-		t := chat.SummaryTemperature
-		r.Temperature = &t
-	}
-	var body bytes.Buffer
-	enc := json.NewEncoder(&body)
-	enc.SetEscapeHTML(false) // the prompt is full of <, > and &; keep it readable on the wire
-	if err := enc.Encode(r); err != nil {
-		return nil, fmt.Errorf("compactor: encoding summary request: %w", err)
-	}
-	return body.Bytes(), nil
+	return chat.EncodeSummaryRequest(summaryRequest{Model: c.Model, MaxTokens: c.Cap(),
+		Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}, Temperature: rules.Temperature()})
 }
 
 // ReadSummary reads a summary call's answer (status and body), a message:
@@ -81,13 +63,9 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 	u := ReadUsage(root.Get("usage"))
 	res.PromptTokens, res.CompletionTokens = u.InputTokens, u.OutputTokens
 	res.Truncated = root.Get("stop_reason").String() == "max_tokens"
-	res.Text = chat.StripReasoning(strings.Join(texts, "\n"))
-	if res.Text == "" {
-		if thought {
-			return res, fmt.Errorf("%w: only thinking came back (stop_reason %q); raise max_tokens",
-				chat.ErrEmptySummary, root.Get("stop_reason").String())
-		}
-		return res, chat.ErrEmptySummary
+	why := ""
+	if thought {
+		why = fmt.Sprintf("only thinking came back (stop_reason %q)", root.Get("stop_reason").String())
 	}
-	return res, nil
+	return res, chat.SummaryText(&res, texts, why)
 }

@@ -1,12 +1,8 @@
 package responses
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"strings"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/tidwall/gjson"
 )
@@ -37,26 +33,12 @@ type summaryPart struct {
 // message, max_output_tokens (with room for the reasoning of a reasoning
 // model, which also gets no temperature), not stored, not streamed.
 func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
-	maxTokens := c.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = compactor.DefaultMaxTokens(0)
-	}
-	r := summaryRequest{Model: c.Model, MaxOutputTokens: maxTokens,
+	r := summaryRequest{Model: c.Model, MaxOutputTokens: c.Cap(), Temperature: rules.Temperature(),
 		Input: []summaryInput{{Role: "user", Content: []summaryPart{{Type: "input_text", Text: c.Prompt}}}}}
 	if rules.MaxCompletionTokens {
 		r.MaxOutputTokens += chat.ReasoningHeadroom
 	}
-	if !rules.NoTemperature {
-		t := chat.SummaryTemperature
-		r.Temperature = &t
-	}
-	var body bytes.Buffer
-	enc := json.NewEncoder(&body)
-	enc.SetEscapeHTML(false) // the prompt is full of <, > and &; keep it readable on the wire
-	if err := enc.Encode(r); err != nil {
-		return nil, fmt.Errorf("compactor: encoding summary request: %w", err)
-	}
-	return body.Bytes(), nil
+	return chat.EncodeSummaryRequest(r)
 }
 
 // ReadSummary reads a summary call's answer (status and body), a response
@@ -92,13 +74,9 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 	res.PromptTokens, res.CompletionTokens = u.InputTokens, u.OutputTokens
 	res.Truncated = root.Get("status").String() == "incomplete" &&
 		root.Get("incomplete_details.reason").String() == "max_output_tokens"
-	res.Text = chat.StripReasoning(strings.Join(texts, "\n"))
-	if res.Text == "" {
-		if reasoned {
-			return res, fmt.Errorf("%w: only reasoning came back (status %q); raise max_output_tokens or use a non-reasoning model",
-				chat.ErrEmptySummary, root.Get("status").String())
-		}
-		return res, chat.ErrEmptySummary
+	why := ""
+	if reasoned {
+		why = fmt.Sprintf("only reasoning came back (status %q)", root.Get("status").String())
 	}
-	return res, nil
+	return res, chat.SummaryText(&res, texts, why)
 }
