@@ -193,16 +193,9 @@ func runsOwnCode(g string) bool {
 // watchdog, a handler unwinding).
 func noStrayGoroutines(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		stray := strayGoroutines()
-		if len(stray) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines left behind:\n\n%s", len(stray), strings.Join(stray, "\n\n"))
-		}
-		time.Sleep(10 * time.Millisecond)
+	var stray []string
+	if !poll(func() bool { stray = strayGoroutines(); return len(stray) == 0 }) {
+		t.Fatalf("%d goroutines left behind:\n\n%s", len(stray), strings.Join(stray, "\n\n"))
 	}
 }
 
@@ -541,11 +534,21 @@ func postChat(t *testing.T, ctx context.Context, url, body string) *http.Respons
 
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
+	if !poll(cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// poll reports whether cond holds within 10 s. It is for state with no
+// event to wait on (goroutines ending, a record written off the request
+// path); it orders nothing: cond checks the outcome itself.
+func poll(cond func() bool) bool {
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
