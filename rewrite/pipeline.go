@@ -247,9 +247,17 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 		keys:   make([]callKey, n),
 		keyed:  make([]bool, n),
 	}
-	calls := make(map[string]callKey)
+	// The maps of calls by id are made at their size: a long history has
+	// hundreds of calls, and growing a map is an allocation per doubling.
+	ncalls := 0
+	for i := range req.Items {
+		if req.Items[i].Kind == wire.KindToolCall {
+			ncalls++
+		}
+	}
+	calls := make(map[string]callKey, ncalls)
 	var legacy *callKey
-	sites := newCallSites()
+	sites := newCallSites(ncalls)
 	for i := range req.Messages {
 		a.hashes[i] = hashContent(req.Bytes(i))
 		r := req.Result(i)

@@ -115,7 +115,10 @@ func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Option
 		msgs[i].Role = gjson.Get(m, "role").Str
 	}
 	text := strings.Join(userText, "\n\n")
-	u := resendAfterSummary(msgs, lead, from)
+	u := -1 // the re-sent ask: the latest covered one, unless a user message is kept first
+	if from >= len(msgs) || msgs[from].Role != "user" {
+		u = compactor.LatestUserIn(msgs[:from], lead, from)
+	}
 	switch {
 	case text == "":
 	case u >= 0:
