@@ -139,7 +139,7 @@ func (v *view) fullMessages() []compactor.Message {
 	for i := range req.Messages {
 		m, f := &req.Messages[i], v.a.facts[i]
 		cm := &out[i]
-		cm.Role, cm.Name, cm.Omit = m.WireRole, m.Name, v.omitted(i)
+		cm.Role, cm.Name, cm.Omit = m.Role, m.Name, v.omitted(i)
 		if r := req.Result(i); r >= 0 {
 			cm.ToolCallID = req.Items[r].CallID
 		}

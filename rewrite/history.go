@@ -200,7 +200,7 @@ func (v *view) skeleton() []compactor.Message {
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		cm := &msgs[i]
-		cm.Role, cm.Name, cm.Omit = m.WireRole, m.Name, v.omitted(i)
+		cm.Role, cm.Name, cm.Omit = m.Role, m.Name, v.omitted(i)
 		if r := req.Result(i); r >= 0 {
 			cm.ToolCallID = req.Items[r].CallID
 		}

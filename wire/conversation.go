@@ -45,6 +45,21 @@ const (
 	RoleTool // carries tool results
 )
 
+// String names the role, for logs and test failures.
+func (r Role) String() string {
+	switch r {
+	case RoleInstruction:
+		return "instruction"
+	case RoleUser:
+		return "user"
+	case RoleAssistant:
+		return "assistant"
+	case RoleTool:
+		return "tool"
+	}
+	return "other"
+}
+
 // Message is one wire message. (Its fields are ordered so it packs: a
 // long history holds hundreds of them per request.)
 type Message struct {

@@ -238,7 +238,7 @@ func keepFirst(dst *wire.Span, vs, ve int) int {
 // messages.
 func leadingSystem(ms []wire.Message) int {
 	n := 0
-	for n < len(ms) && (ms[n].WireRole == "system" || ms[n].WireRole == "developer") {
+	for n < len(ms) && ms[n].Role == wire.RoleInstruction {
 		n++
 	}
 	return n
