@@ -17,8 +17,13 @@ type Pipeline struct {
 }
 
 // New returns a Pipeline for cfg. cfg should have passed Validate; an
-// unknown identify mode is treated as ModeAuto.
+// unknown identify mode is treated as ModeAuto. A nil cfg.Format is a
+// programming error, and New panics on it rather than build a Pipeline
+// that silently understands no body.
 func New(cfg Config) *Pipeline {
+	if cfg.Format == nil {
+		panic("rewrite.New: Config.Format is nil; a Pipeline needs the wire adapter it reads bodies with (e.g. chat.Format{})")
+	}
 	size := cfg.CacheBytes
 	if size == 0 {
 		size = DefaultCacheBytes
