@@ -3,7 +3,6 @@ package rewrite
 import (
 	"bytes"
 	"crypto/sha256"
-	"slices"
 
 	"github.com/ctxpress/ctxpress/wire"
 )
@@ -14,8 +13,13 @@ const DedupPlaceholder = "[duplicate result: superseded by a later call with the
 // DedupMark names a tool result a forwarded request sent as
 // DedupPlaceholder (Result.Dedups, Options.PrevDedups).
 type DedupMark struct {
-	// Index is the message's index in the client's `messages` as sent.
+	// Index is the index of the result's message in the client's
+	// `messages` as sent.
 	Index int
+	// Result is which of that message's tool results it is, 0 for the
+	// first. A chat or Responses message carries one result, so every mark
+	// written before results were deduped one by one names result 0.
+	Result int
 	// Digest is the sha256 of the message's canonical form, as the chain hash
 	// hashes it: the same message sent again matches, an edited or a
 	// different one does not. It is stable across restarts.
@@ -31,24 +35,26 @@ const supersedeShare = 4
 
 // dedupPlan is the set of tool results dedup replaces.
 type dedupPlan struct {
-	replace     map[int]bool // message index -> replaced by the placeholder
+	replace     map[int]bool // message index -> some result of it replaced
+	items       map[int]int  // result item index -> content tokens its replacement saves
 	saved       int          // content tokens saved in total
 	placeholder int          // tokens of DedupPlaceholder
 }
 
-// planDedup decides which tool results to replace by DedupPlaceholder.
-// A result is superseded when a later result answers a call with the same
-// key (tool name + canonical arguments). It is replaced when the tool is
-// read-only, or, for any tool, when its content is byte-identical to the
-// nearest later result of the same key; a read-only one only when some
-// later result is not a stub (supersedeShare). Results whose call is unknown are
-// never touched. The messages [dropFrom, dropTo) are not forwarded (a
-// summary or the history limit replaces them): they neither supersede nor
-// are superseded, so dedup plans over the messages that remain.
+// planDedup decides which tool results to replace by DedupPlaceholder,
+// result by result (a message may carry several). A result is superseded
+// when a later result answers a call with the same key (tool name +
+// canonical arguments). It is replaced when the tool is read-only, or,
+// for any tool, when its content is byte-identical to the nearest later
+// result of the same key; a read-only one only when some later result is
+// not a stub (supersedeShare). Results whose call is unknown are never
+// touched. The messages [dropFrom, dropTo) are not forwarded (a summary
+// or the history limit replaces them): their results neither supersede
+// nor are superseded, so dedup plans over the messages that remain.
 //
 // Replacing rewrites messages the provider has cached, so what the previous
-// forwarded request replaced (prev: message indexes) stays replaced, and
-// the others are replaced only when together they save at least the
+// forwarded request replaced (prev: result item indexes) stays replaced,
+// and the others are replaced only when together they save at least the
 // configured minimum. prev only ever holds superseded results (a later
 // turn keeps the result that superseded them), and one that is not
 // superseded any more (the config changed) is not replaced.
@@ -58,84 +64,157 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 		return plan
 	}
 	placeholder := p.counter.Count(enc, DedupPlaceholder)
-	later := make(map[callKey]int)   // key -> index of the nearest later result
+	later := make(map[callKey]int)   // key -> a.results index of the nearest later result
 	largest := make(map[callKey]int) // key -> tokens of the largest later result
 	fresh := 0                       // tokens the replacements outside prev save
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if !a.keyed[i] || (i >= dropFrom && i < dropTo) {
+	for k := len(a.results) - 1; k >= 0; k-- {
+		r := &a.results[k]
+		if !r.keyed || (r.msg >= dropFrom && r.msg < dropTo) {
 			continue
 		}
-		key := a.keys[i]
-		j, ok := later[key]
-		later[key] = i
-		big := largest[key] // the largest result of key after i
-		largest[key] = max(big, a.facts[i].contentAfter)
+		tokens := a.facts[r.msg].results[r.ord].contentAfter
+		j, ok := later[r.key]
+		later[r.key] = k
+		big := largest[r.key] // the largest result of key after this one
+		largest[r.key] = max(big, tokens)
 		if !ok {
 			continue
 		}
-		ci := req.Items[req.Result(i)].Content
+		ci := req.Items[r.item].Content
 		if !ci.Exists() {
 			continue
 		}
-		same := bytes.Equal(ci.Of(req.Body), req.Items[req.Result(j)].Content.Of(req.Body))
-		if !same && (!p.readOnly[key.tool] || big*supersedeShare < a.facts[i].contentAfter) {
+		same := bytes.Equal(ci.Of(req.Body), req.Items[a.results[j].item].Content.Of(req.Body))
+		if !same && (!p.readOnly[r.key.tool] || big*supersedeShare < tokens) {
 			continue
 		}
-		save := a.facts[i].contentAfter - placeholder
+		save := tokens - placeholder
 		if save <= 0 {
 			continue
 		}
-		if plan.replace == nil {
-			plan.replace = make(map[int]bool)
+		if plan.items == nil {
+			plan.items = make(map[int]int)
 		}
-		plan.replace[i] = true
+		plan.items[r.item] = save
 		plan.saved += save
-		if !prev[i] {
+		if !prev[r.item] {
 			fresh += save
 		}
 	}
 	if fresh > 0 && fresh < p.cfg.Dedup.minTokens() {
-		for i := range plan.replace {
-			if !prev[i] {
-				delete(plan.replace, i)
-				plan.saved -= a.facts[i].contentAfter - placeholder
+		for it, save := range plan.items {
+			if !prev[it] {
+				delete(plan.items, it)
+				plan.saved -= save
 			}
 		}
 	}
-	if len(plan.replace) == 0 {
+	if len(plan.items) == 0 {
 		return dedupPlan{}
+	}
+	plan.replace = make(map[int]bool, len(plan.items))
+	for it := range plan.items {
+		plan.replace[req.Items[it].Message] = true
 	}
 	plan.placeholder = placeholder
 	return plan
 }
 
-// prevDedups returns the indexes of marks that name a message of req as
-// it is now.
+// forwardedTokens returns the tokens of message i (whose facts are f) as
+// forwarded under plan: squashed, its replaced results as the placeholder.
+func (plan dedupPlan) forwardedTokens(req *request, i int, f *facts) int {
+	n, k := f.after, 0
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		if req.Items[it].Kind != wire.KindToolResult {
+			continue
+		}
+		if _, ok := plan.items[it]; ok {
+			n += plan.placeholder - f.results[k].contentAfter
+		}
+		k++
+	}
+	return n
+}
+
+// appendEdits appends to edits those of message i (whose facts are f)
+// under plan, which replaces some of its results: the placeholder for
+// those, their squash edits for the others; and counts them in res (a
+// replaced result's squash is not counted).
+func (plan dedupPlan) appendEdits(edits []wire.Edit, req *request, i int, f *facts, res *Result) []wire.Edit {
+	at := req.Messages[i].Start
+	from, k := resultFacts{}, 0 // where the current result's edits and stats start
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		if req.Items[it].Kind != wire.KindToolResult {
+			continue
+		}
+		rf := f.results[k]
+		k++
+		if _, ok := plan.items[it]; ok {
+			edits = append(edits, req.f.ReplaceContent(req.Conversation, it, DedupPlaceholder))
+			res.Deduped++
+		} else {
+			res.Squashed += rf.stats - from.stats
+			res.SquashStats = append(res.SquashStats, f.stats[from.stats:rf.stats]...)
+			for _, e := range f.edits[from.edits:rf.edits] {
+				edits = append(edits, wire.Edit{Start: at + e.Start, End: at + e.End, Repl: e.Repl})
+			}
+		}
+		from = rf
+	}
+	return edits
+}
+
+// prevDedups returns the result items marks name in req as it is now: a
+// mark counts when its message is still there, unchanged, with that many
+// results.
 func (p *Pipeline) prevDedups(req *request, a *analysis, marks []DedupMark) map[int]bool {
 	var out map[int]bool
 	for _, mk := range marks {
 		i := mk.Index
-		if i < 0 || i >= len(req.Messages) || p.messageDigest(req, i, a.hashes[i]) != mk.Digest {
+		if i < 0 || i >= len(req.Messages) || mk.Result < 0 || p.messageDigest(req, i, a.hashes[i]) != mk.Digest {
+			continue
+		}
+		it := nthResult(req, i, mk.Result)
+		if it < 0 {
 			continue
 		}
 		if out == nil {
 			out = make(map[int]bool, len(marks))
 		}
-		out[i] = true
+		out[it] = true
 	}
 	return out
 }
 
-// dedupMarks returns the marks of the results plan replaces, by index.
+// nthResult returns the item index of message i's result n (0: the
+// first), -1 when it has no such result.
+func nthResult(req *request, i, n int) int {
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		if req.Items[it].Kind != wire.KindToolResult {
+			continue
+		}
+		if n == 0 {
+			return it
+		}
+		n--
+	}
+	return -1
+}
+
+// dedupMarks returns the marks of the results plan replaces, in body order.
 func (p *Pipeline) dedupMarks(req *request, a *analysis, plan dedupPlan) []DedupMark {
-	if len(plan.replace) == 0 {
+	if len(plan.items) == 0 {
 		return nil
 	}
-	marks := make([]DedupMark, 0, len(plan.replace))
-	for i := range plan.replace {
-		marks = append(marks, DedupMark{Index: i, Digest: p.messageDigest(req, i, a.hashes[i])})
+	marks := make([]DedupMark, 0, len(plan.items))
+	for _, r := range a.results {
+		if _, ok := plan.items[r.item]; ok {
+			marks = append(marks, DedupMark{Index: r.msg, Result: r.ord, Digest: p.messageDigest(req, r.msg, a.hashes[r.msg])})
+		}
 	}
-	slices.SortFunc(marks, func(x, y DedupMark) int { return x.Index - y.Index })
 	return marks
 }
 
