@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 
+	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 )
 
@@ -44,13 +45,12 @@ type dedupPlan struct {
 // planDedup decides which tool results to replace by DedupPlaceholder,
 // result by result (a message may carry several). A result is superseded
 // when a later result answers a call with the same key (tool name +
-// canonical arguments). It is replaced when the tool is read-only, or,
-// for any tool, when its content is byte-identical to the nearest later
-// result of the same key; a read-only one only when some later result is
-// not a stub (supersedeShare). Results whose call is unknown are never
-// touched. The messages [dropFrom, dropTo) are not forwarded (a summary
-// or the history limit replaces them): their results neither supersede
-// nor are superseded, so dedup plans over the messages that remain.
+// canonical arguments) and says the same, or, for a call that only reads,
+// anything but a stub (supersedes). Results whose call is unknown are
+// never touched. The messages [dropFrom, dropTo) are not forwarded (a
+// summary or the history limit replaces them): their results neither
+// supersede nor are superseded, so dedup plans over the messages that
+// remain.
 //
 // Replacing rewrites messages the provider has cached, so what the previous
 // forwarded request replaced (prev: result item indexes) stays replaced,
@@ -72,20 +72,12 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 		if !r.keyed || (r.msg >= dropFrom && r.msg < dropTo) {
 			continue
 		}
-		tokens := a.facts[r.msg].results[r.ord].contentAfter
+		tokens := a.resultFacts(k).contentAfter
 		j, ok := later[r.key]
 		later[r.key] = k
 		big := largest[r.key] // the largest result of key after this one
 		largest[r.key] = max(big, tokens)
-		if !ok {
-			continue
-		}
-		ci := req.Items[r.item].Content
-		if !ci.Exists() {
-			continue
-		}
-		same := bytes.Equal(ci.Of(req.Body), req.Items[a.results[j].item].Content.Of(req.Body))
-		if !same && (!p.readOnly[r.key.tool] || big*supersedeShare < tokens) {
+		if !ok || !req.Items[r.item].Content.Exists() || !p.supersedes(req, a, k, j, big) {
 			continue
 		}
 		save := tokens - placeholder
@@ -118,6 +110,33 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 	}
 	plan.placeholder = placeholder
 	return plan
+}
+
+// supersedes reports whether result k (an a.results index) is superseded
+// by j, the nearest later result of its key, when the largest later one
+// holds big tokens: when the two say the same (their contents
+// byte-identical, or both run details around the same printed output),
+// or when k's call only reads (a read-only tool, or a shell command that
+// only looks, its output in run details) and some later result is not a
+// stub pointing back to it.
+//
+// A shell command's later run supersedes an earlier, different one only
+// in run details (codex's exec tools). Chat agents' shell outputs come
+// without them, and their dedup stays what it was: identical repeats.
+func (p *Pipeline) supersedes(req *request, a *analysis, k, j, big int) bool {
+	r, rf, lf := &a.results[k], a.resultFacts(k), a.resultFacts(j)
+	if rf.framed && lf.framed && rf.printed == lf.printed ||
+		bytes.Equal(req.Items[r.item].Content.Of(req.Body), req.Items[a.results[j].item].Content.Of(req.Body)) {
+		return true
+	}
+	readOnly := p.readOnly[r.key.tool] || r.shellRead && rf.framed
+	return readOnly && big*supersedeShare >= rf.contentAfter
+}
+
+// resultFacts returns the facts of result k (an a.results index).
+func (a *analysis) resultFacts(k int) *resultFacts {
+	r := &a.results[k]
+	return &a.facts[r.msg].results[r.ord]
 }
 
 // forwardedTokens returns the tokens of message i (whose facts are f) as
@@ -218,26 +237,29 @@ func (p *Pipeline) dedupMarks(req *request, a *analysis, plan dedupPlan) []Dedup
 	return marks
 }
 
-// resultKey finds the dedup key and tool name of result item it: the call
-// whose id is its CallID; for a result paired by name (chat's legacy role
-// function), the last call without an id, when it names the same tool.
-// keyed is false when the call is unknown.
-func resultKey(it *wire.Item, calls map[string]callKey, legacy *callKey) (tool string, key callKey, keyed bool) {
+// resultKey finds the call result item it answers: the call whose id is
+// its CallID; for a result paired by name (chat's legacy role function),
+// the last call without an id, when it names the same tool. tool is the
+// call's tool name, or the result's own when the call is unknown (keyed
+// false).
+func resultKey(it *wire.Item, calls map[string]call, legacy *call) (tool string, c call, keyed bool) {
 	if it.ByName {
-		if legacy != nil && legacy.tool == it.Tool {
+		if legacy != nil && legacy.key.tool == it.Tool {
 			return it.Tool, *legacy, true
 		}
-		return it.Tool, callKey{}, false
+		return it.Tool, call{}, false
 	}
-	if k, ok := calls[it.CallID]; ok && it.CallID != "" {
-		return k.tool, k, true
+	if c, ok := calls[it.CallID]; ok && it.CallID != "" {
+		return c.key.tool, c, true
 	}
-	return it.Tool, callKey{}, false
+	return it.Tool, call{}, false
 }
 
 // callsOf returns the calls message i makes, in order, with their dedup
-// keys. Strings are the parse's own copies, so they do not pin the body.
-func callsOf(req *request, i int) []call {
+// keys, and which are shell commands that only look (shell's
+// ReadOnlyCall). Strings are the parse's own copies, so they do not pin
+// the body.
+func callsOf(shell *squash.Squasher, req *request, i int) []call {
 	var calls []call
 	r := req.Messages[i].Items
 	for it := r.Start; it < r.End; it++ {
@@ -245,13 +267,47 @@ func callsOf(req *request, i int) []call {
 		if c.Kind != wire.KindToolCall {
 			continue
 		}
-		calls = append(calls, call{id: c.CallID, key: newCallKey(c.Tool, req.f.CanonicalArguments(req.Conversation, it))})
+		calls = append(calls, call{id: c.CallID, key: newCallKey(c.Tool, req.f.CanonicalArguments(req.Conversation, it)),
+			shellRead: shell.ReadOnlyCall(squash.Call{Tool: c.Tool, Args: req.f.Arguments(req.Conversation, it)})})
 	}
 	return calls
 }
 
 // call is one tool call of an assistant message.
 type call struct {
-	id  string // "" for a legacy function_call
-	key callKey
+	id        string // "" for a legacy function_call
+	key       callKey
+	shellRead bool // a shell command that only looks (cat, rg, git diff, …)
+}
+
+// printedOutput is what dedup compares of a tool result's content: when
+// it is one text that wraps a command's output in run details (codex's
+// exec tools: a chunk id and wall time that change on every run), the
+// sha256 of what the command printed (squash.CommandOutput) and framed
+// true; else framed false, and the content's bytes are compared as sent.
+func printedOutput(req *request, it int) (printed [sha256.Size]byte, framed bool) {
+	if raw := req.Items[it].Content.Of(req.Body); len(raw) > 0 && raw[0] == '"' && !runDetailsAhead(raw[1:]) {
+		return printed, false // a string that does not open with run details: not decoded
+	}
+	parts := req.f.Parts(req.Conversation, it, nil)
+	if len(parts) != 1 || !parts[0].IsText {
+		return printed, false
+	}
+	text := parts[0].Text
+	out := squash.CommandOutput(text)
+	if len(out) == len(text) {
+		return printed, false // CommandOutput strips the run details or returns the text itself
+	}
+	return sha256.Sum256([]byte(out)), true
+}
+
+// runDetailsAhead reports whether the JSON string body s (after its
+// opening quote) may open with run details squash.CommandOutput strips.
+func runDetailsAhead(s []byte) bool {
+	for _, p := range [...]string{"Chunk ID: ", "Exit code: ", `{\"output\":`} {
+		if bytes.HasPrefix(s, []byte(p)) {
+			return true
+		}
+	}
+	return false
 }

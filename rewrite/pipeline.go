@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"crypto/sha256"
+
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 )
@@ -10,10 +12,11 @@ import (
 // shared by all requests.
 type Pipeline struct {
 	cfg      Config
-	readOnly map[string]bool // Dedup.ReadOnlyTools as a set; immutable
-	cache    *lru            // squash results, token counts, message memos
-	counter  *Counter        // counts with cache
-	squasher Squasher        // nil: no squash
+	readOnly map[string]bool  // Dedup.ReadOnlyTools as a set; immutable
+	cache    *lru             // squash results, token counts, message memos
+	counter  *Counter         // counts with cache
+	squasher Squasher         // nil: no squash
+	shell    *squash.Squasher // knows the shell tools and which commands only look (dedup)
 }
 
 // New returns a Pipeline for cfg. cfg should have passed Validate; an
@@ -30,6 +33,7 @@ func New(cfg Config) *Pipeline {
 		cache:    cache,
 		counter:  &Counter{cache: cache},
 		squasher: cfg.Squasher,
+		shell:    squash.New(shellConfig(cfg.Squash)),
 	}
 	if p.squasher == nil && cfg.Squash != nil {
 		sc := *cfg.Squash
@@ -39,6 +43,15 @@ func New(cfg Config) *Pipeline {
 		p.squasher = squash.New(sc)
 	}
 	return p
+}
+
+// shellConfig is the part of the squash config dedup's shell rule reads:
+// the shell tools and read commands, squash's defaults when squash is off.
+func shellConfig(sc *squash.Config) squash.Config {
+	if sc == nil {
+		return squash.Config{}
+	}
+	return squash.Config{ShellTools: sc.ShellTools, ReadCommands: sc.ReadCommands}
 }
 
 // CacheStats reports the entries in the pipeline's cache, the bytes they
@@ -135,11 +148,12 @@ type analysis struct {
 // dedup finds, keys and replaces results one by one, as a message may
 // carry several (Anthropic's user message of tool_result blocks).
 type resultRef struct {
-	msg   int // its message
-	ord   int // its place among that message's results: facts.results[ord]
-	item  int // its index in the conversation's items
-	key   callKey
-	keyed bool // whether key is known (the call was found)
+	msg       int // its message
+	ord       int // its place among that message's results: facts.results[ord]
+	item      int // its index in the conversation's items
+	key       callKey
+	keyed     bool // whether key is known (the call was found)
+	shellRead bool // its call is a shell command that only looks
 }
 
 // facts is what Rewrite derives from one message: its tokens and the edits
@@ -158,15 +172,18 @@ type facts struct {
 
 // resultFacts is what squash made of one tool result of a message: its
 // content tokens as squashed, and where its edits and stats end in the
-// message's (they start where the previous result's end).
+// message's (they start where the previous result's end); and what dedup
+// compares of it (printedOutput).
 type resultFacts struct {
 	contentAfter int
 	edits, stats int
+	printed      [sha256.Size]byte
+	framed       bool
 }
 
 // size approximates the bytes f holds, for the cache bound.
 func (f *facts) size() int64 {
-	const factsSize, editSize, callSize, statSize, resultSize = 128, 48, 64, 40, 24 // with their allocation classes
+	const factsSize, editSize, callSize, statSize, resultSize = 128, 48, 64, 40, 64 // with their allocation classes
 	n := int64(factsSize + cap(f.edits)*editSize + cap(f.calls)*callSize + cap(f.stats)*statSize + cap(f.results)*resultSize)
 	for _, e := range f.edits {
 		n += int64(cap(e.Repl))
@@ -270,8 +287,8 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 		hashes:  make([]contentHash, n),
 		results: make([]resultRef, 0, nres),
 	}
-	calls := make(map[string]callKey)
-	var legacy *callKey
+	calls := make(map[string]call)
+	var legacy *call
 	sites := newCallSites()
 	var prs []producer // the calls message i's results answer, in order
 	for i := range req.Messages {
@@ -283,12 +300,12 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 			if item.Kind != wire.KindToolResult {
 				continue
 			}
-			tool, key, keyed := resultKey(item, calls, legacy)
+			tool, c, keyed := resultKey(item, calls, legacy)
 			if item.ByName {
 				legacy = nil
 			}
-			a.results = append(a.results, resultRef{msg: i, ord: len(prs), item: it, key: key, keyed: keyed})
-			prs = append(prs, sites.producer(req, it, tool, key, keyed))
+			a.results = append(a.results, resultRef{msg: i, ord: len(prs), item: it, key: c.key, keyed: keyed, shellRead: c.shellRead})
+			prs = append(prs, sites.producer(req, it, tool, c.key, keyed))
 		}
 		f := p.messageFacts(enc, prs, req, i, a.hashes[i])
 		a.facts[i] = f
@@ -296,9 +313,9 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 		for j := range f.calls {
 			c := &f.calls[j]
 			if c.id == "" {
-				legacy = &c.key
+				legacy = c
 			} else {
-				calls[c.id] = c.key
+				calls[c.id] = *c
 			}
 		}
 	}
@@ -354,12 +371,14 @@ func (p *Pipeline) messageFacts(enc Encoding, prs []producer, req *request, i in
 			} else {
 				f.edits, f.stats = append(f.edits, edits...), append(f.stats, stats...)
 			}
-			f.results = append(f.results, resultFacts{contentAfter: a, edits: len(f.edits), stats: len(f.stats)})
+			rf := resultFacts{contentAfter: a, edits: len(f.edits), stats: len(f.stats)}
+			rf.printed, rf.framed = printedOutput(req, it)
+			f.results = append(f.results, rf)
 			before, after = before+b, after+a
 		}
 		f.squashed = len(f.stats)
 		f.before, f.after, f.contentAfter = overhead+before, overhead+after, after
-		f.calls = callsOf(req, i)
+		f.calls = callsOf(p.shell, req, i)
 	}
 	p.cache.add(key, f, f.size())
 	return f
