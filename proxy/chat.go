@@ -240,7 +240,7 @@ func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 	}
 	t.dedups = t.dedups[:0]
 	for _, d := range res.Dedups {
-		t.dedups = append(t.dedups, state.DedupMark{Index: d.Index, Digest: d.Digest})
+		t.dedups = append(t.dedups, state.DedupMark{Index: d.Index, Result: d.Result, Digest: d.Digest})
 	}
 	t.forwarded = true
 }

@@ -193,7 +193,7 @@ func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Op
 func dedupMarks(ms []state.DedupMark) []rewrite.DedupMark {
 	out := make([]rewrite.DedupMark, len(ms))
 	for i, m := range ms {
-		out[i] = rewrite.DedupMark{Index: m.Index, Digest: m.Digest}
+		out[i] = rewrite.DedupMark{Index: m.Index, Result: m.Result, Digest: m.Digest}
 	}
 	return out
 }
