@@ -94,8 +94,11 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 		return
 	}
 	t := c.t
-	if c.compactable {
+	switch {
+	case c.compactable:
 		s.compactTurn(ctx, c)
+	case c.plan.Why != nil: // asked, on history the provider keeps
+		s.log.Info().Err(c.plan.Why).Str("conversation", t.id.ID).Msg("compaction not done; forwarding uncompacted")
 	}
 	if !c.res.CompactCommand {
 		s.fitTurn(c, "")

@@ -43,8 +43,11 @@ type responsesUpstream struct {
 	// cmds, when set, are the calls' commands in turn (else a sed -n of
 	// a range that moves on).
 	cmds []string
-	got  []upstreamTurn // guarded by mu
-	n    int            // responses issued, guarded by mu
+	// reasoning are the models that refuse temperature, as OpenAI's
+	// reasoning models do on /v1/responses.
+	reasoning map[string]bool
+	got       []upstreamTurn // guarded by mu
+	n         int            // responses issued, guarded by mu
 }
 
 // upstreamTurn is one request the upstream got, and what it answered.
@@ -97,6 +100,11 @@ func (u *responsesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
 		g.status = http.StatusNotFound
 		http.NotFound(w, r)
+		return
+	}
+	if m := gjson.GetBytes(body, "model").Str; u.reasoning[m] && gjson.GetBytes(body, "temperature").Exists() {
+		g.status, g.refusal = http.StatusBadRequest, "temperature"
+		answerJSON(w, http.StatusBadRequest, []byte(`{"error":{"message":"Unsupported parameter: 'temperature' is not supported with this model.","type":"invalid_request_error","param":"temperature","code":"unsupported_parameter"}}`))
 		return
 	}
 	req, rerr := responsestest.Check(body, responsestest.Options{Ledger: u.ledger})
