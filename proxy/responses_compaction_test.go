@@ -302,3 +302,52 @@ func TestResponsesSummaryCallFollowsTheModelsRules(t *testing.T) {
 		}
 	}
 }
+
+// With precompact on, a Responses conversation's summary is written in the
+// background (parsed from the turn's copy as Responses) before a turn
+// waits for one; the conversation shows on the admin API and in the
+// metrics as a chat one does.
+func TestResponsesPrecompactsAndShowsOnTheDashboard(t *testing.T) {
+	up := newResponsesUpstream(t)
+	deps, _ := responsesDeps(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Precompact = true
+	p := startProxyWith(t, cfg, deps)
+	a := newResponsesAgent(t, p.BaseURL(), "pre")
+	for turn := 1; turn <= 40; turn++ {
+		a.turn(false)
+		if a.header.Get(HeaderCompacted) == "true" {
+			t.Fatalf("turn %d waited for a summary call", turn)
+		}
+		p.comp.wait()
+		if _, summaries := up.turns(); len(summaries) > 0 {
+			break
+		}
+	}
+	checkSummaryCall(t, up, 1)
+	a.turn(false)
+	turns, _ := up.turns()
+	if summaryItem(turns[len(turns)-1].body) < 0 {
+		t.Fatal("the background summary is not applied")
+	}
+	var show ConversationDetail
+	waitFor(t, func() bool {
+		var found struct {
+			Data []ConversationDetail `json:"data"`
+		}
+		getJSON(t, p.URL+"/ctxpress/conversations/pre", &found)
+		if len(found.Data) == 1 {
+			show = found.Data[0]
+		}
+		return show.Requests == int64(len(turns))
+	}, "every turn on the admin API")
+	if show.BranchCount != 1 || show.TokensSaved <= 0 || len(show.Turns) == 0 || show.Turns[len(show.Turns)-1].InputTokens != turns[len(turns)-1].input {
+		t.Errorf("admin API: %+v", show.ConversationInfo)
+	}
+	fams := scrape(t, p.URL)
+	if value(fams, "ctxpress_requests_total", "path", "/v1/responses", "status", "200") != float64(len(turns)) ||
+		value(fams, "ctxpress_tokens_saved_total") <= 0 {
+		t.Errorf("metrics: %v requests, %v tokens saved", value(fams, "ctxpress_requests_total", "path", "/v1/responses", "status", "200"),
+			value(fams, "ctxpress_tokens_saved_total"))
+	}
+}

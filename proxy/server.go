@@ -88,10 +88,10 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp.policy = s.comp.cfg.policy()
 	s.metrics = newMetrics(s.comp.running, deps.Store, deps.Pipeline)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
-		Help: "Chat requests to a local upstream waiting for a summary call to it to end (see local_upstream)."},
+		Help: "Conversation requests (chat, Responses) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
 		func() float64 { return float64(s.gate.waitingNow()) }))
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compaction_waiting",
-		Help: "Chat requests waiting for a compaction of their conversation that another request started."},
+		Help: "Conversation requests waiting for a compaction of their conversation that another request started."},
 		func() float64 { return float64(s.comp.waiting.Load()) }))
 	s.events.onCompaction = s.metrics.compaction
 	s.srv = &fasthttp.Server{
