@@ -121,7 +121,7 @@ func TestCodexRequestsThroughCtxpress(t *testing.T) {
 	p := startProxyWith(t, Config{Upstream: up.BaseURL()}, deps)
 	h := codexHeaders(t)
 	h["authorization"] = "Bearer sk-agent"
-	for i, name := range []string{"codex171-exec-loop.json", "codex171-apply-patch-second-ask.json", "codex171-own-compaction.json", "codex171-after-own-compaction.json"} {
+	for i, name := range []string{"codex171-exec-loop.json", "codex171-apply-patch-second-ask.json", "codex171-own-compaction.json", "codex171-after-own-compaction.json", "codex171-parallel-calls.json"} {
 		body := codexCapture(t, name)
 		status, answer, header := send(t, http.MethodPost, p.BaseURL()+"/responses", string(body), h)
 		if status != http.StatusOK {
@@ -134,6 +134,9 @@ func TestCodexRequestsThroughCtxpress(t *testing.T) {
 		}
 		if header.Get(HeaderConversation) != h["session-id"] {
 			t.Errorf("%s: conversation %q, want the thread id %q", name, header.Get(HeaderConversation), h["session-id"])
+		}
+		if name == "codex171-parallel-calls.json" && len(fwd) >= len(body) {
+			t.Errorf("%s: its 10 KB build log went unsquashed", name)
 		}
 		t.Logf("%s: %d items, tokens %s -> %s, %d -> %d bytes; upstream counted %d", name, len(gjson.GetBytes(body, "input").Array()),
 			header.Get(HeaderTokensBefore), header.Get(HeaderTokensAfter), len(body), len(fwd), turns[len(turns)-1].input)
