@@ -13,6 +13,7 @@ import (
 	"github.com/ctxpress/ctxpress/internal/responsestest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -349,5 +350,22 @@ func TestResponsesPrecompactsAndShowsOnTheDashboard(t *testing.T) {
 		value(fams, "ctxpress_tokens_saved_total") <= 0 {
 		t.Errorf("metrics: %v requests, %v tokens saved", value(fams, "ctxpress_requests_total", "path", "/v1/responses", "status", "200"),
 			value(fams, "ctxpress_tokens_saved_total"))
+	}
+}
+
+// The upstream's count of a request whose history it keeps covers what
+// ctxpress never saw: it must not teach the line (nor, through it, the
+// model's other lines) a calibration 50 times too high.
+func TestServerHistoryTurnTeachesNoCalibration(t *testing.T) {
+	rec, l := &state.Record{}, &state.Line{}
+	tr := turnRecord{turn: turn{model: "gpt-5", rawAfter: 100, serverHistory: true}, usage: chat.Usage{InputTokens: 5000, Found: true}}
+	observe(rec, l, tr)
+	if l.Calibration != 0 || l.LastInputTokens != 0 {
+		t.Fatalf("calibration %v, last input %d after a previous_response_id turn", l.Calibration, l.LastInputTokens)
+	}
+	tr.turn.serverHistory = false
+	observe(rec, l, tr)
+	if l.LastInputTokens != 5000 {
+		t.Fatalf("an ordinary turn: last input %d", l.LastInputTokens)
 	}
 }
