@@ -118,6 +118,10 @@ type Result struct {
 	// SummaryMiss reports that branches were given but none matched this
 	// request's history: the client edited, truncated or rewound it.
 	SummaryMiss bool
+	// ServerHistory reports a request that continues a history the
+	// provider keeps (wire.Conversation.ServerHistory): it was squashed,
+	// deduped and counted only, and must never be compacted or cut.
+	ServerHistory bool
 	// CompactCommand reports that the last message is a user message that
 	// is exactly "/compact" (only with Options.ForceCommand).
 	CompactCommand bool
@@ -238,6 +242,12 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 	}
 	req := p.counter.request(parsed.conv, parsed.format)
 	res.Understood, res.Model, res.Stream, res.Messages = true, req.Model, req.Stream, len(req.Messages)
+	if res.ServerHistory = req.ServerHistory; res.ServerHistory {
+		// The provider holds the rest of this history: a summary, a cut,
+		// or an instruction or command sent again on every turn would
+		// rewrite (or pile up in) what ctxpress cannot see.
+		opts = Options{PrevDedups: opts.PrevDedups}
+	}
 	enc := EncodingForModel(req.Model)
 	a := p.analyse(enc, &req)
 	v := p.newView(enc, &req, a, opts)
