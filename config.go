@@ -76,6 +76,7 @@ type compactionCfg struct {
 // reasoning rules come from models:).
 type summarizerConfig struct {
 	BaseURL   string        `yaml:"base_url"`
+	API       string        `yaml:"api"`
 	Model     string        `yaml:"model"`
 	APIKey    string        `yaml:"api_key"`
 	Timeout   time.Duration `yaml:"timeout"`
@@ -212,7 +213,7 @@ func (c config) compactionConfig() proxy.CompactionConfig {
 		KeepRecent: cc.KeepRecent, KeepRecentTokens: cc.KeepRecentTokens,
 		Precompact: cc.Precompact, PrecompactRatio: cc.PrecompactRatio,
 		SummaryPlacement: cc.SummaryPlacement,
-		Summarizer: proxy.SummarizerConfig{BaseURL: cc.Summarizer.BaseURL, Model: cc.Summarizer.Model,
+		Summarizer: proxy.SummarizerConfig{BaseURL: cc.Summarizer.BaseURL, API: cc.Summarizer.API, Model: cc.Summarizer.Model,
 			APIKey: cc.Summarizer.APIKey, Timeout: cc.Summarizer.Timeout, MaxTokens: cc.Summarizer.MaxTokens,
 			Reasoning: reasoning},
 		MaxHistoryMessages: c.MaxHistory,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,12 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/wire/responses"
 )
 
 // buildBinary builds ctxpress once per test binary run.
@@ -144,5 +148,22 @@ func TestSquashAndCountCommands(t *testing.T) {
 	errb.Reset()
 	if code := run([]string{"count", "--model", "gpt-4o"}, strings.NewReader("hello world"), &out, &errb); code != 0 || out.String() != "2\n" {
 		t.Fatalf("count: exit %d, %q %q", code, out.String(), errb.String())
+	}
+}
+
+// `ctxpress count` on a codex request counts it as the proxy does (its
+// items, tools and instructions), not as one long text.
+func TestCountCommandReadsResponsesBodies(t *testing.T) {
+	body, err := os.ReadFile("internal/responsestest/testdata/codex171-exec-loop.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	if code := run([]string{"count", "-"}, bytes.NewReader(body), &out, &errb); code != 0 {
+		t.Fatalf("count: exit %d, %s", code, errb.String())
+	}
+	want := rewrite.New(rewrite.Config{Format: responses.Format{}}).Rewrite(body).TokensBefore
+	if got := strings.TrimSpace(out.String()); got != strconv.Itoa(want) {
+		t.Fatalf("count printed %s, the proxy estimates %d", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire/responses"
 	"io"
 	"os"
 
@@ -53,8 +54,9 @@ func cmdSquash(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// cmdCount prints the token count of a text, or of a chat request body with
-// message overhead and tools, as ctxpress estimates it.
+// cmdCount prints the token count of a text, or of a request body (chat
+// completions or Responses) with message overhead and tools, as ctxpress
+// estimates it.
 func cmdCount(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("count", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -73,7 +75,10 @@ func cmdCount(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	counter := rewrite.NewCounter(0)
 	n, err := counter.CountRequest(chat.Format{}, in)
-	if err != nil { // not a chat request: plain text
+	if err != nil {
+		n, err = counter.CountRequest(responses.Format{}, in)
+	}
+	if err != nil { // not a request: plain text
 		n = counter.CountText(*model, string(in))
 	}
 	fmt.Fprintln(stdout, n)

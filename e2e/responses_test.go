@@ -148,14 +148,16 @@ func TestResponsesThroughCtxpress(t *testing.T) {
 				if u.InputTokens != want.Usage.InputTokens {
 					t.Fatalf("turn %d: the client got input_tokens %d through ctxpress, the server counts %d for this request", turn, u.InputTokens, want.Usage.InputTokens)
 				}
+				// ctxpress read the same usage, from the JSON answer or from
+				// response.completed, and took the turn as a whole one.
+				cp.waitLog("request", func(l map[string]any) bool {
+					return l["conversation"] == key && num(l["input_tokens"]) == int(u.InputTokens) && l["error"] == nil && (l["stream"] == true) == stream
+				})
 				t.Logf("turn %d: input_tokens %d (cached %d), output %d: %q", turn, u.InputTokens, u.InputTokensDetails.CachedTokens, u.OutputTokens, text)
 				c.advance(text)
 			}
 		})
 	}
-	// TODO(issue 14): once /v1/responses has the pipeline, assert ctxpress
-	// recorded each turn's usage too (its "request" log line's input_tokens
-	// equals the server's, as TestChatThroughCtxpress does for chat).
 }
 
 // The headline for codex users: a Responses tool conversation that
@@ -181,11 +183,11 @@ func TestResponsesOutgrowTheWindow(t *testing.T) {
 	}
 	t.Logf("sent directly, turn %d is refused: over the 2048-token window", refusedAt)
 
-	t.Skip("TODO(issue 14): /v1/responses passes through today, so the overflow reaches the server; remove this skip once the responses adapter and pipeline land")
 	cp := startCtxpress(t, srv.URL(), filepath.Join(t.TempDir(), "ctxpress.db"),
 		"models: {"+modelName+": {context_window: 2048}}\n")
 	via := openai.NewClient(option.WithBaseURL(cp.BaseURL()), option.WithAPIKey("sk-e2e"), option.WithMaxRetries(0))
 	c := newResponsesConvo("outgrow")
+	largest, sent := 0, 0
 	for turn := 1; turn <= 2*refusedAt; turn++ {
 		stream := turn%2 == 0
 		got, err := respond(via, c, stream, option.WithHeader("session-id", "outgrow"))
@@ -196,11 +198,23 @@ func TestResponsesOutgrowTheWindow(t *testing.T) {
 			t.Fatalf("turn %d: %q with %d input tokens", turn, got.OutputText(), got.Usage.InputTokens)
 		}
 		cp.waitLog("request", func(l map[string]any) bool {
-			return l["conversation"] == "outgrow" && num(l["input_tokens"]) == int(got.Usage.InputTokens)
+			return l["conversation"] == "outgrow" && num(l["input_tokens"]) == int(got.Usage.InputTokens) && l["error"] == nil
 		})
+		largest, sent = max(largest, int(got.Usage.InputTokens)), sent+int(got.Usage.InputTokens)
 		c.advance(got.OutputText())
 	}
-	if len(events(cp)) == 0 {
+	ok := 0
+	for _, e := range events(cp) {
+		switch e["result"] {
+		case "ok":
+			ok++
+		case "failed":
+			t.Errorf("a compaction failed: %v", e) // the summary call in Responses form, to the server itself
+		}
+	}
+	if ok == 0 {
 		t.Fatal("no compaction through ctxpress")
 	}
+	t.Logf("direct: refused at turn %d; through ctxpress: %d/%d turns answered, %d input tokens sent, largest request %d, %d compactions; every turn's recorded usage is the server's",
+		refusedAt, 2*refusedAt, 2*refusedAt, sent, largest, ok)
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/valyala/fasthttp"
 )
 
@@ -26,7 +26,8 @@ const (
 	HeaderEphemeral = "X-Ctxpress-Ephemeral"
 )
 
-// turn is what one understood chat request did, for the record and the log.
+// turn is what one understood conversation request did, for the record
+// and the log.
 type turn struct {
 	key   state.Key
 	id    rewrite.Identity
@@ -50,6 +51,10 @@ type turn struct {
 	compacted bool
 	trigger   int
 	ephemeral bool
+	// serverHistory: the provider keeps the rest of the history
+	// (rewrite.Result.ServerHistory), so the upstream's count is not of
+	// what ctxpress counted and teaches no calibration.
+	serverHistory bool
 	// precompact, when set, is the turn's input for a background
 	// compaction, which starts when the upstream's count confirms
 	// precompactPlan (rewrite.Plan.PrecompactAfter).
@@ -57,10 +62,11 @@ type turn struct {
 	precompactPlan rewrite.Plan
 }
 
-// chatTurn is one understood chat request on its way through the
+// turnRun is one understood conversation request on its way through the
 // handler: what it learnt (record, line) and what it decided to forward.
-type chatTurn struct {
+type turnRun struct {
 	t      *turn
+	api    *api // its wire format
 	parsed *rewrite.Parsed
 	rec    state.Record
 	nums   state.Line     // the line's numbers, as the request is judged by them
@@ -76,22 +82,26 @@ type chatTurn struct {
 	o           outcome
 }
 
-// handleChat runs the rewrite pipeline on a chat completion (applying a
-// stored summary, compacting when due, cutting to fit when it cannot),
-// forwards the result and records what the upstream reported. A body the
-// pipeline does not understand is forwarded exactly as sent.
-func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
-	c, ok := s.prepareChat(ctx, x)
+// handleTurn runs the rewrite pipeline on a conversation request of api's
+// format (a chat completion, a Responses request): it applies a stored
+// summary, compacts when due, cuts to fit when it cannot, forwards the
+// result and records what the upstream reported. A body the pipeline does
+// not understand is forwarded exactly as sent.
+func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
+	c, ok := s.prepareTurn(ctx, x, a)
 	if !ok {
-		s.forward(ctx, x, ctx.Request.Body(), forwardOpts{readUsage: true, cancellable: true})
+		s.forward(ctx, x, ctx.Request.Body(), forwardOpts{api: a, cancellable: true})
 		return
 	}
 	t := c.t
-	if c.compactable {
-		s.compactChat(ctx, c)
+	switch {
+	case c.compactable:
+		s.compactTurn(ctx, c)
+	case c.plan.Why != nil: // asked, on history the provider keeps
+		s.log.Info().Err(c.plan.Why).Str("conversation", t.id.ID).Msg("compaction not done; forwarding uncompacted")
 	}
 	if !c.res.CompactCommand {
-		s.fitChat(c, "")
+		s.fitTurn(c, "")
 	}
 	t.setResult(c.res, c.nums)
 	x.turn = t
@@ -102,16 +112,16 @@ func (s *Server) handleChat(ctx *fasthttp.RequestCtx, x *exchange) {
 		}
 		t.forwarded = false
 		setTurnHeaders(&ctx.Response.Header, t, c.o.compacted)
-		s.answerCompactCommand(ctx, x, c.res, c.o)
+		s.answerCompactCommand(ctx, x, c.api, c.res, c.o)
 		s.finish(x)
 		return
 	}
 	out, retry := c.res.Body, refusalHook(nil)
 	if c.res.Stream {
-		out, retry = s.askStreamUsage(c.res.Body, c.res.Model)
+		out, retry = s.askStreamUsage(a, c.res.Body, c.res.Model)
 	}
 	s.forward(ctx, x, out, forwardOpts{
-		readUsage:   true,
+		api:         a,
 		cancellable: true,
 		retry:       firstHook(retry, s.rescueHook(c)),
 		headers:     func(h *fasthttp.ResponseHeader) { setTurnHeaders(h, t, c.o.compacted) },
@@ -129,14 +139,14 @@ func setTurnHeaders(h *fasthttp.ResponseHeader, t *turn, compacted bool) {
 	}
 }
 
-// prepareChat parses and identifies the request, loads its record, finds
-// its line and rewrites it; ok false when the pipeline does not understand
-// the body (it is then forwarded as sent).
-func (s *Server) prepareChat(ctx *fasthttp.RequestCtx, x *exchange) (*chatTurn, bool) {
+// prepareTurn parses (as api's format) and identifies the request, loads
+// its record, finds its line and rewrites it; ok false when the pipeline
+// does not understand the body (it is then forwarded as sent).
+func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*turnRun, bool) {
 	if s.pipeline == nil {
 		return nil, false
 	}
-	parsed, ok := s.parse(ctx.Request.Body())
+	parsed, ok := s.parse(a.format, ctx.Request.Body())
 	if !ok {
 		return nil, false
 	}
@@ -144,7 +154,7 @@ func (s *Server) prepareChat(ctx *fasthttp.RequestCtx, x *exchange) (*chatTurn, 
 	if len(id.Rejected) > 0 {
 		s.log.Warn().Strs("sources", id.Rejected).Msg("ignored a conversation id that is too long or not printable")
 	}
-	c := &chatTurn{parsed: parsed, t: &turn{id: id, ephemeral: string(ctx.Request.Header.Peek(HeaderEphemeral)) == "1"}}
+	c := &turnRun{api: a, parsed: parsed, t: &turn{id: id, ephemeral: string(ctx.Request.Header.Peek(HeaderEphemeral)) == "1"}}
 	if id.ID != "" {
 		c.t.key = state.NewKey(x.credential, id.ID)
 		if s.store != nil {
@@ -173,29 +183,29 @@ func (s *Server) prepareChat(ctx *fasthttp.RequestCtx, x *exchange) (*chatTurn, 
 			}
 		}
 	}
-	c.t.model = c.res.Model
+	c.t.model, c.t.serverHistory = c.res.Model, c.res.ServerHistory
 	c.plan = s.comp.policy.PlanTurn(s.turnFacts(ctx, c), s.comp.now())
 	if c.plan.Compactable {
 		c.compactable = true
 		c.t.trigger = c.plan.Trigger
-		c.ti = turnInput{key: c.t.key, rec: c.rec, line: c.t.line, nums: c.nums, parsed: parsed, res: c.res, trigger: c.t.trigger,
+		c.ti = turnInput{api: a, key: c.t.key, rec: c.rec, line: c.t.line, nums: c.nums, parsed: parsed, res: c.res, trigger: c.t.trigger,
 			authorization: string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))}
 	}
 	return c, true
 }
 
 // turnFacts are what rewrite plans c's compaction from.
-func (s *Server) turnFacts(ctx *fasthttp.RequestCtx, c *chatTurn) rewrite.TurnFacts {
+func (s *Server) turnFacts(ctx *fasthttp.RequestCtx, c *turnRun) rewrite.TurnFacts {
 	return rewrite.TurnFacts{Model: c.res.Model, Tokens: c.res.TokensAfter, Line: numbersOf(c.nums),
-		Identified: c.t.id.ID != "", Ephemeral: c.t.ephemeral,
+		Identified: c.t.id.ID != "", Ephemeral: c.t.ephemeral, ServerHistory: c.res.ServerHistory,
 		Manual:  bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || c.rec.ForceNext || c.res.CompactCommand,
 		Command: c.res.CompactCommand, StoreFailedAt: s.comp.lastStoreFailure()}
 }
 
-// compactChat compacts the request when its plan says now, and prepares a
+// compactTurn compacts the request when its plan says now, and prepares a
 // background compaction when the plan (made again after a compaction now)
 // says so.
-func (s *Server) compactChat(ctx *fasthttp.RequestCtx, c *chatTurn) {
+func (s *Server) compactTurn(ctx *fasthttp.RequestCtx, c *turnRun) {
 	switch c.plan.Action {
 	case rewrite.ActNow:
 		facts := s.turnFacts(ctx, c)
@@ -240,17 +250,17 @@ func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 	}
 	t.dedups = t.dedups[:0]
 	for _, d := range res.Dedups {
-		t.dedups = append(t.dedups, state.DedupMark{Index: d.Index, Digest: d.Digest})
+		t.dedups = append(t.dedups, state.DedupMark{Index: d.Index, Result: d.Result, Digest: d.Digest})
 	}
 	t.forwarded = true
 }
 
-// parse validates and reads the body once for every later step; a panic
-// inside it is logged and the request goes upstream as the client sent it
-// (ok false).
-func (s *Server) parse(body []byte) (parsed *rewrite.Parsed, ok bool) {
+// parse validates and reads the body, as format's, once for every later
+// step; a panic inside it is logged and the request goes upstream as the
+// client sent it (ok false).
+func (s *Server) parse(format wire.Format, body []byte) (parsed *rewrite.Parsed, ok bool) {
 	defer s.recoverPipeline(&ok)
-	return rewrite.Parse(chat.Format{}, body), true
+	return rewrite.Parse(format, body), true
 }
 
 // rewrite runs the pipeline, with parse's safety net.
@@ -269,8 +279,8 @@ func (s *Server) recoverPipeline(ok *bool) {
 // finish is the one way a request ends, once, whoever answered it (the
 // upstream, ctxpress's own /compact reply or error, a refused client key,
 // the 500 of a recovered panic): it returns the request's lease and gate
-// share, counts it in the metrics, records an understood chat turn that
-// was answered (which emits its turn event once written), starts a
+// share, counts it in the metrics, records an understood turn that was
+// answered (which emits its turn event once written), starts a
 // precompaction when the turn's plan and the upstream's count say so, and
 // writes the access-log line.
 func (s *Server) finish(x *exchange) {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/valyala/fasthttp"
 	"math"
 	"strings"
@@ -190,7 +189,7 @@ func (c *compactions) precompact(ti turnInput) {
 			return
 		}
 		ti.rec = rec
-		ti.parsed = rewrite.Parse(chat.Format{}, ti.body)
+		ti.parsed = rewrite.Parse(ti.api.format, ti.body)
 		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(rec, ti.line.id))
 		if !ti.res.Understood {
 			return
@@ -206,11 +205,11 @@ func (c *compactions) precompact(ti turnInput) {
 func (c *compactions) wait() { c.bg.Wait() }
 
 // answerCompactCommand answers a "/compact" user message itself, in the
-// client's stream mode, without a completion call; the caller ends the
-// request (finish). The reply starts with
+// client's format (api) and stream mode, without a completion call; the
+// caller ends the request (finish). The reply starts with
 // rewrite.CompactReplyPrefix: that is how later requests, which carry the
 // command and this reply, leave both out of what they forward.
-func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res rewrite.Result, o outcome) {
+func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, a *api, res rewrite.Result, o outcome) {
 	var text string
 	switch {
 	case o.compacted:
@@ -221,7 +220,7 @@ func (s *Server) answerCompactCommand(ctx *fasthttp.RequestCtx, x *exchange, res
 	default:
 		text = "did not compact this conversation."
 	}
-	reply := chat.AssistantReply(res.Model, rewrite.CompactReplyPrefix+" "+text, res.Stream, time.Now())
+	reply := a.reply(res.Model, rewrite.CompactReplyPrefix+" "+text, res.Stream, time.Now())
 	x.status = fasthttp.StatusOK
 	ctx.SetContentType(reply.ContentType)
 	x.bytesOut = int64(len(reply.Body))

@@ -55,8 +55,12 @@ type CompactionConfig struct {
 // request's own upstream, model and Authorization.
 type SummarizerConfig struct {
 	BaseURL string
-	Model   string
-	APIKey  string
+	// API is the form of the summary call to BaseURL: "chat" (also "")
+	// or "responses". Without BaseURL the call goes to the request's own
+	// upstream in the request's own format, and API must be empty.
+	API    string
+	Model  string
+	APIKey string
 	// Timeout of one summary call; 0 means DefaultSummaryTimeout.
 	Timeout time.Duration
 	// MaxTokens of the summary; 0 means compactor.DefaultMaxTokens(trigger):
@@ -101,6 +105,12 @@ func (c CompactionConfig) Validate() error {
 		if _, err := parseUpstream(c.Summarizer.BaseURL); err != nil {
 			return fmt.Errorf("compaction.summarizer.base_url: %w", err)
 		}
+	}
+	switch {
+	case c.Summarizer.API != "" && c.Summarizer.BaseURL == "":
+		return fmt.Errorf("compaction.summarizer.api %q: only with a base_url (without one, the summary call speaks the conversation's own API)", c.Summarizer.API)
+	case c.Summarizer.API != "" && c.Summarizer.API != apiChat && c.Summarizer.API != apiResponses:
+		return fmt.Errorf("compaction.summarizer.api %q: want chat or responses", c.Summarizer.API)
 	}
 	return nil
 }
@@ -193,7 +203,7 @@ func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Op
 func dedupMarks(ms []state.DedupMark) []rewrite.DedupMark {
 	out := make([]rewrite.DedupMark, len(ms))
 	for i, m := range ms {
-		out[i] = rewrite.DedupMark{Index: m.Index, Digest: m.Digest}
+		out[i] = rewrite.DedupMark{Index: m.Index, Result: m.Result, Digest: m.Digest}
 	}
 	return out
 }
@@ -220,6 +230,7 @@ func (c *compactions) release(key lineKey, done chan struct{}) {
 
 // turnInput is what a compaction needs from the request.
 type turnInput struct {
+	api           *api // the request's wire format
 	key           state.Key
 	rec           state.Record
 	line          lineRef         // the line of history the request extends
@@ -279,7 +290,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	callStart := time.Now()
 	summarize := func(sum compactor.Summary) (SummaryResult, error) {
 		return c.sum.Summarize(context.Background(), SummaryRequest{
-			BaseURL: c.summaryBase(), Authorization: c.summaryAuth(ti.authorization), Model: model, Reasoning: c.cfg.Summarizer.reasoning(model),
+			BaseURL: c.summaryBase(), API: c.summaryAPI(ti.api), Authorization: c.summaryAuth(ti.authorization), Model: model, Reasoning: c.cfg.Summarizer.reasoning(model),
 			Prompt: sum.Prompt(), MaxTokens: maxTokens, Timeout: c.summaryTimeout(),
 		})
 	}
@@ -352,6 +363,16 @@ func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summar
 		}
 		return nil
 	})
+}
+
+// summaryAPI is the summary call's form for a conversation of api's
+// format: the configured summariser's own, else the conversation's (its
+// upstream speaks it).
+func (c *compactions) summaryAPI(api *api) string {
+	if c.cfg.Summarizer.BaseURL != "" {
+		return c.cfg.Summarizer.API
+	}
+	return api.name
 }
 
 func (c *compactions) summaryBase() string {

@@ -6,10 +6,15 @@
 // sent them, compressed bodies included. A text/event-stream answer is relayed
 // read by read, flushed as it arrives, so no event is held back.
 //
-// POST /v1/chat/completions has its own handler: it reads the upstream's
-// reported usage (from the JSON body, or from a side copy of the SSE stream)
-// so later stages can calibrate their token estimates. The package never
-// parses or rewrites message content itself; that is the rewrite package's job.
+// The conversation endpoints, POST /v1/chat/completions and POST
+// /v1/responses (also without /v1), share one turn handler (handleTurn):
+// the request is parsed by its format's wire adapter (api.go says what
+// differs per format), identified, rewritten, compacted when due, forwarded,
+// and the upstream's reported usage (from the JSON body, or from a side copy
+// of the SSE stream) is recorded to calibrate later estimates. Every other
+// path, /v1/responses/compact and /v1/responses/input_tokens included,
+// passes through. The package never parses or rewrites message content
+// itself; that is the wire and rewrite packages' job.
 //
 // Faults ctxpress itself causes are answered in the OpenAI error shape:
 // 502 upstream unreachable or reset, 504 upstream timeout, 413 body too big.

@@ -9,13 +9,14 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// forwardOpts say what the chat handler needs from forward.
+// forwardOpts say what the turn handler needs from forward.
 type forwardOpts struct {
-	// readUsage: the request is a chat completion. A JSON answer is read
-	// whole for its usage; a stream is asked for uncompressed and read for
-	// usage on its way, its usage-only chunk stripped when ctxpress, not
-	// the client, asked for it.
-	readUsage bool
+	// api, when set, is the format of a conversation request (a chat
+	// completion, a Responses request). A JSON answer is read whole for
+	// its usage; a stream is asked for uncompressed and read for usage on
+	// its way (chat: its usage-only chunk stripped when ctxpress, not the
+	// client, asked for it). nil: a request passed through, unread.
+	api *api
 	// headers adds ctxpress's own headers to the answer.
 	headers func(h *fasthttp.ResponseHeader)
 	// cancellable: a client that leaves before the upstream answers aborts
@@ -37,8 +38,8 @@ type forwardOpts struct {
 type refusalHook func(status int, header *fasthttp.ResponseHeader, body []byte) (retryBody []byte, retry bool)
 
 const (
-	// maxWholeAnswer bounds a non-streamed chat answer read whole for its
-	// usage; a larger one is relayed as it arrives, its usage unread.
+	// maxWholeAnswer bounds a non-streamed conversation answer read whole
+	// for its usage; a larger one is relayed as it arrives, its usage unread.
 	maxWholeAnswer = 8 << 20
 	// maxRefusalBody bounds a non-2xx answer read for the retry hook: an
 	// error is small, and a larger answer is relayed without asking it.
@@ -47,7 +48,7 @@ const (
 
 // forward sends the request upstream with body and relays the answer.
 func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o forwardOpts) {
-	a := answerAsks(ctx, body, o.readUsage)
+	a := answerAsks(ctx, body, o.api)
 	resp, ok := s.roundTrip(ctx, x, body, a, o.cancellable)
 	if !ok {
 		return
@@ -83,12 +84,12 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 		}
 	}
 	s.answerHeaders(ctx, x, resp, o)
-	s.relayHeld(ctx, x, resp, stream, held, whole, err, o.readUsage)
+	s.relayHeld(ctx, x, resp, stream, held, whole, err, o.api)
 }
 
-// asks is what a forwarded chat body asks of its answer.
+// asks is what a forwarded conversation body asks of its answer.
 type asks struct {
-	chat   bool // a chat request: it takes the local gate's share
+	turn   bool // a conversation request: it takes the local gate's share
 	stream bool
 	// addedUsage: the body asks for the stream's usage chunk and the
 	// client's own request did not, so ctxpress asked for it: the chunk is
@@ -96,16 +97,16 @@ type asks struct {
 	addedUsage bool
 }
 
-// answerAsks compares body with the client's own request; only chat
-// requests (readUsage) are read.
-func answerAsks(ctx *fasthttp.RequestCtx, body []byte, readUsage bool) asks {
-	if !readUsage {
+// answerAsks compares body with the client's own request; only
+// conversation requests (of a format, api) are read.
+func answerAsks(ctx *fasthttp.RequestCtx, body []byte, api *api) asks {
+	if api == nil {
 		return asks{}
 	}
-	stream, usage := chat.StreamAsks(body)
-	a := asks{chat: true, stream: stream}
+	stream, usage := api.streamAsks(body)
+	a := asks{turn: true, stream: stream}
 	if usage {
-		_, clientAsked := chat.StreamAsks(ctx.Request.Body())
+		_, clientAsked := api.streamAsks(ctx.Request.Body())
 		a.addedUsage = !clientAsked
 	}
 	return a
@@ -121,12 +122,13 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 	// upstream wait for a 100 Continue nobody sends.
 	req.Header.Del("Expect")
 	if a.stream {
-		// A chat stream is read on its way, for its usage and to strip the
-		// usage chunk ctxpress asked for: compressed, neither is possible.
+		// A conversation stream is read on its way, for its usage (and to
+		// strip the usage chunk ctxpress asked for): compressed, neither is
+		// possible.
 		// The client still gets what it accepts: identity always is.
 		req.Header.Set(fasthttp.HeaderAcceptEncoding, "identity")
 	}
-	if a.chat && x.gate == nil {
+	if a.turn && x.gate == nil {
 		x.gate = s.gate.live()
 	}
 	resp = fasthttp.AcquireResponse()
@@ -176,29 +178,32 @@ func (s *Server) relayAnswer(ctx *fasthttp.RequestCtx, x *exchange, resp *fastht
 		return
 	}
 	contentLength := resp.Header.ContentLength()
-	switch relayModeOf(resp.Header.ContentType(), contentLength, o.readUsage, a.stream) {
+	switch relayModeOf(resp.Header.ContentType(), contentLength, o.api != nil, a.stream) {
 	case relayStream:
-		s.relayStream(ctx, x, resp, stream, a, o.readUsage)
+		s.relayStream(ctx, x, resp, stream, a, o.api)
 	case relayWhole:
 		held, whole, err := readBounded(stream, contentLength, maxWholeAnswer)
-		s.relayHeld(ctx, x, resp, stream, held, whole, err, true)
+		s.relayHeld(ctx, x, resp, stream, held, whole, err, o.api)
 	default:
 		s.relayRest(ctx, x, resp, stream, nil)
 	}
 }
 
 // relayStream copies an event stream to the client as it arrives, reading
-// its usage on the way.
-func (s *Server) relayStream(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError, a asks, readUsage bool) {
+// a conversation stream (of api's format) on the way: for its usage, and
+// for whether it ended as a whole answer (a Responses stream must end with
+// response.completed). A stream that did not is relayed as the upstream
+// ended it, and its turn is not recorded.
+func (s *Server) relayStream(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError, a asks, api *api) {
 	x.stream = true
 	s.up.releaseDeadline(resp)
-	var watch *chat.SSEUsage
+	var watch streamWatch
 	r := &relay{body: stream, idle: s.cfg.StreamIdleTimeout, clientConn: ctx.Conn()}
 	switch {
 	case a.addedUsage:
 		r.strip = &chat.UsageChunkFilter{}
-	case readUsage:
-		watch = &chat.SSEUsage{}
+	case api != nil:
+		watch = api.watch()
 		r.observe = watch.Observe
 	}
 	r.done = func(res relayResult) {
@@ -209,6 +214,9 @@ func (s *Server) relayStream(ctx *fasthttp.RequestCtx, x *exchange, resp *fastht
 		}
 		if watch != nil {
 			x.usage = watch.Usage()
+			if x.err == nil {
+				x.err = watch.unfinished()
+			}
 		}
 		if r.strip != nil {
 			x.usage = r.strip.Usage()
@@ -220,10 +228,11 @@ func (s *Server) relayStream(ctx *fasthttp.RequestCtx, x *exchange, resp *fastht
 }
 
 // relayHeld relays an answer of which held was read ahead: all of it when
-// whole (its usage read when readUsage), else held and then the rest as it
-// arrives, its usage unread. A read that failed is a proxy fault.
+// whole (its usage read, as api's format, when api is set), else held and
+// then the rest as it arrives, its usage unread. A read that failed is a
+// proxy fault.
 func (s *Server) relayHeld(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError,
-	held []byte, whole bool, err error, readUsage bool) {
+	held []byte, whole bool, err error, api *api) {
 	if err != nil {
 		_ = stream.CloseWithError(err)
 		fasthttp.ReleaseResponse(resp)
@@ -236,8 +245,8 @@ func (s *Server) relayHeld(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp
 	}
 	_ = stream.CloseWithError(nil)
 	fasthttp.ReleaseResponse(resp)
-	if readUsage {
-		x.usage = usageFromBody(held, ctx.Response.Header.ContentEncoding())
+	if api != nil {
+		x.usage = usageFromBody(api, held, ctx.Response.Header.ContentEncoding())
 	}
 	x.bytesOut = int64(len(held))
 	ctx.Response.SetBodyRaw(held)

@@ -78,7 +78,7 @@ func forwardDirect(t *testing.T, up *refusingUpstream, body string, hook refusal
 	req.SetBodyString(body)
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, nil, nil)
-	o := forwardOpts{readUsage: true}
+	o := forwardOpts{api: chatAPI}
 	if hook != nil {
 		o.retry = func(status int, h *fasthttp.ResponseHeader, b []byte) ([]byte, bool) {
 			hookCalls++

@@ -258,7 +258,7 @@ func TestPrecompactionLandingBeforeTheLockCausesNoSecondSummary(t *testing.T) {
 	turnAt := func(rec state.Record) turnInput {
 		res := p.pipeline.RewriteParsed(parsed, p.comp.options(rec, state.ChainHash{}))
 		line, nums := lineOf(&rec, res)
-		return turnInput{key: key, rec: rec, line: line, nums: nums, parsed: parsed, res: res,
+		return turnInput{api: chatAPI, key: key, rec: rec, line: line, nums: nums, parsed: parsed, res: res,
 			trigger: p.comp.cfg.Trigger.Trigger(res.Model), authorization: "Bearer sk-agent"}
 	}
 	// The turn reads the record: nothing stored yet.

@@ -249,7 +249,9 @@ func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 	t := tr.turn
 	n, opened := rewrite.Observe(numbersOf(*l), rewrite.Observation{
 		Model: t.model, ModelRatio: rec.CalibrationFor(t.model), Raw: t.rawAfter,
-		UsageFound: tr.usage.Found, InputTokens: tr.usage.InputTokens, Compacted: t.compacted, Trigger: t.trigger,
+		// The upstream's count of a request whose history it keeps is not
+		// of what ctxpress counted: it calibrates nothing.
+		UsageFound: tr.usage.Found && !t.serverHistory, InputTokens: tr.usage.InputTokens, Compacted: t.compacted, Trigger: t.trigger,
 	})
 	setNumbers(l, n)
 	return opened

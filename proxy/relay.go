@@ -21,7 +21,8 @@ const (
 	// relayPass copies the body to the client as it arrives, unread.
 	relayPass relayMode = iota
 	// relayStream copies it read by read, flushing after each, so that no
-	// event is held back; a chat stream is read for usage on its way.
+	// event is held back; a conversation stream is read for usage on its
+	// way.
 	relayStream
 	// relayWhole reads the body whole (bounded), for its usage, then
 	// relays it.
@@ -30,16 +31,17 @@ const (
 
 // relayModeOf decides how an answer is relayed from its Content-Type, its
 // length (negative: unknown, chunked or until close), whether it answers a
-// chat completion (the answers ctxpress reads usage from) and whether that
-// request asked for a stream. A missing length alone never makes a chat
-// answer a stream: a JSON answer sent chunked is one document.
-func relayModeOf(contentType []byte, contentLength int, chat, requestStream bool) relayMode {
+// conversation request (a chat completion, a Responses request: the
+// answers ctxpress reads usage from) and whether that request asked for a
+// stream. A missing length alone never makes a conversation answer a
+// stream: a JSON answer sent chunked is one document.
+func relayModeOf(contentType []byte, contentLength int, turn, requestStream bool) relayMode {
 	switch {
 	case hasMediaType(contentType, "text/event-stream"):
 		return relayStream
-	case !chat && contentLength < 0:
+	case !turn && contentLength < 0:
 		return relayStream // may be a stream by another name: never held back
-	case !chat:
+	case !turn:
 		return relayPass
 	case isJSONMediaType(contentType):
 		return relayWhole // an answer, or an error, even to a stream request

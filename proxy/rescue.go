@@ -15,7 +15,7 @@ import (
 // it is, nor lost to an overflow answer ctxpress could have prevented:
 // losing old turns beats losing the request.
 //
-//   - Before forwarding (fitChat): a request whose calibrated estimate is
+//   - Before forwarding (fitTurn): a request whose calibrated estimate is
 //     over the window, because compaction is backing off, its breaker is
 //     open or it was not enough, is cut to fit (rewrite.Options.FitTokens).
 //   - After an overflow answer, before any byte of it reached the client
@@ -31,12 +31,14 @@ const fitMargin = 0.95
 const eventFit = "fit"
 
 // fitLimit is the most a request of model may count upstream: the model's
-// window less the room body asks for its answer.
-func (s *Server) fitLimit(model string, body []byte) int {
+// window less the room body (of api's format) asks for its answer.
+func (s *Server) fitLimit(api *api, model string, body []byte) int {
 	window := s.comp.cfg.Trigger.ContextWindow(model)
-	reserve := int(gjson.GetBytes(body, "max_completion_tokens").Int())
-	if reserve <= 0 {
-		reserve = int(gjson.GetBytes(body, "max_tokens").Int())
+	reserve := 0
+	for _, field := range api.outputCaps {
+		if reserve = int(gjson.GetBytes(body, field).Int()); reserve > 0 {
+			break
+		}
 	}
 	if reserve <= 0 || reserve >= window/2 {
 		return window
@@ -51,14 +53,14 @@ func fitBudget(limit int, nums state.Line) int {
 	return numbersOf(nums).Calibration.Raw(int(float64(limit) * fitMargin))
 }
 
-// fitChat cuts c's request to fit the model's window when its calibrated
+// fitTurn cuts c's request to fit the model's window when its calibrated
 // estimate says it would not (compaction on only: that is the user's
 // leave to rewrite history). why is the reason the cut falls back on.
-func (s *Server) fitChat(c *chatTurn, why string) {
+func (s *Server) fitTurn(c *turnRun, why string) {
 	if !c.plan.MayRewrite {
 		return
 	}
-	limit := s.fitLimit(c.res.Model, c.res.Body)
+	limit := s.fitLimit(c.api, c.res.Model, c.res.Body)
 	if c.plan.Effective <= limit { // the plan's estimate is of c.res, after any compaction
 		return
 	}
@@ -76,7 +78,7 @@ func (s *Server) fitChat(c *chatTurn, why string) {
 
 // cutToFit rewrites c's request to count at most budget tokens by leaving
 // its oldest turns out, and says so as an event. It reports whether it cut.
-func (s *Server) cutToFit(c *chatTurn, budget int, why string) bool {
+func (s *Server) cutToFit(c *turnRun, budget int, why string) bool {
 	rec := c.rec
 	if c.compactable {
 		// A compaction of this turn (or one it joined) stored its summary.
@@ -100,14 +102,14 @@ func (s *Server) cutToFit(c *chatTurn, budget int, why string) bool {
 	return true
 }
 
-// rescueHook is the retry hook of a chat request: an answer that refuses
+// rescueHook is the retry hook of a conversation request: an answer that refuses
 // it as longer than the model's window (chat.IsContextOverflow),
 // before any of it was relayed, gets the request compacted now (or the
 // compaction in flight joined), cut to fit when that is not enough, and
 // sent once more. A llama.cpp 500 for a full shared KV cache (several
 // slots, no sizes given) is sent once more as it is when nothing smaller
 // can be made: what overlapped it is over by then.
-func (s *Server) rescueHook(c *chatTurn) refusalHook {
+func (s *Server) rescueHook(c *turnRun) refusalHook {
 	if !c.plan.MayRewrite {
 		return nil
 	}
@@ -125,7 +127,7 @@ func (s *Server) rescueHook(c *chatTurn) refusalHook {
 				c.t.compacted = o.compacted && !o.joined
 			}
 		}
-		if budget := s.rescueBudget(refused, answer, c.nums); c.res.TokensAfter > budget {
+		if budget := s.rescueBudget(c.api, refused, answer, c.nums); c.res.TokensAfter > budget {
 			s.cutToFit(c, budget, "the upstream refused the request as too long")
 		}
 		if c.res.TokensAfter >= refused.TokensAfter && status < 500 {
@@ -134,7 +136,7 @@ func (s *Server) rescueHook(c *chatTurn) refusalHook {
 		c.t.setResult(c.res, c.nums)
 		out := c.res.Body
 		if c.res.Stream {
-			out, _ = s.askStreamUsage(out, c.res.Model)
+			out, _ = s.askStreamUsage(c.api, out, c.res.Model)
 		}
 		s.log.Info().Str("conversation", c.t.id.ID).Int("status", status).
 			Int("tokens_refused", calibrated(refused.TokensAfter, c.nums)).Int("tokens_after", c.t.tokensAfter).
@@ -146,11 +148,11 @@ func (s *Server) rescueHook(c *chatTurn) refusalHook {
 // rescueBudget is the tiktoken budget a request refused for overflow must
 // fit: scaled by the window and size the upstream's answer gives, else the
 // configured window.
-func (s *Server) rescueBudget(refused rewrite.Result, answer []byte, nums state.Line) int {
+func (s *Server) rescueBudget(api *api, refused rewrite.Result, answer []byte, nums state.Line) int {
 	if window, size, ok := chat.OverflowSize(answer); ok && size > window {
 		return int(float64(refused.TokensAfter) * float64(window) / float64(size) * fitMargin)
 	}
-	return fitBudget(s.fitLimit(refused.Model, refused.Body), nums)
+	return fitBudget(s.fitLimit(api, refused.Model, refused.Body), nums)
 }
 
 // firstHook asks a, then b: the first that retries wins. A nil hook is

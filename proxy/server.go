@@ -88,10 +88,10 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp.policy = s.comp.cfg.policy()
 	s.metrics = newMetrics(s.comp.running, deps.Store, deps.Pipeline)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
-		Help: "Chat requests to a local upstream waiting for a summary call to it to end (see local_upstream)."},
+		Help: "Conversation requests (chat, Responses) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
 		func() float64 { return float64(s.gate.waitingNow()) }))
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compaction_waiting",
-		Help: "Chat requests waiting for a compaction of their conversation that another request started."},
+		Help: "Conversation requests waiting for a compaction of their conversation that another request started."},
 		func() float64 { return float64(s.comp.waiting.Load()) }))
 	s.events.onCompaction = s.metrics.compaction
 	s.srv = &fasthttp.Server{
@@ -145,7 +145,7 @@ type exchange struct {
 	stream       bool
 	usage        chat.Usage
 	err          error
-	turn         *turn  // chat requests ctxpress understood
+	turn         *turn  // conversation requests ctxpress understood
 	release      func() // returns the upstream lease, once the answer is done
 	gate         func() // returns the local gate's share (see localGate), once the answer is done
 	finished     bool   // finish ran
@@ -166,6 +166,7 @@ func newExchange(ctx *fasthttp.RequestCtx) *exchange {
 var (
 	pathHealthz         = "/ctxpress/healthz"
 	pathChatCompletions = "/chat/completions"
+	pathResponses       = "/responses"
 )
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
@@ -196,18 +197,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	if !s.authenticate(ctx, x) {
 		return
 	}
-	if ctx.IsPost() && isChatPath(path) {
-		s.handleChat(ctx, x)
+	if a := apiOf(path); a != nil && ctx.IsPost() {
+		s.handleTurn(ctx, x, a)
 		return
 	}
 	s.forward(ctx, x, ctx.Request.Body(), forwardOpts{})
-}
-
-// isChatPath reports whether path is the chat completions endpoint, with or
-// without the /v1 prefix.
-func isChatPath(path []byte) bool {
-	p := string(path)
-	return p == "/v1"+pathChatCompletions || p == pathChatCompletions
 }
 
 // clientGone ends a request whose client left before the upstream answered
@@ -308,18 +302,19 @@ func (s *Server) logExchange(x *exchange) {
 	s.hintMissingV1(x)
 }
 
-// hintMissingV1 says, once, what a 404 on chat completions from an upstream
-// configured without a path most likely means: `--upstream
-// http://localhost:1234` where the server's OpenAI API is under /v1
-// (LM Studio, llama-server, Ollama, vLLM all put it there).
+// hintMissingV1 says, once, what a 404 on a conversation endpoint (chat
+// completions, Responses) from an upstream configured without a path most
+// likely means: `--upstream http://localhost:1234` where the server's
+// OpenAI API is under /v1 (LM Studio, llama-server, Ollama, vLLM all put
+// it there).
 func (s *Server) hintMissingV1(x *exchange) {
-	if x.status != fasthttp.StatusNotFound || s.up.url.base != "" || !strings.HasSuffix(x.path, "/chat/completions") {
+	if x.status != fasthttp.StatusNotFound || s.up.url.base != "" || apiOf([]byte(x.path)) == nil {
 		return
 	}
 	s.noV1Hint.Do(func() {
 		s.log.Warn().Str("upstream", s.cfg.Upstream).
 			Str("try", strings.TrimRight(s.cfg.Upstream, "/")+"/v1").
-			Msg("the upstream answered 404 to /chat/completions; its OpenAI API is most likely under /v1 (set upstream to the base URL a client would use)")
+			Msg("the upstream answered 404 to " + strings.TrimPrefix(x.path, "/v1") + "; its OpenAI API is most likely under /v1 (set upstream to the base URL a client would use)")
 	})
 }
 

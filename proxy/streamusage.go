@@ -1,28 +1,28 @@
 package proxy
 
 import (
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"sync"
 
 	"github.com/valyala/fasthttp"
 )
 
-// askStreamUsage asks a streamed chat body for its usage chunk (see
-// chat.EnsureStreamUsage), unless the upstream has refused that field
-// for the model. When it changed the body, retry undoes the change if the
-// upstream refuses stream_options, and remembers the model, so that later
-// streams to it go as the client sent them (without usage, so without
-// calibration from them).
-func (s *Server) askStreamUsage(body []byte, model string) (out []byte, retry refusalHook) {
-	if s.noStreamOptions.has(model) {
+// askStreamUsage asks a streamed body of api's format for its usage, when
+// the format's streams do not always carry it (api.askStreamUsage: chat's
+// usage chunk, see chat.EnsureStreamUsage), unless the upstream has
+// refused that field for the model. When it changed the body, retry undoes
+// the change if the upstream refuses stream_options, and remembers the
+// model, so that later streams to it go as the client sent them (without
+// usage, so without calibration from them).
+func (s *Server) askStreamUsage(api *api, body []byte, model string) (out []byte, retry refusalHook) {
+	if api.askStreamUsage == nil || s.noStreamOptions.has(model) {
 		return body, nil
 	}
-	out, injected := chat.EnsureStreamUsage(body)
+	out, injected := api.askStreamUsage(body)
 	if !injected {
 		return body, nil
 	}
 	return out, func(status int, _ *fasthttp.ResponseHeader, answer []byte) ([]byte, bool) {
-		if !chat.StreamOptionsRefused(status, answer) {
+		if !api.streamOptionsRefused(status, answer) {
 			return nil, false
 		}
 		if s.noStreamOptions.add(model) {

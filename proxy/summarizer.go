@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/internal/envproxy"
 	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire/responses"
 	"github.com/valyala/fasthttp"
 )
 
@@ -33,7 +34,11 @@ var ErrTransport = errors.New("compactor: summary call failed")
 
 // SummaryRequest is one summary call.
 type SummaryRequest struct {
-	BaseURL       string        // OpenAI-compatible base URL, e.g. https://api.openai.com/v1; "/chat/completions" is appended
+	BaseURL string // OpenAI-compatible base URL, e.g. https://api.openai.com/v1; the API's path is appended
+	// API is the form of the call: "chat" (also "") posts a chat completion
+	// to {BaseURL}/chat/completions, "responses" a Responses request to
+	// {BaseURL}/responses (summaryForms).
+	API           string
 	Authorization string        // sent as the Authorization header when not empty; never in an error
 	Model         string        // the summary model
 	Reasoning     *bool         // overrides the family table (RulesFor) for Model; nil = the table
@@ -57,8 +62,23 @@ type Summarizer struct {
 	learned map[modelKey]chat.ParamRules // rules an upstream's refusal taught, for the life of the process
 }
 
-// modelKey is one model behind one summariser base URL.
-type modelKey struct{ base, model string }
+// modelKey is one model behind one summariser endpoint (base URL and path).
+type modelKey struct{ endpoint, model string }
+
+// summaryForm is a summary call in one API: where it is posted, how its
+// body is built and how its answer is read.
+type summaryForm struct {
+	path string
+	body func(chat.SummaryCall, chat.ParamRules) ([]byte, error)
+	read func(status int, body []byte, auth string) (chat.Summary, error)
+}
+
+// summaryForms are the summary call's forms by API (SummaryRequest.API).
+var summaryForms = map[string]summaryForm{
+	"":           {pathChatCompletions, chat.SummaryBody, chat.ReadSummary},
+	apiChat:      {pathChatCompletions, chat.SummaryBody, chat.ReadSummary},
+	apiResponses: {pathResponses, responses.SummaryBody, responses.ReadSummary},
+}
 
 // NewSummarizer returns a Summarizer with its own connection pool.
 func NewSummarizer() *Summarizer {
@@ -81,11 +101,12 @@ func NewSummarizer() *Summarizer {
 	}}
 }
 
-// Summarize posts req.Prompt as the one user message to
-// {BaseURL}/chat/completions (stream false) and returns the assistant's
-// text. The options follow the model's chat.ParamRules: max_tokens and
-// temperature 0.3, or for reasoning models max_completion_tokens (with
-// room for the reasoning) and no temperature. When the upstream answers
+// Summarize posts req.Prompt as the one user message, in req.API's form
+// (stream false, and for Responses store false), and returns the
+// assistant's text. The options follow the model's chat.ParamRules:
+// max_tokens (Responses: max_output_tokens) and temperature 0.3, or for
+// reasoning models max_completion_tokens (Responses: max_output_tokens),
+// with room for the reasoning, and no temperature. When the upstream answers
 // 400 refusing one of them, the call is sent again without it (at most
 // twice), and the (BaseURL, Model) pair keeps the rules that worked for the
 // life of the Summarizer. The calls end at the earlier of ctx's deadline
@@ -93,10 +114,14 @@ func NewSummarizer() *Summarizer {
 // before the call starts, since fasthttp cancels by deadline.
 //
 // Errors wrap ErrTransport (no answer: dial, reset, timeout, ctx) or one of
-// chat.ReadSummary's.
+// chat.ReadSummary's (responses.ReadSummary's are the same).
 func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (SummaryResult, error) {
 	if err := ctx.Err(); err != nil {
 		return SummaryResult{}, fmt.Errorf("%w: %w", ErrTransport, err)
+	}
+	form, ok := summaryForms[req.API]
+	if !ok {
+		return SummaryResult{}, fmt.Errorf("compactor: summary API %q: want chat or responses", req.API)
 	}
 	timeout := req.Timeout
 	if timeout <= 0 {
@@ -112,7 +137,8 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 	hresp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(hreq)
 	defer fasthttp.ReleaseResponse(hresp)
-	hreq.SetRequestURI(strings.TrimRight(req.BaseURL, "/") + "/chat/completions")
+	base := strings.TrimRight(req.BaseURL, "/")
+	hreq.SetRequestURI(base + form.path)
 	hreq.Header.SetMethod(fasthttp.MethodPost)
 	hreq.Header.SetContentType("application/json")
 	hreq.Header.Set(fasthttp.HeaderAccept, "application/json")
@@ -120,10 +146,10 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 		hreq.Header.Set(fasthttp.HeaderAuthorization, req.Authorization)
 	}
 
-	key := modelKey{strings.TrimRight(req.BaseURL, "/"), req.Model}
+	key := modelKey{base + form.path, req.Model}
 	rules := s.rulesFor(key, req)
 	for attempt := 0; ; attempt++ {
-		body, err := chat.SummaryBody(chat.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens}, rules)
+		body, err := form.body(chat.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens}, rules)
 		if err != nil {
 			return SummaryResult{}, err
 		}
@@ -141,7 +167,7 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 			rules = next
 			continue
 		}
-		res.Summary, err = chat.ReadSummary(hresp.StatusCode(), hresp.Body(), req.Authorization)
+		res.Summary, err = form.read(hresp.StatusCode(), hresp.Body(), req.Authorization)
 		return res, err
 	}
 }

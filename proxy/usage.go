@@ -8,20 +8,20 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// usageFromBody reads usage from a whole (non-streamed) JSON answer, decoding
-// a compressed body on a side copy (at most maxDecodedAnswer bytes of it);
-// the client still gets the original bytes.
-func usageFromBody(body []byte, contentEncoding []byte) chat.Usage {
+// usageFromBody reads usage from a whole (non-streamed) JSON answer of
+// api's format, decoding a compressed body on a side copy (at most
+// maxDecodedAnswer bytes of it); the client still gets the original bytes.
+func usageFromBody(api *api, body []byte, contentEncoding []byte) chat.Usage {
 	plain, err := decodeBody(body, contentEncoding, maxDecodedAnswer)
 	if err != nil {
 		return chat.Usage{}
 	}
-	return chat.UsageFromJSON(plain)
+	return api.usageFromJSON(plain)
 }
 
 // maxDecodedAnswer bounds what decoding a compressed answer may produce: a
 // few megabytes of JSON compress to little, and a body that inflates past
-// this is not a chat completion worth reading.
+// this is not an answer worth reading.
 const maxDecodedAnswer = 4 * maxWholeAnswer
 
 // decodeBody decodes body from its Content-Encoding (gzip, deflate, br,

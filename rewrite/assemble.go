@@ -102,8 +102,7 @@ func (v *view) tailEdits(edits []wire.Edit, first int, plan dedupPlan, res *Resu
 			edits = append(edits, req.f.DropMessages(req.Conversation, i, j))
 			i = j - 1
 		case plan.replace[i]:
-			edits = append(edits, req.f.ReplaceContent(req.Conversation, req.Result(i), DedupPlaceholder))
-			res.Deduped++
+			edits = plan.appendEdits(edits, req, i, f, res)
 		default:
 			res.Squashed += f.squashed
 			res.SquashStats = append(res.SquashStats, f.stats...)

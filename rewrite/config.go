@@ -55,7 +55,11 @@ type DedupConfig struct {
 	// ReadOnlyTools are the tools whose earlier result is replaced when a
 	// later call has the same arguments. nil means DefaultReadOnlyTools; an
 	// empty, non-nil slice means none (only byte-identical results are then
-	// collapsed). Names are case-sensitive.
+	// collapsed). Names are case-sensitive. A call of a shell tool
+	// (squash's ShellTools) whose command only looks (cat, sed -n, rg,
+	// ls, git diff, …: squash.Squasher.ReadOnlyCall) counts as read-only
+	// too when its output comes in run details (codex's exec tools, whose
+	// outputs are compared by what the command printed).
 	ReadOnlyTools []string
 	// MinTokens is the least the dedups a request adds over the previous
 	// forwarded request's (Options.PrevDedups) must save together for any

@@ -3,8 +3,8 @@ package rewrite
 import (
 	"bytes"
 	"crypto/sha256"
-	"slices"
 
+	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 )
 
@@ -14,8 +14,13 @@ const DedupPlaceholder = "[duplicate result: superseded by a later call with the
 // DedupMark names a tool result a forwarded request sent as
 // DedupPlaceholder (Result.Dedups, Options.PrevDedups).
 type DedupMark struct {
-	// Index is the message's index in the client's `messages` as sent.
+	// Index is the index of the result's message in the client's
+	// `messages` as sent.
 	Index int
+	// Result is which of that message's tool results it is, 0 for the
+	// first. A chat or Responses message carries one result, so every mark
+	// written before results were deduped one by one names result 0.
+	Result int
 	// Digest is the sha256 of the message's canonical form, as the chain hash
 	// hashes it: the same message sent again matches, an edited or a
 	// different one does not. It is stable across restarts.
@@ -31,24 +36,25 @@ const supersedeShare = 4
 
 // dedupPlan is the set of tool results dedup replaces.
 type dedupPlan struct {
-	replace     map[int]bool // message index -> replaced by the placeholder
+	replace     map[int]bool // message index -> some result of it replaced
+	items       map[int]int  // result item index -> content tokens its replacement saves
 	saved       int          // content tokens saved in total
 	placeholder int          // tokens of DedupPlaceholder
 }
 
-// planDedup decides which tool results to replace by DedupPlaceholder.
-// A result is superseded when a later result answers a call with the same
-// key (tool name + canonical arguments). It is replaced when the tool is
-// read-only, or, for any tool, when its content is byte-identical to the
-// nearest later result of the same key; a read-only one only when some
-// later result is not a stub (supersedeShare). Results whose call is unknown are
+// planDedup decides which tool results to replace by DedupPlaceholder,
+// result by result (a message may carry several). A result is superseded
+// when a later result answers a call with the same key (tool name +
+// canonical arguments) and says the same, or, for a call that only reads,
+// anything but a stub (supersedes). Results whose call is unknown are
 // never touched. The messages [dropFrom, dropTo) are not forwarded (a
-// summary or the history limit replaces them): they neither supersede nor
-// are superseded, so dedup plans over the messages that remain.
+// summary or the history limit replaces them): their results neither
+// supersede nor are superseded, so dedup plans over the messages that
+// remain.
 //
 // Replacing rewrites messages the provider has cached, so what the previous
-// forwarded request replaced (prev: message indexes) stays replaced, and
-// the others are replaced only when together they save at least the
+// forwarded request replaced (prev: result item indexes) stays replaced,
+// and the others are replaced only when together they save at least the
 // configured minimum. prev only ever holds superseded results (a later
 // turn keeps the result that superseded them), and one that is not
 // superseded any more (the config changed) is not replaced.
@@ -58,107 +64,202 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 		return plan
 	}
 	placeholder := p.counter.Count(enc, DedupPlaceholder)
-	later := make(map[callKey]int)   // key -> index of the nearest later result
+	later := make(map[callKey]int)   // key -> a.results index of the nearest later result
 	largest := make(map[callKey]int) // key -> tokens of the largest later result
 	fresh := 0                       // tokens the replacements outside prev save
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if !a.keyed[i] || (i >= dropFrom && i < dropTo) {
+	for k := len(a.results) - 1; k >= 0; k-- {
+		r := &a.results[k]
+		if !r.keyed || (r.msg >= dropFrom && r.msg < dropTo) {
 			continue
 		}
-		key := a.keys[i]
-		j, ok := later[key]
-		later[key] = i
-		big := largest[key] // the largest result of key after i
-		largest[key] = max(big, a.facts[i].contentAfter)
-		if !ok {
+		tokens := a.resultFacts(k).contentAfter
+		j, ok := later[r.key]
+		later[r.key] = k
+		big := largest[r.key] // the largest result of key after this one
+		largest[r.key] = max(big, tokens)
+		if !ok || !req.Items[r.item].Content.Exists() || !p.supersedes(req, a, k, j, big) {
 			continue
 		}
-		ci := req.Items[req.Result(i)].Content
-		if !ci.Exists() {
-			continue
-		}
-		same := bytes.Equal(ci.Of(req.Body), req.Items[req.Result(j)].Content.Of(req.Body))
-		if !same && (!p.readOnly[key.tool] || big*supersedeShare < a.facts[i].contentAfter) {
-			continue
-		}
-		save := a.facts[i].contentAfter - placeholder
+		save := tokens - placeholder
 		if save <= 0 {
 			continue
 		}
-		if plan.replace == nil {
-			plan.replace = make(map[int]bool)
+		if plan.items == nil {
+			plan.items = make(map[int]int)
 		}
-		plan.replace[i] = true
+		plan.items[r.item] = save
 		plan.saved += save
-		if !prev[i] {
+		if !prev[r.item] {
 			fresh += save
 		}
 	}
 	if fresh > 0 && fresh < p.cfg.Dedup.minTokens() {
-		for i := range plan.replace {
-			if !prev[i] {
-				delete(plan.replace, i)
-				plan.saved -= a.facts[i].contentAfter - placeholder
+		for it, save := range plan.items {
+			if !prev[it] {
+				delete(plan.items, it)
+				plan.saved -= save
 			}
 		}
 	}
-	if len(plan.replace) == 0 {
+	if len(plan.items) == 0 {
 		return dedupPlan{}
+	}
+	plan.replace = make(map[int]bool, len(plan.items))
+	for it := range plan.items {
+		plan.replace[req.Items[it].Message] = true
 	}
 	plan.placeholder = placeholder
 	return plan
 }
 
-// prevDedups returns the indexes of marks that name a message of req as
-// it is now.
+// supersedes reports whether result k (an a.results index) is superseded
+// by j, the nearest later result of its key, when the largest later one
+// holds big tokens: when the two say the same (their contents
+// byte-identical, or both run details around the same printed output),
+// or when k's call only reads (a read-only tool, or a shell command that
+// only looks, its output in run details) and some later result is not a
+// stub pointing back to it.
+//
+// A shell command's later run supersedes an earlier, different one only
+// in run details (codex's exec tools). Chat agents' shell outputs come
+// without them, and their dedup stays what it was: identical repeats.
+func (p *Pipeline) supersedes(req *request, a *analysis, k, j, big int) bool {
+	r, rf, lf := &a.results[k], a.resultFacts(k), a.resultFacts(j)
+	if rf.framed && lf.framed && rf.printed == lf.printed ||
+		bytes.Equal(req.Items[r.item].Content.Of(req.Body), req.Items[a.results[j].item].Content.Of(req.Body)) {
+		return true
+	}
+	readOnly := p.readOnly[r.key.tool] || r.shellRead && rf.framed
+	return readOnly && big*supersedeShare >= rf.contentAfter
+}
+
+// resultFacts returns the facts of result k (an a.results index).
+func (a *analysis) resultFacts(k int) *resultFacts {
+	r := &a.results[k]
+	return &a.facts[r.msg].results[r.ord]
+}
+
+// forwardedTokens returns the tokens of message i (whose facts are f) as
+// forwarded under plan: squashed, its replaced results as the placeholder.
+func (plan dedupPlan) forwardedTokens(req *request, i int, f *facts) int {
+	n, k := f.after, 0
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		if req.Items[it].Kind != wire.KindToolResult {
+			continue
+		}
+		if _, ok := plan.items[it]; ok {
+			n += plan.placeholder - f.results[k].contentAfter
+		}
+		k++
+	}
+	return n
+}
+
+// appendEdits appends to edits those of message i (whose facts are f)
+// under plan, which replaces some of its results: the placeholder for
+// those, their squash edits for the others; and counts them in res (a
+// replaced result's squash is not counted).
+func (plan dedupPlan) appendEdits(edits []wire.Edit, req *request, i int, f *facts, res *Result) []wire.Edit {
+	at := req.Messages[i].Start
+	from, k := resultFacts{}, 0 // where the current result's edits and stats start
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		if req.Items[it].Kind != wire.KindToolResult {
+			continue
+		}
+		rf := f.results[k]
+		k++
+		if _, ok := plan.items[it]; ok {
+			edits = append(edits, req.f.ReplaceContent(req.Conversation, it, DedupPlaceholder))
+			res.Deduped++
+		} else {
+			res.Squashed += rf.stats - from.stats
+			res.SquashStats = append(res.SquashStats, f.stats[from.stats:rf.stats]...)
+			for _, e := range f.edits[from.edits:rf.edits] {
+				edits = append(edits, wire.Edit{Start: at + e.Start, End: at + e.End, Repl: e.Repl})
+			}
+		}
+		from = rf
+	}
+	return edits
+}
+
+// prevDedups returns the result items marks name in req as it is now: a
+// mark counts when its message is still there, unchanged, with that many
+// results.
 func (p *Pipeline) prevDedups(req *request, a *analysis, marks []DedupMark) map[int]bool {
 	var out map[int]bool
 	for _, mk := range marks {
 		i := mk.Index
-		if i < 0 || i >= len(req.Messages) || p.messageDigest(req, i, a.hashes[i]) != mk.Digest {
+		if i < 0 || i >= len(req.Messages) || mk.Result < 0 || p.messageDigest(req, i, a.hashes[i]) != mk.Digest {
+			continue
+		}
+		it := nthResult(req, i, mk.Result)
+		if it < 0 {
 			continue
 		}
 		if out == nil {
 			out = make(map[int]bool, len(marks))
 		}
-		out[i] = true
+		out[it] = true
 	}
 	return out
 }
 
-// dedupMarks returns the marks of the results plan replaces, by index.
+// nthResult returns the item index of message i's result n (0: the
+// first), -1 when it has no such result.
+func nthResult(req *request, i, n int) int {
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		if req.Items[it].Kind != wire.KindToolResult {
+			continue
+		}
+		if n == 0 {
+			return it
+		}
+		n--
+	}
+	return -1
+}
+
+// dedupMarks returns the marks of the results plan replaces, in body order.
 func (p *Pipeline) dedupMarks(req *request, a *analysis, plan dedupPlan) []DedupMark {
-	if len(plan.replace) == 0 {
+	if len(plan.items) == 0 {
 		return nil
 	}
-	marks := make([]DedupMark, 0, len(plan.replace))
-	for i := range plan.replace {
-		marks = append(marks, DedupMark{Index: i, Digest: p.messageDigest(req, i, a.hashes[i])})
+	marks := make([]DedupMark, 0, len(plan.items))
+	for _, r := range a.results {
+		if _, ok := plan.items[r.item]; ok {
+			marks = append(marks, DedupMark{Index: r.msg, Result: r.ord, Digest: p.messageDigest(req, r.msg, a.hashes[r.msg])})
+		}
 	}
-	slices.SortFunc(marks, func(x, y DedupMark) int { return x.Index - y.Index })
 	return marks
 }
 
-// resultKey finds the dedup key and tool name of result item it: the call
-// whose id is its CallID; for a result paired by name (chat's legacy role
-// function), the last call without an id, when it names the same tool.
-// keyed is false when the call is unknown.
-func resultKey(it *wire.Item, calls map[string]callKey, legacy *callKey) (tool string, key callKey, keyed bool) {
+// resultKey finds the call result item it answers: the call whose id is
+// its CallID; for a result paired by name (chat's legacy role function),
+// the last call without an id, when it names the same tool. tool is the
+// call's tool name, or the result's own when the call is unknown (keyed
+// false).
+func resultKey(it *wire.Item, calls map[string]call, legacy *call) (tool string, c call, keyed bool) {
 	if it.ByName {
-		if legacy != nil && legacy.tool == it.Tool {
+		if legacy != nil && legacy.key.tool == it.Tool {
 			return it.Tool, *legacy, true
 		}
-		return it.Tool, callKey{}, false
+		return it.Tool, call{}, false
 	}
-	if k, ok := calls[it.CallID]; ok && it.CallID != "" {
-		return k.tool, k, true
+	if c, ok := calls[it.CallID]; ok && it.CallID != "" {
+		return c.key.tool, c, true
 	}
-	return it.Tool, callKey{}, false
+	return it.Tool, call{}, false
 }
 
 // callsOf returns the calls message i makes, in order, with their dedup
-// keys. Strings are the parse's own copies, so they do not pin the body.
-func callsOf(req *request, i int) []call {
+// keys, and which are shell commands that only look (shell's
+// ReadOnlyCall). Strings are the parse's own copies, so they do not pin
+// the body.
+func callsOf(shell *squash.Squasher, req *request, i int) []call {
 	var calls []call
 	r := req.Messages[i].Items
 	for it := r.Start; it < r.End; it++ {
@@ -166,13 +267,47 @@ func callsOf(req *request, i int) []call {
 		if c.Kind != wire.KindToolCall {
 			continue
 		}
-		calls = append(calls, call{id: c.CallID, key: newCallKey(c.Tool, req.f.CanonicalArguments(req.Conversation, it))})
+		calls = append(calls, call{id: c.CallID, key: newCallKey(c.Tool, req.f.CanonicalArguments(req.Conversation, it)),
+			shellRead: shell.ReadOnlyCall(squash.Call{Tool: c.Tool, Args: req.f.Arguments(req.Conversation, it)})})
 	}
 	return calls
 }
 
 // call is one tool call of an assistant message.
 type call struct {
-	id  string // "" for a legacy function_call
-	key callKey
+	id        string // "" for a legacy function_call
+	key       callKey
+	shellRead bool // a shell command that only looks (cat, rg, git diff, …)
+}
+
+// printedOutput is what dedup compares of a tool result's content: when
+// it is one text that wraps a command's output in run details (codex's
+// exec tools: a chunk id and wall time that change on every run), the
+// sha256 of what the command printed (squash.CommandOutput) and framed
+// true; else framed false, and the content's bytes are compared as sent.
+func printedOutput(req *request, it int) (printed [sha256.Size]byte, framed bool) {
+	if raw := req.Items[it].Content.Of(req.Body); len(raw) > 0 && raw[0] == '"' && !runDetailsAhead(raw[1:]) {
+		return printed, false // a string that does not open with run details: not decoded
+	}
+	parts := req.f.Parts(req.Conversation, it, nil)
+	if len(parts) != 1 || !parts[0].IsText {
+		return printed, false
+	}
+	text := parts[0].Text
+	out := squash.CommandOutput(text)
+	if len(out) == len(text) {
+		return printed, false // CommandOutput strips the run details or returns the text itself
+	}
+	return sha256.Sum256([]byte(out)), true
+}
+
+// runDetailsAhead reports whether the JSON string body s (after its
+// opening quote) may open with run details squash.CommandOutput strips.
+func runDetailsAhead(s []byte) bool {
+	for _, p := range [...]string{"Chunk ID: ", "Exit code: ", `{\"output\":`} {
+		if bytes.HasPrefix(s, []byte(p)) {
+			return true
+		}
+	}
+	return false
 }

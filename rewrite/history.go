@@ -344,7 +344,7 @@ func (v *view) forwarded(plan dedupPlan) {
 		case v.omitted(i):
 			// Never forwarded: 0 keeps it out of every sum.
 		case plan.replace[i]:
-			v.fwd[i] = f.after - f.contentAfter + plan.placeholder
+			v.fwd[i] = plan.forwardedTokens(v.req, i, f)
 		default:
 			v.fwd[i] = f.after
 		}

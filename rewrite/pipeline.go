@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"crypto/sha256"
+
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 )
@@ -10,10 +12,11 @@ import (
 // shared by all requests.
 type Pipeline struct {
 	cfg      Config
-	readOnly map[string]bool // Dedup.ReadOnlyTools as a set; immutable
-	cache    *lru            // squash results, token counts, message memos
-	counter  *Counter        // counts with cache
-	squasher Squasher        // nil: no squash
+	readOnly map[string]bool  // Dedup.ReadOnlyTools as a set; immutable
+	cache    *lru             // squash results, token counts, message memos
+	counter  *Counter         // counts with cache
+	squasher Squasher         // nil: no squash
+	shell    *squash.Squasher // knows the shell tools and which commands only look (dedup)
 }
 
 // New returns a Pipeline for cfg. cfg should have passed Validate; an
@@ -35,6 +38,7 @@ func New(cfg Config) *Pipeline {
 		cache:    cache,
 		counter:  &Counter{cache: cache},
 		squasher: cfg.Squasher,
+		shell:    squash.New(shellConfig(cfg.Squash)),
 	}
 	if p.squasher == nil && cfg.Squash != nil {
 		sc := *cfg.Squash
@@ -44,6 +48,15 @@ func New(cfg Config) *Pipeline {
 		p.squasher = squash.New(sc)
 	}
 	return p
+}
+
+// shellConfig is the part of the squash config dedup's shell rule reads:
+// the shell tools and read commands, squash's defaults when squash is off.
+func shellConfig(sc *squash.Config) squash.Config {
+	if sc == nil {
+		return squash.Config{}
+	}
+	return squash.Config{ShellTools: sc.ShellTools, ReadCommands: sc.ReadCommands}
 }
 
 // CacheStats reports the entries in the pipeline's cache, the bytes they
@@ -92,7 +105,8 @@ type Result struct {
 	// (after a summary's coverage); 0 when the request fitted.
 	FitDropped int
 	// Dedups names the tool results Body sends as DedupPlaceholder (by
-	// index, nil when none). Whoever forwards Body keeps it with the
+	// message index and place among its results, in body order; nil when
+	// none). Whoever forwards Body keeps it with the
 	// history and passes it as Options.PrevDedups to the next request of
 	// that history, so the dedups stay sticky and the minimum applies to
 	// new ones only. A Body that is not forwarded (a command answered by
@@ -109,6 +123,10 @@ type Result struct {
 	// SummaryMiss reports that branches were given but none matched this
 	// request's history: the client edited, truncated or rewound it.
 	SummaryMiss bool
+	// ServerHistory reports a request that continues a history the
+	// provider keeps (wire.Conversation.ServerHistory): it was squashed,
+	// deduped and counted only, and must never be compacted or cut.
+	ServerHistory bool
 	// CompactCommand reports that the last message is a user message that
 	// is exactly "/compact" (only with Options.ForceCommand).
 	CompactCommand bool
@@ -130,11 +148,21 @@ type Result struct {
 // h_i = sha256(h_{i-1} || canonical(message_i)) with appendCanonical, and
 // to find how many recent messages fit a token budget.
 type analysis struct {
-	facts  []*facts
-	hashes []contentHash // of each message's bytes as sent
-	tools  []string      // tool name of each result message
-	keys   []callKey     // dedup key of each result message
-	keyed  []bool        // whether keys[i] is known
+	facts   []*facts
+	hashes  []contentHash // of each message's bytes as sent
+	results []resultRef   // every tool result item, in body order
+}
+
+// resultRef is one tool result item of a request and the call it answers:
+// dedup finds, keys and replaces results one by one, as a message may
+// carry several (Anthropic's user message of tool_result blocks).
+type resultRef struct {
+	msg       int // its message
+	ord       int // its place among that message's results: facts.results[ord]
+	item      int // its index in the conversation's items
+	key       callKey
+	keyed     bool // whether key is known (the call was found)
+	shellRead bool // its call is a shell command that only looks
 }
 
 // facts is what Rewrite derives from one message: its tokens and the edits
@@ -142,18 +170,30 @@ type analysis struct {
 // and (for a tool result) the tool's name and its call's arguments, and is
 // memoised on exactly that, so a turn costs only its new messages.
 type facts struct {
-	before, after int          // tokens of the message as sent, as squashed
-	contentAfter  int          // tokens of the content as squashed
-	edits         []wire.Edit  // squash edits, offsets relative to the message start
-	squashed      int          // texts squashed
-	stats         []SquashStat // one per text squashed
-	calls         []call       // the calls an assistant message makes
+	before, after int           // tokens of the message as sent, as squashed
+	contentAfter  int           // tokens of the contents as squashed
+	edits         []wire.Edit   // squash edits, offsets relative to the message start
+	squashed      int           // texts squashed
+	stats         []SquashStat  // one per text squashed
+	calls         []call        // the calls an assistant message makes
+	results       []resultFacts // one per tool result item, in order
+}
+
+// resultFacts is what squash made of one tool result of a message: its
+// content tokens as squashed, and where its edits and stats end in the
+// message's (they start where the previous result's end); and what dedup
+// compares of it (printedOutput).
+type resultFacts struct {
+	contentAfter int
+	edits, stats int
+	printed      [sha256.Size]byte
+	framed       bool
 }
 
 // size approximates the bytes f holds, for the cache bound.
 func (f *facts) size() int64 {
-	const factsSize, editSize, callSize, statSize = 112, 48, 64, 40 // with their allocation classes
-	n := int64(factsSize + cap(f.edits)*editSize + cap(f.calls)*callSize + cap(f.stats)*statSize)
+	const factsSize, editSize, callSize, statSize, resultSize = 128, 48, 64, 40, 64 // with their allocation classes
+	n := int64(factsSize + cap(f.edits)*editSize + cap(f.calls)*callSize + cap(f.stats)*statSize + cap(f.results)*resultSize)
 	for _, e := range f.edits {
 		n += int64(cap(e.Repl))
 	}
@@ -207,6 +247,12 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 	}
 	req := p.counter.request(parsed.conv, parsed.format)
 	res.Understood, res.Model, res.Stream, res.Messages = true, req.Model, req.Stream, len(req.Messages)
+	if res.ServerHistory = req.ServerHistory; res.ServerHistory {
+		// The provider holds the rest of this history: a summary, a cut,
+		// or an instruction or command sent again on every turn would
+		// rewrite (or pile up in) what ctxpress cannot see.
+		opts = Options{PrevDedups: opts.PrevDedups}
+	}
 	enc := EncodingForModel(req.Model)
 	a := p.analyse(enc, &req)
 	v := p.newView(enc, &req, a, opts)
@@ -245,55 +291,82 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 // recalls) each message's facts.
 func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 	n := len(req.Messages)
-	a := &analysis{
-		facts:  make([]*facts, n),
-		hashes: make([]contentHash, n),
-		tools:  make([]string, n),
-		keys:   make([]callKey, n),
-		keyed:  make([]bool, n),
-	}
 	// The maps of calls by id are made at their size: a long history has
 	// hundreds of calls, and growing a map is an allocation per doubling.
-	ncalls := 0
+	nres, ncalls := 0, 0
 	for i := range req.Items {
-		if req.Items[i].Kind == wire.KindToolCall {
+		switch req.Items[i].Kind {
+		case wire.KindToolResult:
+			nres++
+		case wire.KindToolCall:
 			ncalls++
 		}
 	}
-	calls := make(map[string]callKey, ncalls)
-	var legacy *callKey
+	a := &analysis{
+		facts:   make([]*facts, n),
+		hashes:  make([]contentHash, n),
+		results: make([]resultRef, 0, nres),
+	}
+	calls := make(map[string]call, ncalls)
+	var legacy *call
 	sites := newCallSites(ncalls)
+	var prs []producer // the calls message i's results answer, in order
 	for i := range req.Messages {
 		a.hashes[i] = hashContent(req.Bytes(i))
-		r := req.Result(i)
-		if r >= 0 {
-			it := &req.Items[r]
-			a.tools[i], a.keys[i], a.keyed[i] = resultKey(it, calls, legacy)
-			if it.ByName {
+		prs = prs[:0]
+		r := req.Messages[i].Items
+		for it := r.Start; it < r.End; it++ {
+			item := &req.Items[it]
+			if item.Kind != wire.KindToolResult {
+				continue
+			}
+			tool, c, keyed := resultKey(item, calls, legacy)
+			if item.ByName {
 				legacy = nil
 			}
+			a.results = append(a.results, resultRef{msg: i, ord: len(prs), item: it, key: c.key, keyed: keyed, shellRead: c.shellRead})
+			prs = append(prs, sites.producer(req, it, tool, c.key, keyed))
 		}
-		f := p.messageFacts(enc, sites.producer(req, r, a.tools[i], a.keys[i], a.keyed[i]), req, i, a.hashes[i])
+		f := p.messageFacts(enc, prs, req, i, a.hashes[i])
 		a.facts[i] = f
 		sites.record(req, i)
 		for j := range f.calls {
 			c := &f.calls[j]
 			if c.id == "" {
-				legacy = &c.key
+				legacy = c
 			} else {
-				calls[c.id] = c.key
+				calls[c.id] = *c
 			}
 		}
 	}
 	return a
 }
 
+// factsKey is the memo key of a message's facts: the format, the
+// encoding, the message's bytes (h) and the call each of its tool results
+// answers (prs: tool name and arguments).
+func factsKey(format string, enc Encoding, prs []producer, h contentHash) cacheKey {
+	if len(prs) <= 1 {
+		var pr producer
+		if len(prs) == 1 {
+			pr = prs[0]
+		}
+		return newKey(kindMessage, format, string(enc), pr.tool, string(pr.args[:]), string(h[:]))
+	}
+	parts := make([]string, 0, 3+2*len(prs))
+	parts = append(parts, format, string(enc))
+	for _, pr := range prs {
+		parts = append(parts, pr.tool, string(pr.args[:]))
+	}
+	return newKey(kindMessage, append(parts, string(h[:]))...)
+}
+
 // messageFacts returns the facts of message i (whose bytes hash to h),
 // from the memo when this message was seen before with the same format,
-// encoding and, for a tool result, the same call (pr: tool name and
-// arguments).
-func (p *Pipeline) messageFacts(enc Encoding, pr producer, req *request, i int, h contentHash) *facts {
-	key := newKey(kindMessage, req.f.Name(), string(enc), pr.tool, string(pr.args[:]), string(h[:]))
+// encoding and, for its tool results, the same calls (prs, one per
+// result in order).
+func (p *Pipeline) messageFacts(enc Encoding, prs []producer, req *request, i int, h contentHash) *facts {
+	key := factsKey(req.f.Name(), enc, prs, h)
 	if v, ok := p.cache.get(key); ok {
 		return v.(*facts)
 	}
@@ -306,17 +379,26 @@ func (p *Pipeline) messageFacts(enc Encoding, pr producer, req *request, i int, 
 	default:
 		overhead := req.f.Overhead(req.Conversation, i, req.count)
 		var before, after int
-		if r := req.Result(i); r >= 0 {
-			f.edits, before, after, f.stats = p.squashContent(req, pr, r)
-			f.squashed = len(f.stats)
-		} else {
-			for it := m.Items.Start; it < m.Items.End; it++ {
-				before += contentTokens(req, it)
+		for it := m.Items.Start; it < m.Items.End; it++ {
+			if req.Items[it].Kind != wire.KindToolResult {
+				t := contentTokens(req, it)
+				before, after = before+t, after+t
+				continue
 			}
-			after = before
+			edits, b, a, stats := p.squashContent(req, prs[len(f.results)], it)
+			if f.edits == nil && f.stats == nil {
+				f.edits, f.stats = edits, stats // the one result's: no copy
+			} else {
+				f.edits, f.stats = append(f.edits, edits...), append(f.stats, stats...)
+			}
+			rf := resultFacts{contentAfter: a, edits: len(f.edits), stats: len(f.stats)}
+			rf.printed, rf.framed = printedOutput(req, it)
+			f.results = append(f.results, rf)
+			before, after = before+b, after+a
 		}
+		f.squashed = len(f.stats)
 		f.before, f.after, f.contentAfter = overhead+before, overhead+after, after
-		f.calls = callsOf(req, i)
+		f.calls = callsOf(p.shell, req, i)
 	}
 	p.cache.add(key, f, f.size())
 	return f

@@ -93,6 +93,10 @@ var ErrSkipped = errors.New("compaction skipped")
 // failed within StoreRetry.
 var ErrStoreFailing = errors.New("the conversation store is failing")
 
+// ErrServerHistory marks a turn not compacted because the provider keeps
+// its history (previous_response_id): ctxpress sees only what it adds.
+var ErrServerHistory = errors.New("the provider keeps this conversation's history (previous_response_id), which ctxpress cannot see")
+
 // StoreRetry is how long compactions pause after a failed store write: a
 // summary that cannot be kept would cost every turn a summary call (and a
 // failure in the log) for nothing.
@@ -120,6 +124,9 @@ type TurnFacts struct {
 	Manual, Command bool
 	// Refused: the upstream answered this request as longer than its window.
 	Refused bool
+	// ServerHistory: the provider keeps the rest of the history
+	// (Result.ServerHistory), so none of it may be compacted or cut.
+	ServerHistory bool
 	// AfterNow: the turn's compaction before forwarding has run, and
 	// Compacted says whether it wrote a summary; only a background one may
 	// follow. Tokens is then the request as it is after it.
@@ -154,6 +161,7 @@ type Plan struct {
 // PlanTurn decides what the turn t does about compaction at now. The rules,
 // in order:
 //   - compaction off, an ephemeral turn, or one with no conversation: none;
+//   - a turn whose history the provider keeps: none, and why when asked;
 //   - the upstream refused the request as too long: rescue, urgent;
 //   - asked for (manual): now, breaker and backoff notwithstanding;
 //   - calibrated estimate over the trigger: now, unless the line's breaker
@@ -167,9 +175,12 @@ func (p Policy) PlanTurn(t TurnFacts, now time.Time) Plan {
 	pl := Plan{Trigger: p.Trigger.Trigger(t.Model), Window: p.Trigger.ContextWindow(t.Model),
 		Effective: t.Line.Calibration.Upstream(t.Tokens)}
 	pl.precompactBar = p.precompactRatio() * float64(pl.Trigger)
-	pl.MayRewrite = p.Enabled && !t.Ephemeral
+	pl.MayRewrite = p.Enabled && !t.Ephemeral && !t.ServerHistory
 	pl.Compactable = pl.MayRewrite && t.Identified
 	if !pl.Compactable {
+		if p.Enabled && !t.Ephemeral && t.ServerHistory && t.Manual {
+			pl.Why = fmt.Errorf("%w: %w", ErrSkipped, ErrServerHistory)
+		}
 		return pl
 	}
 	switch {

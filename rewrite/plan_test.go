@@ -37,6 +37,15 @@ func TestPlanTurn(t *testing.T) {
 			facts: TurnFacts{Tokens: 50000, Identified: true, Ephemeral: true, Manual: true}, action: ActNone},
 		{rule: "a request with no conversation is not compacted",
 			facts: TurnFacts{Tokens: 50000}, action: ActNone},
+		{rule: "a request whose history the provider keeps (previous_response_id) is never compacted, however big",
+			facts: TurnFacts{Tokens: 50000, Identified: true, ServerHistory: true}, action: ActNone},
+		{rule: "nor when asked, and it says why",
+			facts: TurnFacts{Tokens: 100, Identified: true, ServerHistory: true, Manual: true}, action: ActNone,
+			why: "the provider keeps this conversation's history (previous_response_id)"},
+		{rule: "nor rescued when the upstream refuses it as too long",
+			facts: TurnFacts{Tokens: 3000, Identified: true, ServerHistory: true, Refused: true}, action: ActNone},
+		{rule: "nor precompacted near the bar",
+			facts: TurnFacts{Tokens: 9000, Identified: true, ServerHistory: true}, action: ActNone},
 		{rule: "far under the trigger: nothing",
 			facts: TurnFacts{Tokens: 5000, Identified: true}, action: ActNone},
 		{rule: "over the trigger: now", policy: noPre,
@@ -111,6 +120,7 @@ func TestPlanSaysWhetherHistoryMayBeRewritten(t *testing.T) {
 		{"compaction on, a conversation: compact or cut", true, TurnFacts{Identified: true}, true, true},
 		{"compaction on, no conversation: cut to fit only", true, TurnFacts{}, true, false},
 		{"an ephemeral request: neither", true, TurnFacts{Identified: true, Ephemeral: true}, false, false},
+		{"history the provider keeps: neither, not even a cut to fit", true, TurnFacts{Identified: true, ServerHistory: true}, false, false},
 		{"compaction off: neither", false, TurnFacts{Identified: true}, false, false},
 	} {
 		p := planPolicy

@@ -1,6 +1,10 @@
 package squash
 
-import "strings"
+import (
+	"encoding/json"
+	"io"
+	"strings"
+)
 
 // queryCommands only look at the files they are given and print what they
 // found: searches, listings and counts. With the read commands they make a
@@ -108,20 +112,32 @@ func gitQuery(args []shWord) bool {
 	return false
 }
 
-// execHeaders end with the line after which a coding agent's exec tool puts
-// the command's own output: codex's exec_command ("Chunk ID: …\nWall time:
-// …\nProcess exited with code 0\nOriginal token count: 59\nOutput:\n") and
-// its apply_patch ("Exit code: 0\nWall time: 0 seconds\nOutput:\n").
+// execOutputMark ends the run details a coding agent's exec tool puts
+// before the command's own output: codex's exec_command ("Chunk ID:
+// …\nWall time: …\nProcess exited with code 0\nOriginal token count:
+// 59\nOutput:\n") and its apply_patch and older shell ("Exit code:
+// 0\nWall time: 0 seconds\nOutput:\n").
 const execOutputMark = "\nOutput:\n"
 
+// maxRunDetails bounds the run details before execOutputMark: a mark
+// further in is the command's own output.
+const maxRunDetails = 512
+
 // CommandOutput returns what the command printed in a tool output that
-// wraps it in run details (codex's "Chunk ID: …", "Wall time: …" lines
-// before "Output:"), which differ on every run of the same command; any
-// other output is returned as it is. Two runs that printed the same thing
-// have equal CommandOutputs.
+// wraps it in run details, which differ on every run of the same command:
+// codex's "Chunk ID: …", "Wall time: …" lines before "Output:", or older
+// codex's JSON {"output":"…","metadata":{"exit_code":0,"duration_seconds":0.1}}.
+// Any other output is returned as it is. Two runs that printed the same
+// thing have equal CommandOutputs.
 func CommandOutput(output string) string {
-	i := strings.Index(output, execOutputMark)
-	if i < 0 || i > 512 {
+	if strings.HasPrefix(output, `{"output":`) {
+		if printed, ok := jsonExecOutput(output); ok {
+			return printed
+		}
+		return output
+	}
+	i := strings.Index(output[:min(len(output), maxRunDetails+len(execOutputMark))], execOutputMark)
+	if i < 0 {
 		return output
 	}
 	head := output[:i]
@@ -130,4 +146,26 @@ func CommandOutput(output string) string {
 		return output
 	}
 	return output[i+len(execOutputMark):]
+}
+
+// jsonExecOutput reads older codex's exec output, a JSON object of exactly
+// "output" (a string) and "metadata" (exit_code, duration_seconds), as its
+// shell tool serialised it; false for anything else.
+func jsonExecOutput(s string) (string, bool) {
+	var v struct {
+		Output   *string `json:"output"`
+		Metadata *struct {
+			ExitCode        *int     `json:"exit_code"`
+			DurationSeconds *float64 `json:"duration_seconds"`
+		} `json:"metadata"`
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&v) != nil || v.Output == nil || v.Metadata == nil || v.Metadata.ExitCode == nil {
+		return "", false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", false // something after the object
+	}
+	return *v.Output, true
 }

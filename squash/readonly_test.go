@@ -41,6 +41,26 @@ func TestReadOnlyCall(t *testing.T) {
 	if !sq.ReadOnlyCall(Call{Tool: "shell", Args: string(argv)}) {
 		t.Error("an argv array running git status is read-only")
 	}
+	// codex's own argument shapes, as it sends them.
+	for _, tc := range []struct {
+		name string
+		call Call
+		want bool
+	}{
+		{"exec_command (0.171) with its workdir and yield time", Call{Tool: "exec_command",
+			Args: `{"cmd":"sed -n 1,40p a.py","workdir":"/repo","yield_time_ms":10000}`}, true},
+		{"the older shell tool's argv", Call{Tool: "shell",
+			Args: `{"command":["bash","-lc","rg -n def"],"workdir":"/repo","timeout_ms":10000}`}, true},
+		{"a local_shell_call's action", Call{Tool: "local_shell",
+			Args: `{"type":"exec","command":["bash","-lc","cat a.py"],"timeout_ms":null,"working_directory":null,"env":{},"user":null}`}, true},
+		{"a local_shell_call that writes", Call{Tool: "local_shell",
+			Args: `{"type":"exec","command":["bash","-lc","sed -i s/f/g/ a.py"],"env":{}}`}, false},
+		{"apply_patch is not a shell tool", Call{Tool: "apply_patch", Args: "*** Begin Patch\n*** End Patch"}, false},
+	} {
+		if got := sq.ReadOnlyCall(tc.call); got != tc.want {
+			t.Errorf("%s: ReadOnlyCall = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestCommandOutput(t *testing.T) {
@@ -48,8 +68,13 @@ func TestCommandOutput(t *testing.T) {
 		"Chunk ID: 6160ec\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 12\nOutput:\ndef f():\n    return 1\n": "def f():\n    return 1\n",
 		"Chunk ID: 1\nWall time: 2.1 seconds\nProcess exited with code 0\nOriginal token count: 0\nOutput:\n":                                  "",
 		"Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nA c.py\n":                                         "Success. Updated the following files:\nA c.py\n",
-		"total 20\nOutput:\nnot a header\n":  "total 20\nOutput:\nnot a header\n",
-		"plain output with no run details\n": "plain output with no run details\n",
+		`{"output":"def f():\n    return 1\n","metadata":{"exit_code":0,"duration_seconds":0.1}}`:                                              "def f():\n    return 1\n",
+		`{"output":"No such file\n","metadata":{"exit_code":1,"duration_seconds":0.0}}`:                                                        "No such file\n",
+		`{"output":"x","metadata":{"exit_code":0,"duration_seconds":0.1},"more":1}`:                                                            `{"output":"x","metadata":{"exit_code":0,"duration_seconds":0.1},"more":1}`,
+		`{"output":"x","metadata":{"exit_code":0}} trailing`:                                                                                   `{"output":"x","metadata":{"exit_code":0}} trailing`,
+		`{"output":"a tool's own JSON, no metadata"}`:                                                                                          `{"output":"a tool's own JSON, no metadata"}`,
+		"total 20\nOutput:\nnot a header\n":                                                                                                    "total 20\nOutput:\nnot a header\n",
+		"plain output with no run details\n":                                                                                                   "plain output with no run details\n",
 	} {
 		if got := CommandOutput(in); got != want {
 			t.Errorf("CommandOutput(%q) = %q, want %q", in, got, want)

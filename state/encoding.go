@@ -53,25 +53,42 @@ type diskLine struct {
 	UsedAt          time.Time   `json:"used_at,omitzero"`
 }
 
-// diskDedup is a DedupMark as [index, "digest hex"].
+// diskDedup is a DedupMark as [index, "digest hex"], or [index, "digest
+// hex", result] for a result after its message's first: the two-element
+// form is every mark written before results were deduped one by one, and
+// it still means the message's first result.
 type diskDedup struct {
 	Index  int
+	Result int
 	Digest ChainHash
 }
 
 func (d diskDedup) MarshalJSON() ([]byte, error) {
-	return json.Marshal([]any{d.Index, d.Digest})
+	if d.Result == 0 {
+		return json.Marshal([]any{d.Index, d.Digest})
+	}
+	return json.Marshal([]any{d.Index, d.Digest, d.Result})
 }
 
 func (d *diskDedup) UnmarshalJSON(b []byte) error {
-	var v [2]json.RawMessage
+	var v []json.RawMessage
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
+	}
+	if len(v) < 2 {
+		return fmt.Errorf("state: a dedup mark has %d elements, want 2 or 3", len(v))
 	}
 	if err := json.Unmarshal(v[0], &d.Index); err != nil {
 		return err
 	}
-	return json.Unmarshal(v[1], &d.Digest)
+	if err := json.Unmarshal(v[1], &d.Digest); err != nil {
+		return err
+	}
+	d.Result = 0
+	if len(v) > 2 { // a fourth element on (a newer version's) is not read
+		return json.Unmarshal(v[2], &d.Result)
+	}
+	return nil
 }
 
 type diskBranch struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -188,4 +189,53 @@ func FuzzDiskTurns(f *testing.F) {
 			t.Fatalf("round trip of %q: %s -> %+v, %v", in, out, again, err)
 		}
 	})
+}
+
+// The dedup marks on disk, row by row: a mark of a message's first result
+// is written as every version wrote it, [index, digest]; one of a later
+// result carries its place as a third element; a mark written before
+// results were deduped one by one reads as the message's first result.
+func TestDedupMarksOnDisk(t *testing.T) {
+	d := hashOf("d")
+	hex := `"64` + strings.Repeat("0", 62) + `"` // hashOf("d") in hex
+	tests := []struct {
+		name string
+		mark DedupMark
+		disk string
+	}{
+		{"the first result of a message: [index, digest], as before", DedupMark{Index: 3, Digest: d}, `[3,` + hex + `]`},
+		{"a later result of a message: [index, digest, result]", DedupMark{Index: 3, Result: 2, Digest: d}, `[3,` + hex + `,2]`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Record{Key: Key{Namespace: "ns", ID: "c"}, Lines: []Line{{Dedups: []DedupMark{tc.mark}}}}
+			data, err := encodeRecord(&r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := `"dedups":[` + tc.disk + `]`; !strings.Contains(string(data), want) {
+				t.Errorf("written %s, want it to hold %s", data, want)
+			}
+			got, err := decodeRecord(r.Key, data)
+			if err != nil || !reflect.DeepEqual(got.Lines[0].Dedups, r.Lines[0].Dedups) {
+				t.Errorf("read back %+v, %v; want %+v", got.Lines, err, r.Lines[0].Dedups)
+			}
+		})
+	}
+	reads := []struct {
+		name string
+		disk string
+		want DedupMark
+	}{
+		{"a mark written before per-result dedup is the message's first result", `[7,` + hex + `]`, DedupMark{Index: 7, Digest: d}},
+		{"a newer version's fourth element is not read", `[7,` + hex + `,1,"later"]`, DedupMark{Index: 7, Result: 1, Digest: d}},
+	}
+	for _, tc := range reads {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodeRecord(Key{Namespace: "ns", ID: "c"}, []byte(`{"ns":"ns","id":"c","lines":[{"dedups":[`+tc.disk+`]}]}`))
+			if err != nil || len(got.Lines) != 1 || !reflect.DeepEqual(got.Lines[0].Dedups, []DedupMark{tc.want}) {
+				t.Errorf("read %+v, %v; want %+v", got.Lines, err, tc.want)
+			}
+		})
+	}
 }

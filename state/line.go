@@ -45,10 +45,14 @@ type Line struct {
 	UsedAt time.Time
 }
 
-// DedupMark names one message a request sent deduplicated: its index in
-// the client's messages and the digest of its canonical form.
+// DedupMark names one tool result a request sent deduplicated: the index
+// of its message in the client's messages, which of that message's
+// results it is (0: the first; a record written before results were
+// deduped one by one holds 0) and the digest of the message's canonical
+// form.
 type DedupMark struct {
 	Index  int
+	Result int
 	Digest ChainHash
 }
 

@@ -30,6 +30,11 @@ type Conversation struct {
 	// Priming is the tokens the format adds to every request besides
 	// its messages and Counted (chat: the reply priming).
 	Priming int
+	// ServerHistory reports that the request continues a history the
+	// provider keeps and the body does not carry (Responses:
+	// previous_response_id, conversation): what it carries may be squashed
+	// and counted, but a summary or a cut would rewrite what it cannot see.
+	ServerHistory bool
 }
 
 // Role is what a message is in the conversation, whatever the format

@@ -38,7 +38,8 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 		return &wire.Conversation{Body: body}, false
 	}
 	c := &wire.Conversation{Body: body, Model: req.Model, Stream: req.Stream, Priming: replyPriming,
-		CacheKey: req.PromptCacheKeySpan, Counted: []wire.Span{req.Instructions, req.Tools}}
+		CacheKey: req.PromptCacheKeySpan, Counted: []wire.Span{req.Instructions, req.Tools},
+		ServerHistory: req.PreviousResponseID != "" || req.Conversation}
 	if req.InputIsText {
 		c.Counted = append(c.Counted, req.Input)
 		return c, true

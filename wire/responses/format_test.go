@@ -109,3 +109,21 @@ func TestFormatDigestIgnoresKeyOrder(t *testing.T) {
 		t.Fatal("re-serialised items hash differently")
 	}
 }
+
+// A request that continues a stored response or a conversation the
+// provider keeps says so: the core must not compact what it cannot see.
+func TestFormatMarksHistoryTheProviderKeeps(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"model":"m","input":[{"role":"user","content":"hi"}]}`:                                  false,
+		`{"model":"m","previous_response_id":null,"input":[{"role":"user","content":"hi"}]}`:      false,
+		`{"model":"m","previous_response_id":"resp_1","input":[{"role":"user","content":"hi"}]}`:  true,
+		`{"model":"m","conversation":"conv_1","input":[{"role":"user","content":"hi"}]}`:          true,
+		`{"model":"m","conversation":{"id":"conv_1"},"input":[{"role":"user","content":"hi"}]}`:   true,
+		`{"model":"m","previous_response_id":"resp_1","input":"plain text continues it as well"}`: true,
+	} {
+		c, ok := Format{}.Parse([]byte(body))
+		if !ok || c.ServerHistory != want {
+			t.Errorf("%s: ok %v, server history %v", body, ok, c.ServerHistory)
+		}
+	}
+}

@@ -59,6 +59,9 @@ type Request struct {
 	// PreviousResponseID names history kept on the provider: ctxpress
 	// cannot see it, so it never compacts such a request.
 	PreviousResponseID string
+	// Conversation reports a "conversation" the provider keeps the
+	// history of (like PreviousResponseID, history ctxpress cannot see).
+	Conversation       bool
 	PromptCacheKey     string
 	PromptCacheKeySpan Span
 	Instructions       Span // top-level "instructions"
@@ -96,6 +99,8 @@ func parseValid(body []byte) (req *Request, ok bool) {
 			req.Stored, req.Store = true, v.Type == gjson.True
 		case "previous_response_id":
 			req.PreviousResponseID = v.String()
+		case "conversation":
+			req.Conversation = v.Exists() && v.Type != gjson.Null
 		case "prompt_cache_key":
 			req.PromptCacheKey, req.PromptCacheKeySpan = v.String(), spanOf(v)
 		case "instructions":

@@ -83,3 +83,17 @@ func (w *StreamWatch) Ended() bool { return w.end != "" }
 
 // Completed reports whether the stream ended with response.completed.
 func (w *StreamWatch) Completed() bool { return w.end == eventCompleted }
+
+// End is the type of the event that ended the stream (response.completed,
+// response.incomplete, response.failed, error); "" while none has.
+func (w *StreamWatch) End() string { return w.end }
+
+// StreamAsks reports whether a Responses body asks for a stream, and for
+// usage in it: a Responses stream always ends with its response and that
+// response's usage, so a stream asks for both. It expects the body the
+// proxy forwards (well-formed JSON, or a body forwarded as sent, where the
+// answer means nothing but is safe).
+func StreamAsks(body []byte) (stream, usage bool) {
+	stream = gjson.GetBytes(body, "stream").Type == gjson.True
+	return stream, stream
+}

@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ctxpress/ctxpress/wire"
+	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire/responses"
+)
+
+// api is one wire format of conversation requests as the shell serves it:
+// the few things a turn does differently per format. Everything else of a
+// turn (parse, identify, plan, compact, forward, record, tell) is the same
+// code for every format; adding a format is adding an api.
+type api struct {
+	// name names the format; it is also the summary call's API when the
+	// summariser is the conversation's own upstream (summaryForms).
+	name string
+	// format reads request bodies into the neutral conversation and
+	// writes the core's edits back (rewrite.Parse).
+	format wire.Format
+	// streamAsks reports what a forwarded body asks of its answer: a
+	// stream, and usage in that stream.
+	streamAsks func(body []byte) (stream, usage bool)
+	// askStreamUsage, when set, makes a streamed body ask for its usage
+	// and reports whether it changed the body (chat's
+	// stream_options.include_usage; the usage chunk the client did not ask
+	// for is stripped on the way); streamOptionsRefused recognises an
+	// upstream that refuses the change. nil for a format whose streams
+	// always carry their usage.
+	askStreamUsage       func(body []byte) (out []byte, changed bool)
+	streamOptionsRefused func(status int, answer []byte) bool
+	// usageFromJSON reads usage from a whole answer, as plain bytes.
+	usageFromJSON func(body []byte) chat.Usage
+	// watch returns a watcher of a stream's side copy: its usage, and
+	// whether it ended as a whole answer.
+	watch func() streamWatch
+	// outputCaps are the body fields, in order of precedence, that
+	// reserve room in the window for the answer.
+	outputCaps []string
+	// reply renders ctxpress's own answer (to "/compact") in the format.
+	reply func(model, text string, stream bool, now time.Time) chat.Reply
+}
+
+// streamWatch reads a side copy of a streamed answer; it never changes the
+// bytes the client gets.
+type streamWatch interface {
+	Observe(p []byte)
+	Usage() chat.Usage
+	// unfinished says why a stream the upstream ended is not a whole
+	// answer (it is then no turn to record); nil when it is one.
+	unfinished() error
+}
+
+var (
+	// chatAPI is OpenAI chat completions (POST /v1/chat/completions).
+	chatAPI = &api{
+		name: apiChat, format: chat.Format{}, streamAsks: chat.StreamAsks,
+		askStreamUsage: chat.EnsureStreamUsage, streamOptionsRefused: chat.StreamOptionsRefused,
+		usageFromJSON: chat.UsageFromJSON,
+		watch:         func() streamWatch { return &chatWatch{} },
+		outputCaps:    []string{"max_completion_tokens", "max_tokens"},
+		reply:         chat.AssistantReply,
+	}
+	// responsesAPI is the OpenAI Responses API (POST /v1/responses), what
+	// codex ≥ 0.98 speaks.
+	responsesAPI = &api{
+		name: apiResponses, format: responses.Format{}, streamAsks: responses.StreamAsks,
+		usageFromJSON: responses.UsageFromJSON,
+		watch:         func() streamWatch { return &responsesWatch{} },
+		outputCaps:    []string{"max_output_tokens"},
+		reply:         responses.AssistantReply,
+	}
+)
+
+// The APIs by name: SummarizerConfig.API and SummaryRequest.API take them.
+const (
+	apiChat      = "chat"
+	apiResponses = "responses"
+)
+
+// apiPaths are the conversation endpoints, by path after the base URL.
+// /v1/responses/compact, /v1/responses/input_tokens and every other path
+// pass through.
+var apiPaths = map[string]*api{pathChatCompletions: chatAPI, pathResponses: responsesAPI}
+
+// apiOf returns the api of a request path, with or without the /v1
+// prefix; nil for a path that is no conversation endpoint.
+func apiOf(path []byte) *api {
+	if bytes.HasPrefix(path, []byte("/v1/")) {
+		path = path[len("/v1"):]
+	}
+	return apiPaths[string(path)]
+}
+
+// chatWatch is a chat stream's watcher: usage from any chunk that has it.
+// A chat stream that ends has said all it will (its end, [DONE], is
+// optional on many servers), so it is never unfinished.
+type chatWatch struct{ chat.SSEUsage }
+
+func (*chatWatch) unfinished() error { return nil }
+
+// errStreamUnfinished marks a Responses stream that ended without
+// response.completed: cut short, or failed, it is not a turn to record.
+var errStreamUnfinished = errors.New("the upstream's stream ended without response.completed")
+
+// responsesWatch is a Responses stream's watcher: usage from the event that
+// ends the response, which must be response.completed.
+type responsesWatch struct{ responses.StreamWatch }
+
+func (w *responsesWatch) unfinished() error {
+	switch end := w.End(); {
+	case w.Completed():
+		return nil
+	case end == "":
+		return errStreamUnfinished
+	default:
+		return fmt.Errorf("%w: it ended with %s", errStreamUnfinished, end)
+	}
+}

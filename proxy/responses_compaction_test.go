@@ -1,0 +1,371 @@
+package proxy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ctxpress/ctxpress/internal/responsestest"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/tidwall/gjson"
+)
+
+// checkSummaryCall fails unless the upstream got want summary calls (0:
+// one at least), each in Responses form as a strict Responses upstream
+// takes it: one user message, store false, max_output_tokens, no chat
+// fields.
+func checkSummaryCall(t *testing.T, up *responsesUpstream, want int) {
+	t.Helper()
+	_, summaries := up.turns()
+	if len(summaries) == 0 || want > 0 && len(summaries) != want {
+		t.Fatalf("%d summary calls, want %d", len(summaries), want)
+	}
+	for _, s := range summaries {
+		b := s.body
+		if s.path != "/v1/responses" || s.status != http.StatusOK || gjson.GetBytes(b, "store").Type != gjson.False ||
+			!gjson.GetBytes(b, "max_output_tokens").Exists() || gjson.GetBytes(b, "messages").Exists() || gjson.GetBytes(b, "max_tokens").Exists() {
+			t.Fatalf("summary call %s %d: %.300s", s.path, s.status, b)
+		}
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	for _, g := range up.got {
+		if strings.HasSuffix(g.path, "/chat/completions") {
+			t.Fatalf("a chat completions call to a Responses upstream: %.200s", g.body)
+		}
+	}
+}
+
+// summaryItem returns the index of the input item that carries the
+// summary block, -1 when none.
+func summaryItem(body []byte) int {
+	for i, it := range gjson.GetBytes(body, "input").Array() {
+		if strings.Contains(it.Raw, "<conversation_summary>") {
+			return i
+		}
+	}
+	return -1
+}
+
+// A codex conversation over its trigger is compacted on the Responses
+// path: the summary call speaks Responses to the upstream, the compacted
+// request is one OpenAI accepts (every reasoning item with the item it
+// preceded, every call with its output, parallel calls kept together), the
+// summary is a developer message right after the leading ones, and the
+// next turns extend it.
+func TestResponsesConversationIsCompacted(t *testing.T) {
+	for _, parallel := range []int{1, 3} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("parallel=%d/stream=%v", parallel, stream), func(t *testing.T) {
+				up := newResponsesUpstream(t)
+				up.parallel = parallel
+				deps, _ := responsesDeps(t)
+				p := startProxyWith(t, compactionConfig(up.BaseURL()), deps)
+				a := newResponsesAgent(t, p.BaseURL(), "auto")
+				compactedAt := 0
+				for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
+					a.turn(stream)
+					if a.header.Get(HeaderCompacted) == "true" {
+						compactedAt = turn
+					}
+				}
+				if compactedAt == 0 {
+					t.Fatal("never compacted")
+				}
+				a.turn(stream) // refused by the upstream if the compacted history broke a rule
+				next := a.header.Get(HeaderCompacted)
+				for range 3 {
+					a.turn(stream)
+				}
+				checkSummaryCall(t, up, 0)
+				turns, _ := up.turns()
+				last := turns[compactedAt-1].body
+				items := gjson.GetBytes(last, "input").Array()
+				if i := summaryItem(last); i != 1 || items[i].Get("role").Str != "developer" || items[i].Get("id").Exists() {
+					t.Fatalf("summary item at %d: %.200s", i, items[max(i, 0)].Raw)
+				}
+				if next == "false" && !isPrefix(inputItems(turns[compactedAt-1].body), inputItems(turns[compactedAt].body)) {
+					t.Error("the turn after a compacted one does not extend it item for item")
+				}
+				if len(items) >= len(a.items) {
+					t.Errorf("forwarded %d items of the client's %d", len(items), len(a.items))
+				}
+			})
+		}
+	}
+}
+
+// X-Ctxpress-Compact: force compacts a Responses conversation far under
+// its trigger.
+func TestResponsesCompactHeaderForces(t *testing.T) {
+	up := newResponsesUpstream(t)
+	deps, _ := responsesDeps(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 1 << 20
+	p := startProxyWith(t, cfg, deps)
+	a := newResponsesAgent(t, p.BaseURL(), "manual")
+	for range 10 {
+		a.turn(false)
+	}
+	a.turn(true, option.WithHeader(HeaderCompact, "force"))
+	if a.header.Get(HeaderCompacted) != "true" {
+		t.Fatalf("X-Ctxpress-Compacted %q", a.header.Get(HeaderCompacted))
+	}
+	checkSummaryCall(t, up, 1)
+	a.turn(false)
+	turns, _ := up.turns()
+	if summaryItem(turns[len(turns)-1].body) < 0 {
+		t.Fatal("the next turn has no summary")
+	}
+}
+
+// "/compact" typed as the last user message is answered by ctxpress in
+// the Responses form, whole or as OpenAI's events, after compacting; the
+// exchange is left out of what later turns forward.
+func TestResponsesCompactCommand(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
+			up := newResponsesUpstream(t)
+			deps, _ := responsesDeps(t)
+			cfg := compactionConfig(up.BaseURL())
+			cfg.Compaction.Trigger.ThresholdTokens = 1 << 20
+			p := startProxyWith(t, cfg, deps)
+			a := newResponsesAgent(t, p.BaseURL(), "command")
+			for range 10 {
+				a.turn(false)
+			}
+			before, _ := up.turns()
+			a.ask("/compact")
+			r := a.turn(stream)
+			after, _ := up.turns()
+			if len(after) != len(before) || !strings.HasPrefix(r.OutputText(), rewrite.CompactReplyPrefix+" compacted this conversation") {
+				t.Fatalf("%d turns upstream (were %d); answer %q", len(after), len(before), r.OutputText())
+			}
+			if a.header.Get(HeaderCompacted) != "true" || a.header.Get(HeaderConversation) != "command" {
+				t.Errorf("headers %v", a.header)
+			}
+			checkSummaryCall(t, up, 1)
+			a.ask("Go on.")
+			a.turn(stream)
+			turns, _ := up.turns()
+			last := turns[len(turns)-1].body
+			if summaryItem(last) < 0 || strings.Contains(string(last), "/compact") || strings.Contains(string(last), rewrite.CompactReplyPrefix) {
+				t.Fatalf("the turn after /compact: %.300s", last)
+			}
+		})
+	}
+}
+
+// A request that continues a response the provider stored
+// (previous_response_id) has history ctxpress cannot see: it is squashed,
+// counted and recorded, and never compacted, even when asked.
+func TestResponsesPreviousResponseIsNeverCompacted(t *testing.T) {
+	up := newResponsesUpstream(t)
+	up.toolTurns = 0
+	deps, st := responsesDeps(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 1000
+	p := startProxyWith(t, cfg, deps)
+	client := openai.NewClient(option.WithBaseURL(p.BaseURL()), option.WithAPIKey("sk-agent"), option.WithMaxRetries(0))
+	first, err := client.Responses.New(t.Context(), responses.ResponseNewParams{Model: "gpt-5", Store: openai.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Build the project.")}}, option.WithHeader("session-id", "stored"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := responses.ResponseInputItemParamOfFunctionCallOutput(bigBuildLog())
+	out.OfFunctionCallOutput.CallID = openai.String("call_make")
+	params := responses.ResponseNewParams{Model: "gpt-5", Store: openai.Bool(true), PreviousResponseID: openai.String(first.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: []responses.ResponseInputItemUnionParam{
+			responses.ResponseInputItemParamOfFunctionCall(`{"cmd":"make"}`, "call_make", "exec_command"), out,
+			responsesMessage("Fix the error.", responses.EasyInputMessageRoleUser)}}}
+	var header http.Header
+	for _, stream := range []bool{false, true} {
+		opts := []option.RequestOption{option.WithHeader("session-id", "stored"), option.WithHeader(HeaderCompact, "force"),
+			option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+				resp, err := next(r)
+				if resp != nil {
+					header = resp.Header
+				}
+				return resp, err
+			})}
+		if stream {
+			s := client.Responses.NewStreaming(t.Context(), params, opts...)
+			for s.Next() {
+			}
+			err = s.Err()
+		} else {
+			_, err = client.Responses.New(t.Context(), params, opts...)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if header.Get(HeaderCompacted) != "false" {
+			t.Errorf("stream %v: X-Ctxpress-Compacted %q", stream, header.Get(HeaderCompacted))
+		}
+	}
+	turns, summaries := up.turns()
+	if len(summaries) != 0 {
+		t.Fatalf("%d summary calls for history the provider keeps", len(summaries))
+	}
+	fwd := turns[len(turns)-1].body
+	if gjson.GetBytes(fwd, "previous_response_id").Str != first.ID || len(fwd) >= len(bigBuildLog()) || len(inputItems(fwd)) != 3 {
+		t.Fatalf("forwarded %d bytes: %.300s", len(fwd), fwd)
+	}
+	recorded := turnsOf(t, p, st, "stored", 3)
+	if recorded[2].InputTokens != turns[2].input {
+		t.Errorf("recorded input %d, upstream reported %d", recorded[2].InputTokens, turns[2].input)
+	}
+	if !strings.Contains(p.logs.String(), "previous_response_id") {
+		t.Errorf("the log does not say why the asked compaction was not done: %s", lastLines(p.logs.String(), 3))
+	}
+	rec, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), "stored"))
+	if len(rec.Branches) != 0 {
+		t.Errorf("%d summaries stored", len(rec.Branches))
+	}
+}
+
+// llama-server refuses a Responses request over its window with a 400
+// exceed_context_size_error before any event: ctxpress compacts and sends
+// it again, and the client gets the answer.
+func TestResponsesOverflowIsRescued(t *testing.T) {
+	up := newResponsesUpstream(t)
+	deps, _ := responsesDeps(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 1 << 20 // ctxpress does not know the real window
+	cfg.Compaction.Summarizer.MaxTokens = 300        // so a summary reclaims room
+	p := startProxyWith(t, cfg, deps)
+	a := newResponsesAgent(t, p.BaseURL(), "overflow")
+	for range 12 {
+		a.turn(false)
+	}
+	turns, _ := up.turns()
+	up.mu.Lock()
+	up.window = turns[len(turns)-1].input
+	up.mu.Unlock()
+	a.turn(true)
+	turns, _ = up.turns()
+	n := len(turns)
+	if turns[n-2].refusal != "exceed_context_size_error" || turns[n-1].status != http.StatusOK || summaryItem(turns[n-1].body) < 0 {
+		t.Fatalf("last two upstream answers: %d %q, %d", turns[n-2].status, turns[n-2].refusal, turns[n-1].status)
+	}
+	checkSummaryCall(t, up, 1)
+	if _, err := responsestest.Check(turns[n-1].body, responsestest.Options{}); err != nil {
+		t.Fatal(err.Message)
+	}
+}
+
+// The summary call in Responses form follows the model's parameter rules
+// and learns from a refusal, as the chat call does: a reasoning model gets
+// no temperature and room for its reasoning in max_output_tokens, a model
+// the table does not know is asked again without the refused parameter,
+// and the next call to it goes right the first time.
+func TestResponsesSummaryCallFollowsTheModelsRules(t *testing.T) {
+	up := newResponsesUpstream(t)
+	up.reasoning = map[string]bool{"gpt-5-mini": true, "corp-reasoner": true}
+	sum := NewSummarizer()
+	summarize := func(model string) {
+		t.Helper()
+		res, err := sum.Summarize(t.Context(), SummaryRequest{BaseURL: up.BaseURL(), API: apiResponses, Model: model,
+			Prompt: compactor.SummarizerLead + " Summarise this.", MaxTokens: 2000, Timeout: 10 * time.Second})
+		if err != nil || res.Text != testSummary || res.PromptTokens == 0 {
+			t.Fatalf("%s: %q, %v", model, res.Text, err)
+		}
+	}
+	for _, model := range []string{"gpt-5-mini", "gpt-4o", "corp-reasoner", "corp-reasoner"} {
+		summarize(model)
+	}
+	_, calls := up.turns()
+	if len(calls) != 5 {
+		t.Fatalf("%d calls, want 5: gpt-5-mini 1, gpt-4o 1, corp-reasoner refused once then learned", len(calls))
+	}
+	for i, c := range calls {
+		temp, capped := gjson.GetBytes(c.body, "temperature"), gjson.GetBytes(c.body, "max_output_tokens").Int()
+		model := gjson.GetBytes(c.body, "model").Str
+		switch {
+		case c.path != "/v1/responses":
+			t.Errorf("call %d to %s", i, c.path)
+		case model == "gpt-5-mini" && (temp.Exists() || capped < 2000+16000):
+			t.Errorf("gpt-5-mini: temperature %s, max_output_tokens %d", temp.Raw, capped)
+		case model == "gpt-4o" && (temp.Float() != 0.3 || capped != 2000):
+			t.Errorf("gpt-4o: temperature %s, max_output_tokens %d", temp.Raw, capped)
+		case model == "corp-reasoner" && (i == 2) != (c.status == 400):
+			t.Errorf("corp-reasoner call %d: %d", i, c.status)
+		}
+	}
+}
+
+// With precompact on, a Responses conversation's summary is written in the
+// background (parsed from the turn's copy as Responses) before a turn
+// waits for one; the conversation shows on the admin API and in the
+// metrics as a chat one does.
+func TestResponsesPrecompactsAndShowsOnTheDashboard(t *testing.T) {
+	up := newResponsesUpstream(t)
+	deps, _ := responsesDeps(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Precompact = true
+	p := startProxyWith(t, cfg, deps)
+	a := newResponsesAgent(t, p.BaseURL(), "pre")
+	for turn := 1; turn <= 40; turn++ {
+		a.turn(false)
+		if a.header.Get(HeaderCompacted) == "true" {
+			t.Fatalf("turn %d waited for a summary call", turn)
+		}
+		p.comp.wait()
+		if _, summaries := up.turns(); len(summaries) > 0 {
+			break
+		}
+	}
+	checkSummaryCall(t, up, 1)
+	a.turn(false)
+	turns, _ := up.turns()
+	if summaryItem(turns[len(turns)-1].body) < 0 {
+		t.Fatal("the background summary is not applied")
+	}
+	var show ConversationDetail
+	waitFor(t, func() bool {
+		var found struct {
+			Data []ConversationDetail `json:"data"`
+		}
+		getJSON(t, p.URL+"/ctxpress/conversations/pre", &found)
+		if len(found.Data) == 1 {
+			show = found.Data[0]
+		}
+		return show.Requests == int64(len(turns))
+	}, "every turn on the admin API")
+	if show.BranchCount != 1 || show.TokensSaved <= 0 || len(show.Turns) == 0 || show.Turns[len(show.Turns)-1].InputTokens != turns[len(turns)-1].input {
+		t.Errorf("admin API: %+v", show.ConversationInfo)
+	}
+	fams := scrape(t, p.URL)
+	if value(fams, "ctxpress_requests_total", "path", "/v1/responses", "status", "200") != float64(len(turns)) ||
+		value(fams, "ctxpress_tokens_saved_total") <= 0 {
+		t.Errorf("metrics: %v requests, %v tokens saved", value(fams, "ctxpress_requests_total", "path", "/v1/responses", "status", "200"),
+			value(fams, "ctxpress_tokens_saved_total"))
+	}
+}
+
+// The upstream's count of a request whose history it keeps covers what
+// ctxpress never saw: it must not teach the line (nor, through it, the
+// model's other lines) a calibration 50 times too high.
+func TestServerHistoryTurnTeachesNoCalibration(t *testing.T) {
+	rec, l := &state.Record{}, &state.Line{}
+	tr := turnRecord{turn: turn{model: "gpt-5", rawAfter: 100, serverHistory: true}, usage: chat.Usage{InputTokens: 5000, Found: true}}
+	observe(rec, l, tr)
+	if l.Calibration != 0 || l.LastInputTokens != 0 {
+		t.Fatalf("calibration %v, last input %d after a previous_response_id turn", l.Calibration, l.LastInputTokens)
+	}
+	tr.turn.serverHistory = false
+	observe(rec, l, tr)
+	if l.LastInputTokens != 5000 {
+		t.Fatalf("an ordinary turn: last input %d", l.LastInputTokens)
+	}
+}
