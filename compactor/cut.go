@@ -1,13 +1,16 @@
 package compactor
 
-// Message is the compactor's view of one chat message; the rewrite package
-// converts its parsed messages to this.
+import "github.com/ctxpress/ctxpress/wire"
+
+// Message is the compactor's view of one message of a conversation, in
+// the neutral terms of wire (its Role), whatever the wire format: the
+// rewrite package converts the messages of a wire.Conversation to this.
 type Message struct {
-	Role       string     // system, developer, user, assistant, tool, function
+	Role       wire.Role  // what the message is, whatever its wire format calls it
 	Text       string     // content flattened to text (string content, or the text parts joined with "\n"); "" when null
 	ToolCalls  []ToolCall // assistant tool calls (a legacy function_call is one ToolCall with an empty ID)
-	ToolCallID string     // for role tool
-	Name       string     // legacy function messages / tool name when known
+	ToolCallID string     // for a tool result: the call it answers ("" when paired by name)
+	Name       string     // a legacy result's function / the tool's name when known
 	// Omit marks a message that is not part of the conversation (a
 	// "/compact" command and ctxpress's own reply to it): it is never
 	// forwarded, Transcript leaves it out and it is never a user turn.
@@ -17,23 +20,24 @@ type Message struct {
 // ToolCall is one assistant tool call; Arguments is the raw JSON string.
 type ToolCall struct{ ID, Name, Arguments string }
 
-// isResult reports whether m answers a tool call: role tool, or the legacy
-// role function.
-func (m *Message) isResult() bool { return m.Role == "tool" || m.Role == "function" }
+// isResult reports whether m answers a tool call (chat: role tool, or the
+// legacy role function).
+func (m *Message) isResult() bool { return m.Role == wire.RoleTool }
 
 // isUser reports whether m is a user message of the conversation.
-func (m *Message) isUser() bool { return m.Role == "user" && !m.Omit }
+func (m *Message) isUser() bool { return m.Role == wire.RoleUser && !m.Omit }
 
 // nearUser is how many messages Cut steps back, at most, to land right
 // before a user message: a cut there is a whole user turn, which reads best
 // both in the summary and in the raw tail.
 const nearUser = 4
 
-// LeadingSystem returns how many messages at the start are system/developer
-// messages (they are never summarised: the summary block goes into them).
+// LeadingSystem returns how many messages at the start are instructions
+// (system/developer: they are never summarised, the summary block goes
+// into them).
 func LeadingSystem(msgs []Message) int {
 	n := 0
-	for n < len(msgs) && (msgs[n].Role == "system" || msgs[n].Role == "developer") {
+	for n < len(msgs) && msgs[n].Role == wire.RoleInstruction {
 		n++
 	}
 	return n
@@ -195,7 +199,7 @@ func splits(msgs []Message) []bool {
 	for i := range msgs {
 		m := &msgs[i]
 		switch {
-		case m.Role == "assistant":
+		case m.Role == wire.RoleAssistant:
 			lastAssistant = i
 			for _, tc := range m.ToolCalls {
 				if tc.ID != "" {

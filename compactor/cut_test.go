@@ -2,17 +2,21 @@ package compactor
 
 import (
 	"fmt"
-	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // Message builders for readable tables.
-func sys(text string) Message  { return Message{Role: "system", Text: text} }
-func user(text string) Message { return Message{Role: "user", Text: text} }
-func asst(text string) Message { return Message{Role: "assistant", Text: text} }
-func result(id string) Message { return Message{Role: "tool", ToolCallID: id, Text: "output of " + id} }
+func sys(text string) Message  { return Message{Role: wire.RoleInstruction, Text: text} }
+func user(text string) Message { return Message{Role: wire.RoleUser, Text: text} }
+func asst(text string) Message { return Message{Role: wire.RoleAssistant, Text: text} }
+func result(id string) Message {
+	return Message{Role: wire.RoleTool, ToolCallID: id, Text: "output of " + id}
+}
 func calls(ids ...string) Message {
-	m := Message{Role: "assistant", Text: "calling tools"}
+	m := Message{Role: wire.RoleAssistant, Text: "calling tools"}
 	for _, id := range ids {
 		m.ToolCalls = append(m.ToolCalls, ToolCall{ID: id, Name: "bash", Arguments: `{"command":"ls"}`})
 	}
@@ -29,7 +33,7 @@ func TestLeadingSystem(t *testing.T) {
 	}{
 		{nil, 0},
 		{[]Message{user("hi")}, 0},
-		{[]Message{sys("a"), {Role: "developer"}, user("hi"), sys("late")}, 2},
+		{[]Message{sys("a"), {Role: wire.RoleInstruction}, user("hi"), sys("late")}, 2},
 	} {
 		if got := LeadingSystem(tc.msgs); got != tc.want {
 			t.Errorf("LeadingSystem(%d msgs) = %d, want %d", len(tc.msgs), got, tc.want)
@@ -120,7 +124,7 @@ func TestCut(t *testing.T) {
 func TestCutOrphanTail(t *testing.T) {
 	msgs := []Message{
 		sys("s"), user("u1"), asst("a"), user("u2"),
-		{Role: "assistant", ToolCalls: []ToolCall{{Name: "legacy"}}}, {Role: "function", Name: "legacy", Text: "x"},
+		{Role: wire.RoleAssistant, ToolCalls: []ToolCall{{Name: "legacy"}}}, {Role: wire.RoleTool, Name: "legacy", Text: "x"},
 		user("u3"), asst("a3"),
 	}
 	for keep := 1; keep <= len(msgs); keep++ {
@@ -156,7 +160,7 @@ func checkCut(msgs []Message, from, cut int) error {
 		for _, tc := range m.ToolCalls {
 			raw[tc.ID] = true
 		}
-		if m.Role == "tool" && summarised[m.ToolCallID] && !raw[m.ToolCallID] {
+		if m.Role == wire.RoleTool && summarised[m.ToolCallID] && !raw[m.ToolCallID] {
 			return fmt.Errorf("raw result %d (%s) of a summarised call", cut+i, m.ToolCallID)
 		}
 	}
@@ -227,12 +231,12 @@ func TestCutCorpusSingleAsk(t *testing.T) {
 	for _, tr := range loadTraces(t) {
 		users := 0
 		for _, m := range tr.msgs {
-			if m.Role == "user" {
+			if m.Role == wire.RoleUser {
 				users++
 			}
 		}
 		lead := LeadingSystem(tr.msgs)
-		if users != 1 || tr.msgs[lead].Role != "user" || len(tr.msgs) < lead+12 {
+		if users != 1 || tr.msgs[lead].Role != wire.RoleUser || len(tr.msgs) < lead+12 {
 			continue
 		}
 		loops++
@@ -324,8 +328,8 @@ func TestTrimHistory(t *testing.T) {
 
 // The cut never treats ctxpress's own /compact exchange as a user turn.
 func TestCutSkipsOmittedUser(t *testing.T) {
-	cmd := Message{Role: "user", Text: "/compact", Omit: true}
-	reply := Message{Role: "assistant", Text: "[ctxpress] compacted", Omit: true}
+	cmd := Message{Role: wire.RoleUser, Text: "/compact", Omit: true}
+	reply := Message{Role: wire.RoleAssistant, Text: "[ctxpress] compacted", Omit: true}
 	msgs := []Message{sys("s"), user("u1"), asst("a1"), cmd, reply, calls("c1"), result("c1"), asst("a2")}
 	if got, ok := Cut(msgs, 1, 2, 0, nil); !ok || got != 5 {
 		t.Errorf("Cut = %d, %v; want 5, before the call (the /compact is no user turn to move back to)", got, ok)
@@ -337,12 +341,12 @@ func TestCutSkipsOmittedUser(t *testing.T) {
 
 func TestFitCut(t *testing.T) {
 	// sys, user, (assistant call, tool result) x3, user: tokens 10 each.
-	msgs := []Message{{Role: "system"}, {Role: "user"}}
+	msgs := []Message{{Role: wire.RoleInstruction}, {Role: wire.RoleUser}}
 	for i := range 3 {
 		id := string(rune('a' + i))
-		msgs = append(msgs, Message{Role: "assistant", ToolCalls: []ToolCall{{ID: id}}}, Message{Role: "tool", ToolCallID: id})
+		msgs = append(msgs, Message{Role: wire.RoleAssistant, ToolCalls: []ToolCall{{ID: id}}}, Message{Role: wire.RoleTool, ToolCallID: id})
 	}
-	msgs = append(msgs, Message{Role: "user"})
+	msgs = append(msgs, Message{Role: wire.RoleUser})
 	ten := func(int) int { return 10 }
 	for _, c := range []struct {
 		what   string

@@ -4,20 +4,21 @@ import (
 	"fmt"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // The raw tail keeps the assistant's parallel calls with their results.
 func ExampleCut() {
 	msgs := []compactor.Message{
-		{Role: "system", Text: "You are a coding agent."},
-		{Role: "user", Text: "Find the bug."},
-		{Role: "assistant", Text: "Found it in parse.go."},
-		{Role: "user", Text: "Fix it and run the tests."},
-		{Role: "assistant", ToolCalls: []compactor.ToolCall{{ID: "a", Name: "edit"}, {ID: "b", Name: "bash"}}},
-		{Role: "tool", ToolCallID: "a", Text: "edited"},
-		{Role: "tool", ToolCallID: "b", Text: "ok"},
-		{Role: "assistant", Text: "Fixed; tests pass."},
-		{Role: "user", Text: "Thanks. Now update the changelog."},
+		{Role: wire.RoleInstruction, Text: "You are a coding agent."},
+		{Role: wire.RoleUser, Text: "Find the bug."},
+		{Role: wire.RoleAssistant, Text: "Found it in parse.go."},
+		{Role: wire.RoleUser, Text: "Fix it and run the tests."},
+		{Role: wire.RoleAssistant, ToolCalls: []compactor.ToolCall{{ID: "a", Name: "edit"}, {ID: "b", Name: "bash"}}},
+		{Role: wire.RoleTool, ToolCallID: "a", Text: "edited"},
+		{Role: wire.RoleTool, ToolCallID: "b", Text: "ok"},
+		{Role: wire.RoleAssistant, Text: "Fixed; tests pass."},
+		{Role: wire.RoleUser, Text: "Thanks. Now update the changelog."},
 	}
 	from := compactor.LeadingSystem(msgs)
 	cut, ok := compactor.Cut(msgs, from, 3, 0, nil)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // FuzzTranscriptRedact: Redact and Transcript never panic, keep valid UTF-8
@@ -35,9 +37,9 @@ func FuzzTranscriptRedact(f *testing.F) {
 			t.Fatalf("Redact not idempotent: %q -> %q -> %q", s, r, again)
 		}
 		msgs := []Message{
-			{Role: "user", Text: s},
-			{Role: "assistant", Text: s, ToolCalls: []ToolCall{{ID: s, Name: s, Arguments: s}}},
-			{Role: "tool", ToolCallID: "c", Text: s + s},
+			{Role: wire.RoleUser, Text: s},
+			{Role: wire.RoleAssistant, Text: s, ToolCalls: []ToolCall{{ID: s, Name: s, Arguments: s}}},
+			{Role: wire.RoleTool, ToolCallID: "c", Text: s + s},
 		}
 		out := Transcript(msgs, maxChars)
 		if utf8.ValidString(s) && !utf8.ValidString(out) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/corpustest"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -67,7 +68,7 @@ func parseMessages(tb testing.TB, body []byte) ([]Message, []string) {
 	var raw []string
 	for _, m := range gjson.GetBytes(body, "messages").Array() {
 		msg := Message{
-			Role:       m.Get("role").String(),
+			Role:       roleOf(m.Get("role").String()),
 			ToolCallID: m.Get("tool_call_id").String(),
 			Name:       m.Get("name").String(),
 		}
@@ -113,4 +114,19 @@ func tokensOf(msgs []Message) func(int) int {
 // chatBody assembles a request body from raw message JSON.
 func chatBody(raw []string) []byte {
 	return []byte(`{"model":"m","messages":[` + strings.Join(raw, ",") + `]}`)
+}
+
+// roleOf is the neutral role of a chat role, as wire/chat reads it.
+func roleOf(role string) wire.Role {
+	switch role {
+	case "system", "developer":
+		return wire.RoleInstruction
+	case "user":
+		return wire.RoleUser
+	case "assistant":
+		return wire.RoleAssistant
+	case "tool", "function":
+		return wire.RoleTool
+	}
+	return wire.RoleOther
 }

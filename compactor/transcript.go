@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // Per-message head+tail truncation, in chars (bytes, cut on rune
@@ -36,7 +38,8 @@ const (
 //	[ASSISTANT]: text [Tool calls: name(args), name(args)]
 //	[TOOL RESULT id]: text
 //
-// ([SYSTEM]: and [DEVELOPER]: likewise); an Omit message is left out.
+// ([SYSTEM]: for an instruction, [UNKNOWN]: for a message of no role ctxpress
+// knows); an Omit message is left out.
 // Secrets are redacted first (Redact), so a truncation can never leave half
 // a key behind. Then message bodies longer than 6000+1500 chars keep their
 // first 6000 and last 1500, tool results their first 4000 and last 1500,
@@ -65,11 +68,21 @@ func Transcript(msgs []Message, maxChars int) string {
 	return capTranscript(parts, maxChars)
 }
 
+// labels are the transcript's labels of the roles other than a tool
+// result's, which names its call. They name what a message is, not what
+// a wire format calls it (a developer message is an instruction too).
+var labels = map[wire.Role]string{
+	wire.RoleInstruction: "[SYSTEM]: ",
+	wire.RoleUser:        "[USER]: ",
+	wire.RoleAssistant:   "[ASSISTANT]: ",
+	wire.RoleOther:       "[UNKNOWN]: ",
+}
+
 // renderMessage renders one message with its label, redacted and truncated.
 func renderMessage(m *Message) string {
 	var b strings.Builder
 	switch m.Role {
-	case "tool", "function":
+	case wire.RoleTool:
 		id := m.ToolCallID
 		if id == "" {
 			id = m.Name
@@ -79,12 +92,8 @@ func renderMessage(m *Message) string {
 		b.WriteString("]: ")
 		b.WriteString(truncateMiddle(Redact(m.Text), resultHead, resultTail, truncMarker))
 		return b.String()
-	case "":
-		b.WriteString("[UNKNOWN]: ")
 	default:
-		b.WriteString("[")
-		b.WriteString(strings.ToUpper(oneLine(m.Role)))
-		b.WriteString("]: ")
+		b.WriteString(labels[m.Role])
 	}
 	text := truncateMiddle(Redact(m.Text), bodyHead, bodyTail, truncMarker)
 	b.WriteString(text)

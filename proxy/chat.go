@@ -276,13 +276,15 @@ func (s *Server) recoverPipeline(ok *bool) {
 	}
 }
 
-// finish is the one way a request ends, whoever answered it (the
-// upstream, ctxpress's own /compact reply or error, a refused client key):
-// it returns the request's lease and gate share, counts it in the metrics,
-// records an understood turn that was answered (which emits its turn
-// event once written), starts a precompaction when the turn's plan and the
-// upstream's count say so, and writes the access-log line.
+// finish is the one way a request ends, once, whoever answered it (the
+// upstream, ctxpress's own /compact reply or error, a refused client key,
+// the 500 of a recovered panic): it returns the request's lease and gate
+// share, counts it in the metrics, records an understood turn that was
+// answered (which emits its turn event once written), starts a
+// precompaction when the turn's plan and the upstream's count say so, and
+// writes the access-log line.
 func (s *Server) finish(x *exchange) {
+	x.finished = true
 	if x.release != nil {
 		x.release()
 		x.release = nil

@@ -148,6 +148,7 @@ type exchange struct {
 	turn         *turn  // conversation requests ctxpress understood
 	release      func() // returns the upstream lease, once the answer is done
 	gate         func() // returns the local gate's share (see localGate), once the answer is done
+	finished     bool   // finish ran
 	// credential names the client's conversation namespace: its
 	// Authorization header, or its ctxpress key (see authenticate).
 	credential []byte
@@ -169,11 +170,18 @@ var (
 )
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	var x *exchange
 	defer func() {
 		// fasthttp does not recover panics: one would take the process down.
 		if p := recover(); p != nil {
 			s.log.Error().Str("panic", fmt.Sprint(p)).Str("path", string(ctx.Path())).Msg("handler panic")
 			writeError(ctx, fasthttp.StatusInternalServerError, "internal_error", "internal error")
+			// A request ends through finish, a panicking one too: its log
+			// line, its count, its lease and gate share back.
+			if x != nil && !x.finished {
+				x.status, x.err = fasthttp.StatusInternalServerError, fmt.Errorf("handler panic: %v", p)
+				s.finish(x)
+			}
 		}
 	}()
 	path := ctx.Path()
@@ -185,7 +193,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.handleAdmin(ctx)
 		return
 	}
-	x := newExchange(ctx)
+	x = newExchange(ctx)
 	if !s.authenticate(ctx, x) {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 )
 
@@ -61,7 +62,7 @@ func summaryCompletion(content string) string {
 
 func TestSummarize(t *testing.T) {
 	up := newSummaryUpstream(t, summaryReply(200, summaryCompletion("\n## Goal\nShip <it> & test.\n")))
-	prompt := compactor.BuildPromptFor(0, "", compactor.Transcript([]compactor.Message{{Role: "user", Text: "hi <there> & bye"}}, 0))
+	prompt := compactor.BuildPromptFor(0, "", compactor.Transcript([]compactor.Message{{Role: wire.RoleUser, Text: "hi <there> & bye"}}, 0))
 	res, err := NewSummarizer().Summarize(context.Background(), SummaryRequest{
 		BaseURL:       up.URL + "/v1/",
 		Authorization: "Bearer test-key-123",

@@ -29,13 +29,13 @@ import (
 func (v *view) render(plan dedupPlan, res *Result) {
 	req, a := v.req, v.a
 	n := len(req.Messages)
-	first := firstKept(v.msgs, v.dropTo)
+	first := v.firstKept(v.dropTo, n)
 	res.TokensBefore = v.fixed
 	res.TokensAfter = v.fixed - plan.saved
 	res.DedupSavedTokens = plan.saved
 	for i, f := range a.facts {
 		res.TokensBefore += f.before
-		if (i < v.lead || i >= v.dropTo) && !v.msgs[i].Omit {
+		if (i < v.lead || i >= v.dropTo) && !v.omitted(i) {
 			res.TokensAfter += f.after
 		}
 	}
@@ -46,7 +46,7 @@ func (v *view) render(plan dedupPlan, res *Result) {
 	}
 	sysAdds, userAdds := v.additions(block, v.branch != nil)
 	var edits []wire.Edit
-	sys, newSys, tokens := req.f.AddInstructions(req.Conversation, sysAdds, req.count, true)
+	sys, newSys, tokens := req.f.AddInstructions(req.Conversation, sysAdds, req.count, v.counted, true)
 	res.TokensAfter += tokens
 	if sys != nil {
 		edits = append(edits, *sys)
@@ -94,9 +94,9 @@ func (v *view) tailEdits(edits []wire.Edit, first int, plan dedupPlan, res *Resu
 	for i := first; i < n; i++ {
 		f := v.a.facts[i]
 		switch {
-		case v.msgs[i].Omit:
+		case v.omitted(i):
 			j := i + 1
-			for j < n && v.msgs[j].Omit {
+			for j < n && v.omitted(j) {
 				j++
 			}
 			edits = append(edits, req.f.DropMessages(req.Conversation, i, j))
@@ -167,9 +167,9 @@ func (v *view) userChange(adds []string, cut, n int, build bool) userChange {
 	text := strings.Join(adds, "\n\n")
 	into := -1
 	if cut > v.lead {
-		into = resendAfterSummary(v.msgs[:n], v.lead, cut)
+		into = v.resendAfter(cut, n)
 	}
-	if f := firstKept(v.msgs[:n], cut); into < 0 && f < n && v.msgs[f].Role == "user" {
+	if f := v.firstKept(cut, n); into < 0 && f < n && v.isUser(f) {
 		into = f
 	}
 	if into >= 0 {
@@ -191,6 +191,18 @@ func (v *view) userChange(adds []string, cut, n int, build bool) userChange {
 // out and [cut, n) kept.
 func (v *view) additionTokens(block string, hasBlock bool, cut, n int) int {
 	sys, user := v.additions(block, hasBlock)
-	_, _, t := v.req.f.AddInstructions(v.req.Conversation, sys, v.req.count, false)
+	_, _, t := v.req.f.AddInstructions(v.req.Conversation, sys, v.req.count, v.counted, false)
 	return t + v.userChange(user, cut, n, false).tokens
+}
+
+// counted is item it's content tokens as sent. A message of one item
+// that squash left alone has them in its facts (the leading instructions'
+// case), so an addition to the system prompt does not hash the prompt
+// again on every turn; any other item is counted through the cache.
+func (v *view) counted(it int) int {
+	m := v.req.Items[it].Message
+	if r := v.req.Messages[m].Items; r.End-r.Start == 1 && len(v.a.facts[m].edits) == 0 {
+		return v.a.facts[m].contentAfter
+	}
+	return contentTokens(v.req, it)
 }

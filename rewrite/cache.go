@@ -48,16 +48,32 @@ func hashContent(b []byte) contentHash {
 type cacheKey [sha256.Size]byte
 
 // newKey hashes kind and parts into a cache key. A NUL separates the parts,
-// so ("ab","c") and ("a","bc") give different keys.
+// so ("ab","c") and ("a","bc") give different keys. The bytes go to the
+// hasher through a buffer on the stack: a key over a long text (a tool
+// output's count or squash, a system prompt's count) copies no text to
+// the heap, and neither the hasher nor a short key allocates.
 func newKey(kind byte, parts ...string) cacheKey {
 	h := sha256.New()
-	h.Write([]byte{kind})
+	var buf [256]byte
+	b := append(buf[:0], kind)
 	for i, p := range parts {
 		if i > 0 {
-			h.Write([]byte{0})
+			if len(b) == len(buf) {
+				h.Write(b)
+				b = buf[:0]
+			}
+			b = append(b, 0)
 		}
-		h.Write([]byte(p))
+		for len(p) > 0 {
+			if len(b) == len(buf) {
+				h.Write(b)
+				b = buf[:0]
+			}
+			n := copy(buf[len(b):], p)
+			b, p = buf[:len(b)+n], p[n:]
+		}
 	}
+	h.Write(b)
 	var k cacheKey
 	h.Sum(k[:0])
 	return k

@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"crypto/sha256"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +57,28 @@ func TestNewKeySeparatesParts(t *testing.T) {
 	}
 	if newKey(kindSquash, "a") == newKey(kindTokens, "a") {
 		t.Error("kinds not separated")
+	}
+}
+
+// newKey feeds the hasher through a fixed buffer: whatever the lengths of
+// the parts, the key is the sha256 of the kind byte and the NUL-separated
+// parts, as written out whole.
+func TestNewKeyHashesKindAndParts(t *testing.T) {
+	text := func(n int) string { return strings.Repeat("abcdefghij", n/10+1)[:n] }
+	for _, parts := range [][]string{
+		nil, {""}, {"", ""}, {"a", "bc"}, {"ab", "c"},
+		{text(255)}, {text(254), "x"}, {text(255), "x"}, {text(256), ""}, {text(300), text(511), text(1)},
+		{text(10000)}, {"chat", "o200k_base", "bash", text(32), text(16)},
+	} {
+		want := []byte{kindTokens}
+		for i, p := range parts {
+			if i > 0 {
+				want = append(want, 0)
+			}
+			want = append(want, p...)
+		}
+		if got := newKey(kindTokens, parts...); got != cacheKey(sha256.Sum256(want)) {
+			t.Errorf("parts of %d bytes: key is not the sha256 of kind and parts", len(want))
+		}
 	}
 }

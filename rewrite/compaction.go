@@ -57,7 +57,7 @@ func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) 
 	if v.branch != nil {
 		from += v.branch.Covered
 	}
-	cut, ok := compactor.Cut(v.msgs[:n], from, keepRecent, keepRecentTokens, func(i int) int { return v.fwd[i] })
+	cut, ok := compactor.Cut(v.skeleton()[:n], from, keepRecent, keepRecentTokens, func(i int) int { return v.fwd[i] })
 	if !ok {
 		return Compaction{From: from, Cut: from}, false
 	}
@@ -67,7 +67,7 @@ func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) 
 		c.PrevSummary, c.Parent = v.branch.Summary, v.branch.Hash
 	}
 	for i := n - 1; i >= 0; i-- {
-		if v.msgs[i].Role == "user" && !v.msgs[i].Omit {
+		if v.isUser(i) {
 			c.LatestUserAsk = c.Messages[i].Text
 			break
 		}
@@ -82,7 +82,7 @@ func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) 
 	for i := cut; i < n; i++ {
 		c.KeptTokens += v.fwd[i]
 	}
-	if u := resendAfterSummary(v.msgs[:n], v.lead, cut); u >= 0 {
+	if u := v.resendAfter(cut, n); u >= 0 {
 		c.KeptTokens += v.fwd[u]
 	}
 	return c, true
@@ -124,9 +124,9 @@ func (v *view) summaryTokens(summary string, cut int) int {
 // of them but the /compact command.
 func (v *view) planned() int {
 	if v.command {
-		return len(v.msgs) - 1
+		return len(v.req.Messages) - 1
 	}
-	return len(v.msgs)
+	return len(v.req.Messages)
 }
 
 // fullMessages returns the client's messages as the compactor sees them:
@@ -134,12 +134,15 @@ func (v *view) planned() int {
 // results as forwarded. It decodes every content, which only a compaction
 // (rare, and followed by a model call) pays for.
 func (v *view) fullMessages() []compactor.Message {
-	out := make([]compactor.Message, len(v.msgs))
 	req := v.req
+	out := make([]compactor.Message, len(req.Messages))
 	for i := range req.Messages {
 		m, f := &req.Messages[i], v.a.facts[i]
 		cm := &out[i]
-		cm.Role, cm.ToolCallID, cm.Name, cm.Omit = v.msgs[i].Role, v.msgs[i].ToolCallID, m.Name, v.msgs[i].Omit
+		cm.Role, cm.Name, cm.Omit = m.Role, m.Name, v.omitted(i)
+		if r := req.Result(i); r >= 0 {
+			cm.ToolCallID = req.Items[r].CallID
+		}
 		switch {
 		case !m.Object:
 			cm.Text = string(req.Bytes(i))
@@ -205,7 +208,7 @@ func (r Result) HistoryChain() [][sha256.Size]byte {
 	if v == nil {
 		return nil
 	}
-	return v.extendChain(v.chain, len(v.msgs)-v.lead)
+	return v.extendChain(v.chain, len(v.req.Messages)-v.lead)
 }
 
 // AppliedHash returns the Hash of the stored summary applied to this

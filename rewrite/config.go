@@ -7,11 +7,13 @@ import (
 	"github.com/ctxpress/ctxpress/wire"
 )
 
-// Config configures a Pipeline. The zero Config is valid: no format, no
-// squashing, no dedup, DefaultCacheBytes of cache, default identification.
+// Config configures a Pipeline. Format is required; the other fields'
+// zero values are no squashing, no dedup, DefaultCacheBytes of cache and
+// default identification.
 type Config struct {
 	// Format is the wire adapter Rewrite and RewriteWith read bodies
-	// with (chat.Format for chat completions). nil: no body is understood.
+	// with (chat.Format for chat completions); required: the core prefers
+	// no format, and a Pipeline without one would understand no body.
 	// RewriteParsed uses the adapter its Parsed was made with.
 	Format wire.Format
 	// Squash configures the squash of tool outputs; nil disables it
@@ -34,6 +36,9 @@ type Config struct {
 
 // Validate reports a config the Pipeline cannot follow.
 func (c Config) Validate() error {
+	if c.Format == nil {
+		return fmt.Errorf("rewrite: Config.Format is nil (the wire adapter bodies are read with, e.g. chat.Format{}): %w", ErrBadConfig)
+	}
 	if err := c.Identify.Validate(); err != nil {
 		return err
 	}

@@ -125,7 +125,7 @@ func (blocksFormat) ReplaceContent(c *wire.Conversation, it int, text string) wi
 	return wire.Edit{Start: s.Start, End: s.End, Repl: wire.AppendJSONString(nil, text)}
 }
 
-func (f blocksFormat) AddInstructions(_ *wire.Conversation, texts []string, count wire.Count, build bool) (*wire.Edit, []byte, int) {
+func (f blocksFormat) AddInstructions(_ *wire.Conversation, texts []string, count wire.Count, _ wire.ItemCount, build bool) (*wire.Edit, []byte, int) {
 	if len(texts) == 0 {
 		return nil, nil, 0
 	}

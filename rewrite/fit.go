@@ -13,7 +13,7 @@ import (
 // only forward, on a turn boundary, and the latest user ask it covers is
 // re-sent.
 func (v *view) fit(budget int, plan dedupPlan) bool {
-	n := len(v.msgs)
+	n := len(v.req.Messages)
 	fixed := v.fixed - plan.saved
 	for i := range v.lead {
 		fixed += v.fwd[i]
@@ -23,7 +23,7 @@ func (v *view) fit(budget int, plan dedupPlan) bool {
 		for i := cut; i < n; i++ {
 			t += v.fwd[i]
 		}
-		if u := resendAfterSummary(v.msgs, v.lead, cut); u >= 0 && cut > v.lead {
+		if u := v.resendAfter(cut, n); u >= 0 && cut > v.lead {
 			t += v.fwd[u]
 		}
 		return t + v.additionTokens(v.block(), v.branch != nil, cut, n)
@@ -36,13 +36,14 @@ func (v *view) fit(budget int, plan dedupPlan) bool {
 	v.fitNote = fmt.Sprintf(FitNote, n)
 	room := budget - fixed - v.additionTokens(v.block(), v.branch != nil, n, n) // for the raw tail
 	tail := func(i int) int { return v.fwd[i] }
-	cut, ok := compactor.FitCut(v.msgs, v.dropTo, room, tail)
+	msgs := v.skeleton()
+	cut, ok := compactor.FitCut(msgs, v.dropTo, room, tail)
 	if !ok {
 		v.fitNote = ""
 		return false
 	}
 	for over := total(cut) - budget; over > 0; over = total(cut) - budget {
-		next, ok := compactor.FitCut(v.msgs, cut, room-over, tail)
+		next, ok := compactor.FitCut(msgs, cut, room-over, tail)
 		if !ok || next <= cut {
 			break
 		}
@@ -54,7 +55,7 @@ func (v *view) fit(budget int, plan dedupPlan) bool {
 	}
 	v.dropTo = cut
 	v.fitNote = fmt.Sprintf(FitNote, cut-from)
-	v.resend = resendAfterSummary(v.msgs, v.lead, cut)
+	v.resend = v.resendAfter(cut, n)
 	return true
 }
 

@@ -128,8 +128,8 @@ type view struct {
 	user    bool // the block goes at the head of a user message (PlacementUser, resolved)
 	concise bool
 	lead    int
-	command bool                // the last message is the /compact command
-	msgs    []compactor.Message // role, ids, calls and Omit only (no text): enough to cut
+	command bool   // the last message is the /compact command
+	omit    []bool // the /compact exchanges left out, by message; nil when none
 
 	applied int                 // index of the applied branch, -1
 	branch  *Branch             // the applied branch, nil when none
@@ -144,33 +144,13 @@ type view struct {
 	deduped map[int]bool // messages replaced by DedupPlaceholder
 }
 
-// newView derives the message skeleton, the leading system messages, the
-// resolved placement, the /compact exchanges to leave out and the command
-// of req.
+// newView derives the leading system messages, the resolved placement,
+// the /compact exchanges to leave out and the command of req. It builds no
+// per-message skeleton: only the history limit, fit and a compaction need
+// one (skeleton), and most requests use neither.
 func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options) *view {
 	v := &view{p: p, enc: enc, req: req, a: a, applied: -1, resend: -1, concise: opts.ConciseOutput}
 	n := len(req.Messages)
-	v.msgs = make([]compactor.Message, n)
-	ncalls := 0
-	for _, f := range a.facts {
-		ncalls += len(f.calls)
-	}
-	calls := make([]compactor.ToolCall, 0, ncalls) // one backing array for all messages
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		cm := &v.msgs[i]
-		cm.Role, cm.Name = m.WireRole, m.Name
-		if r := req.Result(i); r >= 0 {
-			cm.ToolCallID = req.Items[r].CallID
-		}
-		if fc := a.facts[i].calls; len(fc) > 0 {
-			start := len(calls)
-			for _, c := range fc {
-				calls = append(calls, compactor.ToolCall{ID: c.id, Name: c.key.tool})
-			}
-			cm.ToolCalls = calls[start:len(calls):len(calls)]
-		}
-	}
 	v.lead = req.Lead
 	v.dropTo = v.lead
 	v.chain = [][sha256.Size]byte{{}}
@@ -184,12 +164,55 @@ func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options
 	}
 	for i := v.lead; i+1 < n; i++ {
 		if isCommand(req, i) && isCompactReply(req, i+1) {
-			v.msgs[i].Omit, v.msgs[i+1].Omit = true, true
+			if v.omit == nil {
+				v.omit = make([]bool, n)
+			}
+			v.omit[i], v.omit[i+1] = true, true
 			i++
 		}
 	}
 	v.command = opts.ForceCommand && n > 0 && isCommand(req, n-1)
 	return v
+}
+
+// omitted reports whether message i is part of a /compact exchange, which
+// is never forwarded.
+func (v *view) omitted(i int) bool { return v.omit != nil && v.omit[i] }
+
+// isUser reports whether message i is a user message of the conversation
+// (not an omitted one), as compactor's rules read a Message.
+func (v *view) isUser(i int) bool {
+	return v.req.Messages[i].Role == wire.RoleUser && !v.omitted(i)
+}
+
+// skeleton returns the messages as compactor cuts them: role, ids, calls
+// and Omit, no text. It allocates a message per message of the request,
+// so only the steps that cut (the history limit, fit, a compaction) ask
+// for it.
+func (v *view) skeleton() []compactor.Message {
+	req, a := v.req, v.a
+	msgs := make([]compactor.Message, len(req.Messages))
+	ncalls := 0
+	for _, f := range a.facts {
+		ncalls += len(f.calls)
+	}
+	calls := make([]compactor.ToolCall, 0, ncalls) // one backing array for all messages
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		cm := &msgs[i]
+		cm.Role, cm.Name, cm.Omit = m.Role, m.Name, v.omitted(i)
+		if r := req.Result(i); r >= 0 {
+			cm.ToolCallID = req.Items[r].CallID
+		}
+		if fc := a.facts[i].calls; len(fc) > 0 {
+			start := len(calls)
+			for _, c := range fc {
+				calls = append(calls, compactor.ToolCall{ID: c.id, Name: c.key.tool})
+			}
+			cm.ToolCalls = calls[start:len(calls):len(calls)]
+		}
+	}
+	return msgs
 }
 
 // isCommand reports whether message i is a user message that is exactly
@@ -255,7 +278,7 @@ func isCompactReply(req *request, i int) bool {
 // user message, the latest covered or dropped user message is re-sent
 // verbatim.
 func (v *view) selectHistory(branches []Branch, maxHistory int) {
-	n := len(v.msgs)
+	n := len(v.req.Messages)
 	longest := 0
 	for _, b := range branches {
 		if b.Covered > 0 && v.lead+b.Covered <= n {
@@ -280,10 +303,10 @@ func (v *view) selectHistory(branches []Branch, maxHistory int) {
 		v.branch = &b
 		v.dropTo = v.lead + b.Covered
 	case maxHistory > 0:
-		v.dropTo = compactor.TrimHistory(v.msgs, maxHistory)
+		v.dropTo = compactor.TrimHistory(v.skeleton(), maxHistory)
 	}
 	if v.dropTo > v.lead {
-		v.resend = resendAfterSummary(v.msgs, v.lead, v.dropTo)
+		v.resend = v.resendAfter(v.dropTo, n)
 	}
 }
 
@@ -315,10 +338,10 @@ func (p *Pipeline) messageDigest(req *request, i int, h contentHash) [sha256.Siz
 // squashed; for an Omit message: 0).
 func (v *view) forwarded(plan dedupPlan) {
 	v.deduped = plan.replace
-	v.fwd = make([]int, len(v.msgs))
+	v.fwd = make([]int, len(v.a.facts))
 	for i, f := range v.a.facts {
 		switch {
-		case v.msgs[i].Omit:
+		case v.omitted(i):
 			// Never forwarded: 0 keeps it out of every sum.
 		case plan.replace[i]:
 			v.fwd[i] = plan.forwardedTokens(v.req, i, f)
@@ -328,25 +351,32 @@ func (v *view) forwarded(plan dedupPlan) {
 	}
 }
 
-// resendAfterSummary returns the covered user message to re-send verbatim
-// after a summary (or a history cut) covering msgs[lead:cut], or -1. When
-// the first message kept is not a user message (an agent loop's tail is
-// tool calls and results), the last covered user ask is re-sent: the
-// request needs a user message, strict templates want one first, and the
-// ask must never be only paraphrased. The rule looks at the coverage and
-// at the first message kept alone, which later turns do not change, so the
-// forwarded prefix stays stable from turn to turn.
-func resendAfterSummary(msgs []compactor.Message, lead, cut int) int {
-	if f := firstKept(msgs, cut); f < len(msgs) && msgs[f].Role == "user" {
+// resendAfter returns the covered user message to re-send verbatim after
+// a summary (or a history cut) covering messages [lead, cut) of the first
+// n, or -1. When the first message kept is not a user message (an agent
+// loop's tail is tool calls and results), the last covered user ask is
+// re-sent: the request needs a user message, strict templates want one
+// first, and the ask must never be only paraphrased. The rule looks at the
+// coverage and at the first message kept alone, which later turns do not
+// change, so the forwarded prefix stays stable from turn to turn. It is
+// compactor.LatestUserIn's rule, read off the conversation.
+func (v *view) resendAfter(cut, n int) int {
+	if f := v.firstKept(cut, n); f < n && v.isUser(f) {
 		return -1
 	}
-	return compactor.LatestUserIn(msgs[:cut], lead, cut)
+	for u := cut - 1; u >= v.lead; u-- {
+		if v.isUser(u) {
+			return u
+		}
+	}
+	return -1
 }
 
-// firstKept returns the first message at or after cut that is not Omit
-// (len(msgs) when none): the first client message forwarded after a cut.
-func firstKept(msgs []compactor.Message, cut int) int {
-	for cut < len(msgs) && msgs[cut].Omit {
+// firstKept returns the first of the first n messages at or after cut that
+// is not omitted (n when none): the first client message forwarded after
+// a cut.
+func (v *view) firstKept(cut, n int) int {
+	for cut < n && v.omitted(cut) {
 		cut++
 	}
 	return cut

@@ -20,8 +20,13 @@ type Pipeline struct {
 }
 
 // New returns a Pipeline for cfg. cfg should have passed Validate; an
-// unknown identify mode is treated as ModeAuto.
+// unknown identify mode is treated as ModeAuto. A nil cfg.Format is a
+// programming error, and New panics on it rather than build a Pipeline
+// that silently understands no body.
 func New(cfg Config) *Pipeline {
+	if cfg.Format == nil {
+		panic("rewrite.New: Config.Format is nil; a Pipeline needs the wire adapter it reads bodies with (e.g. chat.Format{})")
+	}
 	size := cfg.CacheBytes
 	if size == 0 {
 		size = DefaultCacheBytes
@@ -286,10 +291,15 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 // recalls) each message's facts.
 func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 	n := len(req.Messages)
-	nres := 0
+	// The maps of calls by id are made at their size: a long history has
+	// hundreds of calls, and growing a map is an allocation per doubling.
+	nres, ncalls := 0, 0
 	for i := range req.Items {
-		if req.Items[i].Kind == wire.KindToolResult {
+		switch req.Items[i].Kind {
+		case wire.KindToolResult:
 			nres++
+		case wire.KindToolCall:
+			ncalls++
 		}
 	}
 	a := &analysis{
@@ -297,9 +307,9 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 		hashes:  make([]contentHash, n),
 		results: make([]resultRef, 0, nres),
 	}
-	calls := make(map[string]call)
+	calls := make(map[string]call, ncalls)
 	var legacy *call
-	sites := newCallSites()
+	sites := newCallSites(ncalls)
 	var prs []producer // the calls message i's results answer, in order
 	for i := range req.Messages {
 		a.hashes[i] = hashContent(req.Bytes(i))

@@ -48,7 +48,11 @@ type callSites struct {
 	legacy int // the last call without an id, -1
 }
 
-func newCallSites() *callSites { return &callSites{byID: make(map[string]int), legacy: -1} }
+// newCallSites returns the callSites of a request that makes about
+// ncalls calls.
+func newCallSites(ncalls int) *callSites {
+	return &callSites{byID: make(map[string]int, ncalls), legacy: -1}
+}
 
 // record notes the calls message i makes. Within a message the first call
 // of an id counts; a later message's call of the same id replaces it.

@@ -110,18 +110,18 @@ func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Option
 	} else if !strings.HasSuffix(sysText, block) {
 		tb.Fatalf("system prompt does not end with the block: %.300q", sysText)
 	}
-	msgs := make([]compactor.Message, len(inMsgs))
-	for i, m := range inMsgs {
-		msgs[i].Role = gjson.Get(m, "role").Str
-	}
+	msgs := rolesOf(inMsgs)
 	text := strings.Join(userText, "\n\n")
-	u := resendAfterSummary(msgs, lead, from)
+	u := -1 // the re-sent ask: the latest covered one, unless a user message is kept first
+	if from >= len(msgs) || msgs[from].Role != wire.RoleUser {
+		u = compactor.LatestUserIn(msgs[:from], lead, from)
+	}
 	switch {
 	case text == "":
 	case u >= 0:
 		checkMerged(tb, out[k], inMsgs[u], text)
 		k++
-	case msgs[from].Role == "user":
+	case msgs[from].Role == wire.RoleUser:
 		checkMerged(tb, out[k], inMsgs[from], text)
 		k, from = k+1, from+1
 	default:

@@ -300,11 +300,13 @@ func TestCompactExchangeNeedsBothHalves(t *testing.T) {
 	}
 }
 
-// rolesOf returns the compactor skeleton (roles only) of raw messages.
+// rolesOf returns the compactor skeleton (roles only) of raw messages, the
+// roles as the chat adapter reads them.
 func rolesOf(msgs []string) []compactor.Message {
+	c, _ := chatFormat.Parse(chat("gpt-4o", msgs...))
 	out := make([]compactor.Message, len(msgs))
-	for i, m := range msgs {
-		out[i].Role = gjson.Get(m, "role").Str
+	for i := range out {
+		out[i].Role = c.Messages[i].Role
 	}
 	return out
 }

@@ -50,19 +50,35 @@ const (
 	RoleTool // carries tool results
 )
 
-// Message is one wire message.
+// String names the role, for logs and test failures.
+func (r Role) String() string {
+	switch r {
+	case RoleInstruction:
+		return "instruction"
+	case RoleUser:
+		return "user"
+	case RoleAssistant:
+		return "assistant"
+	case RoleTool:
+		return "tool"
+	}
+	return "other"
+}
+
+// Message is one wire message. (Its fields are ordered so it packs: a
+// long history holds hundreds of them per request.)
 type Message struct {
 	Span // its bytes in the body
 	Role Role
+	// Object is false for an element that is not a JSON object: it has
+	// no items, is counted as its raw text and is passed on as sent.
+	Object bool
 	// WireRole is the role as sent (chat: system, developer, user,
 	// assistant, tool, function, …); "" when absent or not a string.
 	WireRole string
 	// Name is the message's participant name (chat: `name`, also the
 	// function of a legacy result).
 	Name string
-	// Object is false for an element that is not a JSON object: it has
-	// no items, is counted as its raw text and is passed on as sent.
-	Object bool
 	// Items are the indexes of its items in Conversation.Items.
 	Items Range
 }
@@ -83,9 +99,13 @@ const (
 	KindToolResult              // a result: CallID (or ByName), Tool, Content
 )
 
-// Item is one piece of a message.
+// Item is one piece of a message. (Packed as Message is.)
 type Item struct {
-	Kind    Kind
+	Kind Kind
+	// ByName marks a result paired with the latest earlier call without
+	// an id and of the same Tool (chat's legacy role function), not by
+	// CallID.
+	ByName  bool
 	Message int  // index of the message it belongs to
 	Span    Span // its bytes in the body
 	// Content is the span of the content value of a text item or a tool
@@ -99,10 +119,6 @@ type Item struct {
 	Tool string
 	// Args is the span of a call's arguments as sent; zero when absent.
 	Args Span
-	// ByName marks a result paired with the latest earlier call without
-	// an id and of the same Tool (chat's legacy role function), not by
-	// CallID.
-	ByName bool
 }
 
 // Part is one part of an item's content.
@@ -123,6 +139,11 @@ type Part struct {
 // Count counts the tokens of a text (the core's cached counter, with the
 // request's encoding).
 type Count func(text string) int
+
+// ItemCount is the tokens of item it's content as the core counted them
+// (text parts by Count, the others as the format's Parts said), so that
+// an adapter extending a content does not count it again.
+type ItemCount func(it int) int
 
 // Edit replaces the bytes [Start, End) with Repl.
 type Edit struct {
@@ -182,8 +203,9 @@ type Format interface {
 	// AddInstructions returns how texts (joined by blank lines) go at the
 	// end of the leading instructions: the edit, or a message to insert
 	// right after them when they have no place for it; and the tokens
-	// this adds. With build false only the tokens are computed.
-	AddInstructions(c *Conversation, texts []string, count Count, build bool) (ed *Edit, msg []byte, tokens int)
+	// this adds (counted says what a content it extends counted before).
+	// With build false only the tokens are computed.
+	AddInstructions(c *Conversation, texts []string, count Count, counted ItemCount, build bool) (ed *Edit, msg []byte, tokens int)
 	// PrependText returns the edit, its offsets relative to the start of
 	// message m (a user message), that puts text at the head of its
 	// content, and the tokens this adds; false when its content has no

@@ -61,7 +61,7 @@ func target(c *wire.Conversation) (leadTarget, message) {
 // the message's own bytes are kept: a string content gets the escaped
 // additions spliced in before its closing quote, an array content a text
 // part per text.
-func (f Format) AddInstructions(c *wire.Conversation, texts []string, count wire.Count, build bool) (ed *wire.Edit, newMsg []byte, tokens int) {
+func (f Format) AddInstructions(c *wire.Conversation, texts []string, count wire.Count, counted wire.ItemCount, build bool) (ed *wire.Edit, newMsg []byte, tokens int) {
 	if len(texts) == 0 {
 		return nil, nil, 0
 	}
@@ -75,8 +75,8 @@ func (f Format) AddInstructions(c *wire.Conversation, texts []string, count wire
 			suffix = "\n\n" + joined
 		}
 		// The whole new text is counted: tokens do not add up across a
-		// join.
-		tokens = count(base+suffix) - count(base)
+		// join. What the content counted before, the core knows.
+		tokens = count(base+suffix) - counted(c.Messages[c.Lead-1].Items.Start)
 		if build {
 			q := wire.AppendJSONString(nil, suffix)
 			ed = &wire.Edit{Start: m.content.End - 1, End: m.content.End, Repl: q[1:]}

@@ -166,9 +166,12 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 				return wire.ValueEnd(body, vs)
 			}
 			seenMessages = true
-			c.Messages = make([]wire.Message, 0, 64)
-			c.Items = make([]wire.Item, 0, 128)
+			c.Messages = make([]wire.Message, 0, firstMessages)
+			c.Items = make([]wire.Item, 0, 2*firstMessages)
 			ve := wire.WalkArray(body, vs, func(es int) int {
+				if len(c.Messages) == cap(c.Messages) {
+					growFor(c, &ns, es-vs, len(body)-es)
+				}
 				m := parseMessage(body, es, &ns)
 				addMessage(c, &m, &ns)
 				return m.End
@@ -190,6 +193,38 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 	return c, array.Exists()
 }
 
+// firstMessages is the room Parse makes for messages before it can tell
+// from the body how many there are.
+const firstMessages = 16
+
+// growFor makes room for the rest of c's messages, their items and calls
+// when the messages read so far, from the first read bytes of the array,
+// filled it and left bytes follow: each slice grows to its length scaled
+// to the whole body, plus an eighth, instead of doubling. A long history
+// then grows once or twice, not a dozen times, copying each time. The
+// messages grow between 1.25 and 16 times, so a wrong guess costs what
+// doubling would, or a bounded waste.
+func growFor(c *wire.Conversation, ns *callNames, read, left int) {
+	n := len(c.Messages)
+	want := n * (read + left) / read
+	want = min(max(want+want/8, n+n/4), 16*n)
+	c.Messages = regrow(c.Messages, want)
+	c.Items = regrow(c.Items, want*len(c.Items)/n+want/8)
+	if ns.calls != nil {
+		ns.calls = regrow(ns.calls, want*len(ns.calls)/n+want/8)
+	}
+}
+
+// regrow returns s with capacity want, or s when it has that already.
+func regrow[T any](s []T, want int) []T {
+	if want <= cap(s) {
+		return s
+	}
+	out := make([]T, len(s), want)
+	copy(out, s)
+	return out
+}
+
 // keepFirst records the value [vs, ve) in *dst unless a member of the same
 // name came first (the first one counts, as with gjson.Get), and returns ve.
 func keepFirst(dst *wire.Span, vs, ve int) int {
@@ -203,7 +238,7 @@ func keepFirst(dst *wire.Span, vs, ve int) int {
 // messages.
 func leadingSystem(ms []wire.Message) int {
 	n := 0
-	for n < len(ms) && (ms[n].WireRole == "system" || ms[n].WireRole == "developer") {
+	for n < len(ms) && ms[n].Role == wire.RoleInstruction {
 		n++
 	}
 	return n
@@ -338,7 +373,7 @@ func appendCalls(items []wire.Item, i int, m *message, ns *callNames) []wire.Ite
 func (ns *callNames) walk(body []byte, vs int) int {
 	return wire.WalkArray(body, vs, func(es int) int {
 		if ns.calls == nil {
-			ns.calls = make([]pendingCall, 0, 64)
+			ns.calls = make([]pendingCall, 0, firstMessages)
 		}
 		pc := pendingCall{}
 		if body[es] != '{' {

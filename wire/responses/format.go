@@ -252,7 +252,7 @@ func (Format) ReplaceContent(c *wire.Conversation, it int, text string) wire.Edi
 // leading instructions: an instruction item already sent is never edited
 // (the provider has cached it), and the new item carries no id (ids are
 // the client's and the provider's).
-func (f Format) AddInstructions(c *wire.Conversation, texts []string, count wire.Count, build bool) (*wire.Edit, []byte, int) {
+func (f Format) AddInstructions(c *wire.Conversation, texts []string, count wire.Count, _ wire.ItemCount, build bool) (*wire.Edit, []byte, int) {
 	if len(texts) == 0 {
 		return nil, nil, 0
 	}

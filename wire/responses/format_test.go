@@ -82,7 +82,7 @@ func TestFormatEditsKeepTheRequestValid(t *testing.T) {
 		t.Fatalf("ctxpress's message invents an id: %s", summary)
 	}
 
-	_, msg, _ := f.AddInstructions(c, []string{"rules"}, count, true)
+	_, msg, _ := f.AddInstructions(c, []string{"rules"}, count, nil, true)
 	withRule, _ := f.ReplaceMessages(c, c.Lead, c.Lead, [][]byte{msg})
 	check(t, body, wire.Splice(body, []wire.Edit{withRule}))
 
