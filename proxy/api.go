@@ -43,6 +43,10 @@ type api struct {
 	outputCaps []string
 	// reply renders ctxpress's own answer (to "/compact") in the format.
 	reply func(model, text string, stream bool, now time.Time) chat.Reply
+	// errors renders ctxpress's own errors (502, 504, 413, 401, 500) in
+	// the shape the format's clients read; the upstream's own errors pass
+	// through as sent.
+	errors errorShape
 }
 
 // streamWatch reads a side copy of a streamed answer; it never changes the
@@ -64,6 +68,7 @@ var (
 		watch:         func() streamWatch { return &chatWatch{} },
 		outputCaps:    []string{"max_completion_tokens", "max_tokens"},
 		reply:         chat.AssistantReply,
+		errors:        openAIShape,
 	}
 	// responsesAPI is the OpenAI Responses API (POST /v1/responses), what
 	// codex ≥ 0.98 speaks.
@@ -73,6 +78,7 @@ var (
 		watch:         func() streamWatch { return &responsesWatch{} },
 		outputCaps:    []string{"max_output_tokens"},
 		reply:         responses.AssistantReply,
+		errors:        openAIShape,
 	}
 )
 
@@ -80,6 +86,7 @@ var (
 const (
 	apiChat      = "chat"
 	apiResponses = "responses"
+	apiMessages  = "messages"
 )
 
 // apiPaths are the conversation endpoints, by path after the base URL.
@@ -94,6 +101,17 @@ func apiOf(path []byte) *api {
 		path = path[len("/v1"):]
 	}
 	return apiPaths[string(path)]
+}
+
+// messagesPath reports whether path (with or without /v1) is Anthropic's
+// Messages API or under it (count_tokens, batches): its clients read
+// Anthropic's errors and send their key as x-api-key.
+func messagesPath(path []byte) bool {
+	if bytes.HasPrefix(path, []byte("/v1/")) {
+		path = path[len("/v1"):]
+	}
+	rest, ok := bytes.CutPrefix(path, []byte(pathMessages))
+	return ok && (len(rest) == 0 || rest[0] == '/')
 }
 
 // chatWatch is a chat stream's watcher: usage from any chunk that has it.

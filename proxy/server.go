@@ -166,6 +166,7 @@ var (
 	pathHealthz         = "/ctxpress/healthz"
 	pathChatCompletions = "/chat/completions"
 	pathResponses       = "/responses"
+	pathMessages        = "/messages"
 )
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
@@ -173,7 +174,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		// fasthttp does not recover panics: one would take the process down.
 		if p := recover(); p != nil {
 			s.log.Error().Str("panic", fmt.Sprint(p)).Str("path", string(ctx.Path())).Msg("handler panic")
-			writeError(ctx, fasthttp.StatusInternalServerError, "internal_error", "internal error")
+			writeClientError(ctx, fasthttp.StatusInternalServerError, "internal_error", "internal error")
 		}
 	}()
 	path := ctx.Path()
@@ -210,10 +211,10 @@ func (s *Server) clientGone(ctx *fasthttp.RequestCtx, x *exchange) {
 // logged, never sent.
 const statusClientClosed = 499
 
-// fail answers a proxy fault in the OpenAI error shape and logs it.
+// fail answers a proxy fault in the client's error shape and logs it.
 func (s *Server) fail(ctx *fasthttp.RequestCtx, x *exchange, err error) {
 	status, code := upstreamFault(err)
-	writeError(ctx, status, code, "upstream request failed: "+describeUpstreamError(err))
+	writeClientError(ctx, status, code, "upstream request failed: "+describeUpstreamError(err))
 	x.status, x.err = status, err
 	s.finish(x)
 }
@@ -244,13 +245,14 @@ func describeUpstreamError(err error) string {
 }
 
 // handleReadError answers requests fasthttp could not read: a body over
-// max_body_bytes is 413, anything else 400, both in the OpenAI error shape.
+// max_body_bytes is 413, anything else 400, both in the error shape of the
+// path when its headers were read (an Anthropic client gets Anthropic's).
 func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, codeBodyTooLarge,
+		writeClientError(ctx, fasthttp.StatusRequestEntityTooLarge, codeBodyTooLarge,
 			fmt.Sprintf("request body exceeds max_body_bytes (%d)", s.cfg.MaxBodyBytes))
 	} else {
-		writeError(ctx, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request")
+		writeClientError(ctx, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request")
 	}
 	s.log.Warn().Err(err).Int("status", ctx.Response.StatusCode()).Msg("rejected request")
 }
@@ -284,8 +286,11 @@ func (s *Server) logExchange(x *exchange) {
 			ev = ev.Str("conversation", t.id.ID)
 		}
 	}
-	if x.usage.Found {
-		ev = ev.Int("input_tokens", x.usage.InputTokens).Int("output_tokens", x.usage.OutputTokens)
+	if u := x.usage; u.Found {
+		ev = ev.Int("input_tokens", u.InputTokens).Int("output_tokens", u.OutputTokens)
+		if u.CachedTokens > 0 || u.CacheWriteTokens > 0 {
+			ev = ev.Int("cached_tokens", u.CachedTokens).Int("cache_write_tokens", u.CacheWriteTokens)
+		}
 	}
 	if x.err != nil {
 		ev = ev.AnErr("error", x.err)

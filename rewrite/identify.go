@@ -21,9 +21,10 @@ const (
 const MaxIDBytes = 256
 
 // DefaultConversationHeaders are the headers real agents send a
-// conversation id in, in the order they are looked at.
+// conversation id in, in the order they are looked at (codex: session-id
+// and thread-id; Claude Code: X-Claude-Code-Session-Id).
 func DefaultConversationHeaders() []string {
-	return []string{"X-Conversation-ID", "X-Session-ID", "session_id", "session-id", "thread-id"}
+	return []string{"X-Conversation-ID", "X-Session-ID", "session_id", "session-id", "thread-id", "X-Claude-Code-Session-Id"}
 }
 
 // IdentifyConfig says where a conversation id comes from.

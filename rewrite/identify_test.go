@@ -47,6 +47,7 @@ func TestIdentify(t *testing.T) {
 		{"first configured header wins", IdentifyConfig{}, headers("thread-id", "t", "X-Session-ID", "s", "X-Conversation-ID", "c"), body, "c", "header:X-Conversation-ID", nil},
 		{"opencode x-session-id, lower case", IdentifyConfig{}, headers("x-session-id", "ses_1"), body, "ses_1", "header:X-Session-ID", nil},
 		{"older codex session_id", IdentifyConfig{}, headers("session_id", "uuid-1"), body, "uuid-1", "header:session_id", nil},
+		{"Claude Code X-Claude-Code-Session-Id", IdentifyConfig{}, headers("X-Claude-Code-Session-Id", "e6861593-2e9a"), body, "e6861593-2e9a", "header:X-Claude-Code-Session-Id", nil},
 		{"case-sensitive lookup, canonical spelling", IdentifyConfig{}, exactHeaders("X-Session-Id", "ses_2"), body, "ses_2", "header:X-Session-ID", nil},
 		{"case-sensitive lookup, lower case", IdentifyConfig{}, exactHeaders("x-conversation-id", "c2"), body, "c2", "header:X-Conversation-ID", nil},
 		{"configured headers only", IdentifyConfig{Headers: []string{"X-Chat"}}, headers("X-Session-ID", "s", "x-chat", "chat-1"), body, "chat-1", "header:X-Chat", nil},
