@@ -21,9 +21,19 @@ type Conversation struct {
 	// (system/developer): they are never summarised, and the summary
 	// block goes at their end.
 	Lead int
+	// SystemSlot reports that the instructions have a place of their own
+	// outside the messages (Messages: the top-level `system`), which
+	// AddInstructions always edits: the summary block goes there even
+	// when Lead is 0.
+	SystemSlot bool
 	// CacheKey is the span of a conversation id the client sent in the
 	// body (chat: `prompt_cache_key`); zero when none.
 	CacheKey Span
+	// SessionID is a conversation id the client sent inside another value
+	// of the body (Messages: `metadata.user_id`, a JSON string holding
+	// Claude Code's `session_id`), decoded; "" when none. Identify takes
+	// it when there is no CacheKey.
+	SessionID string
 	// Counted are spans counted as their raw text and never changed
 	// (chat: `tools`, legacy `functions`).
 	Counted []Span

@@ -1,7 +1,8 @@
 // Package messages is the wire adapter for Anthropic Messages
-// (POST /v1/messages, what Claude Code speaks): usage from a message and
-// from its stream, ctxpress's own replies and errors in Anthropic's shape,
-// and the summary call in this format.
+// (POST /v1/messages, what Claude Code speaks): Format reads a request into
+// the neutral conversation and writes the core's edits back in place;
+// usage from a message and from its stream, ctxpress's own replies and
+// errors in Anthropic's shape, and the summary call in this format.
 package messages
 
 import (
