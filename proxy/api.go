@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/ctxpress/ctxpress/wire/responses"
 )
 
@@ -80,6 +81,17 @@ var (
 		reply:         responses.AssistantReply,
 		errors:        openAIShape,
 	}
+	// messagesAPI is Anthropic Messages (POST /v1/messages, any query such
+	// as Claude Code's ?beta=true), what Claude Code speaks. Its streams
+	// carry their usage; its errors are Anthropic's.
+	messagesAPI = &api{
+		name: apiMessages, format: messages.Format{}, streamAsks: messages.StreamAsks,
+		usageFromJSON: messages.UsageFromJSON,
+		watch:         func() streamWatch { return &messagesWatch{} },
+		outputCaps:    []string{"max_tokens"},
+		reply:         messages.AssistantReply,
+		errors:        anthropicShape,
+	}
 )
 
 // The APIs by name: SummarizerConfig.API and SummaryRequest.API take them.
@@ -90,9 +102,11 @@ const (
 )
 
 // apiPaths are the conversation endpoints, by path after the base URL.
-// /v1/responses/compact, /v1/responses/input_tokens and every other path
-// pass through.
-var apiPaths = map[string]*api{pathChatCompletions: chatAPI, pathResponses: responsesAPI}
+// /v1/responses/compact, /v1/responses/input_tokens,
+// /v1/messages/count_tokens (Claude Code counts raw file text there: the
+// upstream's count of what it sent is the answer it wants) and every other
+// path pass through.
+var apiPaths = map[string]*api{pathChatCompletions: chatAPI, pathResponses: responsesAPI, pathMessages: messagesAPI}
 
 // apiOf returns the api of a request path, with or without the /v1
 // prefix; nil for a path that is no conversation endpoint.
@@ -138,4 +152,24 @@ func (w *responsesWatch) unfinished() error {
 	default:
 		return fmt.Errorf("%w: it ended with %s", errStreamUnfinished, end)
 	}
+}
+
+// errMessagesUnfinished marks a Messages stream that ended without
+// message_stop: cut short, or ended by an error event, it is not a turn to
+// record.
+var errMessagesUnfinished = errors.New("the upstream's stream ended without message_stop")
+
+// messagesWatch is a Messages stream's watcher: usage from message_start
+// and the cumulative message_delta (input, cache read, cache write), and
+// whether message_stop came.
+type messagesWatch struct{ messages.StreamWatch }
+
+func (w *messagesWatch) unfinished() error {
+	switch {
+	case w.Completed():
+		return nil
+	case w.Ended():
+		return fmt.Errorf("%w: it ended with an error event", errMessagesUnfinished)
+	}
+	return errMessagesUnfinished
 }

@@ -47,9 +47,12 @@ type messagesUpstream struct {
 	overloaded int
 	cut        bool
 	stall      chan struct{}
-	got        []messagesTurn // guarded by mu
-	n      int
-	cached map[[32]byte]bool // prefixes written at earlier markers
+	// calls, when set, are the tool calls made in turn, each a name and
+	// its input (else Bash with a sed -n of a range that moves on).
+	calls [][2]string
+	got   []messagesTurn // guarded by mu
+	n          int
+	cached     map[[32]byte]bool // prefixes written at earlier markers
 }
 
 // messagesTurn is one request the upstream got, and what it answered.
@@ -208,13 +211,17 @@ func (u *messagesUpstream) cache(req *messagestest.Request) (read, write int) {
 
 // blocks is the answer's content, its thinking signed into the ledger.
 func (u *messagesUpstream) blocks(req *messagestest.Request, id string, body []byte, summary bool) []map[string]any {
+	l := u.ledger
+	if l == nil { // signing still, for a client that sends it back
+		l = messagestest.NewLedger()
+	}
 	var out []map[string]any
 	if !summary && (req.Thinking == "enabled" || req.Thinking == "adaptive") {
 		text := "Thinking about the next step."
 		if req.ThinkingDisplay == "omitted" {
 			text = ""
 		}
-		sig := u.ledger.Think(req, id, text)
+		sig := l.Think(req, id, text)
 		out = append(out, map[string]any{"type": "thinking", "thinking": text, "signature": sig})
 	}
 	results := strings.Count(string(body), `"type":"tool_result"`)
@@ -226,10 +233,14 @@ func (u *messagesUpstream) blocks(req *messagestest.Request, id string, body []b
 		return append(out, map[string]any{"type": "text", "text": text})
 	}
 	call := fmt.Sprintf("toolu_up%03d", u.n)
-	u.ledger.ToolUse(id, call)
+	l.ToolUse(id, call)
+	name, input := "Bash", json.RawMessage(fmt.Sprintf(`{"command":"sed -n %d,%dp dateparse/parse.go"}`, u.n*10, u.n*10+8))
+	if len(u.calls) > 0 {
+		c := u.calls[results%len(u.calls)]
+		name, input = c[0], json.RawMessage(c[1])
+	}
 	return append(out, map[string]any{"type": "text", "text": "Running the next step."},
-		map[string]any{"type": "tool_use", "id": call, "name": "Bash",
-			"input": map[string]any{"command": fmt.Sprintf("sed -n %d,%dp dateparse/parse.go", u.n*10, u.n*10+8)}})
+		map[string]any{"type": "tool_use", "id": call, "name": name, "input": input})
 }
 
 // stream sends msg as Anthropic's events: message_start with the input

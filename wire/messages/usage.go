@@ -107,3 +107,13 @@ func (w *StreamWatch) Ended() bool { return w.stopped || w.errored }
 
 // Completed reports whether the stream reached message_stop.
 func (w *StreamWatch) Completed() bool { return w.stopped }
+
+// StreamAsks reports whether a Messages body asks for a stream, and for
+// usage in it: a Messages stream always carries its usage (message_start,
+// message_delta), so a stream asks for both. It expects the body the proxy
+// forwards (well-formed JSON, or a body forwarded as sent, where the answer
+// means nothing but is safe).
+func StreamAsks(body []byte) (stream, usage bool) {
+	stream = gjson.GetBytes(body, "stream").Type == gjson.True
+	return stream, stream
+}
