@@ -50,9 +50,12 @@ type messagesUpstream struct {
 	// calls, when set, are the tool calls made in turn, each a name and
 	// its input (else Bash with a sed -n of a range that moves on).
 	calls [][2]string
-	got   []messagesTurn // guarded by mu
-	n          int
-	cached     map[[32]byte]bool // prefixes written at earlier markers
+	// noTemperature are the models that refuse temperature, as newer
+	// Claude models do.
+	noTemperature map[string]bool
+	got           []messagesTurn // guarded by mu
+	n             int
+	cached        map[[32]byte]bool // prefixes written at earlier markers
 }
 
 // messagesTurn is one request the upstream got, and what it answered.
@@ -133,6 +136,9 @@ func (u *messagesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Header.Get("Anthropic-Version") == "":
 		u.refuse(w, &g, &messagestest.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "anthropic-version: header is required"})
 		return
+	case u.noTemperature[gjson.GetBytes(body, "model").Str] && gjson.GetBytes(body, "temperature").Exists():
+		u.refuse(w, &g, &messagestest.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "temperature: `temperature` is deprecated for this model."})
+		return
 	case u.overloaded > 0:
 		u.overloaded--
 		u.refuse(w, &g, &messagestest.Error{Status: 529, Type: "overloaded_error", Message: "Overloaded"})
@@ -158,6 +164,7 @@ func (u *messagesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		u.refuse(w, &g, &messagestest.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
 			Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", total, u.window)})
+		g.refusal = "overflow"
 		return
 	}
 	g.cacheRead, g.cacheWrite = u.cache(req)
