@@ -40,6 +40,20 @@ type Conversation struct {
 	// Priming is the tokens the format adds to every request besides
 	// its messages and Counted (chat: the reply priming).
 	Priming int
+	// StandingInstructions reports that the instruction messages after
+	// Lead stand for the rest of the conversation (Messages' role:"system"
+	// messages: Claude Code's environment and CLAUDE.md): a summary or a
+	// cut that leaves one out keeps its text verbatim at the end of the
+	// instructions, and the compactor never summarises it.
+	StandingInstructions bool
+	// Bound reports that the upstream binds some items (Item.Bound) to
+	// everything before them (Messages with thinking: a block's signature
+	// covers system, tools and every earlier message). Every edit must then
+	// be a function of the history before it, so that a message once sent
+	// is sent alike on every later turn: dedup stubs the new duplicate,
+	// never the earlier result. A format of such a history implements
+	// Binder.
+	Bound bool
 	// ServerHistory reports that the request continues a history the
 	// provider keeps and the body does not carry (Responses:
 	// previous_response_id, conversation): what it carries may be squashed
@@ -113,6 +127,10 @@ type Item struct {
 	// an id and of the same Tool (chat's legacy role function), not by
 	// CallID.
 	ByName bool
+	// Bound marks an opaque item the upstream verifies against everything
+	// before it (a thinking or redacted_thinking block): never edited;
+	// left out only through Binder.LeaveOut.
+	Bound bool
 }
 
 // Part is one part of an item's content.
@@ -209,6 +227,24 @@ type Format interface {
 	// DropMessages returns the edit that leaves out messages [from, to),
 	// from > 0, with the separator before them.
 	DropMessages(c *Conversation, from, to int) Edit
+}
+
+// Binder is implemented by a format whose conversations may be Bound.
+// When the history before a bound item changes (a summary, a cut), the
+// upstream refuses the item unless it is left out, or the request asks it
+// to drop such items instead.
+type Binder interface {
+	// LeaveOut returns the edits, their offsets relative to the start of
+	// message m, that leave out its bound items with their separators,
+	// and the tokens this removes; false when it has none, or nothing else
+	// (it would be left without content).
+	LeaveOut(c *Conversation, m int, count Count) (eds []Edit, tokens int, ok bool)
+	// DropMismatched returns the edit that asks the upstream to drop the
+	// bound items whose history changed rather than refuse the request
+	// (Messages: thinking.block_binding.prefix_mismatch_behavior
+	// "drop_block"); false when the request already asks so or has no
+	// place for it.
+	DropMismatched(c *Conversation) (ed Edit, ok bool)
 }
 
 // Bytes returns message m's bytes as sent.

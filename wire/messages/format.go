@@ -33,8 +33,10 @@ const (
 // are opaque, never edited. A string content is one text item, as the
 // API reads it. The top-level `system` is the instructions' own slot
 // (SystemSlot): the summary block is appended to it, and Lead is 0. A
-// role:"system" message in the history (Claude Code's messages[1]) is an
-// instruction message.
+// role:"system" message in the history (Claude Code's messages[1]) is a
+// standing instruction message (StandingInstructions). Thinking blocks are
+// bound to the history before them (Item.Bound), and so is the history of
+// a request that asks for thinking (Conversation.Bound).
 type Format struct{}
 
 var _ wire.Format = Format{}
@@ -50,7 +52,7 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 		return &wire.Conversation{Body: body}, false
 	}
 	c := &wire.Conversation{Body: body, Model: req.Model, Stream: req.Stream, Priming: replyPriming,
-		SystemSlot: true, SessionID: req.SessionID}
+		SystemSlot: true, SessionID: req.SessionID, StandingInstructions: true, Bound: thinkingOn(body, req.Thinking)}
 	for _, s := range []Span{req.System, req.Tools} {
 		if s.Exists() {
 			c.Counted = append(c.Counted, s)
@@ -60,7 +62,21 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 	for i := range req.Messages {
 		addMessage(c, &req.Messages[i])
 	}
+	for _, it := range c.Items {
+		c.Bound = c.Bound || it.Bound
+	}
 	return c, true
+}
+
+// thinkingOn reports whether the request asks for thinking (type enabled
+// or adaptive): its answers' thinking blocks come back bound to the
+// history, so the history is bound from the first turn on.
+func thinkingOn(body []byte, s Span) bool {
+	switch value(body, s).Get("type").String() {
+	case "enabled", "adaptive":
+		return true
+	}
+	return false
 }
 
 // addMessage adds message m and its blocks to c.
@@ -87,6 +103,8 @@ func addMessage(c *wire.Conversation, m *Message) {
 			if msg.Role == wire.RoleAssistant {
 				it.Kind, it.CallID, it.Tool, it.Args = wire.KindToolCall, b.ID, b.Name, b.Input
 			}
+		case BlockThinking, BlockRedactedThinking:
+			it.Bound = msg.Role == wire.RoleAssistant
 		case BlockToolResult:
 			if msg.Role == wire.RoleUser || msg.Role == wire.RoleTool {
 				// A user message that answers calls is a tool message
