@@ -65,7 +65,8 @@ func systemSpan(body []byte) wire.Span {
 // would only change its shape); an absent, null or empty system becomes
 // them as one string. It never inserts a message (the role:"system"
 // messages of the history have placement rules; the top-level system
-// has none).
+// has none). The tokens are the system's as counted (its raw JSON, as
+// Conversation.Counted has it) after the edit less before.
 func (Format) AddInstructions(c *wire.Conversation, texts []string, count wire.Count, build bool) (*wire.Edit, []byte, int) {
 	if len(texts) == 0 {
 		return nil, nil, 0
@@ -73,27 +74,28 @@ func (Format) AddInstructions(c *wire.Conversation, texts []string, count wire.C
 	sys := systemSpan(c.Body)
 	joined := strings.Join(texts, "\n\n")
 	var ed wire.Edit
-	var tokens int
 	switch {
 	case sys.Exists() && c.Body[sys.Start] == '[' && wire.SkipSpace(c.Body, sys.Start+1) != sys.End-1:
 		for _, t := range texts {
-			tokens += count(t)
 			ed.Repl = appendTextBlock(append(ed.Repl, ','), t, nil)
 		}
 		ed.Start, ed.End = sys.End-1, sys.End-1
 	case sys.Exists() && c.Body[sys.Start] == '"' && sys.End-sys.Start > 2:
-		base := value(c.Body, sys).Str
-		tokens = count(base+"\n\n"+joined) - count(base)
 		q := wire.AppendJSONString(nil, "\n\n"+joined)
 		ed = wire.Edit{Start: sys.End - 1, End: sys.End, Repl: q[1:]}
 	case sys.Exists():
-		tokens = count(joined)
 		ed = wire.Edit{Start: sys.Start, End: sys.End, Repl: wire.AppendJSONString(nil, joined)}
 	default:
-		tokens = count(joined)
+		q := wire.AppendJSONString(nil, joined)
 		at := wire.SkipSpace(c.Body, 0) + 1
-		ed = wire.Edit{Start: at, End: at, Repl: append(wire.AppendJSONString([]byte(`"system":`), joined), ',')}
+		if !build {
+			return nil, nil, count(string(q))
+		}
+		return &wire.Edit{Start: at, End: at, Repl: append(append([]byte(`"system":`), q...), ',')}, nil, count(string(q))
 	}
+	old := sys.Of(c.Body)
+	shifted := wire.Edit{Start: ed.Start - sys.Start, End: ed.End - sys.Start, Repl: ed.Repl}
+	tokens := count(string(wire.Splice(old, []wire.Edit{shifted}))) - count(string(old))
 	if !build {
 		return nil, nil, tokens
 	}

@@ -267,20 +267,30 @@ func TestFormatAddInstructionsEndsTheTopLevelSystem(t *testing.T) {
 			`{"model":"m","max_tokens":1,"system":"one\n\ntwo",` + msgs + `}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Counting bytes: the tokens added are what counting the
+			// system as Counted has it (its raw JSON) adds.
+			bytesCount := func(s string) int { return len(s) }
 			var tokens int
-			out := edited(t, []byte(tc.body), func(c *wire.Conversation) []wire.Edit {
-				ed, msg, n := Format{}.AddInstructions(c, []string{"one", "two"}, count, true)
+			in := []byte(tc.body)
+			out := edited(t, in, func(c *wire.Conversation) []wire.Edit {
+				ed, msg, n := Format{}.AddInstructions(c, []string{"one", "two"}, bytesCount, true)
 				if ed == nil || msg != nil {
 					t.Fatalf("edit %v, message %s", ed, msg)
 				}
-				if _, _, m := (Format{}).AddInstructions(c, []string{"one", "two"}, count, false); m != n {
+				if _, _, m := (Format{}).AddInstructions(c, []string{"one", "two"}, bytesCount, false); m != n {
 					t.Fatalf("tokens %d built, %d counted", n, m)
 				}
 				tokens = n
 				return []wire.Edit{*ed}
 			})
-			if string(out) != tc.want || tokens <= 0 {
-				t.Fatalf("got  %s\nwant %s (%d tokens)", out, tc.want, tokens)
+			counted := func(b []byte) int {
+				if s := gjson.GetBytes(b, "system"); s.Exists() {
+					return len(s.Raw)
+				}
+				return 0
+			}
+			if string(out) != tc.want || tokens != counted(out)-counted(in) {
+				t.Fatalf("got  %s\nwant %s (%d tokens, counted %d)", out, tc.want, tokens, counted(out)-counted(in))
 			}
 		})
 	}
