@@ -27,11 +27,11 @@ func messagesRecord(t *testing.T, p *testProxy, st state.Store, session string, 
 
 // Claude Code through ctxpress on the Messages API, streamed and not,
 // against an upstream that verifies every thinking signature: its build
-// log is squashed, every request is one Anthropic accepts with every
-// thinking block as it was issued, the headers say what ctxpress did, and
+// log is squashed, a file it read twice is sent once, every request is one
+// Anthropic accepts with every thinking block as it was issued, the headers say what ctxpress did, and
 // each turn is recorded under its session with the usage the upstream
 // reported: input, cache read and cache write.
-func TestClaudeCodeTurnsAreSquashedAndRecorded(t *testing.T) {
+func TestClaudeCodeTurnsAreSquashedDedupedAndRecorded(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
 			up := newMessagesUpstream(t)
@@ -62,6 +62,9 @@ func TestClaudeCodeTurnsAreSquashedAndRecorded(t *testing.T) {
 			last := turns[5].body
 			if !strings.Contains(string(last), "isLeap") || strings.Contains(string(last), strings.Split(log, "\n")[100]) {
 				t.Errorf("the build log went unsquashed (or lost its error line)")
+			}
+			if strings.Count(string(last), "func daysIn7(") != 1 {
+				t.Errorf("the file read twice was sent %d times", strings.Count(string(last), "func daysIn7("))
 			}
 			if v := up.ledger.Verified(); v < 5*4/2 {
 				t.Errorf("%d thinking blocks verified upstream", v)
