@@ -230,3 +230,57 @@ func TestMessagesSummaryCallFollowsTheModelsRules(t *testing.T) {
 		}
 	}
 }
+
+// A summariser of its own in Messages form (compaction.summarizer with
+// api: messages) gets the summary call with its own key as x-api-key and
+// the default anthropic-version, none of the client's credentials or
+// betas; the conversation's upstream gets no summary call.
+func TestMessagesSummarizerOfItsOwn(t *testing.T) {
+	up, sum := newMessagesUpstream(t), newMessagesUpstream(t)
+	sum.key = "sk-ant-summariser-key"
+	deps, _ := responsesDeps(t)
+	cfg := claudeCodeCompaction(up.BaseURL(), 1<<20)
+	cfg.Compaction.Summarizer = SummarizerConfig{BaseURL: sum.BaseURL(), API: apiMessages, APIKey: sum.key, Model: "claude-haiku-4-5"}
+	p := startProxyWith(t, cfg, deps)
+	a := newMessagesAgent(t, p.URL, "own-summariser")
+	for range 10 {
+		a.turn(false)
+	}
+	a.turn(false, [2]string{HeaderCompact, "force"})
+	if a.resp.Get(HeaderCompacted) != "true" {
+		t.Fatalf("X-Ctxpress-Compacted %q", a.resp.Get(HeaderCompacted))
+	}
+	if _, s := up.turns(); len(s) != 0 {
+		t.Fatalf("%d summary calls to the conversation's upstream", len(s))
+	}
+	_, calls := sum.turns()
+	if len(calls) != 1 {
+		t.Fatalf("%d summary calls to the summariser", len(calls))
+	}
+	h := calls[0].header
+	if h.Get("X-Api-Key") != sum.key || h.Get("Anthropic-Version") != "2023-06-01" || h.Get("Anthropic-Beta") != "" || h.Get("Authorization") != "" ||
+		gjson.GetBytes(calls[0].body, "model").Str != "claude-haiku-4-5" {
+		t.Fatalf("summary call: x-api-key %q, anthropic-version %q, anthropic-beta %q, Authorization %q: %.200s",
+			h.Get("X-Api-Key"), h.Get("Anthropic-Version"), h.Get("Anthropic-Beta"), h.Get("Authorization"), calls[0].body)
+	}
+}
+
+// compaction.summarizer.api takes the three forms, and only with a base_url.
+func TestSummarizerAPIConfig(t *testing.T) {
+	for _, tc := range []struct {
+		api, base string
+		ok        bool
+	}{
+		{"", "", true},
+		{"chat", "http://127.0.0.1:1/v1", true},
+		{"responses", "http://127.0.0.1:1/v1", true},
+		{"messages", "http://127.0.0.1:1/v1", true},
+		{"messages", "", false},
+		{"anthropic", "http://127.0.0.1:1/v1", false},
+	} {
+		err := CompactionConfig{Summarizer: SummarizerConfig{API: tc.api, BaseURL: tc.base}}.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("api %q, base_url %q: %v", tc.api, tc.base, err)
+		}
+	}
+}
