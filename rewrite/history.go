@@ -290,7 +290,7 @@ func (v *view) selectHistory(branches []Branch, maxHistory int) {
 		v.branch = &b
 		v.dropTo = v.lead + b.Covered
 	case maxHistory > 0:
-		v.dropTo = compactor.TrimHistory(v.msgs, maxHistory)
+		v.dropTo = v.pastStanding(compactor.TrimHistory(v.msgs, maxHistory))
 	}
 	if v.dropTo > v.lead {
 		v.resend = resendAfterSummary(v.msgs, v.lead, v.dropTo)
