@@ -184,27 +184,54 @@ func TestMessagesThroughCtxpress(t *testing.T) {
 
 // A conversation too long for the 2048-token window is refused when sent
 // directly (llama-server's 400 exceed_context_size_error, in OpenAI's error
-// shape even on /v1/messages) and answered through ctxpress once it
-// compacts Messages conversations.
+// shape even on /v1/messages) and answered on every turn through ctxpress,
+// streamed and not, which compacts it with summary calls in Messages form
+// to the server itself; the usage ctxpress records for each turn is the
+// server's (input + cache read + cache write).
 func TestMessagesOverflowAnsweredThroughCtxpress(t *testing.T) {
 	srv := startLlama(t)
 	const turns = 9 // ~2,400 prompt tokens for this model's tokenizer
 	for _, stream := range []bool{false, true} {
+		direct := postMessages(t, strings.TrimSuffix(srv.URL(), "/v1"), messagesConversation(turns).body(stream), "e2e-overflow")
+		if direct.status != 400 || gjson.Get(direct.body, "error.type").String() != "exceed_context_size_error" ||
+			gjson.Get(direct.body, "error.n_ctx").Int() != 2048 {
+			t.Fatalf("direct (stream %v): %d %s, want 400 exceed_context_size_error", stream, direct.status, direct.body)
+		}
+		t.Logf("direct (stream %v): %d prompt tokens refused", stream, gjson.Get(direct.body, "error.n_prompt_tokens").Int())
+	}
+	cp := startCtxpress(t, srv.URL(), filepath.Join(t.TempDir(), "ctxpress.db"),
+		"models: {"+modelName+": {context_window: 2048}}\n")
+	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "sse"}[stream], func(t *testing.T) {
-			c := messagesConversation(turns)
-			direct := postMessages(t, strings.TrimSuffix(srv.URL(), "/v1"), c.body(stream), "e2e-overflow")
-			if direct.status != 400 || gjson.Get(direct.body, "error.type").String() != "exceed_context_size_error" ||
-				gjson.Get(direct.body, "error.n_ctx").Int() != 2048 {
-				t.Fatalf("direct: %d %s, want 400 exceed_context_size_error", direct.status, direct.body)
+			session := fmt.Sprintf("e2e-overflow-%v", stream)
+			c := newMessagesConvo()
+			largest := 0
+			for turn := 1; turn <= 2*turns; turn++ {
+				a := postMessages(t, cp.URL, c.body(stream), session)
+				prompt := a.input + a.cacheRead
+				if a.status != 200 || a.text == "" || prompt >= 2048 || stream && !a.sawFinish {
+					t.Fatalf("turn %d through ctxpress: %d %s", turn, a.status, a.body)
+				}
+				cp.waitLog("request", func(l map[string]any) bool {
+					return l["conversation"] == session && num(l["input_tokens"]) == prompt && num(l["cached_tokens"]) == a.cacheRead && l["error"] == nil
+				})
+				largest = max(largest, prompt)
+				c.advance(a.text)
 			}
-			t.Logf("direct: %d prompt tokens refused", gjson.Get(direct.body, "error.n_prompt_tokens").Int())
-			t.Skip("TODO(issue 15): flip on once /v1/messages gets compaction: overflows 2048 direct, answered through ctxpress")
-			cp := startCtxpress(t, srv.URL(), filepath.Join(t.TempDir(), "ctxpress.db"),
-				"models: {"+modelName+": {context_window: 2048}}\n")
-			a := postMessages(t, cp.URL, c.body(stream), "e2e-overflow")
-			if a.status != 200 || a.text == "" || a.input+a.cacheRead >= 2048 {
-				t.Fatalf("through ctxpress: %d %s", a.status, a.body)
-			}
+			t.Logf("through ctxpress: %d/%d turns answered, largest prompt %d tokens; every turn's recorded usage is the server's", 2*turns, 2*turns, largest)
 		})
 	}
+	ok := 0
+	for _, e := range events(cp) {
+		switch e["result"] {
+		case "ok":
+			ok++
+		case "failed":
+			t.Errorf("a compaction failed: %v", e) // the summary call in Messages form, to the server itself
+		}
+	}
+	if ok == 0 {
+		t.Fatal("no compaction through ctxpress")
+	}
+	t.Logf("%d compactions", ok)
 }

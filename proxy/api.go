@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/ctxpress/ctxpress/wire/responses"
 )
 
@@ -43,6 +44,10 @@ type api struct {
 	outputCaps []string
 	// reply renders ctxpress's own answer (to "/compact") in the format.
 	reply func(model, text string, stream bool, now time.Time) chat.Reply
+	// errors renders ctxpress's own errors (502, 504, 413, 401, 500) in
+	// the shape the format's clients read; the upstream's own errors pass
+	// through as sent.
+	errors errorShape
 }
 
 // streamWatch reads a side copy of a streamed answer; it never changes the
@@ -64,6 +69,7 @@ var (
 		watch:         func() streamWatch { return &chatWatch{} },
 		outputCaps:    []string{"max_completion_tokens", "max_tokens"},
 		reply:         chat.AssistantReply,
+		errors:        openAIShape,
 	}
 	// responsesAPI is the OpenAI Responses API (POST /v1/responses), what
 	// codex ≥ 0.98 speaks.
@@ -73,6 +79,18 @@ var (
 		watch:         func() streamWatch { return &responsesWatch{} },
 		outputCaps:    []string{"max_output_tokens"},
 		reply:         responses.AssistantReply,
+		errors:        openAIShape,
+	}
+	// messagesAPI is Anthropic Messages (POST /v1/messages, any query such
+	// as Claude Code's ?beta=true), what Claude Code speaks. Its streams
+	// carry their usage; its errors are Anthropic's.
+	messagesAPI = &api{
+		name: apiMessages, format: messages.Format{}, streamAsks: messages.StreamAsks,
+		usageFromJSON: messages.UsageFromJSON,
+		watch:         func() streamWatch { return &messagesWatch{} },
+		outputCaps:    []string{"max_tokens"},
+		reply:         messages.AssistantReply,
+		errors:        anthropicShape,
 	}
 )
 
@@ -80,12 +98,15 @@ var (
 const (
 	apiChat      = "chat"
 	apiResponses = "responses"
+	apiMessages  = "messages"
 )
 
 // apiPaths are the conversation endpoints, by path after the base URL.
-// /v1/responses/compact, /v1/responses/input_tokens and every other path
-// pass through.
-var apiPaths = map[string]*api{pathChatCompletions: chatAPI, pathResponses: responsesAPI}
+// /v1/responses/compact, /v1/responses/input_tokens,
+// /v1/messages/count_tokens (Claude Code counts raw file text there: the
+// upstream's count of what it sent is the answer it wants) and every other
+// path pass through.
+var apiPaths = map[string]*api{pathChatCompletions: chatAPI, pathResponses: responsesAPI, pathMessages: messagesAPI}
 
 // apiOf returns the api of a request path, with or without the /v1
 // prefix; nil for a path that is no conversation endpoint.
@@ -94,6 +115,17 @@ func apiOf(path []byte) *api {
 		path = path[len("/v1"):]
 	}
 	return apiPaths[string(path)]
+}
+
+// messagesPath reports whether path (with or without /v1) is Anthropic's
+// Messages API or under it (count_tokens, batches): its clients read
+// Anthropic's errors and send their key as x-api-key.
+func messagesPath(path []byte) bool {
+	if bytes.HasPrefix(path, []byte("/v1/")) {
+		path = path[len("/v1"):]
+	}
+	rest, ok := bytes.CutPrefix(path, []byte(pathMessages))
+	return ok && (len(rest) == 0 || rest[0] == '/')
 }
 
 // chatWatch is a chat stream's watcher: usage from any chunk that has it.
@@ -120,4 +152,24 @@ func (w *responsesWatch) unfinished() error {
 	default:
 		return fmt.Errorf("%w: it ended with %s", errStreamUnfinished, end)
 	}
+}
+
+// errMessagesUnfinished marks a Messages stream that ended without
+// message_stop: cut short, or ended by an error event, it is not a turn to
+// record.
+var errMessagesUnfinished = errors.New("the upstream's stream ended without message_stop")
+
+// messagesWatch is a Messages stream's watcher: usage from message_start
+// and the cumulative message_delta (input, cache read, cache write), and
+// whether message_stop came.
+type messagesWatch struct{ messages.StreamWatch }
+
+func (w *messagesWatch) unfinished() error {
+	switch {
+	case w.Completed():
+		return nil
+	case w.Ended():
+		return fmt.Errorf("%w: it ended with an error event", errMessagesUnfinished)
+	}
+	return errMessagesUnfinished
 }

@@ -12,6 +12,10 @@ import (
 // header holds something else (its own provider key, say).
 const HeaderClientKey = "X-Ctxpress-Key"
 
+// HeaderAPIKey is the credential header of Anthropic's API, where Claude
+// Code and the Anthropic SDKs send their key (ANTHROPIC_API_KEY).
+const HeaderAPIKey = "X-Api-Key"
+
 const codeInvalidKey = "invalid_api_key"
 
 // authenticate checks the client's key when cfg.AuthKeys is set, answers 401
@@ -19,40 +23,43 @@ const codeInvalidKey = "invalid_api_key"
 // finish, as every other), and sets x.credential,
 // the value that names the client's conversation namespace.
 //
-// The header that carried the key is removed from the request before it is
-// forwarded: a ctxpress key is not a provider key. A key in X-Ctxpress-Key
-// wins over Authorization, which then goes upstream as sent (unless
-// upstream_api_key replaces it). Both spellings of one key give the same
-// namespace, and two keys never share one.
+// A client presents its key in X-Ctxpress-Key, else as "Authorization:
+// Bearer <key>", else in x-api-key (Claude Code: ANTHROPIC_API_KEY, or
+// ANTHROPIC_AUTH_TOKEN for the Bearer form). X-Ctxpress-Key, when sent,
+// is the key; without it the first of the other two holding a configured
+// key is. Every header holding a ctxpress key is removed before the
+// request is forwarded: a ctxpress key is not a provider key. The others
+// go upstream as sent (unless upstream_api_key replaces them). Every
+// spelling of one key gives the same namespace, and two keys never share
+// one.
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx, x *exchange) bool {
 	h := &ctx.Request.Header
-	viaHeader := h.Peek(HeaderClientKey)
 	if len(s.cfg.AuthKeys) == 0 {
-		if viaHeader != nil {
-			h.Del(HeaderClientKey) // ctxpress's own header, never the upstream's
-		}
+		h.Del(HeaderClientKey) // ctxpress's own header, never the upstream's
 		x.credential = s.namespace.credential(x.credential[:0], h)
 		return true
 	}
-	var presented []byte
-	if viaHeader != nil {
-		presented = viaHeader
-	} else {
-		presented = bearerToken(h.Peek(fasthttp.HeaderAuthorization))
+	var key string
+	var ok bool
+	if v := h.Peek(HeaderClientKey); v != nil {
+		key, ok = s.matchKey(v)
+	} else if key, ok = s.matchKey(bearerToken(h.Peek(fasthttp.HeaderAuthorization))); !ok {
+		key, ok = s.matchKey(h.Peek(HeaderAPIKey))
 	}
-	key, ok := s.matchKey(presented)
 	if !ok {
 		x.status = fasthttp.StatusUnauthorized
-		writeError(ctx, fasthttp.StatusUnauthorized, codeInvalidKey,
-			"missing or unknown client key: send one of ctxpress's auth.keys as \"Authorization: Bearer <key>\" or \""+HeaderClientKey+": <key>\"")
+		writeClientError(ctx, fasthttp.StatusUnauthorized, codeInvalidKey,
+			"missing or unknown client key: send one of ctxpress's auth.keys as \"Authorization: Bearer <key>\", \"x-api-key: <key>\" or \""+HeaderClientKey+": <key>\"")
 		ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="ctxpress"`)
 		s.finish(x)
 		return false
 	}
-	if viaHeader != nil {
-		h.Del(HeaderClientKey)
-	} else {
+	h.Del(HeaderClientKey)
+	if _, own := s.matchKey(bearerToken(h.Peek(fasthttp.HeaderAuthorization))); own {
 		h.Del(fasthttp.HeaderAuthorization)
+	}
+	if _, own := s.matchKey(h.Peek(HeaderAPIKey)); own {
+		h.Del(HeaderAPIKey)
 	}
 	// The namespace hashes what a client would have sent as Authorization,
 	// so it is the same whichever header carried the key.
@@ -115,7 +122,9 @@ func parseNamespace(s string) (namespaceMode, error) {
 }
 
 // credential appends what names a client's namespace to dst: the
-// configured header's value (empty when absent), or nothing for none.
+// configured header's value (empty when absent), or nothing for none. The
+// default, Authorization, falls back on x-api-key for a client that sends
+// no Authorization (Claude Code and the Anthropic SDKs with an API key).
 func (m namespaceMode) credential(dst []byte, h *fasthttp.RequestHeader) []byte {
 	switch {
 	case m.none:
@@ -124,6 +133,9 @@ func (m namespaceMode) credential(dst []byte, h *fasthttp.RequestHeader) []byte 
 		// Apart from every Authorization value: a header's value never
 		// names the namespace of a client that sends it as its key.
 		dst = append(append(append(dst, "header "...), m.header...), 0)
+	case len(h.Peek(fasthttp.HeaderAuthorization)) == 0 && len(h.Peek(HeaderAPIKey)) > 0:
+		// Apart from every Authorization value too, as the header form is.
+		return append(append(dst, "x-api-key\x00"...), h.Peek(HeaderAPIKey)...)
 	}
 	return append(dst, h.Peek(m.header)...)
 }

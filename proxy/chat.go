@@ -189,7 +189,7 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 		c.compactable = true
 		c.t.trigger = c.plan.Trigger
 		c.ti = turnInput{api: a, key: c.t.key, rec: c.rec, line: c.t.line, nums: c.nums, parsed: parsed, res: c.res, trigger: c.t.trigger,
-			authorization: string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization))}
+			creds: credsOf(&ctx.Request.Header)}
 	}
 	return c, true
 }

@@ -55,9 +55,10 @@ type CompactionConfig struct {
 // request's own upstream, model and Authorization.
 type SummarizerConfig struct {
 	BaseURL string
-	// API is the form of the summary call to BaseURL: "chat" (also "")
-	// or "responses". Without BaseURL the call goes to the request's own
-	// upstream in the request's own format, and API must be empty.
+	// API is the form of the summary call to BaseURL: "chat" (also ""),
+	// "responses" or "messages" (Anthropic's, with APIKey as x-api-key).
+	// Without BaseURL the call goes to the request's own upstream in the
+	// request's own format, and API must be empty.
 	API    string
 	Model  string
 	APIKey string
@@ -109,8 +110,8 @@ func (c CompactionConfig) Validate() error {
 	switch {
 	case c.Summarizer.API != "" && c.Summarizer.BaseURL == "":
 		return fmt.Errorf("compaction.summarizer.api %q: only with a base_url (without one, the summary call speaks the conversation's own API)", c.Summarizer.API)
-	case c.Summarizer.API != "" && c.Summarizer.API != apiChat && c.Summarizer.API != apiResponses:
-		return fmt.Errorf("compaction.summarizer.api %q: want chat or responses", c.Summarizer.API)
+	case c.Summarizer.API != "" && c.Summarizer.API != apiChat && c.Summarizer.API != apiResponses && c.Summarizer.API != apiMessages:
+		return fmt.Errorf("compaction.summarizer.api %q: want chat, responses or messages", c.Summarizer.API)
 	}
 	return nil
 }
@@ -230,17 +231,17 @@ func (c *compactions) release(key lineKey, done chan struct{}) {
 
 // turnInput is what a compaction needs from the request.
 type turnInput struct {
-	api           *api // the request's wire format
-	key           state.Key
-	rec           state.Record
-	line          lineRef         // the line of history the request extends
-	nums          state.Line      // that line's numbers and breaker, as the request sees them
-	parsed        *rewrite.Parsed // the request; only while its handler runs
-	body          []byte          // a copy of it, for a background compaction
-	res           rewrite.Result
-	authorization string
-	trigger       int
-	kind          string // auto | precompact | manual
+	api     *api // the request's wire format
+	key     state.Key
+	rec     state.Record
+	line    lineRef         // the line of history the request extends
+	nums    state.Line      // that line's numbers and breaker, as the request sees them
+	parsed  *rewrite.Parsed // the request; only while its handler runs
+	body    []byte          // a copy of it, for a background compaction
+	res     rewrite.Result
+	creds   clientCreds // the client's, for a summary call to its upstream
+	trigger int
+	kind    string // auto | precompact | manual
 	// urgent: the request would not fit the model's window at all, so any
 	// reclaim beats the minimum that protects the prompt cache.
 	urgent bool
@@ -288,11 +289,10 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	}
 	c.events.started(ev) // a dashboard shows the compaction while the summary is written
 	callStart := time.Now()
+	call := c.summaryRequest(ti, model, maxTokens)
 	summarize := func(sum compactor.Summary) (SummaryResult, error) {
-		return c.sum.Summarize(context.Background(), SummaryRequest{
-			BaseURL: c.summaryBase(), API: c.summaryAPI(ti.api), Authorization: c.summaryAuth(ti.authorization), Model: model, Reasoning: c.cfg.Summarizer.reasoning(model),
-			Prompt: sum.Prompt(), MaxTokens: maxTokens, Timeout: c.summaryTimeout(),
-		})
+		call.Prompt = sum.Prompt()
+		return c.sum.Summarize(context.Background(), call)
 	}
 	sr, err := summarize(sum)
 	if errors.Is(err, chat.ErrContextOverflow) {
@@ -363,36 +363,6 @@ func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summar
 		}
 		return nil
 	})
-}
-
-// summaryAPI is the summary call's form for a conversation of api's
-// format: the configured summariser's own, else the conversation's (its
-// upstream speaks it).
-func (c *compactions) summaryAPI(api *api) string {
-	if c.cfg.Summarizer.BaseURL != "" {
-		return c.cfg.Summarizer.API
-	}
-	return api.name
-}
-
-func (c *compactions) summaryBase() string {
-	if c.cfg.Summarizer.BaseURL != "" {
-		return c.cfg.Summarizer.BaseURL
-	}
-	return c.upstream
-}
-
-// summaryAuth is the Authorization of the summary call: the summariser's
-// own key, else the upstream key ctxpress holds, else the client's.
-func (c *compactions) summaryAuth(client string) string {
-	switch {
-	case c.cfg.Summarizer.APIKey != "":
-		return "Bearer " + c.cfg.Summarizer.APIKey
-	case c.apiKey != "":
-		return "Bearer " + c.apiKey
-	default:
-		return client
-	}
 }
 
 // backoff records a summariser failure: the next automatic compaction of the

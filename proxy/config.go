@@ -18,7 +18,8 @@ type Config struct {
 	// bare /X both go to {Upstream}/X.
 	Upstream string
 	// UpstreamAPIKey, when set, replaces the client's Authorization header
-	// upstream, so the provider key lives only in ctxpress.
+	// upstream (on the Messages API, its x-api-key, with any Authorization
+	// removed), so the provider key lives only in ctxpress.
 	UpstreamAPIKey string
 	// MaxBodyBytes caps a request body; larger ones get 413. 0 means 64 MiB.
 	MaxBodyBytes int
@@ -47,15 +48,17 @@ type Config struct {
 	// UI configures the dashboard at /ctxpress/ui.
 	UI UIConfig
 	// AuthKeys, when not empty, are the keys a client must present
-	// (Authorization: Bearer … or X-Ctxpress-Key) on every path but healthz
+	// (Authorization: Bearer …, X-Ctxpress-Key, or x-api-key as Claude
+	// Code sends ANTHROPIC_API_KEY) on every path but healthz
 	// and the admin endpoints (which have AdminToken); others get 401 and
 	// nothing is forwarded. The client's key is never sent upstream, and it
 	// names the client's conversation namespace.
 	AuthKeys []string
 	// Namespace says what separates clients' conversations when AuthKeys is
 	// empty (with AuthKeys, each key is a namespace): "authorization" (""
-	// too) hashes the Authorization header, so two API keys never share a
-	// record; "none" puts every client in one namespace; "header NAME"
+	// too) hashes the Authorization header (x-api-key when there is none:
+	// Claude Code's), so two API keys never share a record; "none" puts
+	// every client in one namespace; "header NAME"
 	// uses that header's value. Credentials that rotate (Azure, Vertex and
 	// Copilot tokens change hourly) would otherwise forget every summary
 	// at each change.

@@ -224,7 +224,11 @@ type TurnInfo struct {
 	TokensBefore int       `json:"tokens_before"`
 	TokensAfter  int       `json:"tokens_after"`
 	InputTokens  int       `json:"input_tokens"`
-	Compacted    bool      `json:"compacted"`
+	// CachedTokens and CacheWriteTokens are the part of InputTokens the
+	// upstream read from and wrote to its prompt cache, when it said.
+	CachedTokens     int  `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int  `json:"cache_write_tokens,omitempty"`
+	Compacted        bool `json:"compacted"`
 }
 
 // Stats are the totals over every stored conversation.
@@ -294,7 +298,7 @@ func conversationDetailOf(r state.Record, compacting bool) ConversationDetail {
 	}
 	for _, t := range r.Turns {
 		d.Turns = append(d.Turns, TurnInfo{At: t.At, TokensBefore: t.TokensBefore, TokensAfter: t.TokensAfter,
-			InputTokens: t.InputTokens, Compacted: t.Compacted})
+			InputTokens: t.InputTokens, CachedTokens: t.CachedTokens, CacheWriteTokens: t.CacheWriteTokens, Compacted: t.Compacted})
 	}
 	return d
 }

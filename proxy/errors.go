@@ -8,6 +8,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/valyala/fasthttp"
 )
 
@@ -54,14 +55,52 @@ func isStaleConn(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// writeError answers the client in the OpenAI error shape. message must not
-// hold secrets; it is prefixed with "ctxpress: " so users can tell a proxy
-// fault from an upstream one.
+// writeError answers the client in the OpenAI error shape: ctxpress's own
+// endpoints (admin, metrics) answer so whatever the client. message must
+// not hold secrets; it is prefixed with "ctxpress: " so users can tell a
+// proxy fault from an upstream one.
 func writeError(ctx *fasthttp.RequestCtx, status int, code, message string) {
+	writeErrorAs(ctx, openAIShape, status, code, message)
+}
+
+// writeClientError answers a request for the upstream with one of
+// ctxpress's own errors in the shape its client reads (errorShapeOf its
+// path): an Anthropic client retries, and shows, an error it can parse.
+func writeClientError(ctx *fasthttp.RequestCtx, status int, code, message string) {
+	writeErrorAs(ctx, errorShapeOf(ctx.Path()), status, code, message)
+}
+
+func writeErrorAs(ctx *fasthttp.RequestCtx, shape errorShape, status int, code, message string) {
 	ctx.Response.Reset()
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(errorBody(code, message))
+	ctx.SetBody(shape(status, code, message))
+}
+
+// errorShape renders one of ctxpress's own errors (its HTTP status, its
+// stable code, a message without secrets) in a wire format's error shape.
+type errorShape func(status int, code, message string) []byte
+
+// openAIShape is OpenAI's shape, {"error":{"message","type","code"}}, with
+// type "ctxpress_error" and ctxpress's code.
+func openAIShape(_ int, code, message string) []byte { return errorBody(code, message) }
+
+// anthropicShape is Anthropic's shape, {"type":"error","error":{"type",
+// "message"}}, the type the status has in Anthropic's API; the code has no
+// place there.
+func anthropicShape(status int, _, message string) []byte { return messages.ErrorBody(status, message) }
+
+// errorShapeOf is the error shape of a client on path: its conversation
+// API's (apiOf), and Anthropic's on every other Messages path
+// (/v1/messages/count_tokens, /v1/messages/batches); OpenAI's else.
+func errorShapeOf(path []byte) errorShape {
+	if a := apiOf(path); a != nil {
+		return a.errors
+	}
+	if messagesPath(path) {
+		return anthropicShape
+	}
+	return openAIShape
 }
 
 // errorBody renders {"error":{"message","type","code"}}.

@@ -54,8 +54,11 @@ type TurnEvent struct {
 	TokensBefore int       `json:"tokens_before"`
 	TokensAfter  int       `json:"tokens_after"`
 	InputTokens  int       `json:"input_tokens"`
-	Compacted    bool      `json:"compacted"`
-	Requests     int64     `json:"requests"` // the conversation's, this turn included
+	// CachedTokens and CacheWriteTokens: TurnInfo's.
+	CachedTokens     int   `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int   `json:"cache_write_tokens,omitempty"`
+	Compacted        bool  `json:"compacted"`
+	Requests         int64 `json:"requests"` // the conversation's, this turn included
 }
 
 // frame is one event on its way to subscribers.

@@ -259,7 +259,7 @@ func TestPrecompactionLandingBeforeTheLockCausesNoSecondSummary(t *testing.T) {
 		res := p.pipeline.RewriteParsed(parsed, p.comp.options(rec, state.ChainHash{}))
 		line, nums := lineOf(&rec, res)
 		return turnInput{api: chatAPI, key: key, rec: rec, line: line, nums: nums, parsed: parsed, res: res,
-			trigger: p.comp.cfg.Trigger.Trigger(res.Model), authorization: "Bearer sk-agent"}
+			trigger: p.comp.cfg.Trigger.Trigger(res.Model), creds: clientCreds{authorization: "Bearer sk-agent"}}
 	}
 	// The turn reads the record: nothing stored yet.
 	stale := turnAt(state.Record{Key: key})

@@ -40,6 +40,7 @@ type metrics struct {
 	breakerTrips   prometheus.Counter
 	recordedTurns  prometheus.Counter
 	compactionsNow prometheus.GaugeFunc
+	upstreamTokens *prometheus.CounterVec // kind
 }
 
 // tokenBuckets span a one-line request to a 1M-token context.
@@ -60,11 +61,11 @@ func newMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeli
 			prometheus.ExponentialBuckets(0.005, 2.5, 12), "path"),
 		activeStreams: f.gauge("ctxpress_active_streams", "Streamed answers being relayed now."),
 		tokensBefore: f.counter("ctxpress_tokens_before_total",
-			"Estimated input tokens of answered conversation requests (chat, Responses) as the client sent them."),
+			"Estimated input tokens of answered conversation requests (chat, Responses, Messages) as the client sent them."),
 		tokensAfter: f.counter("ctxpress_tokens_after_total",
-			"Estimated input tokens of answered conversation requests (chat, Responses) as ctxpress forwarded them."),
+			"Estimated input tokens of answered conversation requests (chat, Responses, Messages) as ctxpress forwarded them."),
 		tokensSaved: f.counter("ctxpress_tokens_saved_total",
-			"Input tokens ctxpress saved on answered conversation requests (chat, Responses): max(0, before-after) per request."),
+			"Input tokens ctxpress saved on answered conversation requests (chat, Responses, Messages): max(0, before-after) per request."),
 		reqTokensBefore: f.histogram("ctxpress_request_tokens_before", "Estimated input tokens per conversation request as sent.", tokenBuckets),
 		reqTokensAfter:  f.histogram("ctxpress_request_tokens_after", "Estimated input tokens per conversation request as forwarded.", tokenBuckets),
 		reqTokensSaved: f.histogram("ctxpress_request_tokens_saved", "Input tokens saved per conversation request.",
@@ -79,6 +80,8 @@ func newMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeli
 		summarizer:    f.histogramVec("ctxpress_summarizer_duration_seconds", "Duration of summary calls by result (ok, failed).", prometheus.ExponentialBuckets(0.05, 2, 14), "result"),
 		breakerTrips:  f.counter("ctxpress_breaker_trips_total", "Conversations whose compaction circuit breaker opened."),
 		recordedTurns: f.counter("ctxpress_recorded_turns_total", "Conversation turns written to the conversation store."),
+		upstreamTokens: f.counterVec("ctxpress_upstream_tokens_total",
+			"Tokens the upstream reported for answered conversation requests, by kind: input (the whole prompt), cache_read and cache_write (the parts of it read from and written to the prompt cache), output.", "kind"),
 	}
 	m.compactionsNow = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compactions_in_flight",
 		Help: "Compactions (summary calls) running now."}, func() float64 { return float64(inflight()) })
@@ -181,6 +184,12 @@ func (m *metrics) exchange(x *exchange) {
 	}
 	if x.turn != nil && x.status >= 200 && x.status < 300 && x.err == nil {
 		m.turn(x.turn)
+		if u := x.usage; u.Found {
+			m.upstreamTokens.WithLabelValues("input").Add(float64(u.InputTokens))
+			m.upstreamTokens.WithLabelValues("cache_read").Add(float64(u.CachedTokens))
+			m.upstreamTokens.WithLabelValues("cache_write").Add(float64(u.CacheWriteTokens))
+			m.upstreamTokens.WithLabelValues("output").Add(float64(u.OutputTokens))
+		}
 	}
 }
 
@@ -263,6 +272,7 @@ func (s *Server) recorded(rec state.Record, tripped bool) {
 	if n := len(rec.Turns); n > 0 {
 		t := rec.Turns[n-1]
 		e.TokensBefore, e.TokensAfter, e.InputTokens, e.Compacted = t.TokensBefore, t.TokensAfter, t.InputTokens, t.Compacted
+		e.CachedTokens, e.CacheWriteTokens = t.CachedTokens, t.CacheWriteTokens
 	}
 	s.events.turn(e)
 }

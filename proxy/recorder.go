@@ -228,7 +228,8 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 		opened = observe(rec, l, tr)
 	})
 	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
-		InputTokens: tr.usage.InputTokens, Compacted: t.compacted})
+		InputTokens: tr.usage.InputTokens, CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
+		Compacted: t.compacted})
 	return opened
 }
 

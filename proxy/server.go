@@ -88,7 +88,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp.policy = s.comp.cfg.policy()
 	s.metrics = newMetrics(s.comp.running, deps.Store, deps.Pipeline)
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
-		Help: "Conversation requests (chat, Responses) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
+		Help: "Conversation requests (chat, Responses, Messages) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
 		func() float64 { return float64(s.gate.waitingNow()) }))
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compaction_waiting",
 		Help: "Conversation requests waiting for a compaction of their conversation that another request started."},
@@ -167,6 +167,7 @@ var (
 	pathHealthz         = "/ctxpress/healthz"
 	pathChatCompletions = "/chat/completions"
 	pathResponses       = "/responses"
+	pathMessages        = "/messages"
 )
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
@@ -175,7 +176,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		// fasthttp does not recover panics: one would take the process down.
 		if p := recover(); p != nil {
 			s.log.Error().Str("panic", fmt.Sprint(p)).Str("path", string(ctx.Path())).Msg("handler panic")
-			writeError(ctx, fasthttp.StatusInternalServerError, "internal_error", "internal error")
+			writeClientError(ctx, fasthttp.StatusInternalServerError, "internal_error", "internal error")
 			// A request ends through finish, a panicking one too: its log
 			// line, its count, its lease and gate share back.
 			if x != nil && !x.finished {
@@ -218,10 +219,10 @@ func (s *Server) clientGone(ctx *fasthttp.RequestCtx, x *exchange) {
 // logged, never sent.
 const statusClientClosed = 499
 
-// fail answers a proxy fault in the OpenAI error shape and logs it.
+// fail answers a proxy fault in the client's error shape and logs it.
 func (s *Server) fail(ctx *fasthttp.RequestCtx, x *exchange, err error) {
 	status, code := upstreamFault(err)
-	writeError(ctx, status, code, "upstream request failed: "+describeUpstreamError(err))
+	writeClientError(ctx, status, code, "upstream request failed: "+describeUpstreamError(err))
 	x.status, x.err = status, err
 	s.finish(x)
 }
@@ -252,13 +253,14 @@ func describeUpstreamError(err error) string {
 }
 
 // handleReadError answers requests fasthttp could not read: a body over
-// max_body_bytes is 413, anything else 400, both in the OpenAI error shape.
+// max_body_bytes is 413, anything else 400, both in the error shape of the
+// path when its headers were read (an Anthropic client gets Anthropic's).
 func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeError(ctx, fasthttp.StatusRequestEntityTooLarge, codeBodyTooLarge,
+		writeClientError(ctx, fasthttp.StatusRequestEntityTooLarge, codeBodyTooLarge,
 			fmt.Sprintf("request body exceeds max_body_bytes (%d)", s.cfg.MaxBodyBytes))
 	} else {
-		writeError(ctx, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request")
+		writeClientError(ctx, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request")
 	}
 	s.log.Warn().Err(err).Int("status", ctx.Response.StatusCode()).Msg("rejected request")
 }
@@ -292,8 +294,11 @@ func (s *Server) logExchange(x *exchange) {
 			ev = ev.Str("conversation", t.id.ID)
 		}
 	}
-	if x.usage.Found {
-		ev = ev.Int("input_tokens", x.usage.InputTokens).Int("output_tokens", x.usage.OutputTokens)
+	if u := x.usage; u.Found {
+		ev = ev.Int("input_tokens", u.InputTokens).Int("output_tokens", u.OutputTokens)
+		if u.CachedTokens > 0 || u.CacheWriteTokens > 0 {
+			ev = ev.Int("cached_tokens", u.CachedTokens).Int("cache_write_tokens", u.CacheWriteTokens)
+		}
 	}
 	if x.err != nil {
 		ev = ev.AnErr("error", x.err)

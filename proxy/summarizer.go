@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/internal/envproxy"
 	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/ctxpress/ctxpress/wire/responses"
 	"github.com/valyala/fasthttp"
 )
@@ -34,17 +35,25 @@ var ErrTransport = errors.New("compactor: summary call failed")
 
 // SummaryRequest is one summary call.
 type SummaryRequest struct {
-	BaseURL string // OpenAI-compatible base URL, e.g. https://api.openai.com/v1; the API's path is appended
+	BaseURL string // the API's base URL, e.g. https://api.openai.com/v1; the API's path is appended
 	// API is the form of the call: "chat" (also "") posts a chat completion
 	// to {BaseURL}/chat/completions, "responses" a Responses request to
-	// {BaseURL}/responses (summaryForms).
+	// {BaseURL}/responses, "messages" an Anthropic Messages request to
+	// {BaseURL}/messages (summaryForms).
 	API           string
-	Authorization string        // sent as the Authorization header when not empty; never in an error
-	Model         string        // the summary model
-	Reasoning     *bool         // overrides the family table (RulesFor) for Model; nil = the table
-	Prompt        string        // the one user message (compactor.Summary.Prompt)
-	MaxTokens     int           // the summary's length cap (max_tokens, or max_completion_tokens with headroom); 0 = compactor.DefaultMaxTokens(0)
-	Timeout       time.Duration // per Summarize, retries included; 0 = DefaultSummaryTimeout
+	Authorization string // sent as the Authorization header when not empty; never in an error
+	// APIKey is sent as x-api-key when not empty (Anthropic's credential);
+	// never in an error.
+	APIKey string
+	// AnthropicVersion and AnthropicBeta are a Messages call's
+	// anthropic-version (messages.APIVersion when empty) and
+	// anthropic-beta (left out when empty).
+	AnthropicVersion, AnthropicBeta string
+	Model                           string        // the summary model
+	Reasoning                       *bool         // overrides the family table (RulesFor) for Model; nil = the table
+	Prompt                          string        // the one user message (compactor.Summary.Prompt)
+	MaxTokens                       int           // the summary's length cap (max_tokens, or max_completion_tokens with headroom); 0 = compactor.DefaultMaxTokens(0)
+	Timeout                         time.Duration // per Summarize, retries included; 0 = DefaultSummaryTimeout
 }
 
 // SummaryResult is a summary and what it cost, as the upstream reported it.
@@ -71,13 +80,17 @@ type summaryForm struct {
 	path string
 	body func(chat.SummaryCall, chat.ParamRules) ([]byte, error)
 	read func(status int, body []byte, auth string) (chat.Summary, error)
+	// anthropic: the call carries anthropic-version (Anthropic refuses a
+	// request without one).
+	anthropic bool
 }
 
 // summaryForms are the summary call's forms by API (SummaryRequest.API).
 var summaryForms = map[string]summaryForm{
-	"":           {pathChatCompletions, chat.SummaryBody, chat.ReadSummary},
-	apiChat:      {pathChatCompletions, chat.SummaryBody, chat.ReadSummary},
-	apiResponses: {pathResponses, responses.SummaryBody, responses.ReadSummary},
+	"":           {pathChatCompletions, chat.SummaryBody, chat.ReadSummary, false},
+	apiChat:      {pathChatCompletions, chat.SummaryBody, chat.ReadSummary, false},
+	apiResponses: {pathResponses, responses.SummaryBody, responses.ReadSummary, false},
+	apiMessages:  {pathMessages, messages.SummaryBody, messages.ReadSummary, true},
 }
 
 // NewSummarizer returns a Summarizer with its own connection pool.
@@ -102,7 +115,8 @@ func NewSummarizer() *Summarizer {
 }
 
 // Summarize posts req.Prompt as the one user message, in req.API's form
-// (stream false, and for Responses store false), and returns the
+// (stream false, and for Responses store false; Messages: max_tokens
+// always, and the anthropic-version header), and returns the
 // assistant's text. The options follow the model's chat.ParamRules:
 // max_tokens (Responses: max_output_tokens) and temperature 0.3, or for
 // reasoning models max_completion_tokens (Responses: max_output_tokens),
@@ -121,7 +135,7 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 	}
 	form, ok := summaryForms[req.API]
 	if !ok {
-		return SummaryResult{}, fmt.Errorf("compactor: summary API %q: want chat or responses", req.API)
+		return SummaryResult{}, fmt.Errorf("compactor: summary API %q: want chat, responses or messages", req.API)
 	}
 	timeout := req.Timeout
 	if timeout <= 0 {
@@ -142,9 +156,7 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 	hreq.Header.SetMethod(fasthttp.MethodPost)
 	hreq.Header.SetContentType("application/json")
 	hreq.Header.Set(fasthttp.HeaderAccept, "application/json")
-	if req.Authorization != "" {
-		hreq.Header.Set(fasthttp.HeaderAuthorization, req.Authorization)
-	}
+	secret := setSummaryHeaders(&hreq.Header, req, form)
 
 	key := modelKey{base + form.path, req.Model}
 	rules := s.rulesFor(key, req)
@@ -167,9 +179,34 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 			rules = next
 			continue
 		}
-		res.Summary, err = form.read(hresp.StatusCode(), hresp.Body(), req.Authorization)
+		res.Summary, err = form.read(hresp.StatusCode(), hresp.Body(), secret)
 		return res, err
 	}
+}
+
+// setSummaryHeaders sets the credentials of req (and a Messages call's
+// anthropic-version and anthropic-beta) on h, and returns the secret an
+// error must not show.
+func setSummaryHeaders(h *fasthttp.RequestHeader, req SummaryRequest, form summaryForm) (secret string) {
+	secret = req.Authorization
+	if req.Authorization != "" {
+		h.Set(fasthttp.HeaderAuthorization, req.Authorization)
+	}
+	if req.APIKey != "" {
+		h.Set(HeaderAPIKey, req.APIKey)
+		secret = req.APIKey
+	}
+	if form.anthropic {
+		version := req.AnthropicVersion
+		if version == "" {
+			version = messages.APIVersion
+		}
+		h.Set(headerAnthropicVersion, version)
+		if req.AnthropicBeta != "" {
+			h.Set(headerAnthropicBeta, req.AnthropicBeta)
+		}
+	}
+	return secret
 }
 
 // rulesFor is what a refusal taught for key, else the family table with

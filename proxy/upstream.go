@@ -188,12 +188,20 @@ func (c *trackedConn) Close() error {
 }
 
 // buildUpstreamRequest fills req from the client's request: method, headers
-// minus hop-by-hop ones, the mapped URL, and body (not copied; req must not
-// outlive ctx's request).
+// minus hop-by-hop ones, in the client's order, the mapped URL, and body
+// (not copied; req must not outlive ctx's request). apiKey, when set,
+// replaces the client's credential: as "Authorization: Bearer", or on the
+// Messages API as Anthropic's x-api-key (with the client's Authorization
+// removed, so the upstream sees one credential, ctxpress's).
 func (u *upstreamClient) buildUpstreamRequest(ctx *fasthttp.RequestCtx, req *fasthttp.Request, body []byte, apiKey string) {
 	ctx.Request.Header.CopyTo(&req.Header)
 	removeHopHeaders(&req.Header)
-	if apiKey != "" {
+	switch {
+	case apiKey == "":
+	case messagesPath(ctx.Path()):
+		req.Header.Del(fasthttp.HeaderAuthorization)
+		req.Header.Set(HeaderAPIKey, apiKey)
+	default:
 		req.Header.Set(fasthttp.HeaderAuthorization, "Bearer "+apiKey)
 	}
 	uri := ctx.Request.URI()

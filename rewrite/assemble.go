@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/compactor"
@@ -44,7 +45,7 @@ func (v *view) render(plan dedupPlan, res *Result) {
 	if v.branch != nil {
 		block = compactor.Block(v.branch.Summary)
 	}
-	sysAdds, userAdds := v.additions(block, v.branch != nil)
+	sysAdds, userAdds := v.additions(block, v.branch != nil, v.dropTo)
 	var edits []wire.Edit
 	sys, newSys, tokens := req.f.AddInstructions(req.Conversation, sysAdds, req.count, v.counted, true)
 	res.TokensAfter += tokens
@@ -77,6 +78,12 @@ func (v *view) render(plan dedupPlan, res *Result) {
 	}
 
 	edits = v.tailEdits(edits, first, plan, res)
+	edits = v.boundEdits(edits, res)
+	// The instructions may sit after the messages (Anthropic's system
+	// often follows them): the edits go in body order.
+	if byStart := func(a, b wire.Edit) int { return a.Start - b.Start }; !slices.IsSortedFunc(edits, byStart) {
+		slices.SortStableFunc(edits, byStart)
+	}
 	if len(edits) > 0 {
 		res.Body = wire.Splice(req.Body, edits)
 		res.Changed = true
@@ -117,10 +124,11 @@ func (v *view) tailEdits(edits []wire.Edit, first int, plan dedupPlan, res *Resu
 
 // additions returns what goes at the end of the system prompt and what
 // goes at the head of the first user message, each in order:
-// ConciseInstruction, then the summary block (hasBlock). The instruction
-// stays in the system prompt when the client sent one; the block goes
-// where the placement says.
-func (v *view) additions(block string, hasBlock bool) (sys, user []string) {
+// ConciseInstruction, the standing instruction messages client messages
+// [lead, cut) leave out (standingTexts), then the summary block
+// (hasBlock). The instruction stays in the system prompt when the client
+// sent one; the block goes where the placement says.
+func (v *view) additions(block string, hasBlock bool, cut int) (sys, user []string) {
 	if v.concise {
 		if v.lead > 0 || !v.user {
 			sys = append(sys, ConciseInstruction)
@@ -128,6 +136,7 @@ func (v *view) additions(block string, hasBlock bool) (sys, user []string) {
 			user = append(user, ConciseInstruction)
 		}
 	}
+	sys = append(sys, v.standingTexts(cut)...)
 	if hasBlock {
 		if v.user {
 			user = append(user, block)
@@ -190,7 +199,7 @@ func (v *view) userChange(adds []string, cut, n int, build bool) userChange {
 // hasBlock) add to the request when client messages [lead, cut) are left
 // out and [cut, n) kept.
 func (v *view) additionTokens(block string, hasBlock bool, cut, n int) int {
-	sys, user := v.additions(block, hasBlock)
+	sys, user := v.additions(block, hasBlock, cut)
 	_, _, t := v.req.f.AddInstructions(v.req.Conversation, sys, v.req.count, v.counted, false)
 	return t + v.userChange(user, cut, n, false).tokens
 }

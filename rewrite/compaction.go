@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"crypto/sha256"
+	"strings"
 
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/wire"
@@ -25,6 +26,9 @@ type Compaction struct {
 	// Covered (Cut - Lead) and Hash are the new branch's.
 	Covered int
 	Hash    [sha256.Size]byte
+	// Since is how many client messages the request has (the /compact
+	// command left out): the new branch's Since.
+	Since int
 	// LatestUserAsk is the text of the latest user message (not the
 	// /compact command), for compactor.SeedActiveTask.
 	LatestUserAsk string
@@ -61,7 +65,8 @@ func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) 
 	if !ok {
 		return Compaction{From: from, Cut: from}, false
 	}
-	c := Compaction{From: from, Cut: cut, Covered: cut - v.lead, Messages: v.fullMessages(), v: v}
+	cut = min(v.pastStanding(cut), n)
+	c := Compaction{From: from, Cut: cut, Covered: cut - v.lead, Since: n, Messages: v.fullMessages(), v: v}
 	c.Hash = v.extendChain(v.chain, c.Covered)[c.Covered]
 	if v.branch != nil {
 		c.PrevSummary, c.Parent = v.branch.Summary, v.branch.Hash
@@ -143,20 +148,39 @@ func (v *view) fullMessages() []compactor.Message {
 		if r := req.Result(i); r >= 0 {
 			cm.ToolCallID = req.Items[r].CallID
 		}
-		switch {
-		case !m.Object:
+		if !m.Object {
 			cm.Text = string(req.Bytes(i))
 			continue
-		case v.deduped[i]:
-			cm.Text = DedupPlaceholder
-		case len(f.edits) > 0:
-			cm.Text = squashedText(req, req.Result(i), f.edits)
-		default:
-			cm.Text = req.f.Text(req.Conversation, m.Items.Start)
 		}
+		// A standing instruction message is kept verbatim, never
+		// summarised (standingTexts).
+		cm.Omit = cm.Omit || v.standing(i)
+		cm.Text = v.forwardedText(i, f)
 		cm.ToolCalls = toolCallsFull(req, i)
 	}
 	return out
+}
+
+// forwardedText is the text of message i (whose facts are f) as
+// forwarded: its text and result items, each result as dedup replaced it
+// or as squashed, joined by newlines.
+func (v *view) forwardedText(i int, f *facts) string {
+	req := v.req
+	var texts []string
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		item := &req.Items[it]
+		switch {
+		case item.Kind == wire.KindOpaque || item.Kind == wire.KindToolCall || !item.Content.Exists():
+		case item.Kind == wire.KindToolResult && v.dedup.items[it] > 0:
+			texts = append(texts, v.dedup.text(it))
+		case item.Kind == wire.KindToolResult && len(f.edits) > 0:
+			texts = append(texts, squashedText(req, it, f.edits))
+		default:
+			texts = append(texts, req.f.Text(req.Conversation, it))
+		}
+	}
+	return strings.Join(texts, "\n")
 }
 
 // squashedText is the text of result item r as forwarded: its text parts,

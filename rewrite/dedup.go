@@ -3,6 +3,7 @@ package rewrite
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
 
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
@@ -10,6 +11,11 @@ import (
 
 // DedupPlaceholder replaces the content of a superseded tool result.
 const DedupPlaceholder = "[duplicate result: superseded by a later call with the same arguments; see the later result]"
+
+// RepeatStub replaces, in a bound history (wire.Conversation.Bound:
+// Anthropic's thinking), the content of a tool result that repeats an
+// earlier one word for word; %s is the earlier result's call id.
+const RepeatStub = "[duplicate result: the same output as the result of call %s above (same tool and arguments); see that result]"
 
 // DedupMark names a tool result a forwarded request sent as
 // DedupPlaceholder (Result.Dedups, Options.PrevDedups).
@@ -40,6 +46,26 @@ type dedupPlan struct {
 	items       map[int]int  // result item index -> content tokens its replacement saves
 	saved       int          // content tokens saved in total
 	placeholder int          // tokens of DedupPlaceholder
+	// stubs are the replacements that are not DedupPlaceholder (a bound
+	// history's RepeatStub), by result item, with their tokens.
+	stubs      map[int]string
+	stubTokens map[int]int
+}
+
+// text is what result item it says when replaced.
+func (plan dedupPlan) text(it int) string {
+	if s, ok := plan.stubs[it]; ok {
+		return s
+	}
+	return DedupPlaceholder
+}
+
+// tokens is the tokens of what result item it says when replaced.
+func (plan dedupPlan) tokens(it int) int {
+	if n, ok := plan.stubTokens[it]; ok {
+		return n
+	}
+	return plan.placeholder
 }
 
 // planDedup decides which tool results to replace by DedupPlaceholder,
@@ -62,6 +88,9 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 	var plan dedupPlan
 	if !p.cfg.Dedup.Enabled {
 		return plan
+	}
+	if req.Bound {
+		return p.planRepeats(enc, req, a, dropFrom, dropTo)
 	}
 	placeholder := p.counter.Count(enc, DedupPlaceholder)
 	later := make(map[callKey]int)   // key -> a.results index of the nearest later result
@@ -149,7 +178,7 @@ func (plan dedupPlan) forwardedTokens(req *request, i int, f *facts) int {
 			continue
 		}
 		if _, ok := plan.items[it]; ok {
-			n += plan.placeholder - f.results[k].contentAfter
+			n += plan.tokens(it) - f.results[k].contentAfter
 		}
 		k++
 	}
@@ -171,7 +200,7 @@ func (plan dedupPlan) appendEdits(edits []wire.Edit, req *request, i int, f *fac
 		rf := f.results[k]
 		k++
 		if _, ok := plan.items[it]; ok {
-			edits = append(edits, req.f.ReplaceContent(req.Conversation, it, DedupPlaceholder))
+			edits = append(edits, req.f.ReplaceContent(req.Conversation, it, plan.text(it)))
 			res.Deduped++
 		} else {
 			res.Squashed += rf.stats - from.stats
@@ -310,4 +339,58 @@ func runDetailsAhead(s []byte) bool {
 		}
 	}
 	return false
+}
+
+// planRepeats is planDedup for a bound history, where a result once sent
+// must be sent alike on every later turn (the thinking after it is bound
+// to it): a result that says word for word what an earlier forwarded
+// result of the same call key said (same tool, same canonical arguments)
+// is replaced by RepeatStub pointing back to that one, when the stub is
+// shorter. Only results that repeat an earlier one change, each at its
+// first sight and by the history before it alone, so no earlier result is
+// ever rewritten and every later turn re-derives the same stubs (no
+// minimum, no PrevDedups: a stub costs no cached prefix). Results in
+// [dropFrom, dropTo) are not forwarded and are no earlier result.
+func (p *Pipeline) planRepeats(enc Encoding, req *request, a *analysis, dropFrom, dropTo int) dedupPlan {
+	var plan dedupPlan
+	earlier := make(map[callKey][]int) // key -> the a.results indexes of its kept, unreplaced results
+	for k := range a.results {
+		r := &a.results[k]
+		if !r.keyed || (r.msg >= dropFrom && r.msg < dropTo) || !req.Items[r.item].Content.Exists() {
+			continue
+		}
+		j := repeatOf(req, a, k, earlier[r.key])
+		if j < 0 {
+			earlier[r.key] = append(earlier[r.key], k)
+			continue
+		}
+		stub := fmt.Sprintf(RepeatStub, req.Items[a.results[j].item].CallID)
+		tokens := p.counter.Count(enc, stub)
+		save := a.resultFacts(k).contentAfter - tokens
+		if save <= 0 {
+			continue
+		}
+		if plan.items == nil {
+			plan.items, plan.replace = map[int]int{}, map[int]bool{}
+			plan.stubs, plan.stubTokens = map[int]string{}, map[int]int{}
+		}
+		plan.items[r.item], plan.stubs[r.item], plan.stubTokens[r.item] = save, stub, tokens
+		plan.replace[r.msg] = true
+		plan.saved += save
+	}
+	return plan
+}
+
+// repeatOf returns the first of the results js (a.results indexes) that
+// result k repeats: the same content bytes, or the same printed output in
+// run details; -1 when none.
+func repeatOf(req *request, a *analysis, k int, js []int) int {
+	rf, content := a.resultFacts(k), req.Items[a.results[k].item].Content.Of(req.Body)
+	for _, j := range js {
+		lf := a.resultFacts(j)
+		if rf.framed && lf.framed && rf.printed == lf.printed || bytes.Equal(content, req.Items[a.results[j].item].Content.Of(req.Body)) {
+			return j
+		}
+	}
+	return -1
 }

@@ -1,13 +1,15 @@
 // Package rewrite is ctxpress's per-request pipeline over the neutral
 // conversation (package wire) an adapter reads out of a request body; the
-// adapter (wire/chat for chat completions) is chosen by the caller (Parse,
+// adapter (wire/chat for chat completions, wire/responses, wire/messages
+// for Anthropic Messages) is chosen by the caller (Parse,
 // Config.Format) and writes the pipeline's edits back in place. It is
 // pure: no network, no disk.
 //
 // A request goes through:
 //
-//   - Identify: which conversation is this? (headers, prompt_cache_key, or
-//     a fingerprint of the conversation's opening).
+//   - Identify: which conversation is this? (headers, prompt_cache_key,
+//     Claude Code's metadata.user_id session, or a fingerprint of the
+//     conversation's opening).
 //   - RewriteWith (Rewrite is RewriteWith without options; RewriteParsed
 //     is it on a body Parse already read): validate once, read the
 //     conversation through the adapter (byte ranges into the body, never a
@@ -57,6 +59,17 @@
 // save at least DedupConfig.MinTokens, and the history limit, which trims a
 // block at a time. A summary block, and the message it goes into, stay the
 // same until the next compaction.
+//
+// Bound histories (wire.Conversation.Bound: Anthropic's thinking blocks,
+// whose signature covers everything before them, bound.go): there dedup
+// stubs the new repeat of an earlier result, never the earlier one, so
+// every edit is a function of the history before it and a message once
+// sent is sent alike on every later turn; after a summary or cut, the
+// thinking of kept turns before the compaction's user ask is left out,
+// and when kept messages still carry thinking the request asks the
+// upstream to drop the blocks whose prefix changed (drop_block). A
+// standing instruction message (Claude Code's role:"system" message) that
+// a summary covers moves, verbatim, to the end of the instructions.
 //
 // Tokens are counted by Counter.Count alone, with tiktoken encodings
 // embedded in the binary; counts, squash results and per-message results

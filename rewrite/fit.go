@@ -53,6 +53,7 @@ func (v *view) fit(budget int, plan dedupPlan) bool {
 	if v.branch != nil {
 		from += v.branch.Covered
 	}
+	cut = v.pastStanding(cut)
 	v.dropTo = cut
 	v.fitNote = fmt.Sprintf(FitNote, cut-from)
 	v.resend = v.resendAfter(cut, n)

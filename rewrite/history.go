@@ -16,14 +16,22 @@ type Branch struct {
 	Summary string            // the summary text (not the block)
 	Covered int               // how many messages right after the leading system messages it replaces
 	Hash    [sha256.Size]byte // ChainHash of those Covered messages
+	// Since is Compaction.Since of the compaction that made the branch:
+	// how many client messages its request had (0: unknown). The thinking
+	// blocks kept after the summary that come from before it are bound to
+	// the history it replaced; knowing where they end lets them be left
+	// out at a new user turn (see Result.DropMismatched).
+	Since int
 }
 
 // Summary placements (Options.Placement).
 const (
 	// PlacementAuto ("" too) is PlacementSystem when the client sent a
-	// leading system or developer message, else PlacementUser: a client
-	// that sends no system message may be talking to a template or model
-	// without a system role, which would refuse one.
+	// leading system or developer message or the format has a place for
+	// instructions outside the messages (Anthropic's top-level system),
+	// else PlacementUser: a client that sends no system message may be
+	// talking to a template or model without a system role, which would
+	// refuse one.
 	PlacementAuto = "auto"
 	// PlacementSystem ends the last leading system message with the block,
 	// or sends a new system message when the client sent none.
@@ -139,9 +147,9 @@ type view struct {
 
 	fitNote string // FitNote when FitTokens left messages out, else ""
 
-	fixed   int          // tokens of the request besides its messages
-	fwd     []int        // tokens of each message as forwarded (squashed, deduped)
-	deduped map[int]bool // messages replaced by DedupPlaceholder
+	fixed int       // tokens of the request besides its messages
+	fwd   []int     // tokens of each message as forwarded (squashed, deduped)
+	dedup dedupPlan // the tool results dedup replaces
 }
 
 // newView derives the leading system messages, the resolved placement,
@@ -160,7 +168,9 @@ func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options
 	case PlacementUser:
 		v.user = true
 	default:
-		v.user = v.lead == 0
+		// Without leading instructions the block goes into a user message,
+		// unless the format has a place for instructions of its own.
+		v.user = v.lead == 0 && !req.SystemSlot
 	}
 	for i := v.lead; i+1 < n; i++ {
 		if isCommand(req, i) && isCompactReply(req, i+1) {
@@ -303,7 +313,7 @@ func (v *view) selectHistory(branches []Branch, maxHistory int) {
 		v.branch = &b
 		v.dropTo = v.lead + b.Covered
 	case maxHistory > 0:
-		v.dropTo = compactor.TrimHistory(v.skeleton(), maxHistory)
+		v.dropTo = v.pastStanding(compactor.TrimHistory(v.skeleton(), maxHistory))
 	}
 	if v.dropTo > v.lead {
 		v.resend = v.resendAfter(v.dropTo, n)
@@ -337,7 +347,7 @@ func (p *Pipeline) messageDigest(req *request, i int, h contentHash) [sha256.Siz
 // message a summary or the history limit leaves out: as it would be,
 // squashed; for an Omit message: 0).
 func (v *view) forwarded(plan dedupPlan) {
-	v.deduped = plan.replace
+	v.dedup = plan
 	v.fwd = make([]int, len(v.a.facts))
 	for i, f := range v.a.facts {
 		switch {

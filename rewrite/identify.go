@@ -21,9 +21,10 @@ const (
 const MaxIDBytes = 256
 
 // DefaultConversationHeaders are the headers real agents send a
-// conversation id in, in the order they are looked at.
+// conversation id in, in the order they are looked at (codex: session-id
+// and thread-id; Claude Code: X-Claude-Code-Session-Id).
 func DefaultConversationHeaders() []string {
-	return []string{"X-Conversation-ID", "X-Session-ID", "session_id", "session-id", "thread-id"}
+	return []string{"X-Conversation-ID", "X-Session-ID", "session_id", "session-id", "thread-id", "X-Claude-Code-Session-Id"}
 }
 
 // IdentifyConfig says where a conversation id comes from.
@@ -54,7 +55,8 @@ func (c IdentifyConfig) Validate() error {
 type Identity struct {
 	ID string
 	// Source is "header:<name as configured>", "body:prompt_cache_key",
-	// "fingerprint", or "" when there is no id.
+	// "body:metadata.user_id" (Claude Code's session id), "fingerprint",
+	// or "" when there is no id.
 	Source string
 	// Rejected lists the sources whose value was present but refused (longer
 	// than MaxIDBytes, or holding non-printable characters), so the caller
@@ -63,7 +65,9 @@ type Identity struct {
 }
 
 // Identify finds the conversation id of a request: the first present of the
-// configured headers, else the body's `prompt_cache_key`, else (ModeAuto) a
+// configured headers, else the body's `prompt_cache_key`, else the session
+// id the body carries (wire.Conversation.SessionID: Claude Code's
+// metadata.user_id), else (ModeAuto) a
 // fingerprint: "fp-" and the first 16 hex digits of a sha256 over the
 // leading system/developer messages and the first user message, each as its
 // role and content text (text parts joined by newlines), so extra fields such
@@ -115,6 +119,14 @@ func identify(cfg IdentifyConfig, header func(name string) []byte, parsed func()
 			}
 			id.Rejected = append(id.Rejected, src)
 		}
+	}
+	if p.conv != nil && p.conv.SessionID != "" {
+		const src = "body:metadata.user_id"
+		if validID([]byte(p.conv.SessionID)) {
+			id.ID, id.Source = p.conv.SessionID, src
+			return id
+		}
+		id.Rejected = append(id.Rejected, src)
 	}
 	if cfg.Mode == ModeHeader || !p.chat {
 		return id

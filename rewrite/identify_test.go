@@ -4,6 +4,8 @@ import (
 	"net/textproto"
 	"strings"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/wire/messages"
 )
 
 // headers returns a case-insensitive header lookup, like fasthttp's Peek.
@@ -47,6 +49,7 @@ func TestIdentify(t *testing.T) {
 		{"first configured header wins", IdentifyConfig{}, headers("thread-id", "t", "X-Session-ID", "s", "X-Conversation-ID", "c"), body, "c", "header:X-Conversation-ID", nil},
 		{"opencode x-session-id, lower case", IdentifyConfig{}, headers("x-session-id", "ses_1"), body, "ses_1", "header:X-Session-ID", nil},
 		{"older codex session_id", IdentifyConfig{}, headers("session_id", "uuid-1"), body, "uuid-1", "header:session_id", nil},
+		{"Claude Code X-Claude-Code-Session-Id", IdentifyConfig{}, headers("X-Claude-Code-Session-Id", "e6861593-2e9a"), body, "e6861593-2e9a", "header:X-Claude-Code-Session-Id", nil},
 		{"case-sensitive lookup, canonical spelling", IdentifyConfig{}, exactHeaders("X-Session-Id", "ses_2"), body, "ses_2", "header:X-Session-ID", nil},
 		{"case-sensitive lookup, lower case", IdentifyConfig{}, exactHeaders("x-conversation-id", "c2"), body, "c2", "header:X-Conversation-ID", nil},
 		{"configured headers only", IdentifyConfig{Headers: []string{"X-Chat"}}, headers("X-Session-ID", "s", "x-chat", "chat-1"), body, "chat-1", "header:X-Chat", nil},
@@ -138,5 +141,35 @@ func TestCanonicalHeaderKeyMatchesTextproto(t *testing.T) {
 		if got, want := canonicalHeaderKey(name), textproto.CanonicalMIMEHeaderKey(name); got != want {
 			t.Errorf("%q: %q, textproto %q", name, got, want)
 		}
+	}
+}
+
+// Claude Code names its session in metadata.user_id, a JSON string
+// holding JSON: the conversation keeps its id from the first turn on,
+// whatever the messages become.
+func TestIdentifyClaudeCodeSessionFromTheBody(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, id, src string
+		rejected            []string
+	}{
+		{"Claude Code's session_id", `{"model":"m","metadata":{"user_id":"{\"device_id\":\"d\",\"account_uuid\":\"\",\"session_id\":\"e686-1593\"}"},"messages":[{"role":"user","content":"hi"}]}`,
+			"e686-1593", "body:metadata.user_id", nil},
+		{"a plain user_id is no session: fingerprint", `{"model":"m","metadata":{"user_id":"user-7"},"messages":[{"role":"user","content":"hi"}]}`,
+			"fp-", "fingerprint", nil},
+		{"a session_id with a control character is refused", `{"model":"m","metadata":{"user_id":"{\"session_id\":\"a\\u0001b\"}"},"messages":[{"role":"user","content":"hi"}]}`,
+			"fp-", "fingerprint", []string{"body:metadata.user_id"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Identify(IdentifyConfig{}, messages.Format{}, headers(), []byte(tc.body))
+			if !strings.HasPrefix(got.ID, tc.id) || (tc.id != "fp-" && got.ID != tc.id) || got.Source != tc.src ||
+				strings.Join(got.Rejected, ",") != strings.Join(tc.rejected, ",") {
+				t.Errorf("got %+v, want %q from %q", got, tc.id, tc.src)
+			}
+		})
+	}
+	first := Identify(IdentifyConfig{}, messages.Format{}, nil, messagesCapture(t, "turn1"))
+	last := Identify(IdentifyConfig{}, messages.Format{}, nil, messagesCapture(t, "turn6"))
+	if first.ID != "e6861593-2e9a-4093-88fe-b8dea4fa358a" || last.ID != first.ID || last.Source != "body:metadata.user_id" {
+		t.Errorf("turn 1 %+v, turn 6 %+v", first, last)
 	}
 }

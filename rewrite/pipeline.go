@@ -133,6 +133,17 @@ type Result struct {
 	// Trimmed is how many client messages Options.MaxHistoryMessages left
 	// out of Body (a re-sent latest user message is not counted).
 	Trimmed int
+	// ThinkingLeftOut is how many kept messages of a bound history
+	// (wire.Conversation.Bound) Body sends without their thinking blocks:
+	// those of user turns before the applied summary's compaction, whose
+	// prefix the summary changed.
+	ThinkingLeftOut int
+	// DropMismatched reports that Body asks the upstream to drop the
+	// thinking blocks whose prefix changed rather than refuse the request
+	// (thinking.block_binding.prefix_mismatch_behavior "drop_block"): a
+	// summary or cut applies and kept messages forward thinking blocks.
+	// Every later request with the same summary asks it too.
+	DropMismatched bool
 
 	// view is what Compaction and SummaryTokens need of this request,
 	// so they neither re-parse nor re-tokenise; nil when not Understood.

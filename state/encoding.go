@@ -117,9 +117,11 @@ type diskSummary struct {
 	TokensAfter     int       `json:"tokens_after,omitempty"`
 }
 
-// diskTurns are Turns as a JSON array of arrays of five integers: [at (Unix
+// diskTurns are Turns as a JSON array of arrays of integers: [at (Unix
 // milliseconds, 0 for the zero time), tokens before, tokens after, input
-// tokens, compacted (0 or 1)]. A record keeps up to MaxTurns of them and every
+// tokens, compacted (0 or 1)], then cached and cache-write tokens when
+// either is not 0 (a turn of an earlier version has five numbers, and
+// reads as 0 for both). A record keeps up to MaxTurns of them and every
 // Update reads and writes them all, so they are small and have their own
 // codec (encoding/json's reflection costs ten times more).
 type diskTurns []Turn
@@ -142,18 +144,29 @@ func (ts diskTurns) MarshalJSON() ([]byte, error) {
 			b = strconv.AppendInt(b, int64(v), 10)
 		}
 		if t.Compacted {
-			b = append(b, ",1]"...)
+			b = append(b, ",1"...)
 		} else {
-			b = append(b, ",0]"...)
+			b = append(b, ",0"...)
 		}
+		if t.CachedTokens != 0 || t.CacheWriteTokens != 0 {
+			b = append(b, ',')
+			b = strconv.AppendInt(b, int64(t.CachedTokens), 10)
+			b = append(b, ',')
+			b = strconv.AppendInt(b, int64(t.CacheWriteTokens), 10)
+		}
+		b = append(b, ']')
 	}
 	return append(b, ']'), nil
 }
 
+// turnNumbers are the numbers of a turn this version reads: diskTurns'
+// five, then the two cache counts.
+const turnNumbers = 7
+
 // UnmarshalJSON reads what MarshalJSON writes. encoding/json has validated the
-// syntax; it still rejects other shapes (wrong arity, non-integers). An inner
-// array with more than five numbers, from a future version, is accepted and
-// the extra numbers ignored.
+// syntax; it still rejects other shapes (fewer than five numbers,
+// non-integers). An inner array with more than seven numbers, from a
+// future version, is accepted and the extra numbers ignored.
 func (ts *diskTurns) UnmarshalJSON(b []byte) error {
 	p := turnParser{b: b}
 	if p.consume('n') { // null
@@ -169,7 +182,7 @@ func (ts *diskTurns) UnmarshalJSON(b []byte) error {
 			if !p.consume('[') {
 				return p.fail()
 			}
-			var v [5]int64
+			var v [turnNumbers]int64
 			n := 0
 			for {
 				x, ok := p.int()
@@ -187,10 +200,11 @@ func (ts *diskTurns) UnmarshalJSON(b []byte) error {
 					return p.fail()
 				}
 			}
-			if n < len(v) {
-				return fmt.Errorf("state: turn with %d numbers, want %d", n, len(v))
+			if n < 5 {
+				return fmt.Errorf("state: turn with %d numbers, want 5 at least", n)
 			}
-			t := Turn{TokensBefore: int(v[1]), TokensAfter: int(v[2]), InputTokens: int(v[3]), Compacted: v[4] != 0}
+			t := Turn{TokensBefore: int(v[1]), TokensAfter: int(v[2]), InputTokens: int(v[3]), Compacted: v[4] != 0,
+				CachedTokens: int(v[5]), CacheWriteTokens: int(v[6])}
 			if v[0] != 0 {
 				t.At = time.UnixMilli(v[0]).UTC()
 			}

@@ -117,6 +117,7 @@ func TestNormalizeMatchesRoundTrip(t *testing.T) {
 			Requests: math.MaxInt64, Lines: []Line{{LastInputTokens: math.MaxInt32, Messages: math.MaxInt32}},
 			Turns: []Turn{{TokensBefore: math.MaxInt32, TokensAfter: -1, InputTokens: math.MinInt32}},
 		},
+		"cache counts": {Turns: []Turn{{InputTokens: 90, CachedTokens: 80}, {InputTokens: 95, CacheWriteTokens: 5}, {InputTokens: 1}}},
 	}
 	for name, r := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -146,7 +147,9 @@ func TestDiskTurnsUnmarshal(t *testing.T) {
 		{in: `[]`, want: nil},
 		{in: `null`, want: nil},
 		{in: ` [ [ 0 , 1 , 2 , 3 , 0 ] ] `, want: []Turn{{TokensBefore: 1, TokensAfter: 2, InputTokens: 3}}},
-		{in: `[[1735787045000,1,2,3,1,77,88]]`, want: []Turn{{At: t0, TokensBefore: 1, TokensAfter: 2, InputTokens: 3, Compacted: true}}},
+		{in: `[[1735787045000,1,2,3,1,77,88]]`, want: []Turn{{At: t0, TokensBefore: 1, TokensAfter: 2, InputTokens: 3, Compacted: true, CachedTokens: 77, CacheWriteTokens: 88}}},
+		{in: `[[1735787045000,1,2,3,1,77,88,99,100]]`, want: []Turn{{At: t0, TokensBefore: 1, TokensAfter: 2, InputTokens: 3, Compacted: true, CachedTokens: 77, CacheWriteTokens: 88}}},
+		{in: `[[1,2,3,4,0,5]]`, want: []Turn{{At: time.UnixMilli(1).UTC(), TokensBefore: 2, TokensAfter: 3, InputTokens: 4, CachedTokens: 5}}},
 		{in: `[[-1000,0,0,0,0]]`, want: []Turn{{At: time.Unix(-1, 0).UTC()}}},
 		{in: `[[1,2,3,4]]`, bad: true},
 		{in: `[[1,2,3,4,"x"]]`, bad: true},

@@ -139,6 +139,11 @@ type Turn struct {
 	TokensAfter  int  // estimated input tokens after rewriting
 	InputTokens  int  // upstream-reported input tokens; 0 when unknown
 	Compacted    bool // this request wrote a new summary
+	// CachedTokens and CacheWriteTokens are the part of InputTokens the
+	// upstream reported read from its prompt cache and written to it
+	// (Anthropic's cache_read_input_tokens, cache_creation_input_tokens);
+	// 0 when not reported.
+	CachedTokens, CacheWriteTokens int
 }
 
 // PutBranch stores b as written by a compaction at now: it replaces the branch

@@ -21,15 +21,39 @@ type Conversation struct {
 	// (system/developer): they are never summarised, and the summary
 	// block goes at their end.
 	Lead int
+	// SystemSlot reports that the instructions have a place of their own
+	// outside the messages (Messages: the top-level `system`), which
+	// AddInstructions always edits: the summary block goes there even
+	// when Lead is 0.
+	SystemSlot bool
 	// CacheKey is the span of a conversation id the client sent in the
 	// body (chat: `prompt_cache_key`); zero when none.
 	CacheKey Span
+	// SessionID is a conversation id the client sent inside another value
+	// of the body (Messages: `metadata.user_id`, a JSON string holding
+	// Claude Code's `session_id`), decoded; "" when none. Identify takes
+	// it when there is no CacheKey.
+	SessionID string
 	// Counted are spans counted as their raw text and never changed
 	// (chat: `tools`, legacy `functions`).
 	Counted []Span
 	// Priming is the tokens the format adds to every request besides
 	// its messages and Counted (chat: the reply priming).
 	Priming int
+	// StandingInstructions reports that the instruction messages after
+	// Lead stand for the rest of the conversation (Messages' role:"system"
+	// messages: Claude Code's environment and CLAUDE.md): a summary or a
+	// cut that leaves one out keeps its text verbatim at the end of the
+	// instructions, and the compactor never summarises it.
+	StandingInstructions bool
+	// Bound reports that the upstream binds some items (Item.Bound) to
+	// everything before them (Messages with thinking: a block's signature
+	// covers system, tools and every earlier message). Every edit must then
+	// be a function of the history before it, so that a message once sent
+	// is sent alike on every later turn: dedup stubs the new duplicate,
+	// never the earlier result. A format of such a history implements
+	// Binder.
+	Bound bool
 	// ServerHistory reports that the request continues a history the
 	// provider keeps and the body does not carry (Responses:
 	// previous_response_id, conversation): what it carries may be squashed
@@ -105,7 +129,11 @@ type Item struct {
 	// ByName marks a result paired with the latest earlier call without
 	// an id and of the same Tool (chat's legacy role function), not by
 	// CallID.
-	ByName  bool
+	ByName bool
+	// Bound marks an opaque item the upstream verifies against everything
+	// before it (a thinking or redacted_thinking block): never edited;
+	// left out only through Binder.LeaveOut.
+	Bound   bool
 	Message int  // index of the message it belongs to
 	Span    Span // its bytes in the body
 	// Content is the span of the content value of a text item or a tool
@@ -221,6 +249,24 @@ type Format interface {
 	// DropMessages returns the edit that leaves out messages [from, to),
 	// from > 0, with the separator before them.
 	DropMessages(c *Conversation, from, to int) Edit
+}
+
+// Binder is implemented by a format whose conversations may be Bound.
+// When the history before a bound item changes (a summary, a cut), the
+// upstream refuses the item unless it is left out, or the request asks it
+// to drop such items instead.
+type Binder interface {
+	// LeaveOut returns the edits, their offsets relative to the start of
+	// message m, that leave out its bound items with their separators,
+	// and the tokens this removes; false when it has none, or nothing else
+	// (it would be left without content).
+	LeaveOut(c *Conversation, m int, count Count) (eds []Edit, tokens int, ok bool)
+	// DropMismatched returns the edit that asks the upstream to drop the
+	// bound items whose history changed rather than refuse the request
+	// (Messages: thinking.block_binding.prefix_mismatch_behavior
+	// "drop_block"); false when the request already asks so or has no
+	// place for it.
+	DropMismatched(c *Conversation) (ed Edit, ok bool)
 }
 
 // Bytes returns message m's bytes as sent.

@@ -2,7 +2,7 @@
 // works on, and the seam every wire-format adapter plugs into.
 //
 // An adapter (wire/chat for OpenAI chat completions, wire/responses for
-// the Responses API; Anthropic Messages next) implements Format: Parse turns a request body
+// the Responses API, wire/messages for Anthropic Messages) implements Format: Parse turns a request body
 // into a Conversation — messages in order, each holding items
 // (instruction, user text, assistant text, tool call, tool result, opaque)
 // with the byte spans of everything an edit may touch — and the other

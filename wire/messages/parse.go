@@ -46,12 +46,17 @@ type Message struct {
 
 // Request is a Messages request body as ctxpress reads it.
 type Request struct {
-	Body     []byte
-	Model    string
-	Stream   bool
-	System   Span // top-level "system": a string or a list of text blocks
-	Tools    Span
-	Messages []Message
+	Body   []byte
+	Model  string
+	Stream bool
+	System Span // top-level "system": a string or a list of text blocks
+	Tools  Span
+	// Thinking is the top-level "thinking" object (type, display,
+	// block_binding); zero when absent.
+	Thinking Span
+	// MessagesArray is the "messages" value; Messages are its elements.
+	MessagesArray Span
+	Messages      []Message
 	// SessionID is metadata.user_id's session_id when user_id is a JSON
 	// string holding one (Claude Code's), else "".
 	SessionID string
@@ -66,6 +71,11 @@ func Parse(body []byte) (req *Request, ok bool) {
 	if !jsonvalid.Valid(body) {
 		return nil, false
 	}
+	return parseValid(body)
+}
+
+// parseValid is Parse of a body already known to be valid JSON.
+func parseValid(body []byte) (req *Request, ok bool) {
 	root := gjson.ParseBytes(body)
 	if !root.IsObject() {
 		return nil, false
@@ -87,7 +97,10 @@ func Parse(body []byte) (req *Request, ok bool) {
 			if uid := v.Get("user_id"); uid.Type == gjson.String && gjson.Valid(uid.Str) {
 				req.SessionID = gjson.Get(uid.Str, "session_id").String()
 			}
+		case "thinking":
+			req.Thinking = spanOf(v)
 		case "messages":
+			req.MessagesArray = spanOf(v)
 			v.ForEach(func(_, m gjson.Result) bool {
 				msg := readMessage(m)
 				for _, b := range msg.Blocks {

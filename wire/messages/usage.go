@@ -1,7 +1,8 @@
 // Package messages is the wire adapter for Anthropic Messages
-// (POST /v1/messages, what Claude Code speaks): usage from a message and
-// from its stream, ctxpress's own replies and errors in Anthropic's shape,
-// and the summary call in this format.
+// (POST /v1/messages, what Claude Code speaks): Format reads a request into
+// the neutral conversation and writes the core's edits back in place;
+// usage from a message and from its stream, ctxpress's own replies and
+// errors in Anthropic's shape, and the summary call in this format.
 package messages
 
 import (
@@ -106,3 +107,13 @@ func (w *StreamWatch) Ended() bool { return w.stopped || w.errored }
 
 // Completed reports whether the stream reached message_stop.
 func (w *StreamWatch) Completed() bool { return w.stopped }
+
+// StreamAsks reports whether a Messages body asks for a stream, and for
+// usage in it: a Messages stream always carries its usage (message_start,
+// message_delta), so a stream asks for both. It expects the body the proxy
+// forwards (well-formed JSON, or a body forwarded as sent, where the answer
+// means nothing but is safe).
+func StreamAsks(body []byte) (stream, usage bool) {
+	stream = gjson.GetBytes(body, "stream").Type == gjson.True
+	return stream, stream
+}

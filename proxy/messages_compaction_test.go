@@ -1,0 +1,286 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/internal/messagestest"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/tidwall/gjson"
+)
+
+// claudeCodeBeta is the capture's anthropic-beta list.
+const claudeCodeBeta = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,effort-2025-11-24"
+
+// checkMessagesSummaryCall fails unless the upstream got want summary
+// calls (0: one at least), each in Messages form as Anthropic takes it:
+// POST /v1/messages with the client's x-api-key, anthropic-version and
+// anthropic-beta; one user message, max_tokens, no stream, nothing of the
+// conversation's own request (system, tools, thinking).
+func checkMessagesSummaryCall(t *testing.T, up *messagesUpstream, want int) {
+	t.Helper()
+	_, summaries := up.turns()
+	if len(summaries) == 0 || want > 0 && len(summaries) != want {
+		t.Fatalf("%d summary calls, want %d", len(summaries), want)
+	}
+	for _, s := range summaries {
+		b, h := s.body, s.header
+		if s.path != "/v1/messages" || s.status != http.StatusOK || gjson.GetBytes(b, "max_tokens").Int() <= 0 ||
+			gjson.GetBytes(b, "stream").Type != gjson.False || gjson.GetBytes(b, "system").Exists() ||
+			gjson.GetBytes(b, "tools").Exists() || gjson.GetBytes(b, "thinking").Exists() {
+			t.Fatalf("summary call %s %d: %.300s", s.path, s.status, b)
+		}
+		if h.Get("X-Api-Key") != testAnthropicKey || h.Get("Anthropic-Version") != "2023-06-01" || h.Get("Anthropic-Beta") != claudeCodeBeta {
+			t.Fatalf("summary call headers: x-api-key %q, anthropic-version %q, anthropic-beta %q",
+				h.Get("X-Api-Key"), h.Get("Anthropic-Version"), h.Get("Anthropic-Beta"))
+		}
+	}
+}
+
+// systemSummary reports whether the request's top-level system ends with
+// the summary block, the client's markers left where they were.
+func systemSummary(body []byte) bool {
+	sys := gjson.GetBytes(body, "system").Array()
+	return len(sys) > 0 && strings.Contains(sys[len(sys)-1].Get("text").Str, "<conversation_summary>") &&
+		strings.Count(gjson.GetBytes(body, "system").Raw, "cache_control") == 2
+}
+
+// claudeCodeCompaction is compaction on, with a trigger over Claude Code's
+// ~12k-token system prompt and tools.
+func claudeCodeCompaction(upstream string, trigger int) Config {
+	cfg := compactionConfig(upstream)
+	cfg.Compaction.Trigger.ThresholdTokens = trigger
+	return cfg
+}
+
+// A Claude Code conversation over its trigger is compacted on the Messages
+// path against an upstream that verifies every thinking signature: the
+// summary call speaks Messages to the upstream with the client's
+// credentials, the summary block ends the top-level system, the compacted
+// request and every later one are accepted (no thinking block whose
+// prefix changed is kept, or the request opts out with drop_block), and
+// the next turns extend it.
+func TestClaudeCodeConversationIsCompacted(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
+			up := newMessagesUpstream(t)
+			deps, _ := responsesDeps(t)
+			p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 16000), deps)
+			a := newMessagesAgent(t, p.URL, "auto-"+strconv.FormatBool(stream))
+			compactedAt := 0
+			for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
+				a.turn(stream)
+				if a.resp.Get(HeaderCompacted) == "true" {
+					compactedAt = turn
+				}
+			}
+			if compactedAt == 0 {
+				t.Fatal("never compacted")
+			}
+			for range 4 {
+				a.turn(stream) // refused by the upstream if the compacted history broke a rule
+			}
+			checkMessagesSummaryCall(t, up, 0)
+			turns, _ := up.turns()
+			compacted := turns[compactedAt-1]
+			if !systemSummary(compacted.body) {
+				t.Fatalf("no summary block at the end of system: %.300s", gjson.GetBytes(compacted.body, "system").Raw)
+			}
+			if n := len(gjson.GetBytes(compacted.body, "messages").Array()); n >= len(a.msgs)-8 {
+				t.Errorf("forwarded %d messages of the client's %d", n, len(a.msgs)-8)
+			}
+			if _, err := messagestest.Check(compacted.body, messagestest.Options{}); err != nil {
+				t.Fatal(err.Message)
+			}
+			t.Logf("compacted at turn %d: %d -> %d messages; thinking blocks dropped upstream: %v; %d verified",
+				compactedAt, len(a.msgs)-8, len(gjson.GetBytes(compacted.body, "messages").Array()), compacted.dropped, up.ledger.Verified())
+		})
+	}
+}
+
+// X-Ctxpress-Compact: force compacts a Claude Code conversation far under
+// its trigger; the next turn carries the summary and is accepted.
+func TestClaudeCodeCompactHeaderForces(t *testing.T) {
+	up := newMessagesUpstream(t)
+	deps, _ := responsesDeps(t)
+	p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 1<<20), deps)
+	a := newMessagesAgent(t, p.URL, "manual")
+	for range 10 {
+		a.turn(false)
+	}
+	a.turn(true, [2]string{HeaderCompact, "force"})
+	if a.resp.Get(HeaderCompacted) != "true" {
+		t.Fatalf("X-Ctxpress-Compacted %q", a.resp.Get(HeaderCompacted))
+	}
+	checkMessagesSummaryCall(t, up, 1)
+	a.turn(false)
+	turns, _ := up.turns()
+	if !systemSummary(turns[len(turns)-1].body) {
+		t.Fatal("the next turn has no summary")
+	}
+}
+
+// "/compact" typed as the last user message is answered by ctxpress in
+// the Messages form, whole or as Anthropic's events, after compacting;
+// the exchange is left out of what later turns forward. (Claude Code
+// keeps "/compact" for its own command; an Anthropic SDK agent sends it.)
+func TestClaudeCodeCompactCommand(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
+			up := newMessagesUpstream(t)
+			up.toolTurns = 10
+			deps, _ := responsesDeps(t)
+			p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 1<<20), deps)
+			a := newMessagesAgent(t, p.URL, "command-"+strconv.FormatBool(stream))
+			for range 11 {
+				a.turn(false)
+			}
+			before, _ := up.turns()
+			a.ask("/compact")
+			r := a.turn(stream)
+			after, _ := up.turns()
+			if len(after) != len(before) || !strings.HasPrefix(r.text(), rewrite.CompactReplyPrefix+" compacted this conversation") || r.stop != "end_turn" {
+				t.Fatalf("%d turns upstream (were %d); answer %q, stop %q", len(after), len(before), r.text(), r.stop)
+			}
+			if a.resp.Get(HeaderCompacted) != "true" || a.resp.Get(HeaderConversation) != "command-"+strconv.FormatBool(stream) {
+				t.Errorf("headers %v", a.resp)
+			}
+			checkMessagesSummaryCall(t, up, 1)
+			a.ask("Go on.")
+			a.turn(stream)
+			turns, _ := up.turns()
+			last := turns[len(turns)-1].body
+			if !systemSummary(last) || strings.Contains(string(last), `"/compact"`) || strings.Contains(string(last), rewrite.CompactReplyPrefix) {
+				t.Fatalf("the turn after /compact: %.300s", last)
+			}
+		})
+	}
+}
+
+// An Anthropic upstream refuses a request over its window with "prompt is
+// too long", llama-server on /v1/messages with its 400
+// exceed_context_size_error (in OpenAI's shape), both before any event:
+// ctxpress compacts and sends it again, and Claude Code gets the answer.
+func TestMessagesOverflowIsRescued(t *testing.T) {
+	for _, llama := range []bool{false, true} {
+		t.Run(map[bool]string{false: "anthropic", true: "llama-server"}[llama], func(t *testing.T) {
+			up := newMessagesUpstream(t)
+			up.llama = llama
+			deps, _ := responsesDeps(t)
+			cfg := claudeCodeCompaction(up.BaseURL(), 1<<20) // ctxpress does not know the real window
+			cfg.Compaction.Summarizer.MaxTokens = 300        // so a summary reclaims room
+			p := startProxyWith(t, cfg, deps)
+			a := newMessagesAgent(t, p.URL, "overflow")
+			for range 12 {
+				a.turn(false)
+			}
+			turns, _ := up.turns()
+			up.mu.Lock()
+			up.window = turns[len(turns)-1].prompt()
+			up.mu.Unlock()
+			a.turn(true)
+			turns, _ = up.turns()
+			n := len(turns)
+			if turns[n-2].refusal != "overflow" || turns[n-1].status != http.StatusOK || !systemSummary(turns[n-1].body) {
+				t.Fatalf("last two upstream answers: %d %q, %d", turns[n-2].status, turns[n-2].refusal, turns[n-1].status)
+			}
+			checkMessagesSummaryCall(t, up, 1)
+		})
+	}
+}
+
+// The summary call in Messages form carries anthropic-version (the API
+// refuses a request without one) and follows the model's parameter rules
+// as the other forms do: a model that refuses temperature is asked again
+// without it, and the next call to it goes right the first time.
+func TestMessagesSummaryCallFollowsTheModelsRules(t *testing.T) {
+	up := newMessagesUpstream(t)
+	up.noTemperature = map[string]bool{"claude-opus-5-5": true}
+	sum := NewSummarizer()
+	summarize := func(model string) {
+		t.Helper()
+		res, err := sum.Summarize(t.Context(), SummaryRequest{BaseURL: up.BaseURL(), API: apiMessages, APIKey: testAnthropicKey, Model: model,
+			Prompt: compactor.SummarizerLead + " Summarise this.", MaxTokens: 2000, Timeout: 10 * time.Second})
+		if err != nil || res.Text != testSummary || res.PromptTokens == 0 {
+			t.Fatalf("%s: %q, %v", model, res.Text, err)
+		}
+	}
+	for _, model := range []string{"claude-haiku-4-5", "claude-opus-5-5", "claude-opus-5-5"} {
+		summarize(model)
+	}
+	_, calls := up.turns()
+	if len(calls) != 4 {
+		t.Fatalf("%d calls, want 4: haiku 1, opus refused once then learned", len(calls))
+	}
+	for i, c := range calls {
+		temp, capped := gjson.GetBytes(c.body, "temperature"), gjson.GetBytes(c.body, "max_tokens").Int()
+		switch model := gjson.GetBytes(c.body, "model").Str; {
+		case c.header.Get("Anthropic-Version") != "2023-06-01" || c.header.Get("Anthropic-Beta") != "":
+			t.Errorf("call %d: anthropic-version %q, anthropic-beta %q", i, c.header.Get("Anthropic-Version"), c.header.Get("Anthropic-Beta"))
+		case model == "claude-haiku-4-5" && (temp.Float() != 0.3 || capped != 2000):
+			t.Errorf("haiku: temperature %s, max_tokens %d", temp.Raw, capped)
+		case model == "claude-opus-5-5" && (i == 1) != (c.status == 400):
+			t.Errorf("opus call %d: %d", i, c.status)
+		case model == "claude-opus-5-5" && i > 1 && temp.Exists():
+			t.Errorf("opus call %d still sends temperature", i)
+		}
+	}
+}
+
+// A summariser of its own in Messages form (compaction.summarizer with
+// api: messages) gets the summary call with its own key as x-api-key and
+// the default anthropic-version, none of the client's credentials or
+// betas; the conversation's upstream gets no summary call.
+func TestMessagesSummarizerOfItsOwn(t *testing.T) {
+	up, sum := newMessagesUpstream(t), newMessagesUpstream(t)
+	sum.key = "sk-ant-summariser-key"
+	deps, _ := responsesDeps(t)
+	cfg := claudeCodeCompaction(up.BaseURL(), 1<<20)
+	cfg.Compaction.Summarizer = SummarizerConfig{BaseURL: sum.BaseURL(), API: apiMessages, APIKey: sum.key, Model: "claude-haiku-4-5"}
+	p := startProxyWith(t, cfg, deps)
+	a := newMessagesAgent(t, p.URL, "own-summariser")
+	for range 10 {
+		a.turn(false)
+	}
+	a.turn(false, [2]string{HeaderCompact, "force"})
+	if a.resp.Get(HeaderCompacted) != "true" {
+		t.Fatalf("X-Ctxpress-Compacted %q", a.resp.Get(HeaderCompacted))
+	}
+	if _, s := up.turns(); len(s) != 0 {
+		t.Fatalf("%d summary calls to the conversation's upstream", len(s))
+	}
+	_, calls := sum.turns()
+	if len(calls) != 1 {
+		t.Fatalf("%d summary calls to the summariser", len(calls))
+	}
+	h := calls[0].header
+	if h.Get("X-Api-Key") != sum.key || h.Get("Anthropic-Version") != "2023-06-01" || h.Get("Anthropic-Beta") != "" || h.Get("Authorization") != "" ||
+		gjson.GetBytes(calls[0].body, "model").Str != "claude-haiku-4-5" {
+		t.Fatalf("summary call: x-api-key %q, anthropic-version %q, anthropic-beta %q, Authorization %q: %.200s",
+			h.Get("X-Api-Key"), h.Get("Anthropic-Version"), h.Get("Anthropic-Beta"), h.Get("Authorization"), calls[0].body)
+	}
+}
+
+// compaction.summarizer.api takes the three forms, and only with a base_url.
+func TestSummarizerAPIConfig(t *testing.T) {
+	for _, tc := range []struct {
+		api, base string
+		ok        bool
+	}{
+		{"", "", true},
+		{"chat", "http://127.0.0.1:1/v1", true},
+		{"responses", "http://127.0.0.1:1/v1", true},
+		{"messages", "http://127.0.0.1:1/v1", true},
+		{"messages", "", false},
+		{"anthropic", "http://127.0.0.1:1/v1", false},
+	} {
+		err := CompactionConfig{Summarizer: SummarizerConfig{API: tc.api, BaseURL: tc.base}}.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("api %q, base_url %q: %v", tc.api, tc.base, err)
+		}
+	}
+}

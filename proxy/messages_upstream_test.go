@@ -1,0 +1,306 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/internal/messagestest"
+	"github.com/tidwall/gjson"
+)
+
+// messagesUpstream is an Anthropic Messages upstream on 127.0.0.1 as strict
+// as api.anthropic.com: x-api-key and anthropic-version required, every
+// request checked by internal/messagestest against the Ledger of the
+// thinking blocks this server signed (nil ledger: the rules alone, for
+// requests recorded against another server), and refused with Anthropic's
+// status and error body. An accepted turn is answered with a signed
+// thinking block when the request thinks, a text, and a Bash tool_use
+// while the conversation has had fewer than toolTurns results; whole, or
+// as Anthropic's SSE events. Usage is prompt caching's, simulated on the
+// request's cache_control markers (input, cache read, cache write). A
+// summary call (one user message opening with the summariser's preamble)
+// is answered with testSummary. /v1/messages/count_tokens is answered
+// with the request's count.
+type messagesUpstream struct {
+	*httptest.Server
+	ledger *messagestest.Ledger
+
+	mu sync.Mutex
+	// key is the x-api-key it takes. toolTurns: see above. window > 0
+	// refuses a prompt over it (this server's tokens, bytes/4) before any
+	// event: as Anthropic does ("prompt is too long"), or with llama set
+	// as llama-server does (400 exceed_context_size_error, OpenAI's
+	// shape). overloaded answers the next that many requests 529. cut
+	// ends streams before message_stop. stall, when set, holds every
+	// request until it is closed (or the client leaves).
+	key        string
+	toolTurns  int
+	window     int
+	llama      bool
+	overloaded int
+	cut        bool
+	stall      chan struct{}
+	// calls, when set, are the tool calls made in turn, each a name and
+	// its input (else Bash with a sed -n of a range that moves on).
+	calls [][2]string
+	// noTemperature are the models that refuse temperature, as newer
+	// Claude models do.
+	noTemperature map[string]bool
+	got           []messagesTurn // guarded by mu
+	n             int
+	cached        map[[32]byte]bool // prefixes written at earlier markers
+}
+
+// messagesTurn is one request the upstream got, and what it answered.
+type messagesTurn struct {
+	path    string
+	header  http.Header
+	body    []byte
+	summary bool
+	status  int
+	refusal string
+	// input, cacheRead, cacheWrite are the usage reported: uncached
+	// input, the cache's read and write; prompt is their sum.
+	input, cacheRead, cacheWrite, output int
+	dropped                              []string // thinking blocks dropped under drop_block
+}
+
+func (g messagesTurn) prompt() int { return g.input + g.cacheRead + g.cacheWrite }
+
+const testAnthropicKey = "sk-ant-test-0123456789"
+
+func newMessagesUpstream(t *testing.T) *messagesUpstream {
+	u := &messagesUpstream{ledger: messagestest.NewLedger(), toolTurns: 1 << 30, key: testAnthropicKey, cached: map[[32]byte]bool{}}
+	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *messagesUpstream) BaseURL() string { return u.URL + "/v1" }
+
+// turns returns the requests so far: conversation turns (count_tokens
+// left out) and summary calls.
+func (u *messagesUpstream) turns() (turns, summaries []messagesTurn) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, g := range u.got {
+		switch {
+		case g.summary:
+			summaries = append(summaries, g)
+		case g.path == "/v1/messages":
+			turns = append(turns, g)
+		}
+	}
+	return turns, summaries
+}
+
+func (u *messagesUpstream) refuse(w http.ResponseWriter, g *messagesTurn, e *messagestest.Error) {
+	g.status, g.refusal = e.Status, e.Message
+	e.Write(w)
+}
+
+func (u *messagesUpstream) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	stall := u.stall
+	u.mu.Unlock()
+	if stall != nil {
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	g := messagesTurn{path: r.URL.Path, header: r.Header.Clone(), body: body, summary: isMessagesSummary(body)}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	defer func() { u.got = append(u.got, g) }()
+	count := r.URL.Path == "/v1/messages/count_tokens"
+	switch {
+	case r.Method != http.MethodPost || (r.URL.Path != "/v1/messages" && !count):
+		u.refuse(w, &g, &messagestest.Error{Status: http.StatusNotFound, Type: "not_found_error", Message: "Not Found"})
+		return
+	case r.Header.Get("X-Api-Key") == "":
+		u.refuse(w, &g, &messagestest.Error{Status: http.StatusUnauthorized, Type: "authentication_error", Message: "x-api-key header is required"})
+		return
+	case r.Header.Get("X-Api-Key") != u.key:
+		u.refuse(w, &g, &messagestest.Error{Status: http.StatusUnauthorized, Type: "authentication_error", Message: "invalid x-api-key"})
+		return
+	case r.Header.Get("Anthropic-Version") == "":
+		u.refuse(w, &g, &messagestest.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "anthropic-version: header is required"})
+		return
+	case u.noTemperature[gjson.GetBytes(body, "model").Str] && gjson.GetBytes(body, "temperature").Exists():
+		u.refuse(w, &g, &messagestest.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "temperature: `temperature` is deprecated for this model."})
+		return
+	case u.overloaded > 0:
+		u.overloaded--
+		u.refuse(w, &g, &messagestest.Error{Status: 529, Type: "overloaded_error", Message: "Overloaded"})
+		return
+	}
+	req, rerr := messagestest.Check(body, messagestest.Options{Ledger: u.ledger, CountTokens: count})
+	if rerr != nil {
+		u.refuse(w, &g, rerr)
+		return
+	}
+	g.dropped = req.Dropped
+	total := (req.Prompt.Bytes(len(req.Prompt.Segments)) + 3) / 4
+	if count {
+		g.status = http.StatusOK
+		answerJSON(w, http.StatusOK, []byte(fmt.Sprintf(`{"input_tokens":%d}`, total)))
+		return
+	}
+	if u.window > 0 && total > u.window {
+		g.status, g.refusal = http.StatusBadRequest, "overflow"
+		if u.llama {
+			answerJSON(w, http.StatusBadRequest, []byte(fmt.Sprintf(`{"error":{"code":400,"message":"request (%d tokens) exceeds the available context size (%d tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":%d,"n_ctx":%d}}`, total, u.window, total, u.window)))
+			return
+		}
+		u.refuse(w, &g, &messagestest.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
+			Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", total, u.window)})
+		g.refusal = "overflow"
+		return
+	}
+	g.cacheRead, g.cacheWrite = u.cache(req)
+	g.input = total - g.cacheRead - g.cacheWrite
+	g.status = http.StatusOK
+	u.n++
+	id := fmt.Sprintf("msg_up_%d", u.n)
+	blocks := u.blocks(req, id, body, g.summary)
+	g.output = 7 * len(blocks)
+	usage := map[string]int{"input_tokens": g.input, "cache_creation_input_tokens": g.cacheWrite,
+		"cache_read_input_tokens": g.cacheRead, "output_tokens": g.output}
+	stop := "end_turn"
+	if blocks[len(blocks)-1]["type"] == "tool_use" {
+		stop = "tool_use"
+	}
+	msg := map[string]any{"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": blocks,
+		"stop_reason": stop, "stop_sequence": nil, "usage": usage}
+	if !req.Stream {
+		b, _ := json.Marshal(msg)
+		answerJSON(w, http.StatusOK, b)
+		return
+	}
+	u.stream(w, msg, blocks, usage)
+}
+
+// cache is prompt caching's usage of req: the read part is the longest
+// prefix (ending at a block) an earlier request wrote at one of its
+// markers, up to this request's last marker; the part from there to the
+// last marker is written. Then this request's marked prefixes are written.
+func (u *messagesUpstream) cache(req *messagestest.Request) (read, write int) {
+	p := req.Prompt
+	last := p.LastMarker()
+	readBytes := 0
+	for k := last; k > 0; k-- {
+		if u.cached[p.Hash(k)] {
+			readBytes = p.Bytes(k)
+			break
+		}
+	}
+	for k, marked := range p.Marked {
+		if marked {
+			u.cached[p.Hash(k+1)] = true
+		}
+	}
+	read = (readBytes + 3) / 4
+	if last > 0 {
+		write = (p.Bytes(last)+3)/4 - read
+	}
+	return read, write
+}
+
+// blocks is the answer's content, its thinking signed into the ledger.
+func (u *messagesUpstream) blocks(req *messagestest.Request, id string, body []byte, summary bool) []map[string]any {
+	l := u.ledger
+	if l == nil { // signing still, for a client that sends it back
+		l = messagestest.NewLedger()
+	}
+	var out []map[string]any
+	if !summary && (req.Thinking == "enabled" || req.Thinking == "adaptive") {
+		text := "Thinking about the next step."
+		if req.ThinkingDisplay == "omitted" {
+			text = ""
+		}
+		sig := l.Think(req, id, text)
+		out = append(out, map[string]any{"type": "thinking", "thinking": text, "signature": sig})
+	}
+	results := strings.Count(string(body), `"type":"tool_result"`)
+	if summary || len(req.Tools) == 0 || results >= u.toolTurns {
+		text := "Looking at dateparse/parse.go now."
+		if summary {
+			text = testSummary
+		}
+		return append(out, map[string]any{"type": "text", "text": text})
+	}
+	call := fmt.Sprintf("toolu_up%03d", u.n)
+	l.ToolUse(id, call)
+	name, input := "Bash", json.RawMessage(fmt.Sprintf(`{"command":"sed -n %d,%dp dateparse/parse.go"}`, u.n*10, u.n*10+8))
+	if len(u.calls) > 0 {
+		c := u.calls[results%len(u.calls)]
+		name, input = c[0], json.RawMessage(c[1])
+	}
+	return append(out, map[string]any{"type": "text", "text": "Running the next step."},
+		map[string]any{"type": "tool_use", "id": call, "name": name, "input": input})
+}
+
+// stream sends msg as Anthropic's events: message_start with the input
+// usage, a ping, each block's start, deltas and stop, message_delta with
+// the cumulative usage, message_stop (left out when cut).
+func (u *messagesUpstream) stream(w http.ResponseWriter, msg map[string]any, blocks []map[string]any, usage map[string]int) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	event := func(name string, data map[string]any) {
+		data["type"] = name
+		b, _ := json.Marshal(data)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
+		w.(http.Flusher).Flush()
+	}
+	start := map[string]any{}
+	for k, v := range msg {
+		start[k] = v
+	}
+	startUsage := map[string]int{}
+	for k, v := range usage {
+		startUsage[k] = v
+	}
+	startUsage["output_tokens"] = 1
+	start["content"], start["stop_reason"], start["usage"] = []any{}, nil, startUsage
+	event("message_start", map[string]any{"message": start})
+	event("ping", map[string]any{})
+	for i, b := range blocks {
+		switch b["type"] {
+		case "thinking":
+			event("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+			if b["thinking"] != "" {
+				event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": b["thinking"]}})
+			}
+			event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "signature_delta", "signature": b["signature"]}})
+		case "tool_use":
+			event("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "tool_use", "id": b["id"], "name": b["name"], "input": map[string]any{}}})
+			in, _ := json.Marshal(b["input"])
+			event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
+		default:
+			event("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "text", "text": ""}})
+			event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": b["text"]}})
+		}
+		event("content_block_stop", map[string]any{"index": i})
+	}
+	event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": msg["stop_reason"], "stop_sequence": nil}, "usage": usage})
+	if !u.cut {
+		event("message_stop", map[string]any{})
+	}
+}
+
+// isMessagesSummary reports whether body is ctxpress's summary call in
+// Messages form: one user message that opens with the preamble.
+func isMessagesSummary(body []byte) bool {
+	m := gjson.GetBytes(body, "messages").Array()
+	return len(m) == 1 && m[0].Get("role").Str == "user" &&
+		strings.HasPrefix(m[0].Get("content").Str, compactor.SummarizerLead)
+}
