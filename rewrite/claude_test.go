@@ -138,3 +138,20 @@ func TestClaudeCodeSessionThroughThePipelineKeepsEveryThinkingBlockValid(t *test
 		t.Error("no thinking block was verified")
 	}
 }
+
+// Without Branch.Since nothing is left out: every kept thinking block is
+// forwarded and the upstream asked to drop those whose prefix changed, so
+// every request is still accepted and still extends the previous one.
+func TestClaudeCodeSessionWithoutSinceIsAcceptedToo(t *testing.T) {
+	s := newClaudeSession(t, Config{Squash: &squash.Config{}, Dedup: DefaultDedupConfig()})
+	s.noSince = true
+	s.run(claudeScript(t), map[int]bool{6: true, 15: true, 19: true}, 4)
+	for i, res := range s.results {
+		if res.ThinkingLeftOut != 0 || res.DropMismatched != (res.Applied >= 0) {
+			t.Errorf("request %d: %d left out, drop %v, applied %d", i, res.ThinkingLeftOut, res.DropMismatched, res.Applied)
+		}
+	}
+	if b := s.breaks(); fmt.Sprint(b) != "[6 15 19]" {
+		t.Errorf("prompts break at %v", b)
+	}
+}
