@@ -28,7 +28,7 @@ type step struct {
 
 // claudeSession is the client, the proxy's part and the upstream.
 type claudeSession struct {
-	t      *testing.T
+	t      testing.TB
 	p      *Pipeline
 	cfg    Config
 	ledger *messagestest.Ledger
@@ -50,7 +50,7 @@ type claudeSession struct {
 
 // newClaudeSession starts from Claude Code's first request (its opening
 // user message and role:"system" message) with the pipeline config cfg.
-func newClaudeSession(t *testing.T, cfg Config) *claudeSession {
+func newClaudeSession(t testing.TB, cfg Config) *claudeSession {
 	cfg.Format = messages.Format{}
 	first := messagesCapture(t, "turn1")
 	later := messagesCapture(t, "turn6")

@@ -11,7 +11,7 @@ import (
 
 // claudeResults are the tool results of the captured Claude Code run, by
 // the command or file they answer, and its persisted-output stub.
-func claudeResults(t *testing.T) map[string]string {
+func claudeResults(t testing.TB) map[string]string {
 	out := map[string]string{}
 	turn6 := messagesCapture(t, "turn6")
 	inputs := map[string]string{}
@@ -66,7 +66,7 @@ func testLog(n int, failing ...int) string {
 // ask and its five calls, then two more asks with test runs to squash,
 // file reads repeated word for word (dedup), parallel calls and Claude
 // Code's own persisted-output stub.
-func claudeScript(t *testing.T) []step {
+func claudeScript(t testing.TB) []step {
 	r := claudeResults(t)
 	repo := "/tmp/h12-cc/base/repo/"
 	read := func(file, content string) step {
@@ -153,5 +153,20 @@ func TestClaudeCodeSessionWithoutSinceIsAcceptedToo(t *testing.T) {
 	}
 	if b := s.breaks(); fmt.Sprint(b) != "[6 15 19]" {
 		t.Errorf("prompts break at %v", b)
+	}
+}
+
+// BenchmarkRewriteWarmMessages: a warm turn of the Claude Code session
+// (40 messages, squash, dedup, a summary applied, thinking rules).
+func BenchmarkRewriteWarmMessages(b *testing.B) {
+	s := newClaudeSession(b, Config{Squash: &squash.Config{}, Dedup: DefaultDedupConfig()})
+	s.run(claudeScript(b)[:19], map[int]bool{6: true, 15: true}, 4)
+	body, opts := s.body(), s.opts
+	s.p.RewriteWith(body, opts)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		s.p.RewriteWith(body, opts)
 	}
 }
