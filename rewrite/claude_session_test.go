@@ -28,7 +28,7 @@ type step struct {
 
 // claudeSession is the client, the proxy's part and the upstream.
 type claudeSession struct {
-	t      *testing.T
+	t      testing.TB
 	p      *Pipeline
 	cfg    Config
 	ledger *messagestest.Ledger
@@ -37,6 +37,9 @@ type claudeSession struct {
 	msgs   []string
 	opts   Options
 	answer int
+	// noSince stores branches without Since, as a proxy that does not
+	// keep it (or a branch stored before it was kept) gives them.
+	noSince bool
 
 	// per forwarded request, in order
 	forwarded []*messagestest.Request
@@ -47,7 +50,7 @@ type claudeSession struct {
 
 // newClaudeSession starts from Claude Code's first request (its opening
 // user message and role:"system" message) with the pipeline config cfg.
-func newClaudeSession(t *testing.T, cfg Config) *claudeSession {
+func newClaudeSession(t testing.TB, cfg Config) *claudeSession {
 	cfg.Format = messages.Format{}
 	first := messagesCapture(t, "turn1")
 	later := messagesCapture(t, "turn6")
@@ -99,7 +102,11 @@ func (s *claudeSession) request(compact bool, keepRecent int) *messagestest.Requ
 			s.t.Fatalf("request %d: nothing to compact", len(s.results)+1)
 		}
 		sum := fmt.Sprintf("## Active Task\nsummary %d of messages %d to %d", len(s.opts.Branches)+1, c.From, c.Cut)
-		s.opts.Branches = append(s.opts.Branches, Branch{Summary: sum, Covered: c.Covered, Hash: c.Hash, Since: c.Since})
+		b := Branch{Summary: sum, Covered: c.Covered, Hash: c.Hash, Since: c.Since}
+		if s.noSince {
+			b.Since = 0
+		}
+		s.opts.Branches = append(s.opts.Branches, b)
 		res = s.p.RewriteWith(in, s.opts)
 		if res.Applied != len(s.opts.Branches)-1 {
 			s.t.Fatalf("request %d: the new summary is not applied (%d)", len(s.results)+1, res.Applied)

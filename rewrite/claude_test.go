@@ -11,7 +11,7 @@ import (
 
 // claudeResults are the tool results of the captured Claude Code run, by
 // the command or file they answer, and its persisted-output stub.
-func claudeResults(t *testing.T) map[string]string {
+func claudeResults(t testing.TB) map[string]string {
 	out := map[string]string{}
 	turn6 := messagesCapture(t, "turn6")
 	inputs := map[string]string{}
@@ -66,7 +66,7 @@ func testLog(n int, failing ...int) string {
 // ask and its five calls, then two more asks with test runs to squash,
 // file reads repeated word for word (dedup), parallel calls and Claude
 // Code's own persisted-output stub.
-func claudeScript(t *testing.T) []step {
+func claudeScript(t testing.TB) []step {
 	r := claudeResults(t)
 	repo := "/tmp/h12-cc/base/repo/"
 	read := func(file, content string) step {
@@ -136,5 +136,37 @@ func TestClaudeCodeSessionThroughThePipelineKeepsEveryThinkingBlockValid(t *test
 	}
 	if s.ledger.Verified() == 0 {
 		t.Error("no thinking block was verified")
+	}
+}
+
+// Without Branch.Since nothing is left out: every kept thinking block is
+// forwarded and the upstream asked to drop those whose prefix changed, so
+// every request is still accepted and still extends the previous one.
+func TestClaudeCodeSessionWithoutSinceIsAcceptedToo(t *testing.T) {
+	s := newClaudeSession(t, Config{Squash: &squash.Config{}, Dedup: DefaultDedupConfig()})
+	s.noSince = true
+	s.run(claudeScript(t), map[int]bool{6: true, 15: true, 19: true}, 4)
+	for i, res := range s.results {
+		if res.ThinkingLeftOut != 0 || res.DropMismatched != (res.Applied >= 0) {
+			t.Errorf("request %d: %d left out, drop %v, applied %d", i, res.ThinkingLeftOut, res.DropMismatched, res.Applied)
+		}
+	}
+	if b := s.breaks(); fmt.Sprint(b) != "[6 15 19]" {
+		t.Errorf("prompts break at %v", b)
+	}
+}
+
+// BenchmarkRewriteWarmMessages: a warm turn of the Claude Code session
+// (40 messages, squash, dedup, a summary applied, thinking rules).
+func BenchmarkRewriteWarmMessages(b *testing.B) {
+	s := newClaudeSession(b, Config{Squash: &squash.Config{}, Dedup: DefaultDedupConfig()})
+	s.run(claudeScript(b)[:19], map[int]bool{6: true, 15: true}, 4)
+	body, opts := s.body(), s.opts
+	s.p.RewriteWith(body, opts)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		s.p.RewriteWith(body, opts)
 	}
 }

@@ -74,115 +74,153 @@ func Parse(body []byte) (req *Request, ok bool) {
 	return parseValid(body)
 }
 
-// parseValid is Parse of a body already known to be valid JSON.
+// parseValid is Parse of a body already known to be valid JSON. It scans
+// the body without decoding it (wire's scanner): only the few short
+// strings it names (role, type, ids, names) are decoded, so a turn does
+// not unescape the megabytes of tool output it carries. A member sent
+// twice counts as its last value, as most JSON readers take it.
 func parseValid(body []byte) (req *Request, ok bool) {
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
+	i := wire.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
 		return nil, false
 	}
 	req = &Request{Body: body}
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "model":
-			req.Model = v.String()
-		case "stream":
-			req.Stream = v.Type == gjson.True
-		case "system":
-			req.System = spanOf(v)
-			req.Markers += markers(v)
-		case "tools":
-			req.Tools = spanOf(v)
-			req.Markers += markers(v)
-		case "metadata":
-			if uid := v.Get("user_id"); uid.Type == gjson.String && gjson.Valid(uid.Str) {
-				req.SessionID = gjson.Get(uid.Str, "session_id").String()
-			}
-		case "thinking":
-			req.Thinking = spanOf(v)
-		case "messages":
-			req.MessagesArray = spanOf(v)
-			v.ForEach(func(_, m gjson.Result) bool {
-				msg := readMessage(m)
-				for _, b := range msg.Blocks {
-					if b.CacheControl {
-						req.Markers++
+	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
+		ve := wire.ValueEnd(body, vs)
+		v := Span{Start: vs, End: ve}
+		switch {
+		case wire.KeyIs(body, k, "model"):
+			req.Model, _ = wire.StringValue(body, v)
+		case wire.KeyIs(body, k, "stream"):
+			req.Stream = string(v.Of(body)) == "true"
+		case wire.KeyIs(body, k, "system"):
+			req.System = v
+			req.Markers += markers(body, v)
+		case wire.KeyIs(body, k, "tools"):
+			req.Tools = v
+			req.Markers += markers(body, v)
+		case wire.KeyIs(body, k, "metadata"):
+			req.SessionID = sessionID(body, v)
+		case wire.KeyIs(body, k, "thinking"):
+			req.Thinking = v
+		case wire.KeyIs(body, k, "messages"):
+			req.MessagesArray, req.Messages = v, nil
+			if body[vs] == '[' {
+				wire.WalkArray(body, vs, func(ms int) int {
+					msg := readMessage(body, ms)
+					for _, b := range msg.Blocks {
+						if b.CacheControl {
+							req.Markers++
+						}
 					}
-				}
-				req.Messages = append(req.Messages, msg)
-				return true
-			})
+					req.Messages = append(req.Messages, msg)
+					return msg.Span.End
+				})
+			}
 		}
-		return true
+		return ve
 	})
 	return req, true
 }
 
+// sessionID is metadata.user_id's session_id, when user_id is a JSON
+// string holding an object with one (Claude Code's); "" otherwise.
+func sessionID(body []byte, metadata Span) string {
+	if body[metadata.Start] != '{' {
+		return ""
+	}
+	uid := gjson.ParseBytes(metadata.Of(body)).Get("user_id")
+	if uid.Type != gjson.String || !gjson.Valid(uid.Str) {
+		return ""
+	}
+	return gjson.Get(uid.Str, "session_id").String()
+}
+
 // markers counts the elements of a list (system blocks, tools) that carry
-// cache_control.
-func markers(v gjson.Result) int {
+// a cache_control marker.
+func markers(body []byte, list Span) int {
 	n := 0
-	if v.IsArray() {
-		v.ForEach(func(_, e gjson.Result) bool {
-			if e.Get("cache_control").Exists() {
+	if body[list.Start] == '[' {
+		wire.WalkArray(body, list.Start, func(es int) int {
+			ee := wire.ValueEnd(body, es)
+			if body[es] == '{' && marked(body, es) {
 				n++
 			}
-			return true
+			return ee
 		})
 	}
 	return n
 }
 
-func readMessage(m gjson.Result) Message {
-	msg := Message{Span: spanOf(m)}
-	if !m.IsObject() {
+// marked reports whether the object that opens at body[i] has a
+// cache_control member that is not null.
+func marked(body []byte, i int) bool {
+	found := false
+	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
+		ve := wire.ValueEnd(body, vs)
+		if wire.KeyIs(body, k, "cache_control") {
+			found = string(body[vs:ve]) != "null"
+		}
+		return ve
+	})
+	return found
+}
+
+// readMessage reads the element of messages that starts at body[i].
+func readMessage(body []byte, i int) Message {
+	msg := Message{Span: Span{Start: i, End: wire.ValueEnd(body, i)}}
+	if body[i] != '{' {
 		return msg
 	}
-	msg.Role = m.Get("role").String()
-	c := m.Get("content")
-	msg.Content = spanOf(c)
-	switch {
-	case c.Type == gjson.String:
-		msg.Blocks = []Block{{Span: spanOf(c), Type: BlockText, String: true, Content: spanOf(c)}}
-	case c.IsArray():
-		c.ForEach(func(_, b gjson.Result) bool {
-			msg.Blocks = append(msg.Blocks, readBlock(b))
-			return true
-		})
-	}
+	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
+		ve := wire.ValueEnd(body, vs)
+		switch {
+		case wire.KeyIs(body, k, "role"):
+			msg.Role, _ = wire.StringValue(body, Span{Start: vs, End: ve})
+		case wire.KeyIs(body, k, "content"):
+			msg.Content, msg.Blocks = Span{Start: vs, End: ve}, nil
+			switch body[vs] {
+			case '"':
+				msg.Blocks = []Block{{Span: msg.Content, Type: BlockText, String: true, Content: msg.Content}}
+			case '[':
+				wire.WalkArray(body, vs, func(bs int) int {
+					b := readBlock(body, bs)
+					msg.Blocks = append(msg.Blocks, b)
+					return b.Span.End
+				})
+			}
+		}
+		return ve
+	})
 	return msg
 }
 
-func readBlock(b gjson.Result) Block {
-	blk := Block{Span: spanOf(b)}
-	if !b.IsObject() {
+// readBlock reads the content block that starts at body[i].
+func readBlock(body []byte, i int) Block {
+	blk := Block{Span: Span{Start: i, End: wire.ValueEnd(body, i)}}
+	if body[i] != '{' {
 		return blk
 	}
-	b.ForEach(func(k, f gjson.Result) bool {
-		switch k.Str {
-		case "type":
-			blk.Type = f.String()
-		case "id", "tool_use_id":
-			blk.ID = f.String()
-		case "name":
-			blk.Name = f.String()
-		case "input":
-			blk.Input = spanOf(f)
-		case "content", "text":
-			blk.Content = spanOf(f)
-		case "is_error":
-			blk.IsError = f.Type == gjson.True
-		case "cache_control":
-			blk.CacheControl = true
+	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
+		ve := wire.ValueEnd(body, vs)
+		v := Span{Start: vs, End: ve}
+		switch {
+		case wire.KeyIs(body, k, "type"):
+			blk.Type, _ = wire.StringValue(body, v)
+		case wire.KeyIs(body, k, "id"), wire.KeyIs(body, k, "tool_use_id"):
+			blk.ID, _ = wire.StringValue(body, v)
+		case wire.KeyIs(body, k, "name"):
+			blk.Name, _ = wire.StringValue(body, v)
+		case wire.KeyIs(body, k, "input"):
+			blk.Input = v
+		case wire.KeyIs(body, k, "content"), wire.KeyIs(body, k, "text"):
+			blk.Content = v
+		case wire.KeyIs(body, k, "is_error"):
+			blk.IsError = string(v.Of(body)) == "true"
+		case wire.KeyIs(body, k, "cache_control"):
+			blk.CacheControl = string(v.Of(body)) != "null"
 		}
-		return true
+		return ve
 	})
 	return blk
-}
-
-// spanOf is where v's raw bytes sit in the body.
-func spanOf(v gjson.Result) Span {
-	if !v.Exists() {
-		return Span{}
-	}
-	return Span{Start: v.Index, End: v.Index + len(v.Raw)}
 }
