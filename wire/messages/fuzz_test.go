@@ -32,7 +32,7 @@ func FuzzFormat(f *testing.F) {
 				t.Fatalf("%s: invalid JSON %s", what, out)
 			}
 		}
-		if ed, _, _ := fm.AddInstructions(c, []string{"x"}, count, true); ed != nil {
+		if ed, _, _ := fm.AddInstructions(c, []string{"x"}, count, nil, true); ed != nil {
 			check("add instructions", *ed)
 		}
 		if ed, ok := fm.DropMismatched(c); ok {
