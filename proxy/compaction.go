@@ -193,7 +193,7 @@ func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Op
 	// The one conversion of stored branches (state.Branch) to the ones the
 	// pipeline applies (rewrite.Branch: no parent, no clocks).
 	for _, b := range rec.Branches {
-		o.Branches = append(o.Branches, rewrite.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash})
+		o.Branches = append(o.Branches, rewrite.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Since: b.Since})
 	}
 	if l := rec.LineByID(line); l != nil {
 		o.PrevDedups = dedupMarks(l.Dedups)
@@ -347,7 +347,7 @@ func (c *compactions) summaryPrompt(ti turnInput, prop rewrite.Compaction, model
 func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summary string, entry state.SummaryEntry) (state.Record, error) {
 	now := entry.At
 	return c.store.Update(ti.key, func(r *state.Record) error {
-		r.PutBranch(state.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Parent: prop.Parent}, now)
+		r.PutBranch(state.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Parent: prop.Parent, Since: prop.Since}, now)
 		r.AddSummaryHistory(entry)
 		updateLine(r, ti.line, now, func(l *state.Line) {
 			l.Breaker = state.Breaker(rewrite.Breaker(l.Breaker).Succeeded(ti.kind))

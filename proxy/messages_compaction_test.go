@@ -10,6 +10,7 @@ import (
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/messagestest"
 	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
 	"github.com/tidwall/gjson"
 )
 
@@ -99,6 +100,37 @@ func TestClaudeCodeConversationIsCompacted(t *testing.T) {
 			t.Logf("compacted at turn %d: %d -> %d messages; thinking blocks dropped upstream: %v; %d verified",
 				compactedAt, len(a.msgs)-8, len(gjson.GetBytes(compacted.body, "messages").Array()), compacted.dropped, up.ledger.Verified())
 		})
+	}
+}
+
+// A compaction's branch keeps how many messages its request had (Since),
+// across the store: without it a later user turn cannot tell which kept
+// thinking blocks are bound to the replaced history, and every later
+// request leans on the upstream dropping them.
+func TestClaudeCodeBranchRemembersWhereItsThinkingEnds(t *testing.T) {
+	up := newMessagesUpstream(t)
+	deps, st := responsesDeps(t)
+	p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 1<<20), deps)
+	a := newMessagesAgent(t, p.URL, "since")
+	for range 8 {
+		a.turn(false)
+	}
+	sent := len(a.msgs)
+	a.turn(false, [2]string{HeaderCompact, "force"})
+	if a.resp.Get(HeaderCompacted) != "true" {
+		t.Fatalf("X-Ctxpress-Compacted %q", a.resp.Get(HeaderCompacted))
+	}
+	var branches []state.Branch
+	waitFor(t, func() bool {
+		recs, err := st.List(state.ListOptions{})
+		if err != nil || len(recs) != 1 {
+			return false
+		}
+		branches = recs[0].Branches
+		return len(branches) == 1
+	}, "the summary stored")
+	if branches[0].Since != sent {
+		t.Fatalf("branch Since %d, want the %d messages of the request it summarised", branches[0].Since, sent)
 	}
 }
 

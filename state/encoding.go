@@ -96,6 +96,7 @@ type diskBranch struct {
 	Covered   int       `json:"covered"`
 	Hash      ChainHash `json:"hash"`
 	Parent    ChainHash `json:"parent,omitzero"`
+	Since     int       `json:"since,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UsedAt    time.Time `json:"used_at,omitzero"`
 }
@@ -339,7 +340,7 @@ func encodeRecord(r *Record) ([]byte, error) {
 	}
 	for _, b := range r.Branches {
 		d.Branches = append(d.Branches, diskBranch{
-			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent,
+			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent, Since: b.Since,
 			CreatedAt: utc(b.CreatedAt), UsedAt: utc(b.UsedAt),
 		})
 	}
@@ -395,7 +396,7 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 	}
 	for _, b := range d.Branches {
 		r.Branches = append(r.Branches, Branch{
-			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent,
+			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent, Since: b.Since,
 			CreatedAt: b.CreatedAt, UsedAt: b.UsedAt,
 		})
 	}

@@ -106,7 +106,11 @@ type Branch struct {
 	Hash ChainHash
 	// Parent is the Hash of the branch this one extends (the summary the
 	// compaction started from); zero for a first compaction.
-	Parent    ChainHash
+	Parent ChainHash
+	// Since is how many messages the compaction's request had (0:
+	// unknown, a record written before it was kept): where the thinking
+	// bound to the replaced history ends (rewrite.Branch.Since).
+	Since     int
 	CreatedAt time.Time
 	// UsedAt is when a request last stored or used the branch: the LRU clock.
 	UsedAt time.Time
