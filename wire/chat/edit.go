@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"bytes"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/wire"
@@ -204,29 +203,7 @@ func (Format) NewMessage(role wire.Role, text string, count wire.Count) ([]byte,
 // by msgs, keeping the body's separators elsewhere; false when there is
 // nothing to do.
 func (Format) ReplaceMessages(c *wire.Conversation, from, to int, msgs [][]byte) (wire.Edit, bool) {
-	ms := c.Messages
-	a, b, n := from, to, len(ms)
-	if a == b && len(msgs) == 0 {
-		return wire.Edit{}, false
-	}
-	join := bytes.Join(msgs, []byte{','})
-	switch {
-	case b < n: // up to the first message kept
-		if len(msgs) > 0 {
-			join = append(join, ',')
-		}
-		return wire.Edit{Start: ms[a].Start, End: ms[b].Start, Repl: join}, true
-	case a > 0: // from the end of the last message kept to the end
-		if len(msgs) > 0 {
-			join = append([]byte{','}, join...)
-		}
-		return wire.Edit{Start: ms[a-1].End, End: ms[n-1].End, Repl: join}, true
-	case n > 0: // every message goes
-		return wire.Edit{Start: ms[0].Start, End: ms[n-1].End, Repl: join}, true
-	default: // an empty array
-		at := messagesArray(c.Body).Start + 1
-		return wire.Edit{Start: at, End: at, Repl: join}, true
-	}
+	return wire.ReplaceElements(c, from, to, msgs, func() int { return messagesArray(c.Body).Start + 1 })
 }
 
 // messagesArray returns the span of the (first) `messages` array of body.
@@ -249,5 +226,5 @@ func messagesArray(body []byte) wire.Span {
 // DropMessages returns the edit that cuts out the messages [from, to)
 // with the comma before them.
 func (Format) DropMessages(c *wire.Conversation, from, to int) wire.Edit {
-	return wire.Edit{Start: c.Messages[from-1].End, End: c.Messages[to-1].End}
+	return wire.DropElements(c, from, to)
 }

@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"bytes"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/wire"
@@ -156,33 +155,11 @@ func messagesArray(body []byte) wire.Span {
 // ReplaceMessages returns the edit that replaces messages [from, to) by
 // msgs, the commas kept right; false when there is nothing to do.
 func (Format) ReplaceMessages(c *wire.Conversation, from, to int, msgs [][]byte) (wire.Edit, bool) {
-	ms := c.Messages
-	n := len(ms)
-	if from == to && len(msgs) == 0 {
-		return wire.Edit{}, false
-	}
-	join := bytes.Join(msgs, []byte{','})
-	switch {
-	case to < n:
-		if len(msgs) > 0 {
-			join = append(join, ',')
-		}
-		return wire.Edit{Start: ms[from].Start, End: ms[to].Start, Repl: join}, true
-	case from > 0:
-		if len(msgs) > 0 {
-			join = append([]byte{','}, join...)
-		}
-		return wire.Edit{Start: ms[from-1].End, End: ms[n-1].End, Repl: join}, true
-	case n > 0:
-		return wire.Edit{Start: ms[0].Start, End: ms[n-1].End, Repl: join}, true
-	default:
-		at := messagesArray(c.Body).Start + 1
-		return wire.Edit{Start: at, End: at, Repl: join}, true
-	}
+	return wire.ReplaceElements(c, from, to, msgs, func() int { return messagesArray(c.Body).Start + 1 })
 }
 
 // DropMessages returns the edit that leaves out messages [from, to),
 // from > 0, with the comma before them.
 func (Format) DropMessages(c *wire.Conversation, from, to int) wire.Edit {
-	return wire.Edit{Start: c.Messages[from-1].End, End: c.Messages[to-1].End}
+	return wire.DropElements(c, from, to)
 }
