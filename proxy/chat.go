@@ -220,6 +220,11 @@ func (s *Server) compactTurn(ctx *fasthttp.RequestCtx, c *turnRun) {
 	case errors.Is(c.o.err, errStoreFailing):
 		// A broken disk is reported once per interval, not per turn.
 		s.storeFailed("compaction paused while the conversation store fails", c.o.err)
+	case errors.Is(c.o.err, rewrite.ErrSkipped):
+		// Too little to reclaim, nothing outside the raw tail, breaker or
+		// backoff: the compaction event already says so, at info; a warning
+		// on every turn of a conversation near its trigger would be noise.
+		s.log.Debug().Err(c.o.err).Str("conversation", c.t.id.ID).Msg("compaction not done; forwarding uncompacted")
 	case c.o.err != nil:
 		s.log.Warn().Err(c.o.err).Str("conversation", c.t.id.ID).Msg("compaction not done; forwarding uncompacted")
 	}

@@ -316,3 +316,27 @@ func TestSummarizerAPIConfig(t *testing.T) {
 		}
 	}
 }
+
+// A conversation over its trigger whose compaction would reclaim too
+// little is told once per turn, by the compaction event at info, not also
+// by a warning on every turn (an operator reads warnings as faults).
+func TestSkippedCompactionIsNoWarning(t *testing.T) {
+	up := newMessagesUpstream(t)
+	deps, _ := responsesDeps(t)
+	cfg := claudeCodeCompaction(up.BaseURL(), 1000)
+	cfg.Compaction.MinReclaimTokens = 1 << 30
+	p := startProxyWith(t, cfg, deps)
+	a := newMessagesAgent(t, p.URL, "skipped")
+	for range 3 {
+		a.turn(false)
+	}
+	logs := p.logs.String()
+	if !strings.Contains(logs, `"result":"skipped"`) {
+		t.Fatalf("no skipped compaction event:\n%.2000s", logs)
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, `"level":"warn"`) && strings.Contains(line, "compaction") {
+			t.Errorf("a skipped compaction warned: %s", line)
+		}
+	}
+}
