@@ -110,32 +110,42 @@ func appendCanonicalDepth(dst []byte, v gjson.Result, skip string, depth int) []
 			})
 			return append(dst, ']')
 		}
-		type kv struct {
-			k string
-			v gjson.Result
-		}
-		var kvs []kv
-		v.ForEach(func(k, e gjson.Result) bool {
-			if skip == "" || k.Str != skip {
-				kvs = append(kvs, kv{k.Str, e})
-			}
-			return true
+		return AppendCanonicalMembers(dst, v, skip, func(dst []byte, _ string, e gjson.Result) []byte {
+			return appendCanonicalDepth(dst, e, skip, depth+1)
 		})
-		sort.SliceStable(kvs, func(i, j int) bool { return kvs[i].k < kvs[j].k })
-		dst = append(dst, '{')
-		for i, e := range kvs {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = AppendJSONString(dst, e.k)
-			dst = append(dst, ':')
-			dst = appendCanonicalDepth(dst, e.v, skip, depth+1)
-		}
-		return append(dst, '}')
 	default:
 		// Numbers, true, false, null: the raw text, trimmed by gjson.
 		return append(dst, v.Raw...)
 	}
+}
+
+// AppendCanonicalMembers appends the object v with its members sorted by
+// key (stably: a repeated key keeps its order) and skip ("" for none)
+// left out, each member's value as value appends it: the canonical form
+// of an object whose format reads some members its own way.
+func AppendCanonicalMembers(dst []byte, v gjson.Result, skip string, value func(dst []byte, key string, v gjson.Result) []byte) []byte {
+	type kv struct {
+		k string
+		v gjson.Result
+	}
+	var kvs []kv
+	v.ForEach(func(k, e gjson.Result) bool {
+		if skip == "" || k.Str != skip {
+			kvs = append(kvs, kv{k.Str, e})
+		}
+		return true
+	})
+	sort.SliceStable(kvs, func(i, j int) bool { return kvs[i].k < kvs[j].k })
+	dst = append(dst, '{')
+	for i, e := range kvs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendJSONString(dst, e.k)
+		dst = append(dst, ':')
+		dst = value(dst, e.k, e.v)
+	}
+	return append(dst, '}')
 }
 
 // StringValue returns the decoded JSON string at s in b, and false when s

@@ -2,7 +2,6 @@ package messages
 
 import (
 	"crypto/sha256"
-	"sort"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/wire"
@@ -255,32 +254,12 @@ func appendCanonicalObject(dst []byte, v gjson.Result, message bool) []byte {
 	if !v.IsObject() {
 		return wire.AppendCanonicalSkip(dst, v, "cache_control")
 	}
-	type member struct {
-		k string
-		v gjson.Result
-	}
-	var ms []member
-	v.ForEach(func(k, e gjson.Result) bool {
-		if k.Str != "cache_control" {
-			ms = append(ms, member{k.Str, e})
+	return wire.AppendCanonicalMembers(dst, v, "cache_control", func(dst []byte, key string, e gjson.Result) []byte {
+		if key == "content" {
+			return appendCanonicalContent(dst, e, message)
 		}
-		return true
+		return wire.AppendCanonicalSkip(dst, e, "cache_control")
 	})
-	sort.SliceStable(ms, func(i, j int) bool { return ms[i].k < ms[j].k })
-	dst = append(dst, '{')
-	for i, e := range ms {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = wire.AppendJSONString(dst, e.k)
-		dst = append(dst, ':')
-		if e.k == "content" {
-			dst = appendCanonicalContent(dst, e.v, message)
-		} else {
-			dst = wire.AppendCanonicalSkip(dst, e.v, "cache_control")
-		}
-	}
-	return append(dst, '}')
 }
 
 // appendCanonicalContent appends a content: a string as the list of the
