@@ -35,7 +35,7 @@ type api struct {
 	askStreamUsage       func(body []byte) (out []byte, changed bool)
 	streamOptionsRefused func(status int, answer []byte) bool
 	// usageFromJSON reads usage from a whole answer, as plain bytes.
-	usageFromJSON func(body []byte) chat.Usage
+	usageFromJSON func(body []byte) wire.Usage
 	// watch returns a watcher of a stream's side copy: its usage, and
 	// whether it ended as a whole answer.
 	watch func() streamWatch
@@ -43,7 +43,7 @@ type api struct {
 	// reserve room in the window for the answer.
 	outputCaps []string
 	// reply renders ctxpress's own answer (to "/compact") in the format.
-	reply func(model, text string, stream bool, now time.Time) chat.Reply
+	reply func(model, text string, stream bool, now time.Time) wire.Reply
 	// errors renders ctxpress's own errors (502, 504, 413, 401, 500) in
 	// the shape the format's clients read; the upstream's own errors pass
 	// through as sent.
@@ -54,7 +54,7 @@ type api struct {
 // bytes the client gets.
 type streamWatch interface {
 	Observe(p []byte)
-	Usage() chat.Usage
+	Usage() wire.Usage
 	// unfinished says why a stream the upstream ended is not a whole
 	// answer (it is then no turn to record); nil when it is one.
 	unfinished() error

@@ -15,6 +15,7 @@ import (
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -423,10 +424,10 @@ func TestQueuedTurnsOfEveryHistoryAreSeenByTheNextRequest(t *testing.T) {
 	lineA := lineRef{id: state.ChainHash{0xa}, tip: state.ChainHash{0xa, 9}, messages: 9}
 	lineB := lineRef{id: state.ChainHash{0xb}, tip: state.ChainHash{0xb, 7}, messages: 7}
 	r.record(turnRecord{turn: turn{key: key, line: lineA, model: "m", rawAfter: 1000},
-		usage: chat.Usage{Found: true, InputTokens: 1500}})
+		usage: wire.Usage{Found: true, InputTokens: 1500}})
 	<-st.entered // the first write is under way: what follows stays queued
 	r.record(turnRecord{turn: turn{key: key, line: lineB, model: "m", rawAfter: 800},
-		usage: chat.Usage{Found: true, InputTokens: 1000}})
+		usage: wire.Usage{Found: true, InputTokens: 1000}})
 
 	var rec state.Record // what the next request reads: nothing written yet
 	r.overlay(key, &rec)

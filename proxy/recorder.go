@@ -8,7 +8,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/rs/zerolog"
 )
 
@@ -22,7 +22,7 @@ const warnEvery = time.Minute
 
 type turnRecord struct {
 	turn  turn
-	usage chat.Usage
+	usage wire.Usage
 }
 
 // recorder writes conversation records from one goroutine, off the request

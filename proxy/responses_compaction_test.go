@@ -13,7 +13,7 @@ import (
 	"github.com/ctxpress/ctxpress/internal/responsestest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -358,7 +358,7 @@ func TestResponsesPrecompactsAndShowsOnTheDashboard(t *testing.T) {
 // model's other lines) a calibration 50 times too high.
 func TestServerHistoryTurnTeachesNoCalibration(t *testing.T) {
 	rec, l := &state.Record{}, &state.Line{}
-	tr := turnRecord{turn: turn{model: "gpt-5", rawAfter: 100, serverHistory: true}, usage: chat.Usage{InputTokens: 5000, Found: true}}
+	tr := turnRecord{turn: turn{model: "gpt-5", rawAfter: 100, serverHistory: true}, usage: wire.Usage{InputTokens: 5000, Found: true}}
 	observe(rec, l, tr)
 	if l.Calibration != 0 || l.LastInputTokens != 0 {
 		t.Fatalf("calibration %v, last input %d after a previous_response_id turn", l.Calibration, l.LastInputTokens)

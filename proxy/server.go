@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
@@ -143,7 +143,7 @@ type exchange struct {
 	upstream     time.Duration // until the upstream's response headers (of each try, summed)
 	bytesOut     int64
 	stream       bool
-	usage        chat.Usage
+	usage        wire.Usage
 	err          error
 	turn         *turn  // conversation requests ctxpress understood
 	release      func() // returns the upstream lease, once the answer is done

@@ -4,17 +4,17 @@ import (
 	"bytes"
 	"errors"
 
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/valyala/fasthttp"
 )
 
 // usageFromBody reads usage from a whole (non-streamed) JSON answer of
 // api's format, decoding a compressed body on a side copy (at most
 // maxDecodedAnswer bytes of it); the client still gets the original bytes.
-func usageFromBody(api *api, body []byte, contentEncoding []byte) chat.Usage {
+func usageFromBody(api *api, body []byte, contentEncoding []byte) wire.Usage {
 	plain, err := decodeBody(body, contentEncoding, maxDecodedAnswer)
 	if err != nil {
-		return chat.Usage{}
+		return wire.Usage{}
 	}
 	return api.usageFromJSON(plain)
 }

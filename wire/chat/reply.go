@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/ctxpress/ctxpress/wire"
 )
 
-// Reply is an answer ctxpress writes itself, in chat-completions form.
-type Reply struct {
-	ContentType string
-	Body        []byte
-}
+// Reply is wire.Reply: chat writes its replies in chat-completions form.
+type Reply = wire.Reply
 
 // AssistantReply renders text as the assistant's whole answer to a request
 // for model: a chat.completion with zero usage, or when stream is set the

@@ -2,24 +2,14 @@ package chat
 
 import (
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
-// Usage is what the upstream reported about one completion.
-type Usage struct {
-	// InputTokens is usage.prompt_tokens, or usage.input_tokens for
-	// servers speaking the Responses naming; cached tokens are included, as
-	// the upstream counts them.
-	InputTokens  int
-	OutputTokens int
-	CachedTokens int
-	// CacheWriteTokens are the input tokens the provider wrote to its
-	// prompt cache (Anthropic's cache_creation_input_tokens), billed above
-	// the input price; 0 for formats that do not report them.
-	CacheWriteTokens int
-	// Found reports whether the answer carried usage at all.
-	Found bool
-}
+// Usage is what the upstream reported about one completion; chat reads
+// usage.prompt_tokens (or input_tokens, for servers speaking the Responses
+// naming) into InputTokens.
+type Usage = wire.Usage
 
 // ReadUsage reads a "usage" object; a missing or null one gives Found=false.
 func ReadUsage(u gjson.Result) Usage {

@@ -7,13 +7,13 @@ package messages
 
 import (
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/sse"
 	"github.com/tidwall/gjson"
 )
 
 // Usage is what the upstream reported about one message.
-type Usage = chat.Usage
+type Usage = wire.Usage
 
 // ReadUsage reads an Anthropic "usage" object. Anthropic counts the prompt
 // in three parts (input_tokens is what was neither read from nor written to

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // Reply is an answer ctxpress writes itself.
-type Reply = chat.Reply
+type Reply = wire.Reply
 
 // AssistantReply renders text as the assistant's whole answer to a request
 // for model: a completed response object with one output message and zero

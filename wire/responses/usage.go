@@ -6,13 +6,13 @@ package responses
 
 import (
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/sse"
 	"github.com/tidwall/gjson"
 )
 
 // Usage is what the upstream reported about one response.
-type Usage = chat.Usage
+type Usage = wire.Usage
 
 // ReadUsage reads a response's "usage" object (input_tokens,
 // input_tokens_details.cached_tokens, output_tokens); a missing or null one
