@@ -111,20 +111,23 @@ var apiPaths = map[string]*api{pathChatCompletions: chatAPI, pathResponses: resp
 // apiOf returns the api of a request path, with or without the /v1
 // prefix; nil for a path that is no conversation endpoint.
 func apiOf(path []byte) *api {
+	return apiPaths[string(withoutV1(path))]
+}
+
+// withoutV1 is path without its /v1 prefix: /v1/X and a bare /X are the
+// same endpoint.
+func withoutV1(path []byte) []byte {
 	if bytes.HasPrefix(path, []byte("/v1/")) {
-		path = path[len("/v1"):]
+		return path[len("/v1"):]
 	}
-	return apiPaths[string(path)]
+	return path
 }
 
 // messagesPath reports whether path (with or without /v1) is Anthropic's
 // Messages API or under it (count_tokens, batches): its clients read
 // Anthropic's errors and send their key as x-api-key.
 func messagesPath(path []byte) bool {
-	if bytes.HasPrefix(path, []byte("/v1/")) {
-		path = path[len("/v1"):]
-	}
-	rest, ok := bytes.CutPrefix(path, []byte(pathMessages))
+	rest, ok := bytes.CutPrefix(withoutV1(path), []byte(pathMessages))
 	return ok && (len(rest) == 0 || rest[0] == '/')
 }
 
