@@ -1,0 +1,73 @@
+package rewrite
+
+import "testing"
+
+func TestPricesFor(t *testing.T) {
+	cfg := CostConfig{Models: map[string]Prices{"my-azure-gpt": {Input: 3, CachedInput: 0.3, Output: 12}}}
+	for _, tc := range []struct {
+		model string
+		want  Prices
+	}{
+		{"gpt-5", Prices{1.25, 0.125, 1.25, 10}},
+		{"gpt-5-mini-2025-08-07", Prices{0.25, 0.025, 0.25, 2}},
+		{"openai/gpt-4o", Prices{2.50, 1.25, 2.50, 10}},
+		{"claude-sonnet-4-5-20250929", Prices{3, 0.30, 3.75, 15}},
+		{"my-azure-gpt", Prices{3, 0.3, 3, 12}}, // an override's cache write defaults to its input price
+		{"some-local-gguf", DefaultPrices},
+	} {
+		if got := cfg.PricesFor(tc.model); got != tc.want {
+			t.Errorf("PricesFor(%q) = %+v, want %+v", tc.model, got, tc.want)
+		}
+	}
+	local := CostConfig{Local: true, Models: cfg.Models}
+	if got := local.PricesFor("gpt-5"); got != LocalPrices {
+		t.Errorf("a local upstream prices by prefill: got %+v", got)
+	}
+	if got := local.PricesFor("my-azure-gpt"); got.Input != 3 {
+		t.Errorf("a models: entry wins over the local pricing: got %+v", got)
+	}
+}
+
+func TestCostOfUsage(t *testing.T) {
+	p := Prices{Input: 3, CachedInput: 0.3, CacheWrite: 3.75, Output: 15}
+	// 1M prompt tokens of which 600k read from the cache and 100k written:
+	// 300k fresh at 3, 600k at 0.3, 100k at 3.75, and 10k out at 15.
+	got := p.Cost(Usage{Input: 1_000_000, Cached: 600_000, CacheWrite: 100_000, Output: 10_000})
+	if want := 0.9 + 0.18 + 0.375 + 0.15; got < want-1e-9 || got > want+1e-9 {
+		t.Fatalf("Cost = %v, want %v", got, want)
+	}
+}
+
+// The rule every prefix-changing step asks: a removal pays when the cached
+// reads it saves over the turns ahead outweigh the cache it rebuilds.
+func TestPrefixChangePays(t *testing.T) {
+	gpt5 := Prices{1.25, 0.125, 1.25, 10}
+	for _, tc := range []struct {
+		name   string
+		e      Economics
+		change PrefixChange
+		pays   bool
+	}{
+		{"removing 2k near the end pays at once", Economics{Prices: gpt5, TurnsAhead: 1}, PrefixChange{Removed: 2000, Rebuilt: 200}, true},
+		{"removing 1k at the start of a 60k history does not pay in 10 turns", Economics{Prices: gpt5, TurnsAhead: 10}, PrefixChange{Removed: 1000, Rebuilt: 60000}, false},
+		{"it pays over 60 turns", Economics{Prices: gpt5, TurnsAhead: 60}, PrefixChange{Removed: 1000, Rebuilt: 6000}, true},
+		{"an upstream that does not cache rebuilds nothing", Economics{Prices: gpt5, Uncached: true, TurnsAhead: 1}, PrefixChange{Removed: 10, Rebuilt: 60000}, true},
+		{"a local server prefills a cached prefix for free: removing from it saves nothing", Economics{Prices: LocalPrices, TurnsAhead: 100}, PrefixChange{Removed: 5000, Rebuilt: 1}, false},
+		{"a summary call's cost counts", Economics{Prices: gpt5, TurnsAhead: 4}, PrefixChange{Removed: 20000, Rebuilt: 0, Extra: 0.02}, false},
+		{"and is paid back by enough turns", Economics{Prices: gpt5, TurnsAhead: 10}, PrefixChange{Removed: 20000, Rebuilt: 0, Extra: 0.02}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.e.Pays(tc.change); got != tc.pays {
+				t.Errorf("Pays = %v (saving %.6f $), want %v", got, tc.e.Saving(tc.change), tc.pays)
+			}
+		})
+	}
+}
+
+func TestExpectedTurnsAhead(t *testing.T) {
+	for _, tc := range []struct{ so, want int }{{0, 1}, {1, 1}, {2, 1}, {10, 5}, {101, 50}} {
+		if got := ExpectedTurnsAhead(tc.so); got != tc.want {
+			t.Errorf("ExpectedTurnsAhead(%d) = %d, want %d", tc.so, got, tc.want)
+		}
+	}
+}
