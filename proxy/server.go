@@ -72,6 +72,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.namespace, _ = parseNamespace(cfg.Namespace) // Validate checked it
 	if local := isLocalHost(up.url.host); (cfg.LocalUpstream == nil && local) || (cfg.LocalUpstream != nil && *cfg.LocalUpstream) {
 		s.gate = &localGate{}
+		s.cfg.Cost.Local = true
 	}
 	s.events = newEventBus(log, cfg.Compaction.WebhookURL)
 	if deps.Store != nil {
