@@ -22,6 +22,9 @@ type diskRecord struct {
 	TokensAfter     int64         `json:"tokens_after,omitempty"`
 	TokensSaved     int64         `json:"tokens_saved,omitempty"`
 	Compactions     int64         `json:"compactions,omitempty"`
+	Usage           diskUsage     `json:"usage,omitzero"`
+	Summary         diskUsage     `json:"summary_usage,omitzero"`
+	Direct          diskUsage     `json:"direct_usage,omitzero"`
 	Branches        []diskBranch  `json:"branches,omitempty"`
 	Lines           []diskLine    `json:"lines,omitempty"`
 	ForceNext       bool          `json:"force_next,omitempty"`
@@ -48,6 +51,7 @@ type diskLine struct {
 	LastEstimate    int         `json:"last_estimate,omitempty"`
 	Calibration     float64     `json:"calibration,omitempty"`
 	Slope           float64     `json:"slope,omitempty"`
+	LastSent        int         `json:"last_sent,omitempty"`
 	Breaker         diskBreaker `json:"breaker,omitzero"`
 	Dedups          []diskDedup `json:"dedups,omitempty"`
 	UsedAt          time.Time   `json:"used_at,omitzero"`
@@ -89,6 +93,17 @@ func (d *diskDedup) UnmarshalJSON(b []byte) error {
 		return json.Unmarshal(v[2], &d.Result)
 	}
 	return nil
+}
+
+// diskUsage is a Usage; a record written before usage was summed has
+// none, and reads as zero.
+type diskUsage struct {
+	Calls      int64 `json:"calls,omitempty"`
+	Unreported int64 `json:"unreported,omitempty"`
+	Input      int64 `json:"input,omitempty"`
+	Cached     int64 `json:"cached,omitempty"`
+	CacheWrite int64 `json:"cache_write,omitempty"`
+	Output     int64 `json:"output,omitempty"`
 }
 
 type diskBranch struct {
@@ -327,6 +342,9 @@ func encodeRecord(r *Record) ([]byte, error) {
 		TokensAfter:  r.TokensAfter,
 		TokensSaved:  r.TokensSaved,
 		Compactions:  r.Compactions,
+		Usage:        diskUsage(r.Usage),
+		Summary:      diskUsage(r.Summary),
+		Direct:       diskUsage(r.Direct),
 		ForceNext:    r.ForceNext,
 		CreatedAt:    utc(r.CreatedAt),
 		UpdatedAt:    utc(r.UpdatedAt),
@@ -335,7 +353,8 @@ func encodeRecord(r *Record) ([]byte, error) {
 		d.Lines = append(d.Lines, diskLine{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups), UsedAt: utc(l.UsedAt),
+			Slope: finite(l.Slope), LastSent: l.LastSent, Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups),
+			UsedAt: utc(l.UsedAt),
 		})
 	}
 	for _, b := range r.Branches {
@@ -379,6 +398,9 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		TokensAfter:  d.TokensAfter,
 		TokensSaved:  d.TokensSaved,
 		Compactions:  d.Compactions,
+		Usage:        Usage(d.Usage),
+		Summary:      Usage(d.Summary),
+		Direct:       Usage(d.Direct),
 		ForceNext:    d.ForceNext || d.LegacyBreaker.ForceNext,
 		CreatedAt:    d.CreatedAt,
 		UpdatedAt:    d.UpdatedAt,
@@ -387,7 +409,8 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		r.Lines = append(r.Lines, Line{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups), UsedAt: l.UsedAt,
+			Slope: finite(l.Slope), LastSent: l.LastSent, Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups),
+			UsedAt: l.UsedAt,
 		})
 	}
 	if len(d.Lines) == 0 && (d.LegacyLastInputTokens > 0 || d.LegacyCalibration > 0 || d.LegacyBreaker != (diskBreaker{ForceNext: d.LegacyBreaker.ForceNext})) {

@@ -35,7 +35,11 @@ type Line struct {
 	// are stored as 0.
 	Calibration float64
 	Slope       float64
-	Breaker     Breaker
+	// LastSent is the client's own size (TokensBefore) of the line's
+	// latest forwarded request: what a client talking to the upstream
+	// directly would have had cached for the next (rewrite.DirectUsage).
+	LastSent int
+	Breaker  Breaker
 	// Dedups are the tool results the line's latest forwarded request sent
 	// as the dedup placeholder, so the next request sends them so again
 	// (a cached prefix stays as it was) and dedup's minimum applies only
