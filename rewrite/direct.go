@@ -6,43 +6,46 @@ package rewrite
 // writes (Anthropic under cache_control, billed above the input price).
 type CacheSeen struct{ Reads, Writes bool }
 
-// DirectTurn is one request as the client sent it, for DirectUsage.
+// DirectTurn is one request, as ctxpress forwarded it and as the client
+// sent it, for DirectUsage.
 type DirectTurn struct {
-	// Sent is the request's input tokens as the client wrote it (the
-	// calibrated estimate, TokensBefore); PrevSent the same for the
-	// previous request of its history (0: it is the first); After the
-	// same for what ctxpress forwarded (TokensAfter).
-	Sent, PrevSent, After int
 	// Forwarded is what the upstream reported for the request ctxpress
-	// forwarded instead: its output is taken as the direct one's (an
-	// answer's length does not depend on how its input was squashed).
+	// forwarded.
 	Forwarded Usage
-	// ServerHistory: the provider keeps the rest of the history
-	// (previous_response_id), so Sent is only the new part and the
-	// forwarded usage already holds the rest.
-	ServerHistory bool
+	// Sent and After are ctxpress's estimates of the request as the client
+	// sent it and as it was forwarded (TokensBefore, TokensAfter), in the
+	// upstream's tokens.
+	Sent, After int
+	// PrevSent is the direct size (DirectUsage's Input) of the previous
+	// request of the same history; 0 for its first.
+	PrevSent int
 }
 
-// DirectUsage estimates what turn would have used sent straight to the
-// upstream, for "saved" to be net of cache effects: the client's request
-// priced with the cache it would have had there. It assumes a sticky
-// client, one that resends its previous request as a prefix of the next
-// (agents do), so what the previous request sent is read from the cache,
-// when the upstream caches at all (cache.Reads; a provider's minimum
-// cacheable prompt is not modelled), and the rest is written to it when
-// the upstream bills writes (cache.Writes), else sent fresh. A request
-// shorter than its predecessor (an edited history) reads at most itself.
-// Under server history, the forwarded usage plus what ctxpress removed
-// from the new part, as fresh input.
+// DirectUsage estimates what a request would have used sent straight to
+// the upstream, for "saved" to be net of cache effects: the client's own
+// request, priced with the cache it would have had there.
+//
+// Its size is the forwarded request's reported one plus what ctxpress
+// took out (Sent - After, negative when it added a summary), so an error
+// of the estimate cancels out and a request ctxpress left alone costs
+// the same both ways; under server history (previous_response_id) the
+// reported size holds the history the provider keeps, the difference
+// only the new part. The client is assumed sticky, resending its previous
+// request as a prefix of the next (agents do): what the previous request
+// sent is read from the cache, when the upstream caches at all
+// (cache.Reads; a provider's minimum cacheable prompt is not modelled),
+// and the rest written to it when the upstream bills writes
+// (cache.Writes), else sent fresh. It reads at least what the forwarded
+// request read (ctxpress takes out, it does not add to what the provider
+// has seen), which covers a previous request it does not know (the first
+// of a history it saw late, a record from before it kept them), and at
+// most itself (an edited history shorter than its predecessor). The
+// output is the forwarded request's: an answer's length does not depend
+// on how its input was squashed.
 func DirectUsage(turn DirectTurn, cache CacheSeen) Usage {
-	f := turn.Forwarded
-	if turn.ServerHistory {
-		f.Input += max(turn.Sent-turn.After, 0)
-		return f
-	}
-	u := Usage{Input: max(turn.Sent, 0), Output: f.Output}
+	u := Usage{Input: max(turn.Forwarded.Input+turn.Sent-turn.After, 0), Output: turn.Forwarded.Output}
 	if cache.Reads {
-		u.Cached = min(max(turn.PrevSent, 0), u.Input)
+		u.Cached = min(max(turn.PrevSent, turn.Forwarded.Cached, 0), u.Input)
 	}
 	if cache.Writes {
 		u.CacheWrite = u.Input - u.Cached

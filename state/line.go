@@ -35,9 +35,10 @@ type Line struct {
 	// are stored as 0.
 	Calibration float64
 	Slope       float64
-	// LastSent is the client's own size (TokensBefore) of the line's
-	// latest forwarded request: what a client talking to the upstream
-	// directly would have had cached for the next (rewrite.DirectUsage).
+	// LastSent is the size the line's latest forwarded request would have
+	// had sent as the client wrote it (rewrite.DirectUsage's Input): what
+	// a client talking to the upstream directly would have had cached for
+	// the next.
 	LastSent int
 	Breaker  Breaker
 	// Dedups are the tool results the line's latest forwarded request sent
