@@ -290,9 +290,12 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	c.events.started(ev) // a dashboard shows the compaction while the summary is written
 	callStart := time.Now()
 	call := c.summaryRequest(ti, model, maxTokens)
+	var spent state.Usage // what the summary calls cost, for the record and the event
 	summarize := func(sum compactor.Summary) (SummaryResult, error) {
 		call.Prompt = sum.Prompt()
-		return c.sum.Summarize(context.Background(), call)
+		sr, err := c.sum.Summarize(context.Background(), call)
+		spent = spent.Plus(summaryUsage(sr))
+		return sr, err
 	}
 	sr, err := summarize(sum)
 	if errors.Is(err, chat.ErrContextOverflow) {
@@ -300,6 +303,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		sr, err = summarize(sum.Halved())
 	}
 	ev.SummarizerMS = max(1, time.Since(callStart).Milliseconds()) // 0 means no call
+	c.countSummary(ti, &ev, spent)
 	if err != nil {
 		c.backoff(ti)
 		return fail("failed", err)

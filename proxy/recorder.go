@@ -226,6 +226,7 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 	updateLine(rec, t.line, now, func(l *state.Line) {
 		keepDedups(l, &t)
 		opened = observe(rec, l, tr)
+		countUsage(rec, l, &t, tr.usage)
 	})
 	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
 		InputTokens: tr.usage.InputTokens, CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,

@@ -88,6 +88,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	}
 	s.comp.policy = s.comp.cfg.policy()
 	s.metrics = newMetrics(s.comp.running, deps.Store, deps.Pipeline)
+	s.metrics.pricing = s.pricing()
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
 		Help: "Conversation requests (chat, Responses, Messages) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
 		func() float64 { return float64(s.gate.waitingNow()) }))
