@@ -29,10 +29,12 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-8*math.Max(1, math.Abs
 // of what it reads (not JSON, no model, no messages, stream_options
 // without stream), and sends the usage chunk of a stream only when
 // stream_options.include_usage asks. A summary call is answered with
-// testSummary.
+// summary (testSummary when empty), once onSummary, when set, returns.
 type chatCacheUpstream struct {
 	*httptest.Server
-	mu sync.Mutex
+	summary   string
+	onSummary func()
+	mu        sync.Mutex
 	// noUsage are the requests (counted from 1) answered without usage,
 	// as some servers do.
 	noUsage map[int]bool
@@ -80,8 +82,11 @@ func (u *chatCacheUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msgs := root.Get("messages").Raw
-	u.mu.Lock()
 	g := chatReplied{summary: openaitest.IsSummaryRequest(body), prompt: len(msgs)/4 + 1, output: 5}
+	if g.summary && u.onSummary != nil {
+		u.onSummary()
+	}
+	u.mu.Lock()
 	for _, s := range u.seen {
 		n := 0
 		for n < len(s) && n < len(msgs) && s[n] == msgs[n] {
@@ -95,7 +100,10 @@ func (u *chatCacheUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Unlock()
 
 	text := "Looking at it now."
-	if g.summary {
+	switch {
+	case g.summary && u.summary != "":
+		text = u.summary
+	case g.summary:
 		text = testSummary
 	}
 	usage := map[string]any{"prompt_tokens": g.prompt, "completion_tokens": g.output, "total_tokens": g.prompt + g.output,
