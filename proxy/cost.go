@@ -34,15 +34,29 @@ type Pricing struct {
 	SummaryModel string
 }
 
-// pricing is how s prices its conversations.
-func (s *Server) pricing() Pricing {
-	p := Pricing{Agent: s.cfg.Cost, Summary: s.cfg.Cost, SummaryModel: s.cfg.Compaction.Summarizer.Model}
-	if base := s.cfg.Compaction.Summarizer.BaseURL; base != "" {
-		up, err := parseUpstream(base) // Validate checked it
-		p.Summary.Local = err == nil && isLocalHost(up.host)
+// PricingOf is how a server run with cfg prices its conversations (the
+// `ctxpress conversations` CLI prices a db file alike): the models' prices
+// (cfg.Cost), a local upstream (LocalUpstream, else its address) by
+// prefill, and the summary calls at the summariser's model and server.
+func PricingOf(cfg Config) Pricing {
+	local := func(base string, force *bool) bool {
+		if force != nil {
+			return *force
+		}
+		up, err := parseUpstream(base)
+		return err == nil && isLocalHost(up.host)
+	}
+	p := Pricing{Agent: cfg.Cost, SummaryModel: cfg.Compaction.Summarizer.Model}
+	p.Agent.Local = cfg.Cost.Local || local(cfg.Upstream, cfg.LocalUpstream)
+	p.Summary = p.Agent
+	if base := cfg.Compaction.Summarizer.BaseURL; base != "" {
+		p.Summary.Local = local(base, nil)
 	}
 	return p
 }
+
+// pricing is how s prices its conversations.
+func (s *Server) pricing() Pricing { return PricingOf(s.cfg) }
 
 // unit is the unit p's bills are in.
 func (p Pricing) unit() string {

@@ -455,3 +455,33 @@ func TestFailedSummaryCallIsStillBilledAsSummary(t *testing.T) {
 		t.Errorf("summary output tokens metric %v", got)
 	}
 }
+
+// Where a conversation's prices come from: each rule a row.
+func TestPricingOf(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		name                       string
+		cfg                        Config
+		agentLocal, summaryLocal   bool
+		unit, summaryModelForGPT4o string
+	}{
+		{"a hosted upstream bills in dollars", Config{Upstream: "https://api.openai.com/v1"}, false, false, CostUSD, "gpt-4o"},
+		{"an upstream on this machine is priced by prefill", Config{Upstream: "http://127.0.0.1:8080/v1"}, true, true, CostPrefill, "gpt-4o"},
+		{"local_upstream: false prices it as hosted", Config{Upstream: "http://localhost:1234/v1", LocalUpstream: &no}, false, false, CostUSD, "gpt-4o"},
+		{"local_upstream: true prices a remote one by prefill", Config{Upstream: "http://gpu-box:8080/v1", LocalUpstream: &yes}, true, true, CostPrefill, "gpt-4o"},
+		{"a summariser elsewhere is priced as its own server, at its own model",
+			Config{Upstream: "http://127.0.0.1:8080/v1", Compaction: CompactionConfig{Summarizer: SummarizerConfig{BaseURL: "https://api.openai.com/v1", Model: "gpt-5-mini"}}},
+			true, false, CostPrefill, "gpt-5-mini"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := PricingOf(tc.cfg)
+			if p.Agent.Local != tc.agentLocal || p.Summary.Local != tc.summaryLocal || p.unit() != tc.unit {
+				t.Errorf("agent local %v, summary local %v, unit %s", p.Agent.Local, p.Summary.Local, p.unit())
+			}
+			want := p.Summary.PricesFor(tc.summaryModelForGPT4o)
+			if got := p.summaryPrices("gpt-4o"); got != want {
+				t.Errorf("a gpt-4o conversation's summary calls are priced %+v, want %+v", got, want)
+			}
+		})
+	}
+}
