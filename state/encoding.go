@@ -51,6 +51,9 @@ type diskLine struct {
 	Breaker         diskBreaker `json:"breaker,omitzero"`
 	Dedups          []diskDedup `json:"dedups,omitempty"`
 	UsedAt          time.Time   `json:"used_at,omitzero"`
+	Turns           int         `json:"turns,omitempty"`
+	CacheSeen       bool        `json:"cache_seen,omitempty"`
+	UncachedPrompts int         `json:"uncached_prompts,omitempty"`
 }
 
 // diskDedup is a DedupMark as [index, "digest hex"], or [index, "digest
@@ -336,6 +339,7 @@ func encodeRecord(r *Record) ([]byte, error) {
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
 			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups), UsedAt: utc(l.UsedAt),
+			Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts,
 		})
 	}
 	for _, b := range r.Branches {
@@ -388,6 +392,7 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
 			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups), UsedAt: l.UsedAt,
+			Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts,
 		})
 	}
 	if len(d.Lines) == 0 && (d.LegacyLastInputTokens > 0 || d.LegacyCalibration > 0 || d.LegacyBreaker != (diskBreaker{ForceNext: d.LegacyBreaker.ForceNext})) {
