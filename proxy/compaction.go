@@ -307,7 +307,10 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		return ti.rec, ev, err
 	}
 	cal := calibrationOf(ti.nums)
-	prop, size, err := c.policy.Size(ti.res, rewrite.Plan{Kind: ti.kind, Trigger: ti.trigger, Urgent: ti.urgent}, numbersOf(ti.nums).Calibration)
+	nums := numbersOf(ti.nums)
+	prop, size, err := c.policy.Size(ti.res, rewrite.Plan{Kind: ti.kind, Trigger: ti.trigger, Urgent: ti.urgent,
+		Effective: nums.Calibration.Upstream(ti.res.TokensAfter), Economics: c.compactionEconomics(nums),
+		SummaryReusesCache: c.summariserIsOwn(ti.res.Model)}, nums.Calibration)
 	if err != nil {
 		return fail("skipped", err)
 	}

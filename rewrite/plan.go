@@ -163,10 +163,10 @@ type Plan struct {
 	Urgent bool
 	// precompactBar is the upstream's count at which ActBackground starts.
 	precompactBar float64
-	// econ and reuses are TurnFacts' Economics and SummaryReusesCache,
-	// for Size.
-	econ   *Economics
-	reuses bool
+	// Economics and SummaryReusesCache are TurnFacts', for Size: the cost
+	// model times an automatic compaction (compactionPays).
+	Economics          *Economics
+	SummaryReusesCache bool
 }
 
 // PlanTurn decides what the turn t does about compaction at now. The rules,
@@ -184,7 +184,7 @@ type Plan struct {
 // No compaction starts within StoreRetry of a failed store write.
 func (p Policy) PlanTurn(t TurnFacts, now time.Time) Plan {
 	pl := Plan{Trigger: p.Trigger.Trigger(t.Model), Window: p.Trigger.ContextWindow(t.Model),
-		Effective: t.Line.Calibration.Upstream(t.Tokens), econ: t.Economics, reuses: t.SummaryReusesCache}
+		Effective: t.Line.Calibration.Upstream(t.Tokens), Economics: t.Economics, SummaryReusesCache: t.SummaryReusesCache}
 	pl.precompactBar = p.precompactRatio() * float64(pl.Trigger)
 	pl.MayRewrite = p.Enabled && !t.Ephemeral && !t.ServerHistory
 	pl.Compactable = pl.MayRewrite && t.Identified

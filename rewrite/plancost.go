@@ -11,30 +11,28 @@ const maxDeferRatio = 1.25
 // add to a summary call's prompt.
 const summaryPromptTokens = 600
 
-// compactionPays asks the cost model (pl.econ) whether an automatic
+// compactionPays asks the cost model (pl.Economics) whether an automatic
 // compaction sized as sz, replacing replaced tiktoken tokens and keeping
 // kept raw, pays for itself over the turns expected: the cached reads it
 // saves against the kept tail the provider must read fresh again, the
 // summary sent fresh, and the summary call (the history as a cached prefix
-// when the summariser reuses it, pl.reuses, else a fresh transcript of what
+// when the summariser reuses it, pl.SummaryReusesCache, else a fresh transcript of what
 // is summarised; an answer of half the summary budget). nil when it pays,
 // when there is no model, for a manual or rescue compaction, for an urgent
 // one, and from maxDeferRatio × trigger on; else ErrSkipped with the sums.
 func (pl Plan) compactionPays(replaced, kept int, sz Sizing, scale float64) error {
-	e := pl.econ
+	e := pl.Economics
 	if e == nil || pl.Urgent || (pl.Kind != KindAuto && pl.Kind != KindPrecompact) ||
 		float64(pl.Effective) >= maxDeferRatio*float64(pl.Trigger) {
 		return nil
 	}
 	summary := sz.MaxSummaryTokens / 2
 	summarised := int(float64(replaced) * scale)
+	// A precompaction's summary is applied from the next turn on (a stored
+	// branch that matches is applied), so it is weighed as if applied now.
 	removed := summarised - summary
-	if pl.Kind == KindPrecompact {
-		// Prepared now, applied when the request reaches its trigger.
-		removed += max(pl.Trigger-pl.Effective, 0)
-	}
 	call := Usage{Input: summarised + summaryPromptTokens, Output: summary}
-	if pl.reuses {
+	if pl.SummaryReusesCache {
 		call = Usage{Input: pl.Effective + summaryPromptTokens, Output: summary}
 		if !e.Uncached {
 			call.Cached = pl.Effective
