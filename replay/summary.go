@@ -61,8 +61,8 @@ func messageText(wf wire.Format, conv *wire.Conversation, i int) string {
 }
 
 // summaryText is the simulated summariser's answer: the template's
-// sections, each with a line, then filler words up to n tokens (as Count
-// counts them), the same text for the same n.
+// sections, each with a line (as many as fit), then filler words up to n
+// tokens (as Count counts them), the same text for the same n.
 func (t *Tokens) summaryText(n int) string {
 	t.mu.Lock()
 	s, ok := t.summaries[n]
@@ -80,12 +80,15 @@ func (t *Tokens) summaryText(n int) string {
 		}
 	}
 	head := strings.TrimSpace(b.String())
+	if t.Count(head) > n {
+		head = truncateTokens(t, head, n)
+	}
 	filler := strings.Fields(strings.Repeat("the work went on as planned and the tests were run again ", n/4+1))
 	text := func(words int) string {
 		if words == 0 {
 			return head
 		}
-		return head + "\n" + strings.Join(filler[:words], " ")
+		return head + " " + strings.Join(filler[:words], " ")
 	}
 	// The fewest filler words that reach n tokens (a word is about one).
 	lo, hi := 0, len(filler)
@@ -98,9 +101,6 @@ func (t *Tokens) summaryText(n int) string {
 		}
 	}
 	s = text(lo)
-	if t.Count(head) >= n {
-		s = truncateTokens(t, head, n)
-	}
 	t.mu.Lock()
 	t.summaries[n] = s
 	t.mu.Unlock()
