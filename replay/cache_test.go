@@ -18,7 +18,9 @@ func chatBody(model, tools string, msgs ...string) string {
 
 func user(content string) string { return fmt.Sprintf(`{"role":"user","content":%q}`, content) }
 
-func assistant(content string) string { return fmt.Sprintf(`{"role":"assistant","content":%q}`, content) }
+func assistant(content string) string {
+	return fmt.Sprintf(`{"role":"assistant","content":%q}`, content)
+}
 
 const (
 	toolA = `{"type":"function","function":{"name":"bash","parameters":{"type":"object"}}}`
