@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/corpustest"
@@ -188,5 +192,82 @@ func TestReplayRefusedBodyFailsItsSession(t *testing.T) {
 	run([]string{"replay", dir}, nil, &text, &bytes.Buffer{})
 	if !strings.Contains(text.String(), "FAILED bad.jsonl: direct: ") {
 		t.Errorf("the table does not show the failed session:\n%s\n(json: %s)", text.String(), out)
+	}
+}
+
+// With -upstream the replay measures a real server: both legs go to it,
+// and its usage is read as it reports it. (A simulation serves as that
+// server here; its cache is the server's, shared by the legs.) A loopback
+// upstream is priced by prefill tokens unless -prices names a model.
+func TestReplayAgainstAnUpstreamReadsItsUsage(t *testing.T) {
+	srv := httptest.NewServer(replay.NewSim(replay.NewTokens(), 0))
+	defer srv.Close()
+	trace := filepath.Join(corpustest.Dir(t), "traces", "sweagent-ctf-pwn-warmup.json")
+	simulated, _, _ := runReplay(t, trace)
+	r, out, code := runReplay(t, "-upstream", srv.URL+"/v1", trace)
+	if code != 0 || r.Failed() {
+		t.Fatalf("exit %d, report:\n%s", code, out)
+	}
+	if r.Simulated || r.Upstream != srv.URL+"/v1" || r.Prices != rewrite.LocalPrices {
+		t.Errorf("simulated %v, upstream %q, prices %+v: want the upstream's usage at local prices", r.Simulated, r.Upstream, r.Prices)
+	}
+	// The direct leg comes first and finds the server's cache empty: what
+	// it reads is what the simulation reported.
+	if got, want := r.Sessions[0].Direct, simulated.Sessions[0].Direct; got != want {
+		t.Errorf("direct leg through -upstream %+v, want the server's usage %+v", got, want)
+	}
+	if c := r.Sessions[0].Ctxpress; c.Requests != r.Sessions[0].Turns || c.Input == 0 || c.Cached == 0 {
+		t.Errorf("the ctxpress leg read %+v", c)
+	}
+	priced, _, _ := runReplay(t, "-upstream", srv.URL+"/v1", "-prices", "gpt-4o", trace)
+	if want := (rewrite.CostConfig{}).PricesFor("gpt-4o"); priced.Prices != want {
+		t.Errorf("-prices gpt-4o priced at %+v", priced.Prices)
+	}
+}
+
+// A summary call the upstream refuses fails the session (ctxpress went on
+// without its summary: what it saved is not what the user would see),
+// unless the refusal is the upstream's window, which ctxpress answers by
+// sending the call again with half the transcript: that one is counted,
+// and the session stands.
+func TestReplayRefusedSummaryCallFailsItsSessionUnlessOverTheWindow(t *testing.T) {
+	sim := replay.NewSim(replay.NewTokens(), 0)
+	for _, tc := range []struct {
+		rule     string
+		refusal  string
+		wantFail bool
+	}{
+		{"a summary call refused as invalid: the session fails",
+			`{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error","param":null,"code":null}}`, true},
+		{"a summary call over the window: counted, ctxpress retries",
+			`{"error":{"code":400,"message":"request (2163 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error"}}`, false},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var refused atomic.Bool
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if replay.IsSummaryCall(replay.Chat, body) && refused.CompareAndSwap(false, true) {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusBadRequest)
+					_, _ = io.WriteString(w, tc.refusal)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				sim.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			trace := filepath.Join(corpustest.Dir(t), "traces", "sweagent-ctf-crypto-katy.json")
+			r, out, code := runReplay(t, "-upstream", srv.URL+"/v1", "-prices", "gpt-5", "-threshold-tokens", "8000", trace)
+			s := r.Sessions[0]
+			if tc.wantFail {
+				if code != 1 || !strings.Contains(s.Err, "summary call: status 400: Invalid value") {
+					t.Errorf("exit %d, error %q: want the session failed on the summary call", code, s.Err)
+				}
+				return
+			}
+			if code != 0 || s.Err != "" || s.Ctxpress.SummaryRefused != 1 || s.Ctxpress.Summaries == 0 {
+				t.Errorf("exit %d, %+v: want the refusal counted and the retried summary in\n%s", code, s, out)
+			}
+		})
 	}
 }

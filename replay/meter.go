@@ -28,6 +28,9 @@ type call struct {
 	// err says why the call cannot be counted: the provider's refusal, an
 	// answer without usage, a transport error.
 	err string
+	// overflow: the refusal is a prompt over the upstream's window (a real
+	// upstream's; the simulation has none).
+	overflow bool
 }
 
 // reply is a provider's whole answer.
@@ -160,6 +163,7 @@ func (m *meter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.err = err.Error()
 		case rep.status < 200 || rep.status > 299:
 			c.err = fmt.Sprintf("status %d: %s", rep.status, errorMessage(rep.body))
+			c.overflow = chat.IsContextOverflow(rep.status, rep.body)
 		default:
 			if c.usage = usageOf(f, rep); !c.usage.Found {
 				c.err = "the answer carried no usage"

@@ -44,6 +44,11 @@ func WriteText(w io.Writer, r Report) error {
 	for _, s := range failed {
 		fmt.Fprintf(w, "FAILED %s: %s\n", s.Name, s.Err)
 	}
+	for _, s := range r.Sessions {
+		if n := s.Ctxpress.SummaryRefused; n > 0 && s.Err == "" {
+			fmt.Fprintf(w, "NOTE %s: %d summary calls refused as over the upstream's window (not billed; ctxpress sent them again with less)\n", s.Name, n)
+		}
+	}
 	t := r.Totals
 	fmt.Fprintf(w, "\ntotals over %d sessions (%d failed, left out)\n", t.Sessions, t.Failed)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

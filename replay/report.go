@@ -20,6 +20,9 @@ type Leg struct {
 	SummaryCached     int `json:"summary_cached_tokens"`
 	SummaryCacheWrite int `json:"summary_cache_write_tokens"`
 	SummaryOutput     int `json:"summary_output_tokens"`
+	// SummaryRefused counts summary calls a real upstream refused as over
+	// its window (unbilled; ctxpress tried again with less).
+	SummaryRefused int `json:"summary_refused,omitempty"`
 }
 
 // sumCalls adds up the metered calls of a leg.
@@ -27,6 +30,10 @@ func sumCalls(calls []call) Leg {
 	var l Leg
 	for _, c := range calls {
 		u := c.usage
+		if c.err != "" { // a refusal the leg may go past (leg)
+			l.SummaryRefused++
+			continue
+		}
 		if c.summary {
 			l.Summaries++
 			l.SummaryInput += u.InputTokens
@@ -52,7 +59,7 @@ func (l Leg) add(m Leg) Leg {
 		CacheWrite: l.CacheWrite + m.CacheWrite, Output: l.Output + m.Output, MaxPrompt: max(l.MaxPrompt, m.MaxPrompt),
 		Summaries: l.Summaries + m.Summaries, SummaryInput: l.SummaryInput + m.SummaryInput,
 		SummaryCached: l.SummaryCached + m.SummaryCached, SummaryCacheWrite: l.SummaryCacheWrite + m.SummaryCacheWrite,
-		SummaryOutput: l.SummaryOutput + m.SummaryOutput,
+		SummaryOutput: l.SummaryOutput + m.SummaryOutput, SummaryRefused: l.SummaryRefused + m.SummaryRefused,
 	}
 }
 

@@ -152,9 +152,11 @@ func (o Options) leg(s Session, through bool) (Leg, error) {
 		calls = append(calls, m.recorded()...)
 	}
 	// A refusal anywhere (a summary call ctxpress got past included) makes
-	// the leg fail: a saving measured on refused requests is none.
+	// the leg fail: a saving measured on refused requests is none. Except
+	// a summary call over a real upstream's window: ctxpress sends it again
+	// with half the transcript (the refusal is not billed, and is counted).
 	for _, c := range calls {
-		if c.err != "" {
+		if c.err != "" && !(c.summary && c.overflow) {
 			kind := "agent request"
 			if c.summary {
 				kind = "summary call"
