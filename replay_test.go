@@ -163,7 +163,8 @@ func TestReplayRefusedBodyFailsItsSession(t *testing.T) {
 	// The tool result answers a call nobody made: OpenAI answers 400.
 	bad := `{"model":"m","messages":[{"role":"user","content":"hello"}]}` + "\n" +
 		`{"model":"m","messages":[{"role":"user","content":"hello"},{"role":"tool","tool_call_id":"call_9","content":"out"}]}` + "\n"
-	for name, body := range map[string]string{"ok.jsonl": ok, "bad.jsonl": bad} {
+	files := map[string]string{"ok.jsonl": ok, "bad.jsonl": bad, "broken.jsonl": "{\"model\":\"m\",\n"}
+	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -183,8 +184,11 @@ func TestReplayRefusedBodyFailsItsSession(t *testing.T) {
 	if good.Err != "" || good.Direct.Requests != 2 || good.Direct.Input == 0 {
 		t.Errorf("the valid session: %+v", good)
 	}
-	if r.Totals.Sessions != 1 || r.Totals.Failed != 1 || r.Totals.Direct.Input != good.Direct.Input {
-		t.Errorf("totals %+v: want the valid session only, and one failed", r.Totals)
+	if broken := session(t, r, "broken.jsonl"); !strings.Contains(broken.Err, "reading: ") {
+		t.Errorf("a file that is not JSONL: error %q", broken.Err)
+	}
+	if r.Totals.Sessions != 1 || r.Totals.Failed != 2 || r.Totals.Direct.Input != good.Direct.Input {
+		t.Errorf("totals %+v: want the valid session only, and two failed", r.Totals)
 	}
 
 	var text bytes.Buffer

@@ -92,6 +92,10 @@ func Run(sessions []Session, o Options) Report {
 // session replays s on both legs.
 func (o Options) session(s Session) SessionResult {
 	r := SessionResult{Name: s.Name, Format: s.Format, Turns: len(s.Requests)}
+	if s.Err != nil {
+		r.Err = "reading: " + s.Err.Error()
+		return r
+	}
 	var err error
 	if r.Direct, err = o.leg(s, false); err != nil {
 		r.Err = "direct: " + err.Error()

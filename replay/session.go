@@ -51,13 +51,17 @@ type Session struct {
 	Name     string // the file's base name; also its X-Session-ID
 	Format   Format
 	Requests [][]byte
+	// Err is why the file could not be read as a session; Run reports it
+	// as failed and goes on with the others.
+	Err error
 }
 
 // Load reads the sessions in paths: a file is one session (a .jsonl file
 // holds one request per line; any other file one body holding a whole
 // run, replayed turn by turn), a directory every *.json and *.jsonl in it,
 // by name. format "" detects each file's format by shape. Each request's
-// model is set to model.
+// model is set to model. A file that is not a session is returned with
+// its Err; a path that cannot be read is an error.
 func Load(paths []string, format Format, model string) ([]Session, error) {
 	var files []string
 	for _, p := range paths {
@@ -83,9 +87,7 @@ func Load(paths []string, format Format, model string) ([]Session, error) {
 	sessions := make([]Session, 0, len(files))
 	for _, f := range files {
 		s, err := LoadFile(f, format, model)
-		if err != nil {
-			return nil, err
-		}
+		s.Err = err
 		sessions = append(sessions, s)
 	}
 	return sessions, nil
@@ -93,11 +95,11 @@ func Load(paths []string, format Format, model string) ([]Session, error) {
 
 // LoadFile reads one session file (see Load).
 func LoadFile(path string, format Format, model string) (Session, error) {
+	s := Session{Name: filepath.Base(path)}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Session{}, err
+		return s, err
 	}
-	s := Session{Name: filepath.Base(path)}
 	var bodies [][]byte
 	if strings.HasSuffix(path, ".jsonl") {
 		bodies, err = splitLines(data)
