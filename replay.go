@@ -47,6 +47,7 @@ Flags:
                           -upstream: prefill tokens)
   -format F               chat, responses or messages (default: by each file's shape)
   -upstream URL           replay against a real upstream base URL, e.g. http://127.0.0.1:8080/v1
+                          (the config's upstream_api_key is its key on both legs)
   -summary-tokens N       length of a simulated summary (default %d)
   -parallel N             sessions replayed at once (default: one per CPU)
   -json                   print JSON instead of tables
