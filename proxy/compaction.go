@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,8 +131,9 @@ type compactions struct {
 	upstream string // default summariser base URL
 	apiKey   string // upstream_api_key, when set
 
-	now  func() time.Time // the clock of backoff and branch times
-	gate *localGate       // nil unless the upstream is a local server
+	cost rewrite.CostConfig // prices, for the economics of rewriting sent history
+	now  func() time.Time   // the clock of backoff and branch times
+	gate *localGate         // nil unless the upstream is a local server
 
 	mu       sync.Mutex
 	inflight map[lineKey]chan struct{} // guarded by mu; closed when the compaction ends
@@ -198,7 +200,43 @@ func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Op
 	if l := rec.LineByID(line); l != nil {
 		o.PrevDedups = dedupMarks(l.Dedups)
 	}
+	l := rec.LineByID(line)
+	if l == nil {
+		cur := rec.CurrentLine()
+		l = &cur
+	}
+	o.Economics = c.economics(numbersOf(*l))
 	return o
+}
+
+// compactionEconomics is what times an automatic compaction: the cost
+// model for a hosted provider; none for a local server, whose trigger is
+// there to fit its window (priced by prefill, a compaction never pays
+// there, and putting it off only brings the window nearer).
+func (c *compactions) compactionEconomics(n rewrite.LineNumbers) *rewrite.Economics {
+	if c.cost.Local {
+		return nil
+	}
+	return c.economics(n)
+}
+
+// summariserIsOwn reports whether summaries of a conversation with model
+// are written by its own upstream and model, so a summary call can send
+// the forwarded history as the provider's cached prefix.
+func (c *compactions) summariserIsOwn(model string) bool {
+	sc := c.cfg.Summarizer
+	return (sc.BaseURL == "" || strings.TrimSuffix(sc.BaseURL, "/") == strings.TrimSuffix(c.upstream, "/")) &&
+		(sc.Model == "" || sc.Model == model)
+}
+
+// economics is the cost model's view of a line with numbers n; nil for one
+// that never reported usage (nothing of it is known to be cached).
+func (c *compactions) economics(n rewrite.LineNumbers) *rewrite.Economics {
+	if n.Turns == 0 {
+		return nil
+	}
+	e := rewrite.EconomicsFor(c.cost.PricesFor(n.Model), n.Turns, n.Cache)
+	return &e
 }
 
 func dedupMarks(ms []state.DedupMark) []rewrite.DedupMark {
@@ -269,7 +307,10 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		return ti.rec, ev, err
 	}
 	cal := calibrationOf(ti.nums)
-	prop, size, err := c.policy.Size(ti.res, rewrite.Plan{Kind: ti.kind, Trigger: ti.trigger, Urgent: ti.urgent}, numbersOf(ti.nums).Calibration)
+	nums := numbersOf(ti.nums)
+	prop, size, err := c.policy.Size(ti.res, rewrite.Plan{Kind: ti.kind, Trigger: ti.trigger, Urgent: ti.urgent,
+		Effective: nums.Calibration.Upstream(ti.res.TokensAfter), Economics: c.compactionEconomics(nums),
+		SummaryReusesCache: c.summariserIsOwn(ti.res.Model)}, nums.Calibration)
 	if err != nil {
 		return fail("skipped", err)
 	}

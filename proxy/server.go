@@ -81,7 +81,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp = &compactions{
 		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: NewSummarizer(),
 		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
-		inflight: map[lineKey]chan struct{}{}, now: cfg.Clock, gate: s.gate,
+		inflight: map[lineKey]chan struct{}{}, now: cfg.Clock, gate: s.gate, cost: s.cfg.Cost,
 	}
 	if deps.Pipeline == nil || deps.Store == nil {
 		s.comp.cfg.Enabled = false // compaction needs both
@@ -121,6 +121,11 @@ func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// WaitIdle blocks until the background work started so far has ended
+// (summaries prepared ahead of the trigger). A replay waits for it between
+// turns, so every run finds each turn in the same state.
+func (s *Server) WaitIdle() { s.comp.wait() }
 
 // Shutdown stops accepting, lets in-flight requests and streams finish until
 // ctx is done, then closes idle upstream connections. It returns ctx.Err()

@@ -81,6 +81,11 @@ type Options struct {
 	// not rewrite an old, cached message. A mark whose message changed
 	// (the history was edited or rewound) does not count.
 	PrevDedups []DedupMark
+	// Economics, when set, is the cost model's view of the conversation:
+	// the steps that rewrite what was already sent (dedup of an earlier
+	// result, pruning) are taken only when it says they pay for the cache
+	// they break. nil: no cost information, only their minimums apply.
+	Economics *Economics
 	// FitTokens > 0 is the most the forwarded request may count: when the
 	// request (its summary applied, squashed, deduped) would count more,
 	// the oldest client messages after the leading system messages and the

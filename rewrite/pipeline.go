@@ -281,14 +281,14 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 		}
 	}
 	prev := p.prevDedups(&req, a, opts.PrevDedups)
-	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, prev)
+	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, prev, opts.Economics)
 	v.forwarded(plan)
 	if opts.FitTokens > 0 && v.fit(opts.FitTokens, plan) {
 		res.FitDropped = v.dropTo - v.lead
 		if v.branch != nil {
 			res.FitDropped -= v.branch.Covered
 		}
-		plan = p.planDedup(enc, &req, a, v.lead, v.dropTo, prev)
+		plan = p.planDedup(enc, &req, a, v.lead, v.dropTo, prev, opts.Economics)
 		v.forwarded(plan)
 	}
 	v.render(plan, &res)

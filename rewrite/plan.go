@@ -134,6 +134,13 @@ type TurnFacts struct {
 	// StoreFailedAt is when a store write of a compaction last failed;
 	// zero: never.
 	StoreFailedAt time.Time
+	// Economics, when set, is the cost model's view of the conversation:
+	// an automatic compaction is put off (up to maxDeferRatio × trigger)
+	// while it costs more than it saves. SummaryReusesCache: the summary
+	// call would send the forwarded history as a cached prefix (the
+	// summariser is the conversation's own upstream and model).
+	Economics          *Economics
+	SummaryReusesCache bool
 }
 
 // Plan is what a turn does about compaction, and why.
@@ -156,6 +163,10 @@ type Plan struct {
 	Urgent bool
 	// precompactBar is the upstream's count at which ActBackground starts.
 	precompactBar float64
+	// Economics and SummaryReusesCache are TurnFacts', for Size: the cost
+	// model times an automatic compaction (compactionPays).
+	Economics          *Economics
+	SummaryReusesCache bool
 }
 
 // PlanTurn decides what the turn t does about compaction at now. The rules,
@@ -173,7 +184,7 @@ type Plan struct {
 // No compaction starts within StoreRetry of a failed store write.
 func (p Policy) PlanTurn(t TurnFacts, now time.Time) Plan {
 	pl := Plan{Trigger: p.Trigger.Trigger(t.Model), Window: p.Trigger.ContextWindow(t.Model),
-		Effective: t.Line.Calibration.Upstream(t.Tokens)}
+		Effective: t.Line.Calibration.Upstream(t.Tokens), Economics: t.Economics, SummaryReusesCache: t.SummaryReusesCache}
 	pl.precompactBar = p.precompactRatio() * float64(pl.Trigger)
 	pl.MayRewrite = p.Enabled && !t.Ephemeral && !t.ServerHistory
 	pl.Compactable = pl.MayRewrite && t.Identified
@@ -284,7 +295,9 @@ func (p Policy) Size(res Result, pl Plan, cal Calibration) (Compaction, Sizing, 
 		replaced += res.SummaryTokens(prop.PrevSummary)
 	}
 	var err error
-	sz.Reclaim, err = p.worthIt(replaced, pl, sz.MaxSummaryTokens, scale)
+	if sz.Reclaim, err = p.worthIt(replaced, pl, sz.MaxSummaryTokens, scale); err == nil {
+		err = pl.compactionPays(replaced, prop.KeptTokens, sz, scale)
+	}
 	return prop, sz, err
 }
 

@@ -55,6 +55,9 @@ type diskLine struct {
 	Breaker         diskBreaker `json:"breaker,omitzero"`
 	Dedups          []diskDedup `json:"dedups,omitempty"`
 	UsedAt          time.Time   `json:"used_at,omitzero"`
+	Turns           int         `json:"turns,omitempty"`
+	CacheSeen       bool        `json:"cache_seen,omitempty"`
+	UncachedPrompts int         `json:"uncached_prompts,omitempty"`
 }
 
 // diskDedup is a DedupMark as [index, "digest hex"], or [index, "digest
@@ -353,8 +356,8 @@ func encodeRecord(r *Record) ([]byte, error) {
 		d.Lines = append(d.Lines, diskLine{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), LastSent: l.LastSent, Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups),
-			UsedAt: utc(l.UsedAt),
+			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups), UsedAt: utc(l.UsedAt),
+			Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
 		})
 	}
 	for _, b := range r.Branches {
@@ -409,8 +412,8 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		r.Lines = append(r.Lines, Line{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), LastSent: l.LastSent, Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups),
-			UsedAt: l.UsedAt,
+			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups), UsedAt: l.UsedAt,
+			Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
 		})
 	}
 	if len(d.Lines) == 0 && (d.LegacyLastInputTokens > 0 || d.LegacyCalibration > 0 || d.LegacyBreaker != (diskBreaker{ForceNext: d.LegacyBreaker.ForceNext})) {

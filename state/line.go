@@ -46,6 +46,13 @@ type Line struct {
 	// (a cached prefix stays as it was) and dedup's minimum applies only
 	// to what it adds.
 	Dedups []DedupMark
+	// Turns counts the line's turns that reported usage; CacheSeen says
+	// one of them read from or wrote to the upstream's prompt cache, and
+	// UncachedPrompts how many large ones reported neither before any did
+	// (the caller's rules: rewrite.CacheEvidence).
+	Turns           int
+	CacheSeen       bool
+	UncachedPrompts int
 	// UsedAt is when a request of the line was last recorded: the LRU clock.
 	UsedAt time.Time
 }
