@@ -180,7 +180,6 @@ func defaultConfig() config {
 			TargetRatio:      proxy.DefaultTargetRatio,
 			KeepRecent:       proxy.DefaultKeepRecent,
 			Precompact:       true,
-			PrecompactRatio:  proxy.DefaultPrecompactRatio,
 			SummaryPlacement: rewrite.PlacementAuto,
 			Summarizer:       summarizerConfig{Timeout: proxy.DefaultSummaryTimeout},
 		},

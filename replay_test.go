@@ -43,11 +43,12 @@ func session(t *testing.T, r replay.Report, name string) replay.SessionResult {
 	return replay.SessionResult{}
 }
 
-// Three small corpus traces, one of which compacts at a low threshold: what
-// a user reads off the report must hold.
+// Three corpus traces, one of which compacts at a low threshold (a 52-turn
+// run: the cost model puts off compactions of short ones, which do not pay
+// for the cache they break): what a user reads off the report must hold.
 func TestReplayCorpusTracesSaveTokensAndPriceSummaries(t *testing.T) {
 	dir := filepath.Join(corpustest.Dir(t), "traces")
-	names := []string{"ohsdk-claude-sonnet-4-fncall.json", "sweagent-ctf-pwn-warmup.json", "sweagent-ctf-crypto-katy.json"}
+	names := []string{"ohsdk-claude-sonnet-4-fncall.json", "sweagent-ctf-pwn-warmup.json", "mini-gemini3pro-django__django-15629.json"}
 	args := []string{"-threshold-tokens", "8000"}
 	for _, n := range names {
 		args = append(args, filepath.Join(dir, n))
@@ -73,10 +74,10 @@ func TestReplayCorpusTracesSaveTokensAndPriceSummaries(t *testing.T) {
 			t.Errorf("%s: ctxpress sent %d agent tokens, direct %d: want fewer", n, s.Ctxpress.Input, s.Direct.Input)
 		}
 	}
-	katy := session(t, r, "sweagent-ctf-crypto-katy.json")
-	c := katy.Ctxpress
+	compacting := session(t, r, "mini-gemini3pro-django__django-15629.json")
+	c := compacting.Ctxpress
 	if c.Summaries == 0 || c.SummaryInput == 0 {
-		t.Fatalf("katy at 8000 tokens: %d summary calls, %d input tokens: want its compaction counted", c.Summaries, c.SummaryInput)
+		t.Fatalf("django-15629 at 8000 tokens: %d summary calls, %d input tokens: want its compaction counted", c.Summaries, c.SummaryInput)
 	}
 	if c.SummaryOutput != c.Summaries*replay.DefaultSummaryTokens {
 		t.Errorf("summary output %d tokens for %d calls, want %d each", c.SummaryOutput, c.Summaries, replay.DefaultSummaryTokens)
@@ -84,10 +85,10 @@ func TestReplayCorpusTracesSaveTokensAndPriceSummaries(t *testing.T) {
 	p := rewrite.DefaultPrices
 	want := p.Cost(rewrite.Usage{Input: c.Input, Cached: c.Cached}) +
 		p.Cost(rewrite.Usage{Input: c.SummaryInput, Cached: c.SummaryCached, Output: c.SummaryOutput})
-	if math.Abs(katy.CostCtxpress-want) > 1e-12 {
-		t.Errorf("cost through ctxpress $%v, want $%v (agent prompts + summary calls with their output)", katy.CostCtxpress, want)
+	if math.Abs(compacting.CostCtxpress-want) > 1e-12 {
+		t.Errorf("cost through ctxpress $%v, want $%v (agent prompts + summary calls with their output)", compacting.CostCtxpress, want)
 	}
-	if summary := p.Cost(rewrite.Usage{Output: c.SummaryOutput}); katy.CostCtxpress-p.Cost(rewrite.Usage{Input: c.Input, Cached: c.Cached}) < summary {
+	if summary := p.Cost(rewrite.Usage{Output: c.SummaryOutput}); compacting.CostCtxpress-p.Cost(rewrite.Usage{Input: c.Input, Cached: c.Cached}) < summary {
 		t.Errorf("the summary calls' output ($%v) is not in the cost", summary)
 	}
 	if r.Totals.Sessions != 3 || r.Totals.Ctxpress.AllInput() >= r.Totals.Direct.AllInput() {

@@ -32,11 +32,12 @@ type CompactionConfig struct {
 	MinReclaimTokens int
 	// KeepRecent messages stay raw; 0 means DefaultKeepRecent.
 	KeepRecent int
-	// KeepRecentTokens of raw tail at least; 0 means 20% of the trigger.
+	// KeepRecentTokens of raw tail at least; 0 means 5% of the trigger.
 	KeepRecentTokens int
 	// Precompact prepares the summary in the background after a turn the
-	// upstream counted at PrecompactRatio (0 means DefaultPrecompactRatio)
-	// of the trigger or more (rewrite.Policy.Precompact).
+	// upstream counted at PrecompactRatio (0: 0.5 in front of a hosted
+	// upstream, where the cost model decides whether it pays, 0.7 in front
+	// of a local one) of the trigger or more (rewrite.Policy.Precompact).
 	Precompact      bool
 	PrecompactRatio float64
 	// SummaryPlacement is "auto" (default, also ""), "system" or "user"

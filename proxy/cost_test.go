@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/state"
 )
 
 // A file read again several turns after the first read: deduping the
@@ -18,7 +20,7 @@ func TestDedupOfAnOldReadWaitsWhileTheUpstreamCaches(t *testing.T) {
 			up := newResponsesUpstream(t)
 			up.noCache = noCache
 			up.cmds = []string{"cat dateparse/parse.go", "make", "go vet ./...", "grep -rn isLeap .", "cat dateparse/parse.go"}
-			deps, _ := responsesDeps(t)
+			deps, st := responsesDeps(t)
 			p := startProxyWith(t, Config{Upstream: up.BaseURL(), LocalUpstream: &hosted}, deps)
 			a := newResponsesAgent(t, p.BaseURL(), "codex-cost-"+strconv.FormatBool(noCache))
 			source, log := goSource(), bigBuildLog()
@@ -31,8 +33,11 @@ func TestDedupOfAnOldReadWaitsWhileTheUpstreamCaches(t *testing.T) {
 				}
 				return toolOutput(n)
 			}
-			for range 6 {
+			for i := range 6 {
 				a.turn(false)
+				// What the cost model knows of the cache comes from the
+				// recorded turns: each is written before the next is sent.
+				waitFor(t, func() bool { return recordedRequests(t, st) == int64(i+1) }, "the turn recorded")
 			}
 			turns, _ := up.turns()
 			if len(turns) != 6 {
@@ -47,4 +52,14 @@ func TestDedupOfAnOldReadWaitsWhileTheUpstreamCaches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordedRequests is the requests the store's one record counts.
+func recordedRequests(t *testing.T, st state.Store) int64 {
+	t.Helper()
+	recs, err := st.List(state.ListOptions{})
+	if err != nil || len(recs) != 1 {
+		return 0
+	}
+	return recs[0].Requests
 }

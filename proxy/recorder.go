@@ -46,9 +46,15 @@ type recorder struct {
 	// answer ends, still finds its line and the previous turn's usage and
 	// calibration.
 	pending map[state.Key]pendingTurns // guarded by pendingMu
+	// unwritten counts the turns queued and not yet written (or lost), for
+	// wait.
+	unwritten sync.WaitGroup
 
 	warn warnLimiter
 }
+
+// wait blocks until every turn queued so far is written (or lost).
+func (r *recorder) wait() { r.unwritten.Wait() }
 
 // warnLimiter logs a recurring failure once per warnEvery, with how many
 // happened since the last line.
@@ -82,6 +88,7 @@ func (r *recorder) record(tr turnRecord) {
 		return
 	}
 	r.pendingMu.Lock()
+	r.unwritten.Add(1)
 	p := r.pending[tr.turn.key]
 	p.n++
 	p.lines = p.lines.with(tr)
@@ -139,6 +146,7 @@ func (ls pendingLines) with(tr turnRecord) pendingLines {
 func (r *recorder) done1(key state.Key) {
 	r.pendingMu.Lock()
 	defer r.pendingMu.Unlock()
+	defer r.unwritten.Done()
 	if p := r.pending[key]; p.n > 1 {
 		p.n--
 		r.pending[key] = p

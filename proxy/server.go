@@ -123,9 +123,15 @@ func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 
 // WaitIdle blocks until the background work started so far has ended
-// (summaries prepared ahead of the trigger). A replay waits for it between
-// turns, so every run finds each turn in the same state.
-func (s *Server) WaitIdle() { s.comp.wait() }
+// (summaries prepared ahead of the trigger, turns queued for the store). A
+// replay waits for it between turns, so every run finds each turn in the
+// same state.
+func (s *Server) WaitIdle() {
+	s.comp.wait()
+	if s.rec != nil {
+		s.rec.wait()
+	}
+}
 
 // Shutdown stops accepting, lets in-flight requests and streams finish until
 // ctx is done, then closes idle upstream connections. It returns ctx.Err()
