@@ -1,0 +1,131 @@
+package compactor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ctxpress/ctxpress/wire"
+)
+
+// HistoryLead opens the instruction of a summary call that sends the
+// conversation itself (HistoryPrompt), in the last user message: how such
+// a call is told from a turn of the conversation.
+const HistoryLead = "[Context checkpoint request]"
+
+// historyOpening stops the agent: the instruction arrives where the next
+// user turn would, in a conversation full of tools and tasks, so it says
+// first that it is neither.
+const historyOpening = HistoryLead + " This message is not from the user and not part of the task: stop the work for this one reply. " +
+	"Do not call any tool, do not answer the user and do not continue the conversation. " +
+	SummarizerLead + " The conversation above has grown too long for the context window: its earlier part will be replaced by the summary you write now, " +
+	"and the assistant will continue from that summary with no other memory of what it covers."
+
+// historyRules are SummarizerPreamble's rules for a summary of the
+// conversation itself.
+const historyRules = `Rules:
+- Be factual and specific. Keep exact values verbatim: file paths, function and class names, ids, URLs, versions, commands, error messages, numbers, and the user's own wording for requirements.
+- Record what was actually done and its outcome, not what was planned. Drop chit-chat, repeated output and anything superseded by later turns.
+- Never include credentials (keys, tokens, passwords).
+- Output only the summary in the template's Markdown format, with every section heading present (write "None" under a heading with nothing to say).`
+
+// compactHistoryOpening and compactHistoryRules are the small-window
+// versions, as compactPreamble is of SummarizerPreamble.
+const (
+	compactHistoryOpening = HistoryLead + " Not from the user: stop the task for this one reply, call no tool, answer no one. " +
+		SummarizerLead + " Summarise the conversation above for an assistant that will continue from your summary alone."
+	compactHistoryRules = `Keep exact paths, names, commands, errors and numbers. Never include credentials. Write every section heading below ("None" when empty).`
+)
+
+// quoteChars bounds the quote of the first kept message: enough to find
+// it, short enough not to be taken for an instruction.
+const quoteChars = 120
+
+// HistoryInput says what a summary of the conversation itself covers.
+type HistoryInput struct {
+	// Window is the summariser's window in its tokens (0: unknown); below
+	// CompactPromptBelow the instruction is the compact one.
+	Window int
+	// Kept is how many of the conversation's last messages stay verbatim
+	// after the summary (0: none, the whole conversation is summarised),
+	// and FirstKept the first of them.
+	Kept      int
+	FirstKept Message
+	// Prev reports that the conversation holds a <conversation_summary>
+	// of turns compacted earlier, which the new summary replaces too.
+	Prev bool
+}
+
+// HistoryPrompt is the instruction appended to the conversation in a
+// summary call that sends the conversation itself, so the provider's
+// prompt cache holds all of it: what to summarise (everything before the
+// last Kept messages, the first of which it quotes), that a previous
+// summary is to be folded in, the rules and the template.
+func HistoryPrompt(in HistoryInput) string {
+	opening, rules, template := historyOpening, historyRules, SummaryTemplate
+	if in.Window > 0 && in.Window < CompactPromptBelow {
+		opening, rules, template = compactHistoryOpening, compactHistoryRules, compactTemplate
+	}
+	var b strings.Builder
+	b.WriteString(opening)
+	b.WriteString("\n\nWhat to summarise: ")
+	switch {
+	case in.Kept == 1:
+		fmt.Fprintf(&b, "everything above but the last message (%s): it stays in the context verbatim after your summary, so leave it out, and write ## Active Task as of the end of the part you summarise.", Describe(in.FirstKept))
+	case in.Kept > 1:
+		fmt.Fprintf(&b, "everything above but the last %d messages, which begin with %s: they stay in the context verbatim after your summary, so leave them out, and write ## Active Task as of the end of the part you summarise.", in.Kept, Describe(in.FirstKept))
+	default:
+		b.WriteString("the whole conversation above.")
+	}
+	if in.Prev {
+		b.WriteString(" The conversation opens with a " + blockOpen + " of turns compacted earlier; it is replaced too: fold every fact of it that is still true into your summary, " +
+			"updated by the turns after it, as ONE summary in the template (do not nest it or summarise it as a whole).")
+	}
+	b.WriteString("\n\n")
+	b.WriteString(rules)
+	b.WriteString("\n\nWrite the summary with exactly these sections, in this order:\n\n")
+	b.WriteString(template)
+	return b.String()
+}
+
+// Describe names a message so a model can find it in the conversation:
+// its role and the start of its text, quoted, or the tools it calls, or
+// the call it answers.
+func Describe(m Message) string {
+	quote := ""
+	if t := strings.TrimSpace(oneLine(m.Text)); t != "" {
+		if len(t) > quoteChars {
+			t = t[:runeFloor(t, quoteChars)] + "…"
+		}
+		quote = fmt.Sprintf(" %q", t)
+	}
+	switch m.Role {
+	case wire.RoleUser:
+		return "the user's message" + quote
+	case wire.RoleTool:
+		id := m.ToolCallID
+		if id == "" {
+			id = m.Name
+		}
+		return fmt.Sprintf("the result of tool call %s%s", oneLine(id), quote)
+	case wire.RoleAssistant:
+		if quote == "" && len(m.ToolCalls) > 0 {
+			names := make([]string, len(m.ToolCalls))
+			for i, c := range m.ToolCalls {
+				names[i] = oneLine(c.Name)
+			}
+			return "the assistant's call to " + strings.Join(names, ", ")
+		}
+		return "the assistant's message" + quote
+	case wire.RoleInstruction:
+		return "the system message" + quote
+	}
+	return "the message" + quote
+}
+
+// IsSummaryPrompt reports whether text, a request's last user text, is a
+// summary call's: a transcript prompt (opening with SummarizerLead) or the
+// instruction HistoryPrompt appends, alone or after the user's own text.
+func IsSummaryPrompt(text string) bool {
+	return strings.HasPrefix(text, SummarizerLead) || strings.HasPrefix(text, HistoryLead) ||
+		strings.Contains(text, "\n\n"+HistoryLead)
+}
