@@ -1,6 +1,7 @@
 package compactor
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 
@@ -58,8 +59,9 @@ type HistoryInput struct {
 // HistoryPrompt is the instruction appended to the conversation in a
 // summary call that sends the conversation itself, so the provider's
 // prompt cache holds all of it: what to summarise (everything before the
-// last Kept messages, the first of which it quotes), that a previous
-// summary is to be folded in, the rules and the template.
+// first of the last Kept messages, which it quotes: a count alone is
+// easy to get wrong), that a previous summary is to be folded in, the
+// rules and the template.
 func HistoryPrompt(in HistoryInput) string {
 	opening, rules, template := historyOpening, historyRules, SummaryTemplate
 	if in.Window > 0 && in.Window < CompactPromptBelow {
@@ -68,12 +70,10 @@ func HistoryPrompt(in HistoryInput) string {
 	var b strings.Builder
 	b.WriteString(opening)
 	b.WriteString("\n\nWhat to summarise: ")
-	switch {
-	case in.Kept == 1:
-		fmt.Fprintf(&b, "everything above but the last message (%s): it stays in the context verbatim after your summary, so leave it out, and write ## Active Task as of the end of the part you summarise.", Describe(in.FirstKept))
-	case in.Kept > 1:
-		fmt.Fprintf(&b, "everything above but the last %d messages, which begin with %s: they stay in the context verbatim after your summary, so leave them out, and write ## Active Task as of the end of the part you summarise.", in.Kept, Describe(in.FirstKept))
-	default:
+	if in.Kept > 0 {
+		fmt.Fprintf(&b, "the conversation above up to %s. That message and the ones after it (%d in all) stay in the context verbatim after your summary: leave them out of it, and write ## Active Task as of the point where the summarised part ends.",
+			Describe(in.FirstKept), in.Kept)
+	} else {
 		b.WriteString("the whole conversation above.")
 	}
 	if in.Prev {
@@ -92,10 +92,7 @@ func HistoryPrompt(in HistoryInput) string {
 // the call it answers.
 func Describe(m Message) string {
 	quote := ""
-	if t := strings.TrimSpace(oneLine(m.Text)); t != "" {
-		if len(t) > quoteChars {
-			t = t[:runeFloor(t, quoteChars)] + "…"
-		}
+	if t := excerpt(m.Text); t != "" {
 		quote = fmt.Sprintf(" %q", t)
 	}
 	switch m.Role {
@@ -109,11 +106,8 @@ func Describe(m Message) string {
 		return fmt.Sprintf("the result of tool call %s%s", oneLine(id), quote)
 	case wire.RoleAssistant:
 		if quote == "" && len(m.ToolCalls) > 0 {
-			names := make([]string, len(m.ToolCalls))
-			for i, c := range m.ToolCalls {
-				names[i] = oneLine(c.Name)
-			}
-			return "the assistant's call to " + strings.Join(names, ", ")
+			c := m.ToolCalls[0]
+			return fmt.Sprintf("the assistant's call to %s(%s)", oneLine(c.Name), excerpt(c.Arguments))
 		}
 		return "the assistant's message" + quote
 	case wire.RoleInstruction:
@@ -122,10 +116,23 @@ func Describe(m Message) string {
 	return "the message" + quote
 }
 
+// HoldsBlock reports whether a body holds a summary block (Block).
+func HoldsBlock(body []byte) bool { return bytes.Contains(body, []byte(blockOpen)) }
+
+// excerpt is the start of s on one line, at most quoteChars.
+func excerpt(s string) string {
+	t := strings.TrimSpace(oneLine(s))
+	if len(t) > quoteChars {
+		t = t[:runeFloor(t, quoteChars)] + "…"
+	}
+	return t
+}
+
 // IsSummaryPrompt reports whether text, a request's last user text, is a
 // summary call's: a transcript prompt (opening with SummarizerLead) or the
-// instruction HistoryPrompt appends, alone or after the user's own text.
+// instruction HistoryPrompt appends, alone or on a line of its own after
+// the user's own text (texts joined by blank lines or newlines).
 func IsSummaryPrompt(text string) bool {
 	return strings.HasPrefix(text, SummarizerLead) || strings.HasPrefix(text, HistoryLead) ||
-		strings.Contains(text, "\n\n"+HistoryLead)
+		strings.Contains(text, "\n"+HistoryLead)
 }

@@ -18,21 +18,18 @@ func TestHistoryPrompt(t *testing.T) {
 	}{
 		{"it stops the agent, says what to keep by count and quote, and ends with the template",
 			HistoryInput{Kept: 6, FirstKept: first},
-			[]string{"Do not call any tool", "everything above but the last 6 messages", `the user's message "Now run the tests and fix what fails."`,
-				"leave them out", "## Active Task as of the end of the part you summarise", SummaryTemplate},
+			[]string{"Do not call any tool", `the conversation above up to the user's message "Now run the tests and fix what fails."`,
+				"(6 in all)", "leave them out", "## Active Task as of the point where the summarised part ends", SummaryTemplate},
 			[]string{blockOpen}, HistoryLead},
 		{"a previous summary in the conversation is folded in",
 			HistoryInput{Kept: 2, FirstKept: first, Prev: true},
 			[]string{blockOpen + " of turns compacted earlier", "fold every fact", "ONE summary"}, nil, HistoryLead},
-		{"one kept message is named alone",
-			HistoryInput{Kept: 1, FirstKept: first},
-			[]string{"everything above but the last message (the user's message", "leave it out"}, []string{"last 1 "}, HistoryLead},
 		{"nothing kept: the whole conversation",
 			HistoryInput{Kept: 0},
-			[]string{"the whole conversation above."}, []string{"but the last"}, HistoryLead},
+			[]string{"the whole conversation above."}, []string{"up to the"}, HistoryLead},
 		{"a small window gets the compact instruction and template",
 			HistoryInput{Window: 2048, Kept: 3, FirstKept: first},
-			[]string{"call no tool", compactTemplate, "everything above but the last 3 messages"}, []string{SummaryTemplate}, HistoryLead},
+			[]string{"call no tool", compactTemplate, "(3 in all)"}, []string{SummaryTemplate}, HistoryLead},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
@@ -67,7 +64,8 @@ func TestDescribe(t *testing.T) {
 		{"a user message by its text", Message{Role: wire.RoleUser, Text: "fix it"}, `the user's message "fix it"`},
 		{"a tool result by its call and text", Message{Role: wire.RoleTool, ToolCallID: "call_7", Text: "ok\n"}, `the result of tool call call_7 "ok"`},
 		{"a legacy result by its function", Message{Role: wire.RoleTool, Name: "bash", Text: "ok"}, `the result of tool call bash "ok"`},
-		{"an assistant call without text by its tools", Message{Role: wire.RoleAssistant, ToolCalls: []ToolCall{{Name: "bash"}, {Name: "read"}}}, "the assistant's call to bash, read"},
+		{"an assistant call without text by its first call", Message{Role: wire.RoleAssistant, ToolCalls: []ToolCall{{Name: "bash", Arguments: `{"command":"make"}`}, {Name: "read"}}},
+			`the assistant's call to bash({"command":"make"})`},
 		{"an assistant message with text by its text", Message{Role: wire.RoleAssistant, Text: "Looking.", ToolCalls: []ToolCall{{Name: "bash"}}}, `the assistant's message "Looking."`},
 		{"a long text is cut on a rune", Message{Role: wire.RoleUser, Text: long}, `the user's message "` + long[:quoteChars] + `…"`},
 		{"a system message", Message{Role: wire.RoleInstruction, Text: "Be brief."}, `the system message "Be brief."`},
@@ -88,6 +86,7 @@ func TestIsSummaryPrompt(t *testing.T) {
 		{"a transcript prompt", BuildPromptFor(0, "", "[USER]: hi"), true},
 		{"a history instruction alone", HistoryPrompt(HistoryInput{}), true},
 		{"a history instruction after the user's text", "run the tests\n\n" + HistoryPrompt(HistoryInput{}), true},
+		{"a history instruction after the user's text part", "run the tests\n" + HistoryPrompt(HistoryInput{}), true},
 		{"a user turn", "run the tests", false},
 		{"a user turn naming the lead mid-line", "what is " + HistoryLead + "?", false},
 	}
