@@ -32,6 +32,12 @@ var ErrToolCallReply = fmt.Errorf("%w: the model called a tool instead of writin
 // ErrUpstream means the summary upstream answered with a non-2xx status.
 var ErrUpstream = errors.New("compactor: summary upstream error")
 
+// ErrRefused means the summary upstream refused the request itself (400,
+// 413, 422: a field, a shape or a size it does not take), not that it
+// failed (5xx), limits the caller (429) or refuses the credential; it
+// wraps ErrUpstream.
+var ErrRefused = errors.New("the request was refused")
+
 // ErrBadResponse means the summary upstream's 2xx answer is not a chat completion ctxpress can read.
 var ErrBadResponse = errors.New("compactor: unreadable summary response")
 
@@ -176,13 +182,16 @@ func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 
 // CheckSummaryAnswer returns the error a summary call's answer is, in any
 // format: a non-2xx status (ErrUpstream, and ErrContextOverflow when
-// IsContextOverflow), a body that is not JSON (ErrBadResponse), or an
+// IsContextOverflow, else ErrRefused for 400, 413, 422), a body that is not JSON (ErrBadResponse), or an
 // "error" member in a 2xx answer (some local servers answer errors with
 // 200). auth never appears in the error.
 func CheckSummaryAnswer(status int, body []byte, auth string) error {
 	if status < 200 || status > 299 {
 		if IsContextOverflow(status, body) {
 			return fmt.Errorf("%w: %w: status %d: %s", ErrContextOverflow, ErrUpstream, status, upstreamMessage(body, auth))
+		}
+		if status == 400 || status == 413 || status == 422 {
+			return fmt.Errorf("%w: status %d, %w: %s", ErrUpstream, status, ErrRefused, upstreamMessage(body, auth))
 		}
 		return fmt.Errorf("%w: status %d: %s", ErrUpstream, status, upstreamMessage(body, auth))
 	}
