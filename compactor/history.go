@@ -33,7 +33,7 @@ const historyRules = `Rules:
 // versions, as compactPreamble is of SummarizerPreamble.
 const (
 	compactHistoryOpening = HistoryLead + " Not from the user: stop the task for this one reply, call no tool, answer no one. " +
-		SummarizerLead + " Summarise the conversation above for an assistant that will continue from your summary alone."
+		SummarizerLead + " Summarise the conversation above for an assistant that continues from your summary alone."
 	compactHistoryRules = `Keep exact paths, names, commands, errors and numbers. Never include credentials. Write every section heading below ("None" when empty).`
 )
 
@@ -61,31 +61,54 @@ type HistoryInput struct {
 // prompt cache holds all of it: what to summarise (everything before the
 // first of the last Kept messages, which it quotes: a count alone is
 // easy to get wrong), that a previous summary is to be folded in, the
-// rules and the template.
+// rules and the template. Below CompactPromptBelow every part is the
+// short one: in a 2k window the instruction is a fifth of the call.
 func HistoryPrompt(in HistoryInput) string {
-	opening, rules, template := historyOpening, historyRules, SummaryTemplate
+	p := historyParts
 	if in.Window > 0 && in.Window < CompactPromptBelow {
-		opening, rules, template = compactHistoryOpening, compactHistoryRules, compactTemplate
+		p = compactHistoryParts
 	}
 	var b strings.Builder
-	b.WriteString(opening)
-	b.WriteString("\n\nWhat to summarise: ")
+	b.WriteString(p.opening)
+	b.WriteString("\n\n")
 	if in.Kept > 0 {
-		fmt.Fprintf(&b, "the conversation above up to %s. That message and the ones after it (%d in all) stay in the context verbatim after your summary: leave them out of it, and write ## Active Task as of the point where the summarised part ends.",
-			Describe(in.FirstKept), in.Kept)
+		fmt.Fprintf(&b, p.scope, Describe(in.FirstKept), in.Kept)
 	} else {
-		b.WriteString("the whole conversation above.")
+		b.WriteString(p.whole)
 	}
 	if in.Prev {
-		b.WriteString(" The conversation opens with a " + blockOpen + " of turns compacted earlier; it is replaced too: fold every fact of it that is still true into your summary, " +
-			"updated by the turns after it, as ONE summary in the template (do not nest it or summarise it as a whole).")
+		b.WriteString(" ")
+		b.WriteString(p.prev)
 	}
 	b.WriteString("\n\n")
-	b.WriteString(rules)
+	b.WriteString(p.rules)
 	b.WriteString("\n\nWrite the summary with exactly these sections, in this order:\n\n")
-	b.WriteString(template)
+	b.WriteString(p.template)
 	return b.String()
 }
+
+// historyText is a HistoryPrompt's wording: scope is a format of the
+// first kept message's description and the count kept.
+type historyText struct{ opening, scope, whole, prev, rules, template string }
+
+var (
+	historyParts = historyText{
+		opening: historyOpening,
+		scope: "What to summarise: the conversation above up to %s. That message and the ones after it (%d in all) stay in the context verbatim after your summary: " +
+			"leave them out of it, and write ## Active Task as of the point where the summarised part ends.",
+		whole: "What to summarise: the whole conversation above.",
+		prev: "The conversation opens with a " + blockOpen + " of turns compacted earlier; it is replaced too: fold every fact of it that is still true into your summary, " +
+			"updated by the turns after it, as ONE summary in the template (do not nest it or summarise it as a whole).",
+		rules: historyRules, template: SummaryTemplate,
+	}
+	compactHistoryParts = historyText{
+		opening: compactHistoryOpening,
+		scope:   "Summarise only what comes before %s: from it on (%d messages) all stays verbatim.",
+		whole:   "Summarise all of it.",
+		prev:    "Fold the " + blockOpen + " at its start into yours: one summary.",
+		rules:   compactHistoryRules, template: compactTemplate,
+	}
+)
 
 // Describe names a message so a model can find it in the conversation:
 // its role and the start of its text, quoted, or the tools it calls, or

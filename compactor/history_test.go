@@ -29,7 +29,10 @@ func TestHistoryPrompt(t *testing.T) {
 			[]string{"the whole conversation above."}, []string{"up to the"}, HistoryLead},
 		{"a small window gets the compact instruction and template",
 			HistoryInput{Window: 2048, Kept: 3, FirstKept: first},
-			[]string{"call no tool", compactTemplate, "(3 in all)"}, []string{SummaryTemplate}, HistoryLead},
+			[]string{"call no tool", compactTemplate, `before the user's message "Now run the tests and fix what fails.": from it on (3 messages)`}, []string{SummaryTemplate}, HistoryLead},
+		{"a small window folds a previous summary in, briefly",
+			HistoryInput{Window: 2048, Kept: 3, FirstKept: first, Prev: true},
+			[]string{"Fold the " + blockOpen + " at its start into yours"}, []string{SummaryTemplate}, HistoryLead},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
