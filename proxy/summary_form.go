@@ -107,7 +107,10 @@ func (c *compactions) historyCall(in historyInput) (SummaryRequest, bool) {
 		Window: hp.Window, Answer: answer,
 		Tokens: scaled(ti.res.TokensAfter+c.pipeline.Counter().CountText(in.call.Model, call.Prompt), max(in.cal, 1)),
 	}
-	return call, continuesHistory(f)
+	ok := continuesHistory(f)
+	c.log.Debug().Str("conversation", ti.key.ID).Bool("continues_history", ok).Int("history_tokens", f.Tokens).
+		Int("answer_tokens", f.Answer).Int("window", f.Window).Msg("summary call form")
+	return call, ok
 }
 
 // history is the body ti's summary call continues: the one forwarded at
