@@ -68,7 +68,7 @@ func newTap(t *testing.T, upstream string) *tap {
 func (tp *tap) summaries(input string) (out, before []tapped) {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	var turn tapped
+	var turns []tapped
 	for _, c := range tp.calls {
 		items := gjson.Get(c.req, input).Array()
 		if len(items) == 0 {
@@ -83,12 +83,36 @@ func (tp *tap) summaries(input string) (out, before []tapped) {
 		switch {
 		case !gjson.Get(c.resp, "usage").Exists():
 		case compactor.IsSummaryPrompt(text):
-			out, before = append(out, c), append(before, turn)
+			out, before = append(out, c), append(before, continued(turns, items, input))
 		default:
-			turn = c
+			turns = append(turns, c)
 		}
 	}
 	return out, before
+}
+
+// continued is the latest of turns whose items the summary call's items
+// continue: all but its last as sent (the instruction may have joined
+// the last). A background summary continues the turn it followed, which
+// is not always the last one the server saw before it.
+func continued(turns []tapped, items []gjson.Result, input string) tapped {
+	for i := len(turns) - 1; i >= 0; i-- {
+		sent := gjson.Get(turns[i].req, input).Array()
+		if len(sent) == 0 || len(sent) > len(items) {
+			continue
+		}
+		same := true
+		for j := range sent[:len(sent)-1] {
+			if sent[j].Raw != items[j].Raw {
+				same = false
+				break
+			}
+		}
+		if same {
+			return turns[i]
+		}
+	}
+	return tapped{}
 }
 
 // answered reports whether the tap saw a summary call answered.
