@@ -81,6 +81,16 @@ type Options struct {
 	// not rewrite an old, cached message. A mark whose message changed
 	// (the history was edited or rewound) does not count.
 	PrevDedups []DedupMark
+	// PrevPrunes is Result.Prunes of the previous forwarded request of
+	// this history (nil when unknown): those results stay pruned, and a
+	// request that opens a new user turn decides, once, whether to prune
+	// the others from before its ask (PruneConfig).
+	PrevPrunes []PruneMark
+	// Economics is what the cost model knows of this conversation: a step
+	// that rewrites what was already sent (a prune batch) is taken only
+	// when Economics.Pays says so. nil: no cost information, the step is
+	// taken.
+	Economics *Economics
 	// FitTokens > 0 is the most the forwarded request may count: when the
 	// request (its summary applied, squashed, deduped) would count more,
 	// the oldest client messages after the leading system messages and the
@@ -149,7 +159,8 @@ type view struct {
 
 	fixed int       // tokens of the request besides its messages
 	fwd   []int     // tokens of each message as forwarded (squashed, deduped)
-	dedup dedupPlan // the tool results dedup replaces
+	dedup dedupPlan // the tool results dedup replaces (and prune's, as stubs)
+	prune prunePlan // which of them prune replaced
 }
 
 // newView derives the leading system messages, the resolved placement,
