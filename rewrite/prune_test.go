@@ -318,3 +318,44 @@ func TestPruneMarkNeedsTheMessageDigest(t *testing.T) {
 		t.Errorf("a mark with another digest pruned %d", res.Pruned)
 	}
 }
+
+// A Claude Code session (thinking on: every thinking block is bound to
+// what precedes it) with pruning: at each later ask the earlier test runs
+// become their line and the thinking of the turns after them is left out,
+// so the signature-checking upstream accepts every request, with and
+// without compactions, and a prompt breaks only where a batch or a
+// compaction changed it.
+func TestClaudeCodeSessionWithPruningKeepsEveryThinkingBlockValid(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		compactAt map[int]bool
+	}{
+		{"pruning alone", nil},
+		{"with compactions at a user turn and inside a loop", map[int]bool{6: true, 15: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newClaudeSession(t, Config{Squash: &squash.Config{}, Dedup: DefaultDedupConfig(), Prune: PruneConfig{Enabled: true, MinTokens: 200}})
+			s.run(claudeScript(t), tc.compactAt, 4)
+			var want []int
+			pruned := 0
+			for i, res := range s.results {
+				batch := i > 0 && len(res.Prunes) > len(s.results[i-1].Prunes)
+				if batch || s.compacted[i] {
+					want = append(want, i)
+				}
+				pruned = max(pruned, res.Pruned)
+				t.Logf("request %2d: pruned %d (marks %d), thinking left out of %d, drop_block %v, tokens %d -> %d",
+					i, res.Pruned, len(res.Prunes), res.ThinkingLeftOut, res.DropMismatched, res.TokensBefore, res.TokensAfter)
+			}
+			if pruned == 0 {
+				t.Fatal("nothing pruned: the session does not exercise pruning")
+			}
+			if got := s.breaks(); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("prompts break at requests %v, want at the batches and compactions %v", got, want)
+			}
+			if s.ledger.Verified() == 0 {
+				t.Error("no thinking block was verified")
+			}
+		})
+	}
+}
