@@ -90,12 +90,13 @@ type prunedLine struct {
 // planPrune adds the pruned results to plan: those prev names (sent
 // pruned before, so sent pruned again: a dedup that now supersedes one
 // gives way), and, on the request that opens a user turn (its last
-// message is the ask), the batch of every result before that ask that is
-// not pruned yet, deduped, exempt or under the minimum, when econ says
-// the rewrite pays (nil econ: always). A batch declined stays declined
-// for the rest of the turn: the later requests of the turn do not open
-// one, so the prefix is rewritten at most once per user turn. A request
-// on a history the provider keeps is never pruned.
+// message is the ask), one batch of the results before that ask that are
+// not pruned yet, deduped, exempt or under the minimum: all of them
+// without econ, else the latest of them from the start econ says saves
+// most, none when no start pays (batchStart). What a batch leaves stays
+// as it was for the rest of the turn: the later requests of the turn open
+// no batch, so the prefix is rewritten at most once per user turn. A
+// request on a history the provider keeps is never pruned.
 func (p *Pipeline) planPrune(v *view, plan *dedupPlan, prevDedups map[int]bool, prev map[int]int, econ *Economics) prunePlan {
 	var pp prunePlan
 	req, a := v.req, v.a
@@ -131,23 +132,50 @@ func (p *Pipeline) planPrune(v *view, plan *dedupPlan, prevDedups map[int]bool, 
 	if len(batch) == 0 {
 		return pp
 	}
-	removed, saves := 0, make([]int, len(batch))
+	saves := make([]int, len(batch))
 	for j, k := range batch {
 		line := p.pruneLine(v, k)
 		saves[j] = a.resultFacts(k).contentAfter - line.tokens
-		removed += saves[j]
 		pp.add(plan, req, a.results[k].item, line, saves[j], u)
 	}
-	first := a.results[batch[0]].msg
-	if econ != nil && !econ.Pays(PrefixChange{Removed: removed, Rebuilt: v.tokensUnder(*plan, first, u)}) {
-		for j, k := range batch {
-			pp.remove(plan, req, a.results[k].item, saves[j])
-		}
-		pp.declined = len(batch)
-		return pp
+	from := v.batchStart(*plan, batch, saves, u, econ)
+	for j := range from {
+		pp.remove(plan, req, a.results[batch[j]].item, saves[j])
 	}
-	pp.spanOf(u, first)
+	pp.declined = from
+	if from < len(batch) {
+		pp.spanOf(u, a.results[batch[from]].msg)
+	}
 	return pp
+}
+
+// batchStart returns where the batch (a.results indexes, in body order,
+// each saving saves[j], all of them stubbed in plan) starts: the results
+// from it on are pruned together, those before it left as they were. A
+// rewrite makes the provider read again everything from its first change
+// to the ask u, so econ weighs each start — what the results from it on
+// remove, against what they make uncached — and the start that saves
+// most is taken; len(batch) when none pays. Without econ the whole batch
+// is taken.
+func (v *view) batchStart(plan dedupPlan, batch, saves []int, u int, econ *Economics) int {
+	if econ == nil {
+		return 0
+	}
+	a := v.a
+	first := a.results[batch[0]].msg
+	after := make([]int, u-first+1) // after[i-first]: tokens of messages [i, u) as plan forwards them
+	for i := u - 1; i >= first; i-- {
+		after[i-first] = after[i+1-first] + v.tokensUnder(plan, i, i+1)
+	}
+	best, bestSaving, removed := len(batch), 0.0, 0
+	for j := len(batch) - 1; j >= 0; j-- {
+		removed += saves[j]
+		m := a.results[batch[j]].msg
+		if s := econ.Saving(PrefixChange{Removed: removed, Rebuilt: after[m-first]}); s > bestSaving {
+			best, bestSaving = j, s
+		}
+	}
+	return best
 }
 
 // prunable reports whether result k (an a.results index) may join a
