@@ -47,6 +47,7 @@ type turn struct {
 	// line's next request; forwarded is false when ctxpress answered the
 	// turn itself (/compact), which leaves the line's dedups as they were.
 	dedups    []state.DedupMark
+	prunes    []state.PruneMark // rewrite.Result.Prunes, kept as dedups are
 	forwarded bool
 	compacted bool
 	trigger   int
@@ -175,9 +176,9 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 	}
 	if id.ID != "" {
 		c.t.line, c.nums = lineOf(&c.rec, c.res)
-		if len(c.nums.Dedups) > 0 {
-			// The line's last request deduped: those dedups stay (sticky),
-			// and the minimum applies to what this one adds.
+		if len(c.nums.Dedups) > 0 || len(c.nums.Prunes) > 0 {
+			// The line's last request deduped or pruned: those stay
+			// (sticky), and the minimum applies to what this one adds.
 			if again, ok := s.rewrite(parsed, s.comp.options(c.rec, c.t.line.id)); ok {
 				c.res = again
 			}
@@ -256,6 +257,10 @@ func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 	t.dedups = t.dedups[:0]
 	for _, d := range res.Dedups {
 		t.dedups = append(t.dedups, state.DedupMark{Index: d.Index, Result: d.Result, Digest: d.Digest})
+	}
+	t.prunes = t.prunes[:0]
+	for _, m := range res.Prunes {
+		t.prunes = append(t.prunes, state.PruneMark{Index: m.Index, Result: m.Result, Digest: m.Digest, Turn: m.Turn})
 	}
 	t.forwarded = true
 }
