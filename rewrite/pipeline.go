@@ -250,10 +250,11 @@ func (p *Pipeline) Rewrite(body []byte) Result {
 // at the head of the first user message). A /compact command and
 // ctxpress's reply to it (CompactReplyPrefix) are left out. The output
 // depends only on the body, the Config and opts, so a turn that extends an
-// earlier one (with the same summary applied, and opts.PrevDedups from it)
-// gets the earlier turn's rewritten messages as its prefix, except after
-// new dedups saving at least DedupConfig.MinTokens and when the history
-// limit trims another block.
+// earlier one (with the same summary applied, and opts.PrevDedups and
+// opts.PrevPrunes from it) gets the earlier turn's rewritten messages as
+// its prefix, except after new dedups saving at least
+// DedupConfig.MinTokens, at a prune batch (the request that opens a user
+// turn) and when the history limit trims another block.
 //
 // body is not modified and may be returned as Result.Body; the Result
 // reads body (Compaction), so body must not change while it is in use.
