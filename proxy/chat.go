@@ -39,9 +39,9 @@ type turn struct {
 	// and the calibration.
 	tokensBefore, tokensAfter int
 	rawBefore, rawAfter       int
-	squashed, deduped         int
+	squashed, deduped, pruned int
 	squashStats               []rewrite.SquashStat // for metrics
-	dedupSaved                int
+	dedupSaved, pruneSaved    int
 	applied                   *state.ChainHash // the summary branch applied, nil when none
 	// dedups are the forwarded body's (rewrite.Result.Dedups), for the
 	// line's next request; forwarded is false when ctxpress answered the
@@ -247,8 +247,8 @@ func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 	if res.TokensBefore != res.TokensAfter {
 		t.tokensBefore = scaled(res.TokensBefore, calibrationOf(nums))
 	}
-	t.squashed, t.deduped = res.Squashed, res.Deduped
-	t.squashStats, t.dedupSaved = res.SquashStats, res.DedupSavedTokens
+	t.squashed, t.deduped, t.pruned = res.Squashed, res.Deduped, res.Pruned
+	t.squashStats, t.dedupSaved, t.pruneSaved = res.SquashStats, res.DedupSavedTokens, res.PruneSavedTokens
 	t.applied = nil
 	if h, ok := res.AppliedHash(); ok {
 		applied := state.ChainHash(h)

@@ -98,6 +98,11 @@ func TestPrunedResultIsForwardedAndKeptAcrossARestart(t *testing.T) {
 		t.Fatalf("the next request does not extend the pruned one: %s", pruned(loop))
 	}
 	waitFor(t, p.recorderDrained, "the turns recorded")
+	// The two requests that sent it pruned are counted, and what it saved.
+	waitFor(t, func() bool { return value(scrape(t, p.URL), "ctxpress_prune_hits_total") == 2 }, "two pruned results counted")
+	if saved := value(scrape(t, p.URL), "ctxpress_prune_saved_tokens_total"); saved < 2*200 {
+		t.Errorf("ctxpress_prune_saved_tokens_total %v", saved)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
