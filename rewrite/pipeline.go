@@ -299,7 +299,7 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, prev)
 	v.prune = p.planPrune(v, &plan, prev, prevPrunes, opts.Economics)
 	v.forwarded(plan)
-	if opts.FitTokens > 0 && v.fit(opts.FitTokens, plan) {
+	if opts.FitTokens > 0 && v.fit(opts.FitTokens) {
 		res.FitDropped = v.dropTo - v.lead
 		if v.branch != nil {
 			res.FitDropped -= v.branch.Covered
