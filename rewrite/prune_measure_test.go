@@ -99,7 +99,7 @@ func TestPruneOnInteractiveCorpus(t *testing.T) {
 	for _, every := range intervals {
 		for _, min := range mins {
 			var off, gated, blind session
-			worse := 0
+			worse, worst := 0, 0.0
 			for _, tr := range traces {
 				msgs := withAsks(t, tr.body, every)
 				turns := everyTurn(msgs, 2)
@@ -111,6 +111,7 @@ func TestPruneOnInteractiveCorpus(t *testing.T) {
 				if g.cost > o.cost*1.001 {
 					worse++
 				}
+				worst = max(worst, g.cost/o.cost-1)
 				if g.cost > o.cost*1.02 && min == DefaultPruneMinTokens {
 					t.Errorf("%s (ask every %d, min %d): gated pruning costs %.4f, without %.4f", tr.name, every, min, g.cost, o.cost)
 				}
@@ -121,10 +122,10 @@ func TestPruneOnInteractiveCorpus(t *testing.T) {
 					x.sum.cost += x.s.cost
 				}
 			}
-			t.Logf("ask every %2d results, min_tokens %4d, %d traces, %d requests: tokens %s gated, %s blind; bill %s gated, %s blind; cached share %.1f%% -> %.1f%% gated; %d sessions costlier",
+			t.Logf("ask every %2d results, min_tokens %4d, %d traces, %d requests: tokens %s gated, %s blind; bill %s gated, %s blind; cached share %.1f%% -> %.1f%% gated; %d sessions costlier (at most %+.1f%%)",
 				every, min, len(traces), off.requests, pct(gated.tokens, off.tokens), pct(blind.tokens, off.tokens),
 				pctf(gated.cost, off.cost), pctf(blind.cost, off.cost), 100*float64(off.cached)/float64(off.tokens),
-				100*float64(gated.cached)/float64(gated.tokens), worse)
+				100*float64(gated.cached)/float64(gated.tokens), worse, 100*worst)
 			if gated.cost > off.cost {
 				t.Errorf("ask every %d, min %d: gated pruning costs %.4f in all, without %.4f", every, min, gated.cost, off.cost)
 			}
