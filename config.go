@@ -112,6 +112,9 @@ type eventsConfig struct {
 type modelConfig struct {
 	ContextWindow int   `yaml:"context_window"`
 	Reasoning     *bool `yaml:"reasoning"`
+	// Prices, when set, are the model's (USD per million tokens) over the
+	// built-in table and the local-server pricing.
+	Prices *rewrite.Prices `yaml:"prices"`
 }
 
 // squashConfig is the squash: section (squash.Config, and whether to
@@ -186,7 +189,6 @@ func defaultConfig() config {
 			TargetRatio:      proxy.DefaultTargetRatio,
 			KeepRecent:       proxy.DefaultKeepRecent,
 			Precompact:       true,
-			PrecompactRatio:  proxy.DefaultPrecompactRatio,
 			SummaryPlacement: rewrite.PlacementAuto,
 			Summarizer:       summarizerConfig{Timeout: proxy.DefaultSummaryTimeout},
 		},
@@ -291,7 +293,23 @@ func (c config) proxyConfig() proxy.Config {
 		Namespace:         c.Namespace,
 		LocalUpstream:     localUpstream(c.LocalUpstream),
 		Compaction:        c.compactionConfig(),
+		Cost:              c.costConfig(),
 	}
+}
+
+// costConfig is the models: entries that give prices.
+func (c config) costConfig() rewrite.CostConfig {
+	var cc rewrite.CostConfig
+	for name, m := range c.Models {
+		if m.Prices == nil {
+			continue
+		}
+		if cc.Models == nil {
+			cc.Models = map[string]rewrite.Prices{}
+		}
+		cc.Models[name] = *m.Prices
+	}
+	return cc
 }
 
 // decodeConfigFile merges the YAML in data over c. Unknown keys are an error,

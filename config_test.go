@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
 	"os"
 	"path/filepath"
@@ -165,5 +166,25 @@ func TestSquashReadOptions(t *testing.T) {
 		if kept := squash.New(*c.pipelineConfig().Squash).ApplyCall(call(tt.cmd), out).Text == out; kept != tt.kept {
 			t.Errorf("%q, %s: kept %v, want %v", tt.file, tt.cmd, kept, tt.kept)
 		}
+	}
+}
+
+func TestModelPricesFromConfig(t *testing.T) {
+	c := defaultConfig()
+	if err := decodeConfigFile(&c, []byte("models:\n  my-azure-gpt: {prices: {input: 3, cached_input: 0.3, output: 12}}\n  small: {context_window: 8192}\n")); err != nil {
+		t.Fatal(err)
+	}
+	cost := c.proxyConfig().Cost
+	if got := cost.PricesFor("my-azure-gpt"); got != (rewrite.Prices{Input: 3, CachedInput: 0.3, CacheWrite: 3, Output: 12}) {
+		t.Errorf("my-azure-gpt prices = %+v", got)
+	}
+	if got := cost.PricesFor("small"); got != rewrite.DefaultPrices {
+		t.Errorf("a models: entry without prices keeps the table's: %+v", got)
+	}
+	if err := decodeConfigFile(&c, []byte("models:\n  x: {prices: {input: -1}}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.proxyConfig().Validate(); err == nil || !strings.Contains(err.Error(), "models: x") {
+		t.Errorf("a negative price: Validate = %v, want an error naming the model", err)
 	}
 }

@@ -204,7 +204,7 @@ func openBackend(f convFlags, write bool) (backend, error) {
 	}
 	st, err := state.OpenBolt(db, state.BoltOptions{ReadOnly: !write, Timeout: lockWait, SweepInterval: -1})
 	if err == nil {
-		return newDBBackend(st), nil
+		return newDBBackend(st, proxy.PricingOf(c.proxyConfig())), nil
 	}
 	if !errors.Is(err, state.ErrLocked) {
 		return nil, err
@@ -241,8 +241,9 @@ type dbBackend struct {
 	ops proxy.Conversations
 }
 
-func newDBBackend(st state.Store) *dbBackend {
-	return &dbBackend{st: st, ops: proxy.Conversations{Store: st}}
+// newDBBackend works on st, pricing its conversations as the server would.
+func newDBBackend(st state.Store, pricing proxy.Pricing) *dbBackend {
+	return &dbBackend{st: st, ops: proxy.Conversations{Store: st, Pricing: pricing}}
 }
 
 func (b *dbBackend) close() { _ = b.st.Close() }

@@ -83,6 +83,10 @@ func (o convOutput) showOne(d proxy.ConversationDetail) error {
 	row("requests", d.Requests)
 	row("tokens", fmt.Sprintf("%d before, %d after, %d saved", d.TokensBefore, d.TokensAfter, d.TokensSaved))
 	row("compactions", d.Compactions)
+	row("upstream usage", usageText(d.Usage, d.CachedShare))
+	row("summary calls", fmt.Sprintf("%d, %d input and %d output tokens", d.SummaryUsage.Calls, d.SummaryUsage.InputTokens, d.SummaryUsage.OutputTokens))
+	row("cost", fmt.Sprintf("%s (summary calls %s); direct, estimated: %s; saved %s", billText(d.Cost, d.CostUnit),
+		billText(d.SummaryCost, d.CostUnit), billText(d.CostDirectEstimate, d.CostUnit), billText(d.MoneySaved, d.CostUnit)))
 	row("last input", fmt.Sprintf("%d tokens reported (estimate %d, calibration %.2f)", d.LastInputTokens, d.LastEstimate, d.Calibration))
 	row("created", d.CreatedAt.Local().Format(time.DateTime))
 	row("updated", d.UpdatedAt.Local().Format(time.DateTime)+" ("+ago(d.UpdatedAt)+")")
@@ -186,4 +190,22 @@ func ago(t time.Time) string {
 		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// usageText is the upstream's reported usage of a conversation's requests.
+func usageText(u proxy.UsageInfo, cachedShare float64) string {
+	s := fmt.Sprintf("%d input tokens over %d requests, %.1f%% cached, %d written to the cache, %d output",
+		u.InputTokens, u.Calls, 100*cachedShare, u.CacheWriteTokens, u.OutputTokens)
+	if u.Unreported > 0 {
+		s += fmt.Sprintf("; %d without usage (not priced)", u.Unreported)
+	}
+	return s
+}
+
+// billText is an amount in its unit (proxy.Costs.CostUnit).
+func billText(v float64, unit string) string {
+	if unit == proxy.CostPrefill {
+		return fmt.Sprintf("%.0f prefill tokens", v*1e6)
+	}
+	return fmt.Sprintf("$%.4f", v)
 }

@@ -31,6 +31,8 @@ Usage:
   ctxpress squash [--tool NAME] [FILE|-]   print what ctxpress would send for a tool output
   ctxpress count [--model M] [FILE|-]      token count of a text or a chat request
   ctxpress conversations [list|show ID|rm ID|compact ID] [--db FILE] [--json]
+  ctxpress replay [--config FILE] [--threshold-tokens N] [--upstream URL] FILE|DIR...
+                                           what recorded sessions cost direct and through ctxpress
   ctxpress version
 
 Run "ctxpress serve --help" for every flag.
@@ -55,6 +57,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdCount(args[1:], stdin, stdout, stderr)
 	case "conversations":
 		return cmdConversations(args[1:], stdout, stderr)
+	case "replay":
+		return cmdReplay(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionString())
 		return 0

@@ -54,8 +54,10 @@ func (s *Server) storeError(ctx *fasthttp.RequestCtx, verb string, err error) {
 // reads every record, so it costs in proportion to the db; the dashboard
 // asks at most once a second.
 func (s *Server) serveStats(ctx *fasthttp.RequestCtx) {
+	pricing := s.pricing()
 	st := Stats{PricePerMillionTokens: s.cfg.UI.price(), Currency: s.cfg.UI.currency(),
-		Compacting: s.comp.running(), Time: s.cfg.Clock().UTC()}
+		Compacting: s.comp.running(), Time: s.cfg.Clock().UTC(), Costs: Costs{CostUnit: pricing.unit()}}
+	var usage, summary state.Usage
 	if s.store != nil {
 		_, st.Persistent = s.store.(state.Sizer)
 		recs, err := s.store.List(state.ListOptions{})
@@ -70,9 +72,11 @@ func (s *Server) serveStats(ctx *fasthttp.RequestCtx) {
 			st.TokensAfter += r.TokensAfter
 			st.TokensSaved += r.TokensSaved
 			st.Compactions += r.Compactions
+			usage, summary = usage.Plus(r.Usage), summary.Plus(r.Summary)
+			st.Costs = st.Costs.plus(pricing.costs(r))
 		}
 	}
-	st.MoneySaved = float64(st.TokensSaved) * st.PricePerMillionTokens / 1e6
+	st.Usage, st.SummaryUsage, st.CachedShare = usageInfoOf(usage), usageInfoOf(summary), cachedShare(usage)
 	writeJSON(ctx, fasthttp.StatusOK, st)
 }
 
@@ -140,7 +144,7 @@ func conversationPath(escaped string) (id, action string, ok bool) {
 
 // conversations are the conversation operations on s's store.
 func (s *Server) conversations() Conversations {
-	return Conversations{Store: s.store, Compacting: s.comp.isCompacting}
+	return Conversations{Store: s.store, Compacting: s.comp.isCompacting, Pricing: s.pricing()}
 }
 
 // conversationError answers an error of a Conversations operation: 404 for

@@ -200,7 +200,8 @@ func (s *Server) turnFacts(ctx *fasthttp.RequestCtx, c *turnRun) rewrite.TurnFac
 	return rewrite.TurnFacts{Model: c.res.Model, Tokens: c.res.TokensAfter, Line: numbersOf(c.nums),
 		Identified: c.t.id.ID != "", Ephemeral: c.t.ephemeral, ServerHistory: c.res.ServerHistory,
 		Manual:  bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || c.rec.ForceNext || c.res.CompactCommand,
-		Command: c.res.CompactCommand, StoreFailedAt: s.comp.lastStoreFailure()}
+		Command: c.res.CompactCommand, StoreFailedAt: s.comp.lastStoreFailure(),
+		Economics: s.comp.compactionEconomics(numbersOf(c.nums)), SummaryReusesCache: s.comp.summariserIsOwn(c.res.Model)}
 }
 
 // compactTurn compacts the request when its plan says now, and prepares a

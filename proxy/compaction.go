@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,11 +32,12 @@ type CompactionConfig struct {
 	MinReclaimTokens int
 	// KeepRecent messages stay raw; 0 means DefaultKeepRecent.
 	KeepRecent int
-	// KeepRecentTokens of raw tail at least; 0 means 20% of the trigger.
+	// KeepRecentTokens of raw tail at least; 0 means 5% of the trigger.
 	KeepRecentTokens int
 	// Precompact prepares the summary in the background after a turn the
-	// upstream counted at PrecompactRatio (0 means DefaultPrecompactRatio)
-	// of the trigger or more (rewrite.Policy.Precompact).
+	// upstream counted at PrecompactRatio (0: 0.5 in front of a hosted
+	// upstream, where the cost model decides whether it pays, 0.7 in front
+	// of a local one) of the trigger or more (rewrite.Policy.Precompact).
 	Precompact      bool
 	PrecompactRatio float64
 	// SummaryPlacement is "auto" (default, also ""), "system" or "user"
@@ -130,8 +132,9 @@ type compactions struct {
 	upstream string // default summariser base URL
 	apiKey   string // upstream_api_key, when set
 
-	now  func() time.Time // the clock of backoff and branch times
-	gate *localGate       // nil unless the upstream is a local server
+	cost rewrite.CostConfig // prices, for the economics of rewriting sent history
+	now  func() time.Time   // the clock of backoff and branch times
+	gate *localGate         // nil unless the upstream is a local server
 
 	mu       sync.Mutex
 	inflight map[lineKey]chan struct{} // guarded by mu; closed when the compaction ends
@@ -201,7 +204,43 @@ func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Op
 			o.PrevPrunes = append(o.PrevPrunes, rewrite.PruneMark{Index: m.Index, Result: m.Result, Digest: m.Digest, Turn: m.Turn})
 		}
 	}
+	l := rec.LineByID(line)
+	if l == nil {
+		cur := rec.CurrentLine()
+		l = &cur
+	}
+	o.Economics = c.economics(numbersOf(*l))
 	return o
+}
+
+// compactionEconomics is what times an automatic compaction: the cost
+// model for a hosted provider; none for a local server, whose trigger is
+// there to fit its window (priced by prefill, a compaction never pays
+// there, and putting it off only brings the window nearer).
+func (c *compactions) compactionEconomics(n rewrite.LineNumbers) *rewrite.Economics {
+	if c.cost.Local {
+		return nil
+	}
+	return c.economics(n)
+}
+
+// summariserIsOwn reports whether summaries of a conversation with model
+// are written by its own upstream and model, so a summary call can send
+// the forwarded history as the provider's cached prefix.
+func (c *compactions) summariserIsOwn(model string) bool {
+	sc := c.cfg.Summarizer
+	return (sc.BaseURL == "" || strings.TrimSuffix(sc.BaseURL, "/") == strings.TrimSuffix(c.upstream, "/")) &&
+		(sc.Model == "" || sc.Model == model)
+}
+
+// economics is the cost model's view of a line with numbers n; nil for one
+// that never reported usage (nothing of it is known to be cached).
+func (c *compactions) economics(n rewrite.LineNumbers) *rewrite.Economics {
+	if n.Turns == 0 {
+		return nil
+	}
+	e := rewrite.EconomicsFor(c.cost.PricesFor(n.Model), n.Turns, n.Cache)
+	return &e
 }
 
 func dedupMarks(ms []state.DedupMark) []rewrite.DedupMark {
@@ -272,7 +311,10 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		return ti.rec, ev, err
 	}
 	cal := calibrationOf(ti.nums)
-	prop, size, err := c.policy.Size(ti.res, rewrite.Plan{Kind: ti.kind, Trigger: ti.trigger, Urgent: ti.urgent}, numbersOf(ti.nums).Calibration)
+	nums := numbersOf(ti.nums)
+	prop, size, err := c.policy.Size(ti.res, rewrite.Plan{Kind: ti.kind, Trigger: ti.trigger, Urgent: ti.urgent,
+		Effective: nums.Calibration.Upstream(ti.res.TokensAfter), Economics: c.compactionEconomics(nums),
+		SummaryReusesCache: c.summariserIsOwn(ti.res.Model)}, nums.Calibration)
 	if err != nil {
 		return fail("skipped", err)
 	}
@@ -293,9 +335,12 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	c.events.started(ev) // a dashboard shows the compaction while the summary is written
 	callStart := time.Now()
 	call := c.summaryRequest(ti, model, maxTokens)
+	var spent state.Usage // what the summary calls cost, for the record and the event
 	summarize := func(sum compactor.Summary) (SummaryResult, error) {
 		call.Prompt = sum.Prompt()
-		return c.sum.Summarize(context.Background(), call)
+		sr, err := c.sum.Summarize(context.Background(), call)
+		spent = spent.Plus(summaryUsage(sr))
+		return sr, err
 	}
 	sr, err := summarize(sum)
 	if errors.Is(err, chat.ErrContextOverflow) {
@@ -303,6 +348,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		sr, err = summarize(sum.Halved())
 	}
 	ev.SummarizerMS = max(1, time.Since(callStart).Milliseconds()) // 0 means no call
+	c.countSummary(ti, &ev, spent)
 	if err != nil {
 		c.backoff(ti)
 		return fail("failed", err)

@@ -68,6 +68,9 @@ type Config struct {
 	// calls to it and live chat requests never overlap; nil means "when
 	// the upstream's host is this machine" (localhost, loopback).
 	LocalUpstream *bool
+	// Cost prices the models: its Models overrides; Local is set by New
+	// from LocalUpstream (a local server is priced by prefill tokens).
+	Cost rewrite.CostConfig
 	// Compaction: when and how conversations are summarised.
 	Compaction CompactionConfig
 	// Clock is the time ctxpress decides by: summariser backoff, the pause
@@ -143,6 +146,11 @@ func (c Config) Validate() error {
 	} {
 		if d < 0 {
 			return fmt.Errorf("%s must not be negative", name)
+		}
+	}
+	for name, p := range c.Cost.Models {
+		if p.Input < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.Output < 0 {
+			return fmt.Errorf("models: %s: prices must not be negative", name)
 		}
 	}
 	return nil

@@ -27,6 +27,9 @@ type Conversations struct {
 	// Compacting reports whether a summary of key is being written now;
 	// nil means never (no server runs on this store).
 	Compacting func(state.Key) bool
+	// Pricing prices what the conversations used; the zero value is the
+	// built-in list prices.
+	Pricing Pricing
 }
 
 // ConversationPage is one page of List, newest first.
@@ -58,7 +61,7 @@ func (c Conversations) List(namespace string, offset, limit int) (ConversationPa
 		recs, p.HasMore = recs[:limit], true
 	}
 	for _, r := range recs {
-		p.Data = append(p.Data, conversationInfoOf(r, c.compacting(r.Key)))
+		p.Data = append(p.Data, conversationInfoOf(r, c.compacting(r.Key), c.Pricing))
 	}
 	return p, nil
 }
@@ -72,7 +75,7 @@ func (c Conversations) Show(id, namespace string) ([]ConversationDetail, error) 
 	}
 	out := make([]ConversationDetail, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, conversationDetailOf(r, c.compacting(r.Key)))
+		out = append(out, conversationDetailOf(r, c.compacting(r.Key), c.Pricing))
 	}
 	return out, nil
 }
@@ -170,6 +173,17 @@ type ConversationInfo struct {
 	Compacting          bool      `json:"compacting"` // a summary is being written now
 	CreatedAt           time.Time `json:"created_at"`
 	UpdatedAt           time.Time `json:"updated_at"`
+	// Usage is what the upstream reported for the conversation's
+	// requests, summed since it began; SummaryUsage the same for
+	// ctxpress's summary calls for it.
+	Usage        UsageInfo `json:"usage"`
+	SummaryUsage UsageInfo `json:"summary_usage"`
+	// CachedShare is the part of Usage's input tokens read from the
+	// prompt cache (0 without any).
+	CachedShare float64 `json:"cached_share"`
+	// Costs are the conversation's bill so far, through ctxpress and as
+	// estimated without it.
+	Costs
 }
 
 // ConversationDetail is one conversation in full.
@@ -233,24 +247,35 @@ type TurnInfo struct {
 
 // Stats are the totals over every stored conversation.
 type Stats struct {
-	Conversations         int       `json:"conversations"`
-	Requests              int64     `json:"requests"`
-	TokensBefore          int64     `json:"tokens_before"`
-	TokensAfter           int64     `json:"tokens_after"`
-	TokensSaved           int64     `json:"tokens_saved"`
-	Compactions           int64     `json:"compactions"`
-	Compacting            int       `json:"compacting"`
+	Conversations int   `json:"conversations"`
+	Requests      int64 `json:"requests"`
+	TokensBefore  int64 `json:"tokens_before"`
+	TokensAfter   int64 `json:"tokens_after"`
+	TokensSaved   int64 `json:"tokens_saved"`
+	Compactions   int64 `json:"compactions"`
+	Compacting    int   `json:"compacting"`
+	// Usage, SummaryUsage and CachedShare are ConversationInfo's, over
+	// every conversation.
+	Usage        UsageInfo `json:"usage"`
+	SummaryUsage UsageInfo `json:"summary_usage"`
+	CachedShare  float64   `json:"cached_share"`
+	// Costs are the sum of the conversations' (each at its model's
+	// prices); MoneySaved is net of cache effects and summary calls.
+	Costs
+	// PricePerMillionTokens is ui.price_per_million_tokens, deprecated:
+	// money is priced per model (models: prices). 0 (configured negative)
+	// asks the dashboard to hide money.
 	PricePerMillionTokens float64   `json:"price_per_million_tokens"`
 	Currency              string    `json:"currency"`
-	MoneySaved            float64   `json:"money_saved"`
 	Persistent            bool      `json:"persistent"` // false: memory-only store, gone on restart
 	Time                  time.Time `json:"time"`
 }
 
-// conversationInfoOf is r as the list shows it; compacting says whether a
-// summary of it is being written now. The numbers and breaker shown are the
-// current line's: the history the conversation's latest request extended.
-func conversationInfoOf(r state.Record, compacting bool) ConversationInfo {
+// conversationInfoOf is r as the list shows it, its bill at p's prices;
+// compacting says whether a summary of it is being written now. The
+// numbers and breaker shown are the current line's: the history the
+// conversation's latest request extended.
+func conversationInfoOf(r state.Record, compacting bool, p Pricing) ConversationInfo {
 	l := r.CurrentLine()
 	return ConversationInfo{
 		ID: r.Key.ID, Namespace: r.Key.Namespace, Model: r.Model,
@@ -260,12 +285,14 @@ func conversationInfoOf(r state.Record, compacting bool) ConversationInfo {
 		BranchCount: len(r.Branches), LineCount: len(r.Lines), BreakerTripped: l.Breaker.Tripped,
 		CompactionScheduled: r.ForceNext, Compacting: compacting,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Usage: usageInfoOf(r.Usage), SummaryUsage: usageInfoOf(r.Summary), CachedShare: cachedShare(r.Usage),
+		Costs: p.costs(r),
 	}
 }
 
 // conversationDetailOf is r in full, as GET conversations/{id} shows it.
-func conversationDetailOf(r state.Record, compacting bool) ConversationDetail {
-	d := ConversationDetail{ConversationInfo: conversationInfoOf(r, compacting),
+func conversationDetailOf(r state.Record, compacting bool, p Pricing) ConversationDetail {
+	d := ConversationDetail{ConversationInfo: conversationInfoOf(r, compacting, p),
 		Branches: []BranchInfo{}, RecentSummaries: []SummaryInfo{}, Turns: []TurnInfo{}}
 	cur := -1
 	for i, b := range r.Branches {

@@ -42,6 +42,9 @@ type Event struct {
 	// SummarizerMS is the time of the summary call alone; 0 when no call
 	// was made (a skip).
 	SummarizerMS int64 `json:"summarizer_ms,omitempty"`
+	// SummaryUsage is what the upstream reported for the summary calls;
+	// nil when none was answered.
+	SummaryUsage *UsageInfo `json:"summary_usage,omitempty"`
 }
 
 // TurnEvent is a chat turn as recorded in its conversation.

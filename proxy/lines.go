@@ -78,7 +78,8 @@ func updateLine(r *state.Record, ref lineRef, now time.Time, fn func(*state.Line
 // setNumbers the only conversions between them.
 func numbersOf(l state.Line) rewrite.LineNumbers {
 	return rewrite.LineNumbers{Model: l.Model, Breaker: rewrite.Breaker(l.Breaker),
-		Calibration: rewrite.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate, Ratio: l.Calibration, Slope: l.Slope}}
+		Calibration: rewrite.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate, Ratio: l.Calibration, Slope: l.Slope},
+		Turns:       l.Turns, Cache: rewrite.CacheEvidence{Seen: l.CacheSeen, Uncached: l.UncachedPrompts}}
 }
 
 // setNumbers stores n in line l.
@@ -86,6 +87,7 @@ func setNumbers(l *state.Line, n rewrite.LineNumbers) {
 	l.Model, l.Breaker = n.Model, state.Breaker(n.Breaker)
 	l.LastInputTokens, l.LastEstimate = n.Calibration.LastInput, n.Calibration.LastEstimate
 	l.Calibration, l.Slope = n.Calibration.Ratio, n.Calibration.Slope
+	l.Turns, l.CacheSeen, l.UncachedPrompts = n.Turns, n.Cache.Seen, n.Cache.Uncached
 }
 
 // calibrationOf is a line's average ratio (upstream count over

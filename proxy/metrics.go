@@ -43,6 +43,10 @@ type metrics struct {
 	recordedTurns  prometheus.Counter
 	compactionsNow prometheus.GaugeFunc
 	upstreamTokens *prometheus.CounterVec // kind
+	summaryTokens  *prometheus.CounterVec // kind
+	cost           *prometheus.CounterVec // kind
+	// pricing prices the cost counter; set before the server serves.
+	pricing Pricing
 }
 
 // tokenBuckets span a one-line request to a 1M-token context.
@@ -86,6 +90,10 @@ func newMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeli
 		recordedTurns: f.counter("ctxpress_recorded_turns_total", "Conversation turns written to the conversation store."),
 		upstreamTokens: f.counterVec("ctxpress_upstream_tokens_total",
 			"Tokens the upstream reported for answered conversation requests, by kind: input (the whole prompt), cache_read and cache_write (the parts of it read from and written to the prompt cache), output.", "kind"),
+		summaryTokens: f.counterVec("ctxpress_summary_tokens_total",
+			"Tokens the summariser reported for ctxpress's own summary calls, by kind: input, cache_read, cache_write, output.", "kind"),
+		cost: f.counterVec("ctxpress_cost_dollars_total",
+			"What the reported usage cost at per-model prices, by kind: agent (conversation requests) or summary (ctxpress's summary calls). A local upstream is priced in millions of prefill-token equivalents instead.", "kind"),
 	}
 	m.compactionsNow = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compactions_in_flight",
 		Help: "Compactions (summary calls) running now."}, func() float64 { return float64(inflight()) })
@@ -189,10 +197,8 @@ func (m *metrics) exchange(x *exchange) {
 	if x.turn != nil && x.status >= 200 && x.status < 300 && x.err == nil {
 		m.turn(x.turn)
 		if u := x.usage; u.Found {
-			m.upstreamTokens.WithLabelValues("input").Add(float64(u.InputTokens))
-			m.upstreamTokens.WithLabelValues("cache_read").Add(float64(u.CachedTokens))
-			m.upstreamTokens.WithLabelValues("cache_write").Add(float64(u.CacheWriteTokens))
-			m.upstreamTokens.WithLabelValues("output").Add(float64(u.OutputTokens))
+			addTokens(m.upstreamTokens, callUsage(u))
+			m.cost.WithLabelValues("agent").Add(m.pricing.Agent.PricesFor(x.turn.model).Cost(billable(callUsage(u))))
 		}
 	}
 }
@@ -225,9 +231,23 @@ func (m *metrics) turn(t *turn) {
 	}
 }
 
-// compaction counts a compaction event (not a start).
+// addTokens adds u to a counter of tokens by kind.
+func addTokens(c *prometheus.CounterVec, u state.Usage) {
+	c.WithLabelValues("input").Add(float64(u.Input))
+	c.WithLabelValues("cache_read").Add(float64(u.Cached))
+	c.WithLabelValues("cache_write").Add(float64(u.CacheWrite))
+	c.WithLabelValues("output").Add(float64(u.Output))
+}
+
+// compaction counts a compaction event (not a start), and what its
+// summary calls cost.
 func (m *metrics) compaction(e Event) {
 	m.compactions.WithLabelValues(e.Trigger, e.Result).Inc()
+	if u := e.SummaryUsage; u != nil {
+		su := state.Usage{Input: u.InputTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens, Output: u.OutputTokens}
+		addTokens(m.summaryTokens, su)
+		m.cost.WithLabelValues("summary").Add(m.pricing.summaryPrices(e.Model).Cost(billable(su)))
+	}
 	if e.SummarizerMS > 0 {
 		m.summarizer.WithLabelValues(e.Result).Observe(float64(e.SummarizerMS) / 1000)
 	}

@@ -46,11 +46,14 @@ func failingTests(n int) string {
 // user turn forwards it as its pruned line; the requests after it, also
 // after ctxpress restarts on the same db, forward it so again (the marks
 // are in the line's record), each extending the previous forwarded
-// request byte for byte.
+// request byte for byte. The upstream is priced as the hosted gpt-4o
+// (cached input at half price), where the batch pays.
 func TestPrunedResultIsForwardedAndKeptAcrossARestart(t *testing.T) {
 	up := openaitest.New(t)
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Enabled = false
+	hosted := false
+	cfg.LocalUpstream = &hosted
 	dbPath := filepath.Join(t.TempDir(), "ctxpress.db")
 	st := openStoreAt(t, dbPath)
 	p := startProxyWith(t, cfg, Deps{Pipeline: prunePipeline(), Store: st})
@@ -117,5 +120,43 @@ func TestPrunedResultIsForwardedAndKeptAcrossARestart(t *testing.T) {
 	after := send(p2.BaseURL())
 	if pruned(after) != line || !isPrefix(loop, after) {
 		t.Fatalf("after a restart the old result is not sent pruned as before: %s", pruned(after))
+	}
+}
+
+// On a local server (priced by prefill: a cached token nearly free, a
+// rebuilt one a whole prefill) the same batch does not pay two turns in:
+// the old result goes on as it was, and the prefix with it.
+func TestPruneBatchThatDoesNotPayOnALocalServerIsDeclined(t *testing.T) {
+	up := openaitest.New(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Enabled = false
+	st := openStoreAt(t, filepath.Join(t.TempDir(), "ctxpress.db"))
+	t.Cleanup(func() { st.Close() })
+	p := startProxyWith(t, cfg, Deps{Pipeline: prunePipeline(), Store: st})
+	args, _ := json.Marshal(map[string]string{"command": "pytest tests/test_dates.py"})
+	msgs := []map[string]any{{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Run the tests."},
+		{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "call_1", "type": "function",
+			"function": map[string]any{"name": "bash", "arguments": string(args)}}}},
+		{"role": "tool", "tool_call_id": "call_1", "content": failingTests(300)},
+		{"role": "assistant", "content": "Two leap-year tests fail."}}
+	var prev []string
+	for _, next := range []map[string]any{nil, {"role": "user", "content": "Fix is_leap for centuries."}} {
+		if next != nil {
+			msgs = append(msgs, next)
+		}
+		body, _ := json.Marshal(map[string]any{"model": "gpt-4o", "messages": msgs})
+		if code, out, _ := send(t, http.MethodPost, p.BaseURL()+"/chat/completions", string(body),
+			map[string]string{"Authorization": "Bearer sk-agent", "X-Session-ID": "prune-local"}); code != 200 {
+			t.Fatalf("%d %s", code, out)
+		}
+		waitFor(t, p.recorderDrained, "the turn recorded")
+		fwd := messagesOf(up.Last(t).Body)
+		if got := gjson.Get(fwd[3], "content").Str; strings.Contains(got, "[old output pruned by ctxpress") {
+			t.Fatalf("the result was pruned on a local server where it does not pay: %s", got)
+		}
+		if prev != nil && !isPrefix(prev, fwd) {
+			t.Fatal("the request does not extend the previous one")
+		}
+		prev = fwd
 	}
 }

@@ -46,9 +46,15 @@ type recorder struct {
 	// answer ends, still finds its line and the previous turn's usage and
 	// calibration.
 	pending map[state.Key]pendingTurns // guarded by pendingMu
+	// unwritten counts the turns queued and not yet written (or lost), for
+	// wait.
+	unwritten sync.WaitGroup
 
 	warn warnLimiter
 }
+
+// wait blocks until every turn queued so far is written (or lost).
+func (r *recorder) wait() { r.unwritten.Wait() }
 
 // warnLimiter logs a recurring failure once per warnEvery, with how many
 // happened since the last line.
@@ -82,6 +88,7 @@ func (r *recorder) record(tr turnRecord) {
 		return
 	}
 	r.pendingMu.Lock()
+	r.unwritten.Add(1)
 	p := r.pending[tr.turn.key]
 	p.n++
 	p.lines = p.lines.with(tr)
@@ -113,6 +120,10 @@ type pendingLines []pendingLine
 type pendingLine struct {
 	newest turn
 	usage  turnRecord
+	// earlier are the usages of the line's queued turns before usage's,
+	// oldest first: the cost model counts every turn and what each said
+	// of the cache, not only the latest.
+	earlier []wire.Usage
 }
 
 // with returns ls with tr queued on its line.
@@ -123,6 +134,9 @@ func (ls pendingLines) with(tr turnRecord) pendingLines {
 	}
 	ls[i].newest = tr.turn
 	if tr.usage.Found {
+		if ls[i].usage.usage.Found {
+			ls[i].earlier = append(ls[i].earlier, ls[i].usage.usage)
+		}
 		ls[i].usage = tr
 	}
 	return ls
@@ -132,6 +146,7 @@ func (ls pendingLines) with(tr turnRecord) pendingLines {
 func (r *recorder) done1(key state.Key) {
 	r.pendingMu.Lock()
 	defer r.pendingMu.Unlock()
+	defer r.unwritten.Done()
 	if p := r.pending[key]; p.n > 1 {
 		p.n--
 		r.pending[key] = p
@@ -151,6 +166,9 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	now := r.now()
 	for _, l := range lines {
 		updateLine(rec, l.newest.line, now, func(sl *state.Line) { keepDedups(sl, &l.newest) })
+		for _, u := range l.earlier {
+			updateLine(rec, l.newest.line, now, func(sl *state.Line) { observeCache(sl, u) })
+		}
 		if tr := l.usage; tr.usage.Found {
 			tr.turn.compacted = false // the breaker is the writer's business
 			updateLine(rec, tr.turn.line, now, func(sl *state.Line) { observe(rec, sl, tr) })
@@ -226,6 +244,7 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 	updateLine(rec, t.line, now, func(l *state.Line) {
 		keepDedups(l, &t)
 		opened = observe(rec, l, tr)
+		countUsage(rec, l, &t, tr.usage)
 	})
 	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
 		InputTokens: tr.usage.InputTokens, CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
@@ -253,9 +272,19 @@ func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 		// The upstream's count of a request whose history it keeps is not
 		// of what ctxpress counted: it calibrates nothing.
 		UsageFound: tr.usage.Found && !t.serverHistory, InputTokens: tr.usage.InputTokens, Compacted: t.compacted, Trigger: t.trigger,
+		CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
 	})
 	setNumbers(l, n)
 	return opened
+}
+
+// observeCache counts on l a turn that reported u: what the cost model
+// reads of it (rewrite.Observe does the same for the turn it observes).
+func observeCache(l *state.Line, u wire.Usage) {
+	n := numbersOf(*l)
+	n.Turns++
+	n.Cache = n.Cache.Observe(rewrite.Usage{Input: u.InputTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens})
+	setNumbers(l, n)
 }
 
 func (r *recorder) failed(msg string, err error) { r.warn.warn(r.now(), r.log, msg, err) }

@@ -35,7 +35,9 @@ func TestResponsesTurnsAreSquashedDedupedAndRecorded(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
 			up := newResponsesUpstream(t)
-			up.cmds = []string{"make", "cat dateparse/parse.go", "go vet ./...", "cat dateparse/parse.go"}
+			// The re-read follows the first: deduping it rebuilds no
+			// cached history (TestDedupOfAnOldReadWaitsWhileTheUpstreamCaches).
+			up.cmds = []string{"make", "go vet ./...", "cat dateparse/parse.go", "cat dateparse/parse.go"}
 			deps, st := responsesDeps(t)
 			p := startProxyWith(t, Config{Upstream: up.BaseURL()}, deps)
 			key := "codex-thread-" + strconv.FormatBool(stream)
@@ -45,7 +47,7 @@ func TestResponsesTurnsAreSquashedDedupedAndRecorded(t *testing.T) {
 				switch n {
 				case 1:
 					return log
-				case 2, 4:
+				case 3, 4:
 					return source
 				}
 				return toolOutput(n)

@@ -48,6 +48,7 @@ type responsesUpstream struct {
 	reasoning map[string]bool
 	got       []upstreamTurn // guarded by mu
 	n         int            // responses issued, guarded by mu
+	noCache   bool           // report nothing cached, as a provider without a prompt cache
 }
 
 // upstreamTurn is one request the upstream got, and what it answered.
@@ -132,7 +133,7 @@ func (u *responsesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 // cachedTokens is the longest common prefix of body's input with the last
 // conversation turn's, in this server's tokens: a prefix cache.
 func (u *responsesUpstream) cachedTokens(body []byte, summary bool) int {
-	if summary {
+	if summary || u.noCache {
 		return 0
 	}
 	for i := len(u.got) - 1; i >= 0; i-- {

@@ -72,6 +72,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.namespace, _ = parseNamespace(cfg.Namespace) // Validate checked it
 	if local := isLocalHost(up.url.host); (cfg.LocalUpstream == nil && local) || (cfg.LocalUpstream != nil && *cfg.LocalUpstream) {
 		s.gate = &localGate{}
+		s.cfg.Cost.Local = true
 	}
 	s.events = newEventBus(log, cfg.Compaction.WebhookURL)
 	if deps.Store != nil {
@@ -80,13 +81,14 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp = &compactions{
 		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: NewSummarizer(),
 		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
-		inflight: map[lineKey]chan struct{}{}, now: cfg.Clock, gate: s.gate,
+		inflight: map[lineKey]chan struct{}{}, now: cfg.Clock, gate: s.gate, cost: s.cfg.Cost,
 	}
 	if deps.Pipeline == nil || deps.Store == nil {
 		s.comp.cfg.Enabled = false // compaction needs both
 	}
 	s.comp.policy = s.comp.cfg.policy()
 	s.metrics = newMetrics(s.comp.running, deps.Store, deps.Pipeline)
+	s.metrics.pricing = s.pricing()
 	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
 		Help: "Conversation requests (chat, Responses, Messages) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
 		func() float64 { return float64(s.gate.waitingNow()) }))
@@ -119,6 +121,17 @@ func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// WaitIdle blocks until the background work started so far has ended
+// (summaries prepared ahead of the trigger, turns queued for the store). A
+// replay waits for it between turns, so every run finds each turn in the
+// same state.
+func (s *Server) WaitIdle() {
+	s.comp.wait()
+	if s.rec != nil {
+		s.rec.wait()
+	}
+}
 
 // Shutdown stops accepting, lets in-flight requests and streams finish until
 // ctx is done, then closes idle upstream connections. It returns ctx.Err()

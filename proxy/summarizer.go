@@ -60,6 +60,8 @@ type SummaryRequest struct {
 type SummaryResult struct {
 	chat.Summary
 	Duration time.Duration // wall time of the call
+	// Status is the last answer's HTTP status; 0 when none came.
+	Status int
 }
 
 // Summarizer makes summary calls over a pooled fasthttp client. It is safe
@@ -179,7 +181,8 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 			rules = next
 			continue
 		}
-		res.Summary, err = form.read(hresp.StatusCode(), hresp.Body(), secret)
+		res.Status = hresp.StatusCode()
+		res.Summary, err = form.read(res.Status, hresp.Body(), secret)
 		return res, err
 	}
 }

@@ -11,10 +11,14 @@ import (
 // UIConfig configures the dashboard. The yaml tags are the config file's
 // ui: keys.
 type UIConfig struct {
-	// PricePerMillionTokens turns saved input tokens into money on the
-	// dashboard; 0 means DefaultPricePerMillionTokens, negative hides money.
+	// PricePerMillionTokens is deprecated: money is the bill at per-model
+	// prices (Config.Cost), net of cache effects and summary calls, and
+	// this flat input price no longer enters it. Negative still hides
+	// money on the dashboard; 0 means DefaultPricePerMillionTokens, shown
+	// in Stats for old readers.
 	PricePerMillionTokens float64 `yaml:"price_per_million_tokens"`
 	// Currency is the symbol shown before amounts; "" means DefaultCurrency.
+	// Prices are in USD unless models: gives them in another currency.
 	Currency string `yaml:"currency"`
 }
 

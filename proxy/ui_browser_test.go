@@ -2,7 +2,8 @@ package proxy
 
 import (
 	"context"
-	"net/http"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -36,8 +36,9 @@ func artifactDir(t *testing.T) string {
 // The dashboard in a real browser, against a running ctxpress after a
 // scripted conversation: the table lists the conversation, the chart has
 // one point per recorded turn, the current summary is shown as text, a
-// new turn arrives live over the events stream, and a compaction in
-// progress shows.
+// new turn arrives live over the events stream, a compaction in progress
+// shows, and the bill (cached share, cost, summary calls, net saved) is
+// shown per conversation and in the totals as the admin API gives it.
 func TestDashboardInBrowser(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("the dashboard browser test needs Debian's chromium at %s (run .ci/chromium.sh)", chromiumPath)
@@ -45,20 +46,21 @@ func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
-	up := openaitest.New(t)
+	up := newChatCacheUpstream(t) // it caches prefixes and says so
 	var hold atomic.Bool
 	release := make(chan struct{})
-	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
+	up.summary = "## Goal\nFix TestParseDate on leap years.\n\n## Completed Actions\n1. Grepped dateparse for leap-year logic.\n\n## Active Task\nPatch parse.go <b>and</b> rerun the tests."
+	up.onSummary = func() {
 		if hold.Load() {
 			<-release
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"## Goal\nFix TestParseDate on leap years.\n\n## Completed Actions\n1. Grepped dateparse for leap-year logic.\n\n## Active Task\nPatch parse.go <b>and</b> rerun the tests."},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":30}}`))
-	})
+	}
 	st := openStoreAt(t, filepath.Join(t.TempDir(), "ctxpress.db"))
 	t.Cleanup(func() { st.Close() })
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = false
+	hosted := false
+	cfg.LocalUpstream = &hosted // priced in dollars, as gpt-4o
 	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineWithShapes(), Store: st})
 	a := newAgent(t, p.BaseURL(), "leap-year-fix")
 	other := newAgent(t, p.BaseURL(), "another-chat")
@@ -201,11 +203,65 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	checkBillShown(t, p, text, count)
 	if shot, err = chromedp.Run(ctx, chromedp.FullScreenshot(100)); err != nil {
 		t.Fatal(err)
 	}
 	writeArtifact(t, filepath.Join(dir, "dashboard.png"), shot)
 }
+
+// checkBillShown fails unless the dashboard shows the bill the admin API
+// gives: the totals' cached share, cost with its summary calls, net saved
+// and direct estimate, and the selected conversation's, in its table row
+// and its facts. text reads an element's text, count counts matches.
+func checkBillShown(t *testing.T, p *testProxy, text func(string) string, count func(string) int) {
+	t.Helper()
+	var stats Stats
+	getJSON(t, p.URL+"/ctxpress/stats", &stats)
+	if stats.CachedShare == 0 || stats.SummaryUsage.Calls == 0 || stats.SummaryCost <= 0 || stats.CostUnit != CostUSD {
+		t.Fatalf("stats %+v: no cache, no summary calls or no dollars; the check proves nothing", stats)
+	}
+	want := map[string]string{
+		`#t-cached`:   shareText(stats.CachedShare),
+		`#t-cost`:     moneyText(stats.Cost),
+		`#t-cost-sub`: "incl. " + moneyText(stats.SummaryCost) + " of summary calls",
+		`#t-money`:    moneyText(stats.MoneySaved),
+		`#t-price`:    "vs. " + moneyText(stats.CostDirectEstimate) + " direct (estimate), net of cache and summaries",
+	}
+	var got struct{ Data []ConversationDetail }
+	getJSON(t, p.URL+"/ctxpress/conversations/leap-year-fix", &got)
+	d := got.Data[0]
+	row := `#conversations tbody tr[data-id="leap-year-fix"] `
+	want[row+`td.cached`] = shareText(d.CachedShare)
+	want[row+`td.cost`] = moneyText(d.Cost)
+	want[`#d-facts [data-fact="cost"] b`] = moneyText(d.Cost)
+	want[`#d-facts [data-fact="summary calls"] b`] = fmt.Sprintf("%d for %s", d.SummaryUsage.Calls, moneyText(d.SummaryCost))
+	want[`#d-facts [data-fact="direct (estimate)"] b`] = moneyText(d.CostDirectEstimate)
+	want[`#d-facts [data-fact="saved"] b`] = moneyText(d.MoneySaved)
+	for sel, w := range want {
+		if count(sel) != 1 {
+			t.Errorf("%s: %d elements", sel, count(sel))
+			continue
+		}
+		if g := strings.TrimSpace(text(sel)); g != w {
+			t.Errorf("%s shows %q, want %q", sel, g, w)
+		}
+	}
+}
+
+// moneyText and shareText are the dashboard's money() and pct().
+func moneyText(v float64) string {
+	sign, a := "", math.Abs(v)
+	if v < 0 {
+		sign = "−"
+	}
+	if a >= 1 || a == 0 {
+		return fmt.Sprintf("%s$%.2f", sign, a)
+	}
+	return fmt.Sprintf("%s$%.4f", sign, a)
+}
+
+func shareText(share float64) string { return strconv.FormatFloat(100*share, 'f', 1, 64) + "%" }
 
 func writeArtifact(t *testing.T, path string, data []byte) {
 	t.Helper()

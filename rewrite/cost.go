@@ -14,10 +14,12 @@ type Prices struct {
 }
 
 // LocalPrices price a local server (llama.cpp, LM Studio, Ollama) by what
-// it spends, in prefill tokens: a cached prefix skips its prefill and is
-// free, every other prompt token is one, and an output token, decoded one
-// at a time, costs what prefilling ten does.
-var LocalPrices = Prices{Input: 1, CachedInput: 0, CacheWrite: 1, Output: 10}
+// it spends, in prefill tokens: a prompt token is one; a cached one skips
+// its prefill, but every token decoded after it attends over it (llama.cpp
+// decodes about a quarter slower at 16k of context), about 0.03 over a
+// turn's answer; an output token, decoded one at a time, costs what
+// prefilling ten does.
+var LocalPrices = Prices{Input: 1, CachedInput: 0.03, CacheWrite: 1, Output: 10}
 
 // DefaultPrices price a model nobody knows as the common case of hosted
 // models: a cached token at a tenth, output at eight times input.
@@ -142,11 +144,11 @@ type Economics struct {
 
 // ExpectedTurnsAhead is how many more requests a conversation that has had
 // turnsSoFar is expected to send, this one included: half as many again,
-// at least one. Half, not all (a run's expected remaining life is about
+// at least two (one that has started is rarely over in one more). Half, not all (a run's expected remaining life is about
 // its age): a rewrite taken on a too-hopeful guess costs more than the
 // one it waits for, and a run's last turns are where it stops.
 func ExpectedTurnsAhead(turnsSoFar int) int {
-	return max(1, turnsSoFar/2)
+	return max(2, turnsSoFar/2)
 }
 
 // Saving is what c saves (positive) or costs (negative) over the turns
@@ -165,3 +167,43 @@ func (e Economics) Saving(c PrefixChange) float64 {
 
 // Pays reports whether c saves more than it costs over the turns expected.
 func (e Economics) Pays(c PrefixChange) bool { return e.Saving(c) > 0 }
+
+// minCacheablePrompt is the smallest prompt a provider caches (OpenAI:
+// 1024 tokens), with room for the count's error: a smaller prompt read as
+// uncached says nothing about the cache.
+const minCacheablePrompt = 2048
+
+// uncachedEvidence is how many large prompts in a row reported nothing
+// cached before a conversation is taken as not cached.
+const uncachedEvidence = 3
+
+// CacheEvidence is what a line's reported usages say of the upstream's
+// prompt cache: Seen, some turn read from or wrote to it; Uncached, how
+// many prompts large enough to cache reported neither, none ever having.
+type CacheEvidence struct {
+	Seen     bool
+	Uncached int
+}
+
+// Observe returns ev after a turn that reported u.
+func (ev CacheEvidence) Observe(u Usage) CacheEvidence {
+	switch {
+	case u.Cached > 0 || u.CacheWrite > 0:
+		return CacheEvidence{Seen: true}
+	case !ev.Seen && u.Input >= minCacheablePrompt:
+		ev.Uncached++
+	}
+	return ev
+}
+
+// NotCaching reports whether ev shows an upstream that does not cache:
+// uncachedEvidence large prompts and never a cached token. Until then it
+// is assumed to cache: the cautious guess, under which a rewrite must pay
+// for the cache it breaks.
+func (ev CacheEvidence) NotCaching() bool { return !ev.Seen && ev.Uncached >= uncachedEvidence }
+
+// EconomicsFor is the cost model's view of a conversation priced at p that
+// has had turnsSoFar requests, its cache as ev says.
+func EconomicsFor(p Prices, turnsSoFar int, ev CacheEvidence) Economics {
+	return Economics{Prices: p, TurnsAhead: ExpectedTurnsAhead(turnsSoFar), Uncached: ev.NotCaching()}
+}

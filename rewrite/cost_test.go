@@ -52,7 +52,7 @@ func TestPrefixChangePays(t *testing.T) {
 		{"removing 1k at the start of a 60k history does not pay in 10 turns", Economics{Prices: gpt5, TurnsAhead: 10}, PrefixChange{Removed: 1000, Rebuilt: 60000}, false},
 		{"it pays over 60 turns", Economics{Prices: gpt5, TurnsAhead: 60}, PrefixChange{Removed: 1000, Rebuilt: 6000}, true},
 		{"an upstream that does not cache rebuilds nothing", Economics{Prices: gpt5, Uncached: true, TurnsAhead: 1}, PrefixChange{Removed: 10, Rebuilt: 60000}, true},
-		{"a local server prefills a cached prefix for free: removing from it saves nothing", Economics{Prices: LocalPrices, TurnsAhead: 100}, PrefixChange{Removed: 5000, Rebuilt: 1}, false},
+		{"a local server prefills a cached prefix for free: removing from it saves little", Economics{Prices: LocalPrices, TurnsAhead: 10}, PrefixChange{Removed: 5000, Rebuilt: 5000}, false},
 		{"a summary call's cost counts", Economics{Prices: gpt5, TurnsAhead: 4}, PrefixChange{Removed: 20000, Rebuilt: 0, Extra: 0.02}, false},
 		{"and is paid back by enough turns", Economics{Prices: gpt5, TurnsAhead: 10}, PrefixChange{Removed: 20000, Rebuilt: 0, Extra: 0.02}, true},
 	} {
@@ -65,9 +65,40 @@ func TestPrefixChangePays(t *testing.T) {
 }
 
 func TestExpectedTurnsAhead(t *testing.T) {
-	for _, tc := range []struct{ so, want int }{{0, 1}, {1, 1}, {2, 1}, {10, 5}, {101, 50}} {
+	for _, tc := range []struct{ so, want int }{{0, 2}, {1, 2}, {4, 2}, {10, 5}, {101, 50}} {
 		if got := ExpectedTurnsAhead(tc.so); got != tc.want {
 			t.Errorf("ExpectedTurnsAhead(%d) = %d, want %d", tc.so, got, tc.want)
 		}
+	}
+}
+
+func TestCacheEvidence(t *testing.T) {
+	big, small := Usage{Input: 30000}, Usage{Input: 900}
+	cached := Usage{Input: 30000, Cached: 28000}
+	for _, tc := range []struct {
+		name       string
+		usages     []Usage
+		notCaching bool
+	}{
+		{"nothing reported yet: assumed cached", nil, false},
+		{"three large prompts with nothing cached: not caching", []Usage{big, big, big}, true},
+		{"two are not evidence enough", []Usage{big, big}, false},
+		{"small prompts are never cached anywhere: no evidence", []Usage{small, small, small, small}, false},
+		{"one cached read before: caching, whatever follows", []Usage{cached, big, big, big}, false},
+		{"a cache write counts as caching (Anthropic's first turn)", []Usage{{Input: 30000, CacheWrite: 30000}, big, big, big}, false},
+		{"a cached read after the evidence: caching after all", []Usage{big, big, big, cached}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev CacheEvidence
+			for _, u := range tc.usages {
+				ev = ev.Observe(u)
+			}
+			if ev.NotCaching() != tc.notCaching {
+				t.Errorf("evidence %+v: NotCaching = %v, want %v", ev, ev.NotCaching(), tc.notCaching)
+			}
+			if e := EconomicsFor(DefaultPrices, 10, ev); e.Uncached != tc.notCaching || e.TurnsAhead != 5 {
+				t.Errorf("EconomicsFor = %+v", e)
+			}
+		})
 	}
 }

@@ -84,7 +84,7 @@ func (plan dedupPlan) tokens(it int) int {
 // configured minimum. prev only ever holds superseded results (a later
 // turn keeps the result that superseded them), and one that is not
 // superseded any more (the config changed) is not replaced.
-func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, dropTo int, prev map[int]bool) dedupPlan {
+func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, dropTo int, prev map[int]bool, econ *Economics) dedupPlan {
 	var plan dedupPlan
 	if !p.cfg.Dedup.Enabled {
 		return plan
@@ -96,6 +96,7 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 	later := make(map[callKey]int)   // key -> a.results index of the nearest later result
 	largest := make(map[callKey]int) // key -> tokens of the largest later result
 	fresh := 0                       // tokens the replacements outside prev save
+	firstFresh := 0                  // the earliest message they are in
 	for k := len(a.results) - 1; k >= 0; k-- {
 		r := &a.results[k]
 		if !r.keyed || (r.msg >= dropFrom && r.msg < dropTo) {
@@ -120,9 +121,10 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 		plan.saved += save
 		if !prev[r.item] {
 			fresh += save
+			firstFresh = r.msg
 		}
 	}
-	if fresh > 0 && fresh < p.cfg.Dedup.minTokens() {
+	if fresh > 0 && (fresh < p.cfg.Dedup.minTokens() || !freshDedupsPay(econ, req, a, fresh, firstFresh)) {
 		for it, save := range plan.items {
 			if !prev[it] {
 				delete(plan.items, it)
@@ -139,6 +141,26 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 	}
 	plan.placeholder = placeholder
 	return plan
+}
+
+// freshDedupsPay asks the cost model whether the dedups a request adds,
+// saving fresh tokens from message first on, pay for the cache they
+// break: from first to the end of what the previous request sent (its
+// last assistant message; what follows is new, uncached either way). No
+// model (econ nil): they pay.
+func freshDedupsPay(econ *Economics, req *request, a *analysis, fresh, first int) bool {
+	if econ == nil {
+		return true
+	}
+	sent := len(req.Messages) - 1
+	for sent >= 0 && req.Messages[sent].Role != wire.RoleAssistant {
+		sent--
+	}
+	rebuilt := 0
+	for i := first; i <= sent; i++ {
+		rebuilt += a.facts[i].after
+	}
+	return econ.Pays(PrefixChange{Removed: fresh, Rebuilt: max(rebuilt-fresh, 0)})
 }
 
 // supersedes reports whether result k (an a.results index) is superseded

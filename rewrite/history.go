@@ -86,10 +86,10 @@ type Options struct {
 	// request that opens a new user turn decides, once, whether to prune
 	// the others from before its ask (PruneConfig).
 	PrevPrunes []PruneMark
-	// Economics is what the cost model knows of this conversation: a step
-	// that rewrites what was already sent (a prune batch) is taken only
-	// when Economics.Pays says so. nil: no cost information, the step is
-	// taken.
+	// Economics, when set, is the cost model's view of the conversation:
+	// the steps that rewrite what was already sent (dedup of an earlier
+	// result, pruning) are taken only when it says they pay for the cache
+	// they break. nil: no cost information, only their minimums apply.
 	Economics *Economics
 	// FitTokens > 0 is the most the forwarded request may count: when the
 	// request (its summary applied, squashed, deduped) would count more,

@@ -32,6 +32,10 @@ type LineNumbers struct {
 	Model       string
 	Calibration Calibration
 	Breaker     Breaker
+	// Turns counts the line's turns that reported usage; Cache is what
+	// they said of the upstream's prompt cache. The cost model reads both.
+	Turns int
+	Cache CacheEvidence
 }
 
 // ForModel returns n for a request of model: n itself when the line's model
@@ -41,7 +45,7 @@ func (n LineNumbers) ForModel(model string, modelRatio float64) LineNumbers {
 	if n.Model == model {
 		return n
 	}
-	return LineNumbers{Model: model, Calibration: Calibration{Ratio: modelRatio}, Breaker: n.Breaker}
+	return LineNumbers{Model: model, Calibration: Calibration{Ratio: modelRatio}, Breaker: n.Breaker, Turns: n.Turns}
 }
 
 // Observation is what one forwarded turn of a line tells its numbers.
@@ -55,6 +59,9 @@ type Observation struct {
 	// UsageFound: the answer reported usage; InputTokens is its input.
 	UsageFound  bool
 	InputTokens int
+	// CachedTokens and CacheWriteTokens are the parts of InputTokens the
+	// upstream read from and wrote to its prompt cache.
+	CachedTokens, CacheWriteTokens int
 	// Compacted: the turn compacted before it was forwarded, over Trigger
 	// (the upstream's tokens): only such a turn moves the breaker.
 	Compacted bool
@@ -73,6 +80,8 @@ func Observe(n LineNumbers, o Observation) (next LineNumbers, opened bool) {
 	if !o.UsageFound {
 		return n, false
 	}
+	n.Turns++
+	n.Cache = n.Cache.Observe(Usage{Input: o.InputTokens, Cached: o.CachedTokens, CacheWrite: o.CacheWriteTokens})
 	c := n.Calibration.Observe(o.Raw, o.InputTokens)
 	if o.InputTokens <= 0 || o.Raw <= 0 {
 		// Nothing to learn a ratio from; the anchor is what was reported.

@@ -296,7 +296,7 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 		}
 	}
 	prev, prevPrunes := p.prevDedups(&req, a, opts.PrevDedups), p.prevPrunes(&req, a, opts.PrevPrunes)
-	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, prev)
+	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, prev, opts.Economics)
 	v.prune = p.planPrune(v, &plan, prev, prevPrunes, opts.Economics)
 	v.forwarded(plan)
 	if opts.FitTokens > 0 && v.fit(opts.FitTokens) {
@@ -304,7 +304,7 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 		if v.branch != nil {
 			res.FitDropped -= v.branch.Covered
 		}
-		plan = p.planDedup(enc, &req, a, v.lead, v.dropTo, prev)
+		plan = p.planDedup(enc, &req, a, v.lead, v.dropTo, prev, opts.Economics)
 		v.prune = p.planPrune(v, &plan, prev, prevPrunes, opts.Economics)
 		v.forwarded(plan)
 	}

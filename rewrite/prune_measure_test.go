@@ -79,8 +79,9 @@ func withAsks(tb testing.TB, body []byte, every int) []string {
 // What pruning saves on interactive sessions, and what it costs where a
 // provider caches prefixes: every corpus trace made an interactive
 // session (a user ask every 10 tool results) and replayed request by
-// request without pruning, with pruning gated by the cost model, and with
-// pruning taken blindly (no Economics). Gated, pruning must lower the
+// request without pruning, with pruning gated by the cost model (which
+// gates dedup too, in both), and with no cost model at all (pruning and
+// dedup taken on their minimums alone). Gated, pruning must lower the
 // bill in total and, at the default min_tokens, make no session's more
 // than 2% higher (the cost model guesses how many requests are still to
 // come, and a session may end sooner); the log says by how much it lowers
@@ -105,7 +106,7 @@ func TestPruneOnInteractiveCorpus(t *testing.T) {
 				turns := everyTurn(msgs, 2)
 				cfg := pruneConfig(min)
 				cfg.Prune.Enabled = false
-				o := replayCost(t, New(cfg), msgs, turns, prices, false)
+				o := replayCost(t, New(cfg), msgs, turns, prices, true)
 				g := replayCost(t, New(pruneConfig(min)), msgs, turns, prices, true)
 				b := replayCost(t, New(pruneConfig(min)), msgs, turns, prices, false)
 				if g.cost > o.cost*1.001 {

@@ -22,6 +22,9 @@ type diskRecord struct {
 	TokensAfter     int64         `json:"tokens_after,omitempty"`
 	TokensSaved     int64         `json:"tokens_saved,omitempty"`
 	Compactions     int64         `json:"compactions,omitempty"`
+	Usage           diskUsage     `json:"usage,omitzero"`
+	Summary         diskUsage     `json:"summary_usage,omitzero"`
+	Direct          diskUsage     `json:"direct_usage,omitzero"`
 	Branches        []diskBranch  `json:"branches,omitempty"`
 	Lines           []diskLine    `json:"lines,omitempty"`
 	ForceNext       bool          `json:"force_next,omitempty"`
@@ -48,10 +51,14 @@ type diskLine struct {
 	LastEstimate    int         `json:"last_estimate,omitempty"`
 	Calibration     float64     `json:"calibration,omitempty"`
 	Slope           float64     `json:"slope,omitempty"`
+	LastSent        int         `json:"last_sent,omitempty"`
 	Breaker         diskBreaker `json:"breaker,omitzero"`
 	Dedups          []diskDedup `json:"dedups,omitempty"`
 	Prunes          []diskPrune `json:"prunes,omitempty"`
 	UsedAt          time.Time   `json:"used_at,omitzero"`
+	Turns           int         `json:"turns,omitempty"`
+	CacheSeen       bool        `json:"cache_seen,omitempty"`
+	UncachedPrompts int         `json:"uncached_prompts,omitempty"`
 }
 
 // diskPrune is a PruneMark as [index, "digest hex", result, turn]. A
@@ -115,6 +122,17 @@ func (d *diskDedup) UnmarshalJSON(b []byte) error {
 		return json.Unmarshal(v[2], &d.Result)
 	}
 	return nil
+}
+
+// diskUsage is a Usage; a record written before usage was summed has
+// none, and reads as zero.
+type diskUsage struct {
+	Calls      int64 `json:"calls,omitempty"`
+	Unreported int64 `json:"unreported,omitempty"`
+	Input      int64 `json:"input,omitempty"`
+	Cached     int64 `json:"cached,omitempty"`
+	CacheWrite int64 `json:"cache_write,omitempty"`
+	Output     int64 `json:"output,omitempty"`
 }
 
 type diskBranch struct {
@@ -356,6 +374,9 @@ func encodeRecord(r *Record) ([]byte, error) {
 		TokensAfter:  r.TokensAfter,
 		TokensSaved:  r.TokensSaved,
 		Compactions:  r.Compactions,
+		Usage:        diskUsage(r.Usage),
+		Summary:      diskUsage(r.Summary),
+		Direct:       diskUsage(r.Direct),
 		ForceNext:    r.ForceNext,
 		CreatedAt:    utc(r.CreatedAt),
 		UpdatedAt:    utc(r.UpdatedAt),
@@ -365,7 +386,7 @@ func encodeRecord(r *Record) ([]byte, error) {
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
 			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups), Prunes: toDiskPrunes(l.Prunes),
-			UsedAt: utc(l.UsedAt),
+			UsedAt: utc(l.UsedAt), Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
 		})
 	}
 	for _, b := range r.Branches {
@@ -409,6 +430,9 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		TokensAfter:  d.TokensAfter,
 		TokensSaved:  d.TokensSaved,
 		Compactions:  d.Compactions,
+		Usage:        Usage(d.Usage),
+		Summary:      Usage(d.Summary),
+		Direct:       Usage(d.Direct),
 		ForceNext:    d.ForceNext || d.LegacyBreaker.ForceNext,
 		CreatedAt:    d.CreatedAt,
 		UpdatedAt:    d.UpdatedAt,
@@ -418,7 +442,7 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
 			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups), Prunes: fromDiskPrunes(l.Prunes),
-			UsedAt: l.UsedAt,
+			UsedAt: l.UsedAt, Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
 		})
 	}
 	if len(d.Lines) == 0 && (d.LegacyLastInputTokens > 0 || d.LegacyCalibration > 0 || d.LegacyBreaker != (diskBreaker{ForceNext: d.LegacyBreaker.ForceNext})) {

@@ -74,6 +74,48 @@ func TestEncodingGolden(t *testing.T) {
 	}
 }
 
+// goldenUsage is a record with the upstream's usage summed (the
+// conversation's requests, its summary calls, the direct estimate) and a
+// line that remembers its last request's size.
+const goldenUsage = `{"ns":"ns","id":"c1","model":"claude-sonnet-4-5","requests":3,` +
+	`"usage":{"calls":2,"unreported":1,"input":30000,"cached":25000,"cache_write":4000,"output":300},` +
+	`"summary_usage":{"calls":1,"input":9000,"output":800},` +
+	`"direct_usage":{"input":41000,"cached":20000,"cache_write":21000,"output":300},` +
+	`"lines":[{"last_sent":21000}]}`
+
+// Usage counters are stored as they are summed, and a record written
+// before there were any (goldenV1, goldenWritten) reads with none.
+func TestUsageCountersOnDisk(t *testing.T) {
+	r := Record{Key: Key{Namespace: "ns", ID: "c1"}, Model: "claude-sonnet-4-5", Requests: 3,
+		Usage:   Usage{Calls: 2, Unreported: 1, Input: 30000, Cached: 25000, CacheWrite: 4000, Output: 300},
+		Summary: Usage{Calls: 1, Input: 9000, Output: 800},
+		Direct:  Usage{Input: 41000, Cached: 20000, CacheWrite: 21000, Output: 300},
+		Lines:   []Line{{LastSent: 21000}}}
+	data, err := encodeRecord(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != goldenUsage {
+		t.Errorf("encoding:\n got %s\nwant %s", data, goldenUsage)
+	}
+	if got, err := decodeRecord(r.Key, []byte(goldenUsage)); err != nil || !reflect.DeepEqual(got, r) {
+		t.Errorf("decode = %+v, %v; want %+v", got, err, r)
+	}
+	for _, old := range []string{goldenV1, goldenWritten} {
+		got, err := decodeRecord(r.Key, []byte(old))
+		if err != nil || got.Usage != (Usage{}) || got.Summary != (Usage{}) || got.Direct != (Usage{}) || got.Lines[0].LastSent != 0 {
+			t.Errorf("a record written before usage was summed: %+v %+v %+v, %v", got.Usage, got.Summary, got.Direct, err)
+		}
+	}
+}
+
+func TestUsagePlus(t *testing.T) {
+	a := Usage{Calls: 1, Unreported: 2, Input: 3, Cached: 4, CacheWrite: 5, Output: 6}
+	if got := a.Plus(a); got != (Usage{Calls: 2, Unreported: 4, Input: 6, Cached: 8, CacheWrite: 10, Output: 12}) {
+		t.Errorf("Plus = %+v", got)
+	}
+}
+
 func TestEncodingZeroRecord(t *testing.T) {
 	r := Record{Key: Key{Namespace: "ns", ID: "c"}}
 	data, err := encodeRecord(&r)
@@ -118,6 +160,8 @@ func TestNormalizeMatchesRoundTrip(t *testing.T) {
 			Turns: []Turn{{TokensBefore: math.MaxInt32, TokensAfter: -1, InputTokens: math.MinInt32}},
 		},
 		"cache counts": {Turns: []Turn{{InputTokens: 90, CachedTokens: 80}, {InputTokens: 95, CacheWriteTokens: 5}, {InputTokens: 1}}},
+		"usage": {Usage: Usage{Calls: 1, Input: 90, Cached: 80}, Summary: Usage{Unreported: 1}, Direct: Usage{Output: math.MaxInt64},
+			Lines: []Line{{LastSent: 7}}},
 	}
 	for name, r := range cases {
 		t.Run(name, func(t *testing.T) {

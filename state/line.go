@@ -35,7 +35,12 @@ type Line struct {
 	// are stored as 0.
 	Calibration float64
 	Slope       float64
-	Breaker     Breaker
+	// LastSent is the size the line's latest forwarded request would have
+	// had sent as the client wrote it (rewrite.DirectUsage's Input): what
+	// a client talking to the upstream directly would have had cached for
+	// the next.
+	LastSent int
+	Breaker  Breaker
 	// Dedups are the tool results the line's latest forwarded request sent
 	// as the dedup placeholder, so the next request sends them so again
 	// (a cached prefix stays as it was) and dedup's minimum applies only
@@ -44,6 +49,13 @@ type Line struct {
 	// Prunes are the tool results the line's latest forwarded request sent
 	// as their pruned line, so the next request sends them so again.
 	Prunes []PruneMark
+	// Turns counts the line's turns that reported usage; CacheSeen says
+	// one of them read from or wrote to the upstream's prompt cache, and
+	// UncachedPrompts how many large ones reported neither before any did
+	// (the caller's rules: rewrite.CacheEvidence).
+	Turns           int
+	CacheSeen       bool
+	UncachedPrompts int
 	// UsedAt is when a request of the line was last recorded: the LRU clock.
 	UsedAt time.Time
 }

@@ -36,6 +36,15 @@ type Record struct {
 	TokensSaved  int64 // sum of max(0, before-after) per request
 	Compactions  int64 // requests that wrote a summary (Turn.Compacted)
 
+	// What the upstream reported, summed since the record was created (not
+	// from Turns, which keeps the last MaxTurns): Usage of the
+	// conversation's forwarded requests, Summary of ctxpress's own summary
+	// calls for it. Direct is the estimate of what the requests counted in
+	// Usage would have used sent as the client wrote them
+	// (rewrite.DirectUsage): Usage and Direct priced alike are the bill
+	// through ctxpress and without it.
+	Usage, Summary, Direct Usage
+
 	// Branches are the summaries this conversation can resume from; see
 	// Branch. At most MaxBranches; order is not meaningful.
 	Branches []Branch
@@ -133,6 +142,22 @@ type SummaryEntry struct {
 	CoveredMessages int
 	TokensBefore    int
 	TokensAfter     int
+}
+
+// Usage sums what an upstream reported for calls: Calls is how many
+// reported usage, Unreported how many were answered without (they are in
+// no other count: a bill of them is unknown). Input is every prompt
+// token, Cached and CacheWrite the parts of it read from and written to
+// the prompt cache, Output the answers' tokens.
+type Usage struct {
+	Calls, Unreported                 int64
+	Input, Cached, CacheWrite, Output int64
+}
+
+// Plus returns u with v added.
+func (u Usage) Plus(v Usage) Usage {
+	return Usage{Calls: u.Calls + v.Calls, Unreported: u.Unreported + v.Unreported, Input: u.Input + v.Input,
+		Cached: u.Cached + v.Cached, CacheWrite: u.CacheWrite + v.CacheWrite, Output: u.Output + v.Output}
 }
 
 // Turn is one request of the conversation.

@@ -13,6 +13,8 @@ const state = {
   selected: null,          // {id, ns}
   compacting: new Map(),   // conversation id -> started event
   rows: [],
+  currency: "$",           // from /stats
+  showMoney: true,         // false: ui.price_per_million_tokens is negative
 };
 
 const $ = (id) => document.getElementById(id);
@@ -40,7 +42,23 @@ function ago(iso) {
 }
 
 function money(v, cur) {
-  return cur + (v >= 1 || v === 0 ? v.toFixed(2) : v.toFixed(4));
+  const a = Math.abs(v);
+  return (v < 0 ? "−" : "") + cur + (a >= 1 || a === 0 ? a.toFixed(2) : a.toFixed(4));
+}
+
+// amount is a bill in its unit: money, or for a local upstream
+// (cost_unit "prefill") prefill-token equivalents.
+function amount(v, unit) {
+  if (unit === "prefill") return (v < 0 ? "−" : "") + fmt(Math.round(Math.abs(v) * 1e6)) + " prefill tok";
+  return money(v, state.currency);
+}
+
+const pct = (share) => (100 * (share || 0)).toFixed(1) + "%";
+
+// unreported says how many calls came back without usage: they are in no
+// cost, and the reader should know.
+function unreported(u) {
+  return u.unreported ? ", " + fmt(u.unreported) + " without usage (not priced)" : "";
 }
 
 async function api(path) {
@@ -67,15 +85,17 @@ async function loadStats() {
   const s = await api("/stats");
   $("t-requests").textContent = fmt(s.requests);
   $("t-saved").textContent = fmt(s.tokens_saved);
-  const pct = s.tokens_before > 0 ? (100 * s.tokens_saved / s.tokens_before).toFixed(1) + "% of input" : "";
-  $("t-saved-pct").textContent = pct;
-  if (s.price_per_million_tokens > 0) {
-    $("tile-money").hidden = false;
-    $("t-money").textContent = money(s.money_saved, s.currency);
-    $("t-price").textContent = "at " + s.currency + s.price_per_million_tokens + " per 1M input tokens";
-  } else {
-    $("tile-money").hidden = true;
-  }
+  $("t-saved-pct").textContent = s.tokens_before > 0 ? pct(s.tokens_saved / s.tokens_before) + " of input" : "";
+  state.currency = s.currency;
+  state.showMoney = s.price_per_million_tokens > 0;
+  $("t-cached").textContent = pct(s.cached_share);
+  $("t-cached-sub").textContent = "of " + fmt(s.usage.input_tokens) + " input tokens" + unreported(s.usage);
+  for (const t of document.querySelectorAll("#totals .money")) t.hidden = !state.showMoney;
+  $("t-cost").textContent = amount(s.cost, s.cost_unit);
+  $("t-cost-sub").textContent = "incl. " + amount(s.summary_cost, s.cost_unit) + " of summary calls";
+  $("t-money").textContent = amount(s.money_saved, s.cost_unit);
+  $("t-money").classList.toggle("neg", s.money_saved < 0);
+  $("t-price").textContent = "vs. " + amount(s.cost_direct_estimate, s.cost_unit) + " direct (estimate), net of cache and summaries";
   $("t-compactions").textContent = fmt(s.compactions);
   $("t-conversations").textContent = fmt(s.conversations) + " conversations" + (s.persistent ? "" : " (memory only)");
 }
@@ -109,6 +129,8 @@ function renderList() {
       el("td", { class: "num" }, fmt(c.requests)),
       el("td", { class: "num" }, fmt(c.last_input_tokens)),
       el("td", { class: "num" }, fmt(c.tokens_saved)),
+      el("td", { class: "num cached" }, c.usage.calls ? pct(c.cached_share) : "–"),
+      el("td", { class: "num cost" }, state.showMoney ? amount(c.cost, c.cost_unit) : "–"),
       el("td", { class: "num" }, fmt(c.compactions)),
       el("td", { title: c.updated_at }, ago(c.updated_at)),
       badges(c));
@@ -146,10 +168,17 @@ async function loadDetail() {
   $("d-ns").textContent = "namespace " + d.namespace;
   const facts = $("d-facts");
   facts.replaceChildren();
-  const fact = (label, value) => { const s = el("span", {}, label + " "); s.append(el("b", {}, value)); facts.append(s); };
+  const fact = (label, value) => { const s = el("span", { "data-fact": label }, label + " "); s.append(el("b", {}, value)); facts.append(s); };
   fact("model", d.model || "–");
   fact("requests", fmt(d.requests));
   fact("tokens saved", fmt(d.tokens_saved));
+  fact("cached", pct(d.cached_share) + " of " + fmt(d.usage.input_tokens) + " input tokens" + unreported(d.usage));
+  if (state.showMoney) {
+    fact("cost", amount(d.cost, d.cost_unit));
+    fact("summary calls", fmt(d.summary_usage.calls) + " for " + amount(d.summary_cost, d.cost_unit) + unreported(d.summary_usage));
+    fact("direct (estimate)", amount(d.cost_direct_estimate, d.cost_unit));
+    fact("saved", amount(d.money_saved, d.cost_unit));
+  }
   fact("compactions", fmt(d.compactions));
   fact("last input", fmt(d.last_input_tokens));
   fact("calibration", d.calibration ? d.calibration.toFixed(2) : "–");
@@ -205,7 +234,8 @@ function drawChart(turns) {
     const a = svg("circle", { class: "pt-after" + (t.compacted ? " compacted" : ""), cx: x(i), cy: y(t.tokens_after), r, "data-turn": i + 1 });
     const tip = svg("title", {});
     tip.textContent = "turn " + (i + 1) + ": " + fmt(t.tokens_before) + " → " + fmt(t.tokens_after) + " tokens" +
-      (t.input_tokens ? " (upstream counted " + fmt(t.input_tokens) + ")" : "") + (t.compacted ? ", compacted" : "");
+      (t.input_tokens ? " (upstream counted " + fmt(t.input_tokens) + (t.cached_tokens ? ", " + fmt(t.cached_tokens) + " cached" : "") + ")" : "") +
+      (t.compacted ? ", compacted" : "");
     a.append(tip);
     root.append(b, a);
   });

@@ -47,6 +47,9 @@ type Summary struct {
 	PromptTokens     int    // usage.prompt_tokens (or input_tokens); 0 when not reported
 	CompletionTokens int    // usage.completion_tokens (or output_tokens); 0 when not reported
 	Truncated        bool   // finish_reason "length": the summary hit MaxTokens and may be cut short
+	// Usage is all the upstream reported of the call (cache reads and
+	// writes too), for its bill; Found is false when it reported none.
+	Usage Usage
 }
 
 // summaryRequest is the summary call's body; field order is the wire order.
@@ -148,6 +151,7 @@ func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 	}
 	res.PromptTokens = int(firstOf(root, "usage.prompt_tokens", "usage.input_tokens").Int())
 	res.CompletionTokens = int(firstOf(root, "usage.completion_tokens", "usage.output_tokens").Int())
+	res.Usage = ReadUsage(root.Get("usage"))
 	res.Truncated = choice.Get("finish_reason").String() == "length"
 	why := ""
 	if choice.Get("message.reasoning_content").String() != "" || choice.Get("message.reasoning").String() != "" {

@@ -61,7 +61,7 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 		}
 	}
 	u := ReadUsage(root.Get("usage"))
-	res.PromptTokens, res.CompletionTokens = u.InputTokens, u.OutputTokens
+	res.PromptTokens, res.CompletionTokens, res.Usage = u.InputTokens, u.OutputTokens, u
 	res.Truncated = root.Get("stop_reason").String() == "max_tokens"
 	why := ""
 	if thought {

@@ -71,7 +71,7 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 		}
 	}
 	u := ReadUsage(root.Get("usage"))
-	res.PromptTokens, res.CompletionTokens = u.InputTokens, u.OutputTokens
+	res.PromptTokens, res.CompletionTokens, res.Usage = u.InputTokens, u.OutputTokens, u
 	res.Truncated = root.Get("status").String() == "incomplete" &&
 		root.Get("incomplete_details.reason").String() == "max_output_tokens"
 	why := ""

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ctxpress/ctxpress/proxy"
+	"github.com/ctxpress/ctxpress/replay"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/rs/zerolog"
+)
+
+const replayUsage = `Usage:
+  ctxpress replay [flags] FILE|DIR...
+
+Replays recorded sessions turn by turn, once straight to the provider and
+once through ctxpress (the real pipeline, in-process, with your config), and
+prints per session and in total: tokens sent, the share the provider served
+from its prompt cache, ctxpress's summary calls, and the cost at a model's
+prices. A FILE is one session: a .jsonl file holds its request bodies, one a
+line, in order (chat completions, Responses or Messages); any other file one
+chat/Responses/Messages body holding a whole run (as the corpus traces do),
+sent turn by turn: cut before each assistant message, then whole. A DIR is
+every *.json and *.jsonl in it.
+
+The provider is by default simulated: a fresh cache per session and leg that
+serves the longest prefix (the model, each tool, each message) a request
+shares with an earlier one, when it is at least 1024 tokens, as OpenAI does;
+bodies are checked as strictly as the real APIs check them, and a refused one
+fails its session. With -upstream, both legs go to a real server instead and
+its usage is read as it reports it.
+
+Flags:
+  -config FILE            ctxpress config, loaded as serve loads it (env CTXPRESS_CONFIG)
+  -threshold-tokens N     compaction.threshold_tokens for the replay
+  -model NAME             the model every request names (default %q: unknown
+                          to ctxpress's tables, so a 128k window and the default prices)
+  -prices MODEL           the price row to cost with (default: -model; a local
+                          -upstream: prefill tokens)
+  -format F               chat, responses or messages (default: by each file's shape)
+  -upstream URL           replay against a real upstream base URL, e.g. http://127.0.0.1:8080/v1
+                          (the config's upstream_api_key is its key on both legs)
+  -summary-tokens N       length of a simulated summary (default %d)
+  -parallel N             sessions replayed at once (default: one per CPU)
+  -json                   print JSON instead of tables
+
+The exit status is 1 when any session failed.
+`
+
+// defaultReplayModel is a model name no table of ctxpress knows.
+const defaultReplayModel = "replay-model"
+
+// replayFlags are the options of `ctxpress replay`.
+type replayFlags struct {
+	config, model, prices, format, upstream string
+	threshold, summaryTokens, parallel      int
+	json                                    bool
+}
+
+func cmdReplay(args []string, stdout, stderr io.Writer) int {
+	var f replayFlags
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.config, "config", "", "")
+	fs.IntVar(&f.threshold, "threshold-tokens", -1, "")
+	fs.StringVar(&f.model, "model", defaultReplayModel, "")
+	fs.StringVar(&f.prices, "prices", "", "")
+	fs.StringVar(&f.format, "format", "", "")
+	fs.StringVar(&f.upstream, "upstream", "", "")
+	fs.IntVar(&f.summaryTokens, "summary-tokens", replay.DefaultSummaryTokens, "")
+	fs.IntVar(&f.parallel, "parallel", 0, "")
+	fs.BoolVar(&f.json, "json", false, "")
+	help := fmt.Sprintf(replayUsage, defaultReplayModel, replay.DefaultSummaryTokens)
+	paths, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, help)
+		return 0
+	}
+	if err == nil && len(paths) == 0 {
+		err = errors.New("no FILE or DIR to replay")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ctxpress replay: %v\n\n%s", err, help)
+		return 2
+	}
+	opts, err := replayOptions(f)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctxpress replay: %v\n", err)
+		return 2
+	}
+	format, err := replay.ParseFormat(f.format)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctxpress replay: %v\n", err)
+		return 2
+	}
+	sessions, err := replay.Load(paths, format, f.model)
+	if err != nil {
+		fmt.Fprintf(stderr, "ctxpress replay: %v\n", err)
+		return 1
+	}
+	report := replay.Run(sessions, opts)
+	if f.json {
+		err = replay.WriteJSON(stdout, report)
+	} else {
+		err = replay.WriteText(stdout, report)
+	}
+	if err != nil || report.Failed() {
+		return 1
+	}
+	return 0
+}
+
+// replayOptions builds the replay from the flags and the config as serve
+// would load it.
+func replayOptions(f replayFlags) (replay.Options, error) {
+	sf := newServeFlags()
+	sf.configPath = f.config
+	cfg, err := loadConfig(sf, os.Getenv)
+	if err != nil {
+		return replay.Options{}, err
+	}
+	if f.threshold >= 0 {
+		cfg.Compaction.ThresholdTokens = f.threshold
+		if err := cfg.compactionConfig().Validate(); err != nil {
+			return replay.Options{}, err
+		}
+	}
+	if f.upstream != "" {
+		if u, err := url.Parse(f.upstream); err != nil || u.Host == "" {
+			return replay.Options{}, fmt.Errorf("-upstream %q: want a base URL such as http://127.0.0.1:8080/v1", f.upstream)
+		}
+	}
+	// The upstream ctxpress sees is the replay's meter, on loopback: say
+	// where the provider really is, unless the config does.
+	local := f.upstream != "" && isLoopbackURL(f.upstream)
+	if cfg.LocalUpstream == "auto" {
+		cfg.LocalUpstream = fmt.Sprint(local)
+	}
+	priceModel := f.prices
+	if priceModel == "" {
+		priceModel = f.model
+	}
+	costs := rewrite.CostConfig{Local: local && f.prices == ""}
+	o := replay.Options{
+		Start: replayStart(cfg), Upstream: f.upstream, APIKey: cfg.UpstreamAPIKey,
+		SummaryTokens: f.summaryTokens, Parallel: f.parallel,
+		Prices: costs.PricesFor(priceModel), SummaryPrices: costs.PricesFor(priceModel),
+	}
+	if s := cfg.Compaction.Summarizer; s.BaseURL != "" {
+		o.Summariser, o.SummariserUpstream = true, s.BaseURL
+		if s.Model != "" {
+			o.SummaryPrices = costs.PricesFor(s.Model)
+		}
+	}
+	return o, nil
+}
+
+func isLoopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
+}
+
+// replayStart starts, for each session, a ctxpress of cfg in-process on
+// an ephemeral loopback port, its db in a temporary directory, no client
+// keys asked (the replay is its only client).
+func replayStart(cfg config) replay.StartFunc {
+	return func(upstream, summariser string) (replay.Proxy, error) {
+		c := cfg
+		c.Upstream = upstream
+		if summariser != "" {
+			c.Compaction.Summarizer.BaseURL = summariser
+		}
+		c.Auth.Keys = []string{}
+		dir, err := os.MkdirTemp("", "ctxpress-replay-")
+		if err != nil {
+			return nil, err
+		}
+		c.DB = filepath.Join(dir, "ctxpress.db")
+		p := &replayProxy{dir: dir}
+		if err := p.start(c); err != nil {
+			_ = p.Close()
+			return nil, err
+		}
+		return p, nil
+	}
+}
+
+// replayProxy is one session's ctxpress.
+type replayProxy struct {
+	dir   string
+	store interface{ Close() error }
+	srv   *proxy.Server
+	ln    net.Listener
+}
+
+func (p *replayProxy) start(c config) error {
+	log := zerolog.Nop()
+	store, err := openStore(c, log)
+	if err != nil {
+		return err
+	}
+	p.store = store
+	srv, err := proxy.New(c.proxyConfig(), log, proxy.Deps{Pipeline: rewrite.New(c.pipelineConfig()), Store: store})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	p.srv, p.ln = srv, ln
+	go func() { _ = srv.Serve(ln) }()
+	return nil
+}
+
+func (p *replayProxy) BaseURL() string { return "http://" + p.ln.Addr().String() + "/v1" }
+
+func (p *replayProxy) WaitIdle() { p.srv.WaitIdle() }
+
+func (p *replayProxy) Close() error {
+	var err error
+	if p.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = p.srv.Shutdown(ctx)
+		cancel()
+	}
+	if p.store != nil {
+		err = errors.Join(err, p.store.Close())
+	}
+	return errors.Join(err, os.RemoveAll(p.dir))
+}

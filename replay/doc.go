@@ -1,0 +1,24 @@
+// Package replay replays recorded agent sessions turn by turn, once
+// straight to a provider and once through ctxpress, and says what each
+// costs: the tokens sent, the share the provider's prompt cache served,
+// ctxpress's summary calls, and the bill at a model's prices. It is how a
+// user decides whether ctxpress pays for them, and how ctxpress measures
+// it (`ctxpress replay`).
+//
+// The provider is by default a simulation (Sim) that caches exact
+// prefixes per session, as OpenAI does: a request's cached tokens are those
+// of the longest prefix of prompt elements (the model, each tool, then each
+// message, input item or system block, compared in canonical form) it
+// shares with an earlier request of the session, when that prefix is at
+// least MinCachedPrefix tokens. It validates every body with the strict
+// validators the tests use and refuses what the real API refuses. Or the
+// provider is a real upstream, whose reported usage is read as it is.
+//
+// Every call to the provider goes through a meter, which reads its usage
+// from the answer (JSON or SSE, in the call's format) and tells agent
+// requests from ctxpress's summary calls by the summariser's instruction.
+// The meter is the one place where tokens are counted, for both legs.
+//
+// This package is shell code: it listens on loopback, reads files and
+// makes HTTP calls.
+package replay

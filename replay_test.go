@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ctxpress/ctxpress/internal/corpustest"
+	"github.com/ctxpress/ctxpress/replay"
+	"github.com/ctxpress/ctxpress/rewrite"
+)
+
+// runReplay runs `ctxpress replay -json args...` and returns its report,
+// its raw output and its exit code.
+func runReplay(t *testing.T, args ...string) (replay.Report, []byte, int) {
+	t.Helper()
+	t.Setenv("CTXPRESS_CONFIG", "")
+	var stdout, stderr bytes.Buffer
+	code := run(append([]string{"replay", "-json"}, args...), nil, &stdout, &stderr)
+	var r replay.Report
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("replay printed no report (exit %d): %v\nstdout: %s\nstderr: %s", code, err, stdout.Bytes(), stderr.Bytes())
+	}
+	return r, stdout.Bytes(), code
+}
+
+func session(t *testing.T, r replay.Report, name string) replay.SessionResult {
+	t.Helper()
+	for _, s := range r.Sessions {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no session %s in the report", name)
+	return replay.SessionResult{}
+}
+
+// Three corpus traces, one of which compacts at a low threshold (a 52-turn
+// run: the cost model puts off compactions of short ones, which do not pay
+// for the cache they break): what a user reads off the report must hold.
+func TestReplayCorpusTracesSaveTokensAndPriceSummaries(t *testing.T) {
+	dir := filepath.Join(corpustest.Dir(t), "traces")
+	names := []string{"ohsdk-claude-sonnet-4-fncall.json", "sweagent-ctf-pwn-warmup.json", "mini-gemini3pro-django__django-15629.json"}
+	args := []string{"-threshold-tokens", "8000"}
+	for _, n := range names {
+		args = append(args, filepath.Join(dir, n))
+	}
+	r, out, code := runReplay(t, args...)
+	if code != 0 || r.Failed() {
+		t.Fatalf("exit %d, report:\n%s", code, out)
+	}
+	if !r.Simulated || r.Prices != rewrite.DefaultPrices {
+		t.Errorf("simulated %v, prices %+v: want the simulation at the default prices", r.Simulated, r.Prices)
+	}
+	for _, n := range names {
+		s := session(t, r, n)
+		if s.Direct.Requests != s.Turns {
+			t.Errorf("%s: %d direct requests for %d turns", n, s.Direct.Requests, s.Turns)
+		}
+		// The simulated cache works: a history replayed unchanged is
+		// mostly served from it.
+		if share := s.Direct.CachedShare(); share < 0.8 {
+			t.Errorf("%s: direct cached share %.1f%%, want most of it", n, 100*share)
+		}
+		if s.Ctxpress.Input >= s.Direct.Input {
+			t.Errorf("%s: ctxpress sent %d agent tokens, direct %d: want fewer", n, s.Ctxpress.Input, s.Direct.Input)
+		}
+	}
+	compacting := session(t, r, "mini-gemini3pro-django__django-15629.json")
+	c := compacting.Ctxpress
+	if c.Summaries == 0 || c.SummaryInput == 0 {
+		t.Fatalf("django-15629 at 8000 tokens: %d summary calls, %d input tokens: want its compaction counted", c.Summaries, c.SummaryInput)
+	}
+	if c.SummaryOutput != c.Summaries*replay.DefaultSummaryTokens {
+		t.Errorf("summary output %d tokens for %d calls, want %d each", c.SummaryOutput, c.Summaries, replay.DefaultSummaryTokens)
+	}
+	p := rewrite.DefaultPrices
+	want := p.Cost(rewrite.Usage{Input: c.Input, Cached: c.Cached}) +
+		p.Cost(rewrite.Usage{Input: c.SummaryInput, Cached: c.SummaryCached, Output: c.SummaryOutput})
+	if math.Abs(compacting.CostCtxpress-want) > 1e-12 {
+		t.Errorf("cost through ctxpress $%v, want $%v (agent prompts + summary calls with their output)", compacting.CostCtxpress, want)
+	}
+	if summary := p.Cost(rewrite.Usage{Output: c.SummaryOutput}); compacting.CostCtxpress-p.Cost(rewrite.Usage{Input: c.Input, Cached: c.Cached}) < summary {
+		t.Errorf("the summary calls' output ($%v) is not in the cost", summary)
+	}
+	if r.Totals.Sessions != 3 || r.Totals.Ctxpress.AllInput() >= r.Totals.Direct.AllInput() {
+		t.Errorf("totals: %d sessions, tokens %d through ctxpress vs %d direct", r.Totals.Sessions,
+			r.Totals.Ctxpress.AllInput(), r.Totals.Direct.AllInput())
+	}
+
+	_, again, _ := runReplay(t, args...)
+	if !bytes.Equal(out, again) {
+		t.Errorf("two replays of the same sessions differ:\n%s\n---\n%s", out, again)
+	}
+}
+
+// writeJSONL writes a .jsonl session: the requests a client sent in the
+// run whose last request is the capture (in format f), one a line.
+func writeJSONL(t *testing.T, dir, name, capture string, f replay.Format) int {
+	t.Helper()
+	body, err := os.ReadFile(capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns, err := replay.Turns(f, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for _, turn := range turns {
+		if err := json.Compact(&b, turn); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return len(turns)
+}
+
+// A JSONL session of Responses (codex) and one of Messages (Claude Code),
+// both streamed as their clients stream them, replay from a directory,
+// each in its format.
+func TestReplayJSONLSessionsOfResponsesAndMessages(t *testing.T) {
+	dir := t.TempDir()
+	codex := writeJSONL(t, dir, "codex.jsonl", "internal/responsestest/testdata/codex171-parallel-calls.json", replay.Responses)
+	claude := writeJSONL(t, dir, "claude.jsonl", "internal/messagestest/testdata/claude-code-2.1.332-turn6.json", replay.Messages)
+	r, out, code := runReplay(t, dir)
+	if code != 0 || r.Failed() {
+		t.Fatalf("exit %d, report:\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		name   string
+		format replay.Format
+		turns  int
+	}{{"codex.jsonl", replay.Responses, codex}, {"claude.jsonl", replay.Messages, claude}} {
+		s := session(t, r, tc.name)
+		if s.Format != tc.format || s.Turns != tc.turns || s.Direct.Requests != tc.turns || s.Ctxpress.Requests != tc.turns {
+			t.Errorf("%s: format %s, %d turns, %d/%d requests; want %s and %d", tc.name, s.Format, s.Turns,
+				s.Direct.Requests, s.Ctxpress.Requests, tc.format, tc.turns)
+		}
+		if s.Direct.Input == 0 || s.Direct.CachedShare() < 0.5 {
+			t.Errorf("%s: direct %d tokens, %.1f%% cached: want the stream's usage read", tc.name, s.Direct.Input, 100*s.Direct.CachedShare())
+		}
+	}
+}
+
+// A body the provider refuses fails its session, visibly and with the
+// provider's reason, and is never counted as a saving; the other sessions
+// of the run are still replayed, and the exit status says one failed.
+func TestReplayRefusedBodyFailsItsSession(t *testing.T) {
+	dir := t.TempDir()
+	ok := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"}]}` + "\n" +
+		`{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"},{"role":"assistant","content":"hi"},{"role":"user","content":"again"}]}` + "\n"
+	// The tool result answers a call nobody made: OpenAI answers 400.
+	bad := `{"model":"m","messages":[{"role":"user","content":"hello"}]}` + "\n" +
+		`{"model":"m","messages":[{"role":"user","content":"hello"},{"role":"tool","tool_call_id":"call_9","content":"out"}]}` + "\n"
+	files := map[string]string{"ok.jsonl": ok, "bad.jsonl": bad, "broken.jsonl": "{\"model\":\"m\",\n"}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, out, code := runReplay(t, dir)
+	if code != 1 {
+		t.Errorf("exit %d with a failed session, want 1", code)
+	}
+	s := session(t, r, "bad.jsonl")
+	if !strings.Contains(s.Err, "status 400") || !strings.Contains(s.Err, "call_9") {
+		t.Errorf("the failed session says %q: want the provider's 400 and its reason", s.Err)
+	}
+	if s.CostDirect != 0 || s.CostCtxpress != 0 {
+		t.Errorf("a failed session is priced: $%v direct, $%v through ctxpress", s.CostDirect, s.CostCtxpress)
+	}
+	good := session(t, r, "ok.jsonl")
+	if good.Err != "" || good.Direct.Requests != 2 || good.Direct.Input == 0 {
+		t.Errorf("the valid session: %+v", good)
+	}
+	if broken := session(t, r, "broken.jsonl"); !strings.Contains(broken.Err, "reading: ") {
+		t.Errorf("a file that is not JSONL: error %q", broken.Err)
+	}
+	if r.Totals.Sessions != 1 || r.Totals.Failed != 2 || r.Totals.Direct.Input != good.Direct.Input {
+		t.Errorf("totals %+v: want the valid session only, and two failed", r.Totals)
+	}
+
+	var text bytes.Buffer
+	t.Setenv("CTXPRESS_CONFIG", "")
+	run([]string{"replay", dir}, nil, &text, &bytes.Buffer{})
+	if !strings.Contains(text.String(), "FAILED bad.jsonl: direct: ") {
+		t.Errorf("the table does not show the failed session:\n%s\n(json: %s)", text.String(), out)
+	}
+}
+
+// With -upstream the replay measures a real server: both legs go to it,
+// and its usage is read as it reports it. (A simulation serves as that
+// server here; its cache is the server's, shared by the legs.) A loopback
+// upstream is priced by prefill tokens unless -prices names a model.
+func TestReplayAgainstAnUpstreamReadsItsUsage(t *testing.T) {
+	srv := httptest.NewServer(replay.NewSim(replay.NewTokens(), 0))
+	defer srv.Close()
+	trace := filepath.Join(corpustest.Dir(t), "traces", "sweagent-ctf-pwn-warmup.json")
+	simulated, _, _ := runReplay(t, trace)
+	r, out, code := runReplay(t, "-upstream", srv.URL+"/v1", trace)
+	if code != 0 || r.Failed() {
+		t.Fatalf("exit %d, report:\n%s", code, out)
+	}
+	if r.Simulated || r.Upstream != srv.URL+"/v1" || r.Prices != rewrite.LocalPrices {
+		t.Errorf("simulated %v, upstream %q, prices %+v: want the upstream's usage at local prices", r.Simulated, r.Upstream, r.Prices)
+	}
+	// The direct leg comes first and finds the server's cache empty: what
+	// it reads is what the simulation reported.
+	if got, want := r.Sessions[0].Direct, simulated.Sessions[0].Direct; got != want {
+		t.Errorf("direct leg through -upstream %+v, want the server's usage %+v", got, want)
+	}
+	if c := r.Sessions[0].Ctxpress; c.Requests != r.Sessions[0].Turns || c.Input == 0 || c.Cached == 0 {
+		t.Errorf("the ctxpress leg read %+v", c)
+	}
+	priced, _, _ := runReplay(t, "-upstream", srv.URL+"/v1", "-prices", "gpt-4o", trace)
+	if want := (rewrite.CostConfig{}).PricesFor("gpt-4o"); priced.Prices != want {
+		t.Errorf("-prices gpt-4o priced at %+v", priced.Prices)
+	}
+}
+
+// A summary call the upstream refuses fails the session (ctxpress went on
+// without its summary: what it saved is not what the user would see),
+// unless the refusal is the upstream's window, which ctxpress answers by
+// sending the call again with half the transcript: that one is counted,
+// and the session stands.
+func TestReplayRefusedSummaryCallFailsItsSessionUnlessOverTheWindow(t *testing.T) {
+	sim := replay.NewSim(replay.NewTokens(), 0)
+	for _, tc := range []struct {
+		rule     string
+		refusal  string
+		wantFail bool
+	}{
+		{"a summary call refused as invalid: the session fails",
+			`{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error","param":null,"code":null}}`, true},
+		{"a summary call over the window: counted, ctxpress retries",
+			`{"error":{"code":400,"message":"request (2163 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error"}}`, false},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			var refused atomic.Bool
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if replay.IsSummaryCall(replay.Chat, body) && refused.CompareAndSwap(false, true) {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusBadRequest)
+					_, _ = io.WriteString(w, tc.refusal)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				sim.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+			trace := filepath.Join(corpustest.Dir(t), "traces", "sweagent-ctf-crypto-katy.json")
+			r, out, code := runReplay(t, "-upstream", srv.URL+"/v1", "-prices", "gpt-5", "-threshold-tokens", "8000", trace)
+			s := r.Sessions[0]
+			if tc.wantFail {
+				if code != 1 || !strings.Contains(s.Err, "summary call: status 400: Invalid value") {
+					t.Errorf("exit %d, error %q: want the session failed on the summary call", code, s.Err)
+				}
+				return
+			}
+			if code != 0 || s.Err != "" || s.Ctxpress.SummaryRefused != 1 || s.Ctxpress.Summaries == 0 {
+				t.Errorf("exit %d, %+v: want the refusal counted and the retried summary in\n%s", code, s, out)
+			}
+		})
+	}
+}

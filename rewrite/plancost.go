@@ -1,0 +1,50 @@
+package rewrite
+
+import "fmt"
+
+// maxDeferRatio bounds how far past its trigger the cost model may put an
+// automatic compaction off: at this many times the trigger it compacts
+// whatever it costs, so the trigger a user set still bounds the prompt.
+const maxDeferRatio = 1.25
+
+// summaryPromptTokens is about what the summary instruction and template
+// add to a summary call's prompt.
+const summaryPromptTokens = 600
+
+// compactionPays asks the cost model (pl.Economics) whether an automatic
+// compaction sized as sz, replacing replaced tiktoken tokens and keeping
+// kept raw, pays for itself over the turns expected: the cached reads it
+// saves against the kept tail the provider must read fresh again, the
+// summary sent fresh, and the summary call (the history as a cached prefix
+// when the summariser reuses it, pl.SummaryReusesCache, else a fresh transcript of what
+// is summarised; an answer of half the summary budget). nil when it pays,
+// when there is no model, for a manual or rescue compaction, for an urgent
+// one, and from maxDeferRatio × trigger on; else ErrSkipped with the sums.
+func (pl Plan) compactionPays(replaced, kept int, sz Sizing, scale float64) error {
+	e := pl.Economics
+	if e == nil || pl.Urgent || (pl.Kind != KindAuto && pl.Kind != KindPrecompact) ||
+		float64(pl.Effective) >= maxDeferRatio*float64(pl.Trigger) {
+		return nil
+	}
+	summary := sz.MaxSummaryTokens / 2
+	summarised := int(float64(replaced) * scale)
+	// A precompaction's summary is applied from the next turn on (a stored
+	// branch that matches is applied), so it is weighed as if applied now.
+	removed := summarised - summary
+	call := Usage{Input: summarised + summaryPromptTokens, Output: summary}
+	if pl.SummaryReusesCache {
+		call = Usage{Input: pl.Effective + summaryPromptTokens, Output: summary}
+		if !e.Uncached {
+			call.Cached = pl.Effective
+		}
+	}
+	change := PrefixChange{
+		Removed: removed,
+		Rebuilt: int(float64(kept) * scale),
+		Extra:   e.Prices.Cost(call) + float64(summary)*e.Prices.CacheWrite/1e6,
+	}
+	if e.Pays(change) {
+		return nil
+	}
+	return fmt.Errorf("%w: compacting now costs $%.4f more than it saves over the %d turns expected", ErrSkipped, -e.Saving(change), e.TurnsAhead)
+}
