@@ -24,6 +24,11 @@
 //     (one summary, never a summary of summaries). NewSummary does both
 //     steps for one call; Summary.Halved is the smaller prompt of the one
 //     retry after the summariser refused the first as too long.
+//   - HistoryPrompt is the other form of the summary call's prompt: the
+//     instruction appended to the conversation itself, when the summariser
+//     is the conversation's own upstream and model (its prompt cache then
+//     holds the history); it names where the kept part begins and asks
+//     for a previous summary block in the history to be folded in.
 //   - Finish (SeedActiveTask, Redact) pins the latest user ask at the top
 //     of "## Active Task"; Block renders the <conversation_summary> block
 //     for the system message.

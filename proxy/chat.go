@@ -121,6 +121,11 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 	if c.res.Stream {
 		out, retry = s.askStreamUsage(a, c.res.Body, c.res.Model)
 	}
+	if pc := t.precompact; pc != nil {
+		// Its summary call continues what this turn forwards, so the
+		// provider's cache of it holds.
+		pc.forwarded, pc.fitDropped = append([]byte(nil), out...), c.res.FitDropped
+	}
 	s.forward(ctx, x, out, forwardOpts{
 		api:         a,
 		cancellable: true,

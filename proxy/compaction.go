@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +10,6 @@ import (
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/rs/zerolog"
 )
 
@@ -273,17 +270,22 @@ func (c *compactions) release(key lineKey, done chan struct{}) {
 
 // turnInput is what a compaction needs from the request.
 type turnInput struct {
-	api     *api // the request's wire format
-	key     state.Key
-	rec     state.Record
-	line    lineRef         // the line of history the request extends
-	nums    state.Line      // that line's numbers and breaker, as the request sees them
-	parsed  *rewrite.Parsed // the request; only while its handler runs
-	body    []byte          // a copy of it, for a background compaction
-	res     rewrite.Result
-	creds   clientCreds // the client's, for a summary call to its upstream
-	trigger int
-	kind    string // auto | precompact | manual
+	api    *api // the request's wire format
+	key    state.Key
+	rec    state.Record
+	line   lineRef         // the line of history the request extends
+	nums   state.Line      // that line's numbers and breaker, as the request sees them
+	parsed *rewrite.Parsed // the request; only while its handler runs
+	body   []byte          // a copy of it, for a background compaction
+	// forwarded is a copy of the body forwarded at the turn, for a
+	// background compaction's summary call to continue, and fitDropped
+	// how many messages that body left out to fit (rewrite.Result.FitDropped).
+	forwarded  []byte
+	fitDropped int
+	res        rewrite.Result
+	creds      clientCreds // the client's, for a summary call to its upstream
+	trigger    int
+	kind       string // auto | precompact | manual
 	// urgent: the request would not fit the model's window at all, so any
 	// reclaim beats the minimum that protects the prompt cache.
 	urgent bool
@@ -334,19 +336,9 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	}
 	c.events.started(ev) // a dashboard shows the compaction while the summary is written
 	callStart := time.Now()
-	call := c.summaryRequest(ti, model, maxTokens)
-	var spent state.Usage // what the summary calls cost, for the record and the event
-	summarize := func(sum compactor.Summary) (SummaryResult, error) {
-		call.Prompt = sum.Prompt()
-		sr, err := c.sum.Summarize(context.Background(), call)
-		spent = spent.Plus(summaryUsage(sr))
-		return sr, err
-	}
-	sr, err := summarize(sum)
-	if errors.Is(err, chat.ErrContextOverflow) {
-		c.log.Info().Str("conversation", ti.key.ID).Msg("summary request over the summariser's window; retrying with half the transcript")
-		sr, err = summarize(sum.Halved())
-	}
+	// spent is what the summary calls cost (a fallback makes two), for the
+	// record and the event.
+	sr, spent, err := c.summarize(historyInput{ti: ti, prop: prop, call: c.summaryRequest(ti, model, maxTokens), cal: cal}, sum)
 	ev.SummarizerMS = max(1, time.Since(callStart).Milliseconds()) // 0 means no call
 	c.countSummary(ti, &ev, spent)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/state"
@@ -67,18 +68,25 @@ func TestSixtyTurnAgentConversation(t *testing.T) {
 	if len(summaries) != compactions {
 		t.Fatalf("%d summary calls for %d compactions", len(summaries), compactions)
 	}
-	first := gjson.GetBytes(summaries[0].Body, "messages.0.content").String()
-	for _, want := range []string{"create a structured checkpoint summary", "[USER]:", "[ASSISTANT]:", "[Tool calls: bash(", "[TOOL RESULT call_1]:", "## Active Task"} {
+	// The summary calls continue the conversation: its messages, then the
+	// instruction, which says what to keep and, the second time, that the
+	// earlier summary is to be folded in.
+	first := lastUserText(summaries[0].Body)
+	for _, want := range []string{compactor.HistoryLead, "the conversation above up to", "## Active Task"} {
 		if !strings.Contains(first, want) {
-			t.Errorf("first summary prompt lacks %q", want)
+			t.Errorf("first summary instruction lacks %q", want)
 		}
 	}
-	second := gjson.GetBytes(summaries[1].Body, "messages.0.content").String()
-	if !strings.Contains(second, "PREVIOUS SUMMARY:") || !strings.Contains(second, "Fix the build.") {
-		t.Errorf("second summary prompt is not an iterative update")
+	if fm := messagesOf(summaries[0].Body); len(fm) < 10 || !strings.Contains(fm[1], "TestParseDate fails on leap years") {
+		t.Errorf("the first summary call does not carry the conversation (%d messages)", len(fm))
 	}
-	if temp := gjson.GetBytes(summaries[0].Body, "temperature").Float(); temp != 0.3 {
-		t.Errorf("summary temperature %v", temp)
+	if second := lastUserText(summaries[1].Body); !strings.Contains(second, "of turns compacted earlier") ||
+		!strings.Contains(messagesOf(summaries[1].Body)[0], "Fix the build.") {
+		t.Errorf("the second summary call does not fold the first summary in")
+	}
+	if gjson.GetBytes(summaries[0].Body, "temperature").Exists() || gjson.GetBytes(summaries[0].Body, "stream").Exists() {
+		t.Errorf("summary call: temperature %s (the client sent none), stream %s",
+			gjson.GetBytes(summaries[0].Body, "temperature").Raw, gjson.GetBytes(summaries[0].Body, "stream").Raw)
 	}
 	t.Logf("60 turns: %d compactions, %d turns with a stable prefix", compactions, stable)
 

@@ -292,6 +292,7 @@ type agent struct {
 	client  openai.Client
 	convID  string
 	history []openai.ChatCompletionMessageParamUnion
+	tools   []openai.ChatCompletionToolUnionParam // offered on every turn; none when nil
 	turns   int
 }
 
@@ -334,7 +335,7 @@ func (a *agent) turn(stream bool, extra ...option.RequestOption) http.Header {
 			return resp, err
 		}),
 	}, extra...)
-	params := openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: a.history}
+	params := openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: a.history, Tools: a.tools}
 	var content string
 	if stream {
 		s := a.client.Chat.Completions.NewStreaming(context.Background(), params, opts...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/messagestest"
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/tidwall/gjson"
@@ -20,25 +21,45 @@ const claudeCodeBeta = "claude-code-20250219,interleaved-thinking-2025-05-14,con
 // checkMessagesSummaryCall fails unless the upstream got want summary
 // calls (0: one at least), each in Messages form as Anthropic takes it:
 // POST /v1/messages with the client's x-api-key, anthropic-version and
-// anthropic-beta; one user message, max_tokens, no stream, nothing of the
-// conversation's own request (system, tools, thinking).
+// anthropic-beta, accepted by the strict upstream (every thinking block
+// as it signed it); the conversation's own request (system, tools,
+// thinking as the turns send them) with the instruction as its last user
+// text, max_tokens, not streamed; most of its prompt read from the cache
+// the turns wrote.
 func checkMessagesSummaryCall(t *testing.T, up *messagesUpstream, want int) {
 	t.Helper()
-	_, summaries := up.turns()
+	turns, summaries := up.turns()
 	if len(summaries) == 0 || want > 0 && len(summaries) != want {
 		t.Fatalf("%d summary calls, want %d", len(summaries), want)
 	}
+	// (Byte for byte the call extends this request as ctxpress would
+	// forward it, which Claude Code's moving cache marker keeps from
+	// being a byte prefix of the turn before: the wire tests check the
+	// bytes; the cache read here, keyed without the markers, checks the
+	// prefix.)
 	for _, s := range summaries {
 		b, h := s.body, s.header
+		msgs := gjson.GetBytes(b, "messages").Array()
 		if s.path != "/v1/messages" || s.status != http.StatusOK || gjson.GetBytes(b, "max_tokens").Int() <= 0 ||
-			gjson.GetBytes(b, "stream").Type != gjson.False || gjson.GetBytes(b, "system").Exists() ||
-			gjson.GetBytes(b, "tools").Exists() || gjson.GetBytes(b, "thinking").Exists() {
+			gjson.GetBytes(b, "stream").Exists() || !strings.Contains(openaitest.LastText(msgs[len(msgs)-1].Get("content")), compactor.HistoryLead) {
 			t.Fatalf("summary call %s %d: %.300s", s.path, s.status, b)
+		}
+		if !gjson.GetBytes(b, "system").Exists() {
+			t.Errorf("summary call without the conversation's system")
+		}
+		for _, k := range []string{"tools", "thinking", "metadata", "context_management"} {
+			if gjson.GetBytes(b, k).Raw != gjson.GetBytes(turns[0].body, k).Raw {
+				t.Errorf("summary call's %s is not the turns'", k)
+			}
 		}
 		if h.Get("X-Api-Key") != testAnthropicKey || h.Get("Anthropic-Version") != "2023-06-01" || h.Get("Anthropic-Beta") != claudeCodeBeta {
 			t.Fatalf("summary call headers: x-api-key %q, anthropic-version %q, anthropic-beta %q",
 				h.Get("X-Api-Key"), h.Get("Anthropic-Version"), h.Get("Anthropic-Beta"))
 		}
+		if s.cacheRead*10 < s.prompt()*8 {
+			t.Errorf("summary call read %d of its %d prompt tokens from the cache (wrote %d)", s.cacheRead, s.prompt(), s.cacheWrite)
+		}
+		t.Logf("summary call: %d of %d prompt tokens read from the cache, %d written", s.cacheRead, s.prompt(), s.cacheWrite)
 	}
 }
 
@@ -220,7 +241,11 @@ func TestMessagesOverflowIsRescued(t *testing.T) {
 			if turns[n-2].refusal != "overflow" || turns[n-1].status != http.StatusOK || !systemSummary(turns[n-1].body) {
 				t.Fatalf("last two upstream answers: %d %q, %d", turns[n-2].status, turns[n-2].refusal, turns[n-1].status)
 			}
-			checkMessagesSummaryCall(t, up, 1)
+			// Refused as too long, the history would be too: a transcript.
+			if _, summaries := up.turns(); len(summaries) != 1 || len(gjson.GetBytes(summaries[0].body, "messages").Array()) != 1 ||
+				gjson.GetBytes(summaries[0].body, "tools").Exists() || summaries[0].status != http.StatusOK {
+				t.Fatalf("%d summary calls, want one transcript", len(summaries))
+			}
 		})
 	}
 }

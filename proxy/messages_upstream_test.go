@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/messagestest"
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/tidwall/gjson"
 )
 
@@ -298,9 +299,10 @@ func (u *messagesUpstream) stream(w http.ResponseWriter, msg map[string]any, blo
 }
 
 // isMessagesSummary reports whether body is ctxpress's summary call in
-// Messages form: one user message that opens with the preamble.
+// Messages form: its last user text is a summary prompt (one message that
+// opens with the preamble, or the instruction after the conversation).
 func isMessagesSummary(body []byte) bool {
 	m := gjson.GetBytes(body, "messages").Array()
-	return len(m) == 1 && m[0].Get("role").Str == "user" &&
-		strings.HasPrefix(m[0].Get("content").Str, compactor.SummarizerLead)
+	return len(m) > 0 && m[len(m)-1].Get("role").Str == "user" &&
+		compactor.IsSummaryPrompt(openaitest.LastText(m[len(m)-1].Get("content")))
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/internal/responsestest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -22,27 +23,59 @@ import (
 
 // checkSummaryCall fails unless the upstream got want summary calls (0:
 // one at least), each in Responses form as a strict Responses upstream
-// takes it: one user message, store false, max_output_tokens, no chat
-// fields.
+// takes it, continuing the conversation: the input of the turn before it
+// byte for byte, then more, the instruction last; tools offered but
+// tool_choice "none", store as the turns send it, max_output_tokens, not
+// streamed, no chat fields; most of its input cached.
 func checkSummaryCall(t *testing.T, up *responsesUpstream, want int) {
 	t.Helper()
 	_, summaries := up.turns()
 	if len(summaries) == 0 || want > 0 && len(summaries) != want {
 		t.Fatalf("%d summary calls, want %d", len(summaries), want)
 	}
-	for _, s := range summaries {
-		b := s.body
-		if s.path != "/v1/responses" || s.status != http.StatusOK || gjson.GetBytes(b, "store").Type != gjson.False ||
-			!gjson.GetBytes(b, "max_output_tokens").Exists() || gjson.GetBytes(b, "messages").Exists() || gjson.GetBytes(b, "max_tokens").Exists() {
-			t.Fatalf("summary call %s %d: %.300s", s.path, s.status, b)
-		}
-	}
 	up.mu.Lock()
 	defer up.mu.Unlock()
+	var prev []byte
 	for _, g := range up.got {
 		if strings.HasSuffix(g.path, "/chat/completions") {
 			t.Fatalf("a chat completions call to a Responses upstream: %.200s", g.body)
 		}
+		if !g.summary {
+			prev = g.body
+			continue
+		}
+		b := g.body
+		in := gjson.GetBytes(b, "input").Array()
+		if g.path != "/v1/responses" || g.status != http.StatusOK || gjson.GetBytes(b, "store").Raw != gjson.GetBytes(prev, "store").Raw ||
+			!gjson.GetBytes(b, "max_output_tokens").Exists() || gjson.GetBytes(b, "messages").Exists() || gjson.GetBytes(b, "max_tokens").Exists() ||
+			gjson.GetBytes(b, "stream").Exists() || gjson.GetBytes(b, "tool_choice").Raw != `"none"` ||
+			!strings.Contains(openaitest.LastText(in[len(in)-1].Get("content")), compactor.HistoryLead) {
+			t.Fatalf("summary call %s %d: %.300s", g.path, g.status, b)
+		}
+		pi := gjson.GetBytes(prev, "input").Raw
+		if !strings.HasPrefix(gjson.GetBytes(b, "input").Raw, pi[:len(pi)-1]) {
+			t.Errorf("the summary call's input does not extend the turn before it")
+		}
+		if g.cached < (len(pi)-1)/4 {
+			t.Errorf("summary call: %d of its %d input tokens cached, less than the turn before it", g.cached, g.input)
+		}
+		t.Logf("summary call: %d of %d input tokens cached", g.cached, g.input)
+	}
+}
+
+// checkTranscriptCall fails unless the upstream's one summary call is a
+// transcript in Responses form: one user message, store false,
+// max_output_tokens, no tools.
+func checkTranscriptCall(t *testing.T, up *responsesUpstream) {
+	t.Helper()
+	_, summaries := up.turns()
+	if len(summaries) != 1 {
+		t.Fatalf("%d summary calls, want 1", len(summaries))
+	}
+	b := summaries[0].body
+	if summaries[0].status != http.StatusOK || len(gjson.GetBytes(b, "input").Array()) != 1 || gjson.GetBytes(b, "store").Type != gjson.False ||
+		!gjson.GetBytes(b, "max_output_tokens").Exists() || gjson.GetBytes(b, "tools").Exists() {
+		t.Fatalf("summary call %d: %.300s", summaries[0].status, b)
 	}
 }
 
@@ -258,7 +291,8 @@ func TestResponsesOverflowIsRescued(t *testing.T) {
 	if turns[n-2].refusal != "exceed_context_size_error" || turns[n-1].status != http.StatusOK || summaryItem(turns[n-1].body) < 0 {
 		t.Fatalf("last two upstream answers: %d %q, %d", turns[n-2].status, turns[n-2].refusal, turns[n-1].status)
 	}
-	checkSummaryCall(t, up, 1)
+	checkTranscriptCall(t, up) // the request refused as too long: the history would be too
+
 	if _, err := responsestest.Check(turns[n-1].body, responsestest.Options{}); err != nil {
 		t.Fatal(err.Message)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/internal/responsestest"
 	"github.com/tidwall/gjson"
 )
@@ -27,8 +28,8 @@ import (
 // turn is answered with a reasoning item, then exec_command calls while
 // the conversation has had fewer than toolTurns outputs (parallel of them
 // at once), then a text message; whole, or as OpenAI's SSE events ending
-// with response.completed. A summary call (one user message opening with
-// the summariser's preamble) is answered with a summary.
+// with response.completed. A summary call (isResponsesSummary) is
+// answered with a summary.
 type responsesUpstream struct {
 	*httptest.Server
 	ledger *responsestest.Ledger
@@ -120,7 +121,7 @@ func (u *responsesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		answerJSON(w, http.StatusBadRequest, []byte(fmt.Sprintf(`{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":%d,"n_ctx":%d}}`, g.input, u.window)))
 		return
 	}
-	g.cached = u.cachedTokens(body, g.summary)
+	g.cached = u.cachedTokens(body)
 	g.status = http.StatusOK
 	resp := u.respond(req, body, g)
 	if !req.Stream {
@@ -132,8 +133,8 @@ func (u *responsesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 
 // cachedTokens is the longest common prefix of body's input with the last
 // conversation turn's, in this server's tokens: a prefix cache.
-func (u *responsesUpstream) cachedTokens(body []byte, summary bool) int {
-	if summary || u.noCache {
+func (u *responsesUpstream) cachedTokens(body []byte) int {
+	if u.noCache {
 		return 0
 	}
 	for i := len(u.got) - 1; i >= 0; i-- {
@@ -151,11 +152,12 @@ func (u *responsesUpstream) cachedTokens(body []byte, summary bool) int {
 }
 
 // isResponsesSummary reports whether body is ctxpress's summary call in
-// Responses form: one user message that opens with the preamble.
+// Responses form: its last item is a user message whose last text is a
+// summary prompt.
 func isResponsesSummary(body []byte) bool {
 	in := gjson.GetBytes(body, "input").Array()
-	return len(in) == 1 && in[0].Get("role").Str == "user" &&
-		strings.HasPrefix(in[0].Get("content.0.text").Str, compactor.SummarizerLead)
+	return len(in) > 0 && in[len(in)-1].Get("role").Str == "user" &&
+		compactor.IsSummaryPrompt(openaitest.LastText(in[len(in)-1].Get("content")))
 }
 
 // testSummary is what a summary call gets.

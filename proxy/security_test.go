@@ -269,8 +269,10 @@ func secretToolOutput(turn int) string {
 }
 
 // Secrets planted in tool outputs (and echoed back by a careless summary
-// model) reach neither a summary request nor any byte of the bbolt file,
-// over two compactions (the second an iterative update).
+// model) reach neither a transcript summary request nor any byte of the
+// bbolt file, over two compactions (the second an iterative update). The
+// transcript is what every summariser but the conversation's own upstream
+// and model gets; that one is sent the history it already received.
 func TestSecretsNeverReachSummariesOrTheDB(t *testing.T) {
 	up := openaitest.New(t)
 	var echo strings.Builder
@@ -286,6 +288,7 @@ func TestSecretsNeverReachSummariesOrTheDB(t *testing.T) {
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Trigger.ThresholdTokens = 100000 // manual compactions only
 	cfg.Compaction.Summarizer.MaxTokens = 500       // so a short history is worth a summary
+	cfg.Compaction.Summarizer.Model = "gpt-4o-mini" // another model: a transcript
 	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
 	a := newAgent(t, p.BaseURL(), "leaky")
 	a.history = append(a.history, openai.UserMessage("Deploy with my key sk-proj-Zq9Xw3Lm5Np7Rt2Vb4Kc6Hd8Jf1Gs0Ae3Yu5Io7P please"))

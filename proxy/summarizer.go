@@ -12,6 +12,7 @@ import (
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/ctxpress/ctxpress/wire/responses"
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -51,9 +52,13 @@ type SummaryRequest struct {
 	AnthropicVersion, AnthropicBeta string
 	Model                           string        // the summary model
 	Reasoning                       *bool         // overrides the family table (RulesFor) for Model; nil = the table
-	Prompt                          string        // the one user message (compactor.Summary.Prompt)
+	Prompt                          string        // the one user message (compactor.Summary.Prompt), or with History the instruction (compactor.HistoryPrompt)
 	MaxTokens                       int           // the summary's length cap (max_tokens, or max_completion_tokens with headroom); 0 = compactor.DefaultMaxTokens(0)
 	Timeout                         time.Duration // per Summarize, retries included; 0 = DefaultSummaryTimeout
+	// History is the conversation's request as forwarded, in API's form:
+	// the call continues it with Prompt (chat.SummaryCall.History); nil
+	// sends Prompt alone.
+	History []byte
 }
 
 // SummaryResult is a summary and what it cost, as the upstream reported it.
@@ -119,10 +124,14 @@ func NewSummarizer() *Summarizer {
 // Summarize posts req.Prompt as the one user message, in req.API's form
 // (stream false, and for Responses store false; Messages: max_tokens
 // always, and the anthropic-version header), and returns the
-// assistant's text. The options follow the model's chat.ParamRules:
+// assistant's text. With req.History it posts that conversation with
+// req.Prompt as its next user text instead (chat.SummaryCall.History: all
+// as sent but the stream, the cap and, in chat and Responses,
+// tool_choice). The options follow the model's chat.ParamRules:
 // max_tokens (Responses: max_output_tokens) and temperature 0.3, or for
 // reasoning models max_completion_tokens (Responses: max_output_tokens),
-// with room for the reasoning, and no temperature. When the upstream answers
+// with room for the reasoning, and no temperature (with History, the
+// temperature stays the client's). When the upstream answers
 // 400 refusing one of them, the call is sent again without it (at most
 // twice), and the (BaseURL, Model) pair keeps the rules that worked for the
 // life of the Summarizer. The calls end at the earlier of ctx's deadline
@@ -163,7 +172,7 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 	key := modelKey{base + form.path, req.Model}
 	rules := s.rulesFor(key, req)
 	for attempt := 0; ; attempt++ {
-		body, err := form.body(chat.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens}, rules)
+		body, err := form.body(req.call(), rules)
 		if err != nil {
 			return SummaryResult{}, err
 		}
@@ -185,6 +194,32 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 		res.Summary, err = form.read(res.Status, hresp.Body(), secret)
 		return res, err
 	}
+}
+
+// call is req's body as the formats build it.
+func (req SummaryRequest) call() chat.SummaryCall {
+	return chat.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens, History: req.History}
+}
+
+// answerCap is the room for the answer that req's body reserves under the
+// rules the Summarizer would send it with: its max_tokens,
+// max_completion_tokens or max_output_tokens. The error is the body's
+// (chat.ErrNoHistoryForm: the history cannot take the prompt).
+func (s *Summarizer) answerCap(req SummaryRequest) (int, error) {
+	form, ok := summaryForms[req.API]
+	if !ok {
+		return 0, fmt.Errorf("compactor: summary API %q: want chat, responses or messages", req.API)
+	}
+	body, err := form.body(req.call(), s.rulesFor(modelKey{strings.TrimRight(req.BaseURL, "/") + form.path, req.Model}, req))
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range []string{"max_completion_tokens", "max_tokens", "max_output_tokens"} {
+		if v := gjson.GetBytes(body, k); v.Exists() {
+			return int(v.Int()), nil
+		}
+	}
+	return req.call().Cap(), nil
 }
 
 // setSummaryHeaders sets the credentials of req (and a Messages call's

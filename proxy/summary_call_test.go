@@ -108,6 +108,7 @@ func TestSummaryRefusedWith500OverflowIsRetriedSmaller(t *testing.T) {
 	})
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Precompact = false
+	cfg.Compaction.Summarizer.Model = "gpt-4o-mini" // a transcript, to halve
 	p, _ := startWithStore(t, cfg)
 	compactOnce(t, newAgent(t, p.BaseURL(), "kv-cache-full"))
 	_, summaries := up.ChatRequests()

@@ -122,6 +122,16 @@ func TestSimAnswersSummaryCallsWithASummaryOfItsLength(t *testing.T) {
 	// The cache-reusing form: the history as sent, then the instruction.
 	reused := `{"model":"m","messages":[{"role":"system","content":"agent"},{"role":"user","content":"fix it"},` +
 		`{"role":"assistant","content":"on it"},{"role":"user","content":` + jsonString(prompt) + `}]}`
+	// ctxpress's own instruction after the conversation as it forwarded it:
+	// a message of its own after tool results, a line after the user's
+	// last text, or a text part of its own.
+	instruction := compactor.HistoryPrompt(compactor.HistoryInput{})
+	history := `{"model":"m","messages":[{"role":"system","content":"agent"},{"role":"user","content":"fix it"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{}"}}]},` +
+		`{"role":"tool","tool_call_id":"c1","content":"ok"},{"role":"assistant","content":"Pausing the task here for a context checkpoint."},` +
+		`{"role":"user","content":` + jsonString(instruction) + `}]}`
+	joined := `{"model":"m","messages":[{"role":"user","content":` + jsonString("fix it\n\n"+instruction) + `}]}`
+	part := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"fix it"},{"type":"text","text":` + jsonString(instruction) + `}]}]}`
 	for _, tc := range []struct {
 		rule      string
 		body      string
@@ -130,6 +140,9 @@ func TestSimAnswersSummaryCallsWithASummaryOfItsLength(t *testing.T) {
 	}{
 		{"the transcript form: a summary of -summary-tokens", transcript, 400, false},
 		{"the history then the instruction: a summary too", reused, 400, false},
+		{"ctxpress's history instruction in a message of its own: a summary", history, 400, false},
+		{"the instruction on a line after the user's text: a summary", joined, 400, false},
+		{"the instruction as a text part of its own: a summary", part, 400, false},
 		{"a cap under the length: cut at it", strings.Replace(transcript, `"model":"m"`, `"model":"m","max_tokens":50`, 1), 50, true},
 		{"an agent turn quoting the lead mid-message: the agent reply", `{"model":"m","messages":[{"role":"user","content":"see: ` +
 			compactor.SummarizerLead + `"}]}`, tok.Count(AgentReply), false},

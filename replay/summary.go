@@ -47,14 +47,20 @@ func isSummaryConv(f Format, wf wire.Format, conv *wire.Conversation) bool {
 			lastUser = i
 		}
 	}
-	return lastUser >= 0 && opens(messageText(wf, conv, lastUser))
+	// The last user message is a transcript prompt, or the conversation
+	// itself continued with ctxpress's summary instruction (its own
+	// message, a text part of its own, or a line after the user's text).
+	return lastUser >= 0 && compactor.IsSummaryPrompt(strings.TrimSpace(messageText(wf, conv, lastUser)))
 }
 
-// messageText is message i's text items joined.
+// messageText is message i's text items, one per line.
 func messageText(wf wire.Format, conv *wire.Conversation, i int) string {
 	var b strings.Builder
 	r := conv.Messages[i].Items
 	for it := r.Start; it < r.End; it++ {
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
 		b.WriteString(wf.Text(conv, it))
 	}
 	return b.String()

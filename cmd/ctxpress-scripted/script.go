@@ -208,7 +208,7 @@ func fillRequired(schema map[string]any, args map[string]any, workdir string) ma
 // kindOf tells a summary call, a side request and an agent turn apart.
 func kindOf(lastUser string, tools int) string {
 	switch {
-	case strings.HasPrefix(lastUser, compactor.SummarizerLead):
+	case compactor.IsSummaryPrompt(lastUser):
 		return kindSummary
 	case tools == 0:
 		return kindSide

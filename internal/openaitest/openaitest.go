@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/tidwall/gjson"
 )
 
 // Request is one request the upstream received.
@@ -103,19 +104,30 @@ func (s *Server) Requests() []Request {
 }
 
 // IsSummaryRequest reports whether body is ctxpress's summary call: one
-// user message that opens with the summariser preamble.
+// user message that opens with the summariser preamble, or a conversation
+// whose last user text is the instruction of a call that continues it
+// (compactor.IsSummaryPrompt).
 func IsSummaryRequest(body []byte) bool {
-	var req struct {
-		Messages []struct {
-			Role    string `json:"role"`
-			Content any    `json:"content"`
-		} `json:"messages"`
-	}
-	if json.Unmarshal(body, &req) != nil || len(req.Messages) != 1 || req.Messages[0].Role != "user" {
+	msgs := gjson.GetBytes(body, "messages").Array()
+	if len(msgs) == 0 || msgs[len(msgs)-1].Get("role").String() != "user" {
 		return false
 	}
-	text, _ := req.Messages[0].Content.(string)
-	return strings.HasPrefix(text, compactor.SummarizerLead)
+	return compactor.IsSummaryPrompt(LastText(msgs[len(msgs)-1].Get("content")))
+}
+
+// LastText is a message content's last text: the string, or the text of
+// its last text part.
+func LastText(content gjson.Result) string {
+	if content.Type == gjson.String {
+		return content.Str
+	}
+	text := ""
+	for _, p := range content.Array() {
+		if t := p.Get("text"); t.Type == gjson.String && strings.HasSuffix(p.Get("type").String(), "text") {
+			text = t.Str
+		}
+	}
+	return text
 }
 
 // ChatRequests returns the chat completion requests received so far, summary

@@ -23,8 +23,20 @@ const maxErrorText = 300
 // ErrEmptySummary means the summariser answered without any summary text.
 var ErrEmptySummary = errors.New("compactor: empty summary")
 
+// ErrToolCallReply means the summariser answered with a tool call: a
+// summary call that continues the conversation keeps its tools offered (for
+// the prompt cache), and whatever text came with the call is no summary.
+// It wraps ErrEmptySummary.
+var ErrToolCallReply = fmt.Errorf("%w: the model called a tool instead of writing the summary", ErrEmptySummary)
+
 // ErrUpstream means the summary upstream answered with a non-2xx status.
 var ErrUpstream = errors.New("compactor: summary upstream error")
+
+// ErrRefused means the summary upstream refused the request itself (400,
+// 413, 422: a field, a shape or a size it does not take), not that it
+// failed (5xx), limits the caller (429) or refuses the credential; it
+// wraps ErrUpstream.
+var ErrRefused = errors.New("the request was refused")
 
 // ErrBadResponse means the summary upstream's 2xx answer is not a chat completion ctxpress can read.
 var ErrBadResponse = errors.New("compactor: unreadable summary response")
@@ -33,12 +45,17 @@ var ErrBadResponse = errors.New("compactor: unreadable summary response")
 // as longer than its context window (it also wraps ErrUpstream).
 var ErrContextOverflow = errors.New("compactor: summary request exceeds the summariser's context window")
 
-// SummaryCall is one summary request in chat-completions form: the prompt
-// as the one user message, stream false.
+// SummaryCall is one summary request, in any format: the prompt as the one
+// user message, stream false; or, with History, the conversation itself
+// followed by the prompt.
 type SummaryCall struct {
 	Model     string
-	Prompt    string // compactor.Summary.Prompt
+	Prompt    string // compactor.Summary.Prompt, or compactor.HistoryPrompt with History
 	MaxTokens int    // the summary's length cap; 0 = compactor.DefaultMaxTokens(0)
+	// History is the conversation's request as forwarded, in the call's
+	// format, for a call that continues it (its prompt cache then holds);
+	// nil for the transcript form.
+	History []byte
 }
 
 // Summary is what a summary call's answer says.
@@ -71,8 +88,12 @@ type summaryMessage struct {
 
 // SummaryBody encodes c under rules: max_tokens and temperature 0.3, or for
 // reasoning models max_completion_tokens (with room for the reasoning) and
-// no temperature.
+// no temperature. With c.History it is the history form
+// (historySummaryBody).
 func SummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
+	if c.History != nil {
+		return historySummaryBody(c, rules)
+	}
 	maxTokens := c.Cap()
 	cr := summaryRequest{Model: c.Model, Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}}
 	if rules.MaxCompletionTokens {
@@ -138,7 +159,7 @@ func SummaryText(res *Summary, texts []string, why string) error {
 // included, secrets redacted; also ErrContextOverflow when
 // IsContextOverflow), ErrBadResponse (not a chat completion) or
 // ErrEmptySummary (no text, e.g. a reasoning model that spent its cap on
-// reasoning_content).
+// reasoning_content; or ErrToolCallReply).
 func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 	var res Summary
 	if err := CheckSummaryAnswer(status, body, auth); err != nil {
@@ -153,6 +174,9 @@ func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 	res.CompletionTokens = int(firstOf(root, "usage.completion_tokens", "usage.output_tokens").Int())
 	res.Usage = ReadUsage(root.Get("usage"))
 	res.Truncated = choice.Get("finish_reason").String() == "length"
+	if calls := choice.Get("message.tool_calls"); calls.IsArray() && len(calls.Array()) > 0 || choice.Get("message.function_call").IsObject() {
+		return res, ErrToolCallReply
+	}
 	why := ""
 	if choice.Get("message.reasoning_content").String() != "" || choice.Get("message.reasoning").String() != "" {
 		why = fmt.Sprintf("only reasoning came back (finish_reason %q)", choice.Get("finish_reason").String())
@@ -162,13 +186,16 @@ func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 
 // CheckSummaryAnswer returns the error a summary call's answer is, in any
 // format: a non-2xx status (ErrUpstream, and ErrContextOverflow when
-// IsContextOverflow), a body that is not JSON (ErrBadResponse), or an
+// IsContextOverflow, else ErrRefused for 400, 413, 422), a body that is not JSON (ErrBadResponse), or an
 // "error" member in a 2xx answer (some local servers answer errors with
 // 200). auth never appears in the error.
 func CheckSummaryAnswer(status int, body []byte, auth string) error {
 	if status < 200 || status > 299 {
 		if IsContextOverflow(status, body) {
 			return fmt.Errorf("%w: %w: status %d: %s", ErrContextOverflow, ErrUpstream, status, upstreamMessage(body, auth))
+		}
+		if status == 400 || status == 413 || status == 422 {
+			return fmt.Errorf("%w: status %d, %w: %s", ErrUpstream, status, ErrRefused, upstreamMessage(body, auth))
 		}
 		return fmt.Errorf("%w: status %d: %s", ErrUpstream, status, upstreamMessage(body, auth))
 	}

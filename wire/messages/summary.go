@@ -30,7 +30,11 @@ type summaryMessage struct {
 // message, max_tokens (Anthropic requires it), temperature 0.3 unless the
 // rules say the model takes none, not streamed. The shell sends it with
 // the client's x-api-key and anthropic-version (APIVersion when absent).
+// With c.History it is the history form (historySummaryBody).
 func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
+	if c.History != nil {
+		return historySummaryBody(c, rules)
+	}
 	return chat.EncodeSummaryRequest(summaryRequest{Model: c.Model, MaxTokens: c.Cap(),
 		Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}, Temperature: rules.Temperature()})
 }
@@ -51,18 +55,23 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 		return res, fmt.Errorf("%w: no content", chat.ErrBadResponse)
 	}
 	var texts []string
-	thought := false
+	thought, called := false, false
 	for _, b := range content.Array() {
 		switch b.Get("type").String() {
 		case "text":
 			texts = append(texts, b.Get("text").String())
 		case "thinking", "redacted_thinking":
 			thought = true
+		case "tool_use":
+			called = true
 		}
 	}
 	u := ReadUsage(root.Get("usage"))
 	res.PromptTokens, res.CompletionTokens, res.Usage = u.InputTokens, u.OutputTokens, u
 	res.Truncated = root.Get("stop_reason").String() == "max_tokens"
+	if called {
+		return res, chat.ErrToolCallReply
+	}
 	why := ""
 	if thought {
 		why = fmt.Sprintf("only thinking came back (stop_reason %q)", root.Get("stop_reason").String())

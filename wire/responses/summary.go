@@ -31,8 +31,12 @@ type summaryPart struct {
 
 // SummaryBody encodes c as a Responses request: the prompt as one user
 // message, max_output_tokens (with room for the reasoning of a reasoning
-// model, which also gets no temperature), not stored, not streamed.
+// model, which also gets no temperature), not stored, not streamed. With
+// c.History it is the history form (historySummaryBody).
 func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
+	if c.History != nil {
+		return historySummaryBody(c, rules)
+	}
 	r := summaryRequest{Model: c.Model, MaxOutputTokens: c.Cap(), Temperature: rules.Temperature(),
 		Input: []summaryInput{{Role: "user", Content: []summaryPart{{Type: "input_text", Text: c.Prompt}}}}}
 	if rules.MaxCompletionTokens {
@@ -57,7 +61,7 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 		return res, fmt.Errorf("%w: no output", chat.ErrBadResponse)
 	}
 	var texts []string
-	reasoned := false
+	reasoned, called := false, false
 	for _, item := range output.Array() {
 		switch item.Get("type").String() {
 		case "message":
@@ -68,12 +72,17 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 			}
 		case "reasoning":
 			reasoned = true
+		case KindCall, KindCustomCall, KindShellCall:
+			called = true
 		}
 	}
 	u := ReadUsage(root.Get("usage"))
 	res.PromptTokens, res.CompletionTokens, res.Usage = u.InputTokens, u.OutputTokens, u
 	res.Truncated = root.Get("status").String() == "incomplete" &&
 		root.Get("incomplete_details.reason").String() == "max_output_tokens"
+	if called {
+		return res, chat.ErrToolCallReply
+	}
 	why := ""
 	if reasoned {
 		why = fmt.Sprintf("only reasoning came back (status %q)", root.Get("status").String())

@@ -1,0 +1,169 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire/chat"
+)
+
+// historyReserve is the room left beside a history summary call's prompt
+// and answer for the estimate's error (tokens).
+const historyReserve = 256
+
+// historyFacts are what decides a summary call's form.
+type historyFacts struct {
+	// OwnUpstream: the summariser is the conversation's upstream
+	// (summarizer.base_url empty or the same URL); SameAPI: the call
+	// speaks the conversation's format; SameModel: the summary model is
+	// the request's. Only then does the provider hold the history in its
+	// prompt cache under the same key.
+	OwnUpstream, SameAPI, SameModel bool
+	// ServerHistory: the provider keeps the history (Responses
+	// previous_response_id); the body holds only part of it.
+	ServerHistory bool
+	// Refused: the upstream refused the request as too long (a rescue).
+	Refused bool
+	// LeftOut: the forwarded body left messages out to fit the window,
+	// messages the summary must still cover.
+	LeftOut bool
+	// Window is the model's context window; Tokens the history and the
+	// instruction in the upstream's tokens (calibrated), Answer the cap
+	// the call reserves for the answer.
+	Window, Tokens, Answer int
+}
+
+// continuesHistory reports whether a summary call sends the conversation
+// as forwarded with the instruction appended, so the provider bills the
+// history as cached and a local server skips its prefill; otherwise it
+// sends a transcript of the covered messages.
+func continuesHistory(f historyFacts) bool {
+	switch {
+	case !f.OwnUpstream || !f.SameAPI || !f.SameModel:
+		return false // another summariser holds no cache of this history
+	case f.ServerHistory, f.Refused, f.LeftOut:
+		return false
+	}
+	return f.Tokens+f.Answer+historyReserve <= f.Window
+}
+
+// sameUpstream reports whether two base URLs name the same upstream.
+func sameUpstream(a, b string) bool {
+	ua, erra := parseUpstream(a)
+	ub, errb := parseUpstream(b)
+	return erra == nil && errb == nil && ua.scheme == ub.scheme && strings.EqualFold(ua.host, ub.host) && ua.base == ub.base
+}
+
+// historyInput is what a history summary call of ti is made from.
+type historyInput struct {
+	ti   turnInput
+	prop rewrite.Compaction
+	call SummaryRequest // the transcript call's, to reuse
+	cal  float64        // the conversation's calibration
+}
+
+// historyCall returns the summary call of ti that continues its forwarded
+// history, and false when the transcript form is the one to send
+// (continuesHistory). The history goes to the upstream that already
+// received it, byte for byte: the transcript's redaction (compactor.Redact)
+// has nothing to protect there.
+func (c *compactions) historyCall(in historyInput) (SummaryRequest, bool) {
+	ti, prop := in.ti, in.prop
+	history := ti.history()
+	if history == nil {
+		return SummaryRequest{}, false
+	}
+	hp := compactor.HistoryInput{Window: c.cfg.Trigger.ContextWindow(in.call.Model), Prev: compactor.HoldsBlock(history)}
+	for _, m := range prop.Messages[prop.Cut:prop.Since] {
+		if m.Omit { // a /compact exchange: never forwarded
+			continue
+		}
+		if hp.Kept == 0 {
+			hp.FirstKept = m
+		}
+		hp.Kept++
+	}
+	call := in.call
+	call.Prompt, call.History = compactor.HistoryPrompt(hp), history
+	if call.API == apiMessages {
+		// The history's fields may need the client's betas.
+		call.AnthropicVersion, call.AnthropicBeta = ti.creds.version, ti.creds.beta
+	}
+	answer, err := c.sum.answerCap(call)
+	if err != nil {
+		return SummaryRequest{}, false // the history cannot take the instruction
+	}
+	api := c.summaryAPI(ti.api)
+	if api == "" {
+		api = apiChat
+	}
+	f := historyFacts{
+		OwnUpstream: c.cfg.Summarizer.BaseURL == "" || sameUpstream(c.cfg.Summarizer.BaseURL, c.upstream),
+		SameAPI:     api == ti.api.name, SameModel: in.call.Model == ti.res.Model,
+		ServerHistory: ti.res.ServerHistory, Refused: ti.kind == kindRescue, LeftOut: ti.fitDropped > 0,
+		Window: hp.Window, Answer: answer,
+		Tokens: scaled(ti.res.TokensAfter+c.pipeline.Counter().CountText(in.call.Model, call.Prompt), max(in.cal, 1)),
+	}
+	ok := continuesHistory(f)
+	c.log.Debug().Str("conversation", ti.key.ID).Bool("continues_history", ok).Int("history_tokens", f.Tokens).
+		Int("answer_tokens", f.Answer).Int("window", f.Window).Msg("summary call form")
+	return call, ok
+}
+
+// history is the body ti's summary call continues: the one forwarded at
+// its turn (a precompaction), else this request's as rewritten. A
+// "/compact" command that ends it stays: the instruction joins it, and the
+// client's cache marker on it is where Anthropic looks for the cached
+// prefix.
+func (ti *turnInput) history() []byte {
+	if ti.forwarded != nil {
+		return ti.forwarded
+	}
+	return ti.res.Body
+}
+
+// summarize makes ti's summary call: first continuing the forwarded
+// history when that form applies (historyCall), then, when it does not or
+// that call falls back (fallsBack), the transcript form, with half the
+// transcript once when that is refused as too long.
+func (c *compactions) summarize(in historyInput, sum compactor.Summary) (SummaryResult, state.Usage, error) {
+	var spent state.Usage
+	call1 := func(call SummaryRequest) (SummaryResult, error) {
+		sr, err := c.sum.Summarize(context.Background(), call)
+		spent = spent.Plus(summaryUsage(sr))
+		return sr, err
+	}
+	if call, ok := c.historyCall(in); ok {
+		sr, err := call1(call)
+		if !fallsBack(err) {
+			return sr, spent, err
+		}
+		c.log.Info().Err(err).Str("conversation", in.ti.key.ID).Msg("summary call continuing the conversation failed; sending a transcript instead")
+	}
+	call := in.call
+	transcript := func(sum compactor.Summary) (SummaryResult, error) {
+		call.Prompt = sum.Prompt()
+		return call1(call)
+	}
+	sr, err := transcript(sum)
+	if errors.Is(err, chat.ErrContextOverflow) {
+		c.log.Info().Str("conversation", in.ti.key.ID).Msg("summary request over the summariser's window; retrying with half the transcript")
+		sr, err = transcript(sum.Halved())
+	}
+	return sr, spent, err
+}
+
+// fallsBack reports whether a history summary call's error leaves the
+// transcript form worth a try: the upstream refused the call itself (a
+// strict template, a field it takes from clients but not here, a window
+// the estimate missed) or the model called a tool instead of writing the
+// summary. Not after a failure the transcript would meet as well: the
+// upstream down, overloaded or not answering, a garbled or empty answer.
+func fallsBack(err error) bool {
+	return errors.Is(err, chat.ErrRefused) || errors.Is(err, chat.ErrContextOverflow) ||
+		errors.Is(err, chat.ErrToolCallReply) || errors.Is(err, chat.ErrNoHistoryForm)
+}

@@ -1,0 +1,50 @@
+package responses
+
+import (
+	"fmt"
+
+	"github.com/ctxpress/ctxpress/wire"
+	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/tidwall/gjson"
+)
+
+// userText is how a Responses body holds a user's text: a message item of
+// role user (typeless, as clients may send it, or "type":"message").
+var userText = wire.UserText{
+	IsUser: func(it []byte) bool {
+		typ := gjson.GetBytes(it, "type")
+		return (!typ.Exists() || typ.Str == KindMessage) && gjson.GetBytes(it, "role").String() == "user"
+	},
+	CanFollow: func([]byte) bool { return true },
+	Part:      func(text string) []byte { return textPart("user", text) },
+	Message:   func(text string) []byte { msg, _ := Format{}.NewMessage(wire.RoleUser, text, noCount); return msg },
+}
+
+func noCount(string) int { return 0 }
+
+// historySummaryBody is the summary call that continues the conversation
+// c.History (the request as forwarded) with c.Prompt as the next user
+// text (wire.AppendUserText), so the provider's cached prefix holds:
+// every member as sent, tools included, but tool_choice "none" when tools
+// are offered, not streamed (stream and stream_options left out), and
+// max_output_tokens the summary's cap (with chat.ReasoningHeadroom for a
+// reasoning model). store stays as sent, unlike the transcript form's
+// false: under store:false an input item that names a stored one (a
+// reasoning item without its encrypted content) is refused. A string input
+// (one user message, never compacted) cannot take the instruction.
+func historySummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
+	body, ok := wire.AppendUserText(c.History, "input", c.Prompt, userText)
+	if !ok {
+		return nil, chat.ErrNoHistoryForm
+	}
+	edits := []chat.TopEdit{{Key: "stream"}, {Key: "stream_options"}}
+	if chat.HasList(body, "tools") {
+		edits = append(edits, chat.TopEdit{Key: "tool_choice", Raw: []byte(`"none"`)})
+	}
+	limit := c.Cap()
+	if rules.MaxCompletionTokens {
+		limit += chat.ReasoningHeadroom
+	}
+	edits = append(edits, chat.TopEdit{Key: "max_output_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
+	return chat.EditTop(body, edits...)
+}
