@@ -39,6 +39,7 @@ type config struct {
 	CacheBytes        int64                  `yaml:"cache_bytes"`
 	Squash            squashConfig           `yaml:"squash"`
 	Dedup             dedupConfig            `yaml:"dedup"`
+	Prune             pruneConfig            `yaml:"prune"`
 	Compaction        compactionCfg          `yaml:"compaction"`
 	MaxHistory        int                    `yaml:"max_history_messages"`
 	Events            eventsConfig           `yaml:"events"`
@@ -134,6 +135,13 @@ type dedupConfig struct {
 	MinTokens     int      `yaml:"min_tokens"`
 }
 
+// pruneConfig is the prune: section (rewrite.PruneConfig; the tools it
+// never prunes are squash's exempt tools and shell reads).
+type pruneConfig struct {
+	Enabled   bool `yaml:"enabled"`
+	MinTokens int  `yaml:"min_tokens"`
+}
+
 // logConfig is the log: section, read by newLogger.
 type logConfig struct {
 	Level  string `yaml:"level"`  // trace | debug | info | warn | error
@@ -174,6 +182,7 @@ func defaultConfig() config {
 			ReadOnlyTools: rewrite.DefaultReadOnlyTools(),
 			MinTokens:     rewrite.DefaultMinDedupTokens,
 		},
+		Prune: pruneConfig{Enabled: true, MinTokens: rewrite.DefaultPruneMinTokens},
 		Compaction: compactionCfg{
 			Enabled:          true,
 			ThresholdRatio:   rewrite.DefaultThresholdRatio,
@@ -232,6 +241,7 @@ func (c config) pipelineConfig() rewrite.Config {
 		Dedup: rewrite.DedupConfig{
 			Enabled: c.Dedup.Enabled, ReadOnlyTools: nonNil(c.Dedup.ReadOnlyTools), MinTokens: c.Dedup.MinTokens,
 		},
+		Prune:      rewrite.PruneConfig{Enabled: c.Prune.Enabled, MinTokens: c.Prune.MinTokens},
 		CacheBytes: c.CacheBytes,
 		Identify:   rewrite.IdentifyConfig{Headers: nonNil(c.ConversationHdrs), Mode: c.Identify},
 	}

@@ -39,14 +39,15 @@ type turn struct {
 	// and the calibration.
 	tokensBefore, tokensAfter int
 	rawBefore, rawAfter       int
-	squashed, deduped         int
+	squashed, deduped, pruned int
 	squashStats               []rewrite.SquashStat // for metrics
-	dedupSaved                int
+	dedupSaved, pruneSaved    int
 	applied                   *state.ChainHash // the summary branch applied, nil when none
 	// dedups are the forwarded body's (rewrite.Result.Dedups), for the
 	// line's next request; forwarded is false when ctxpress answered the
 	// turn itself (/compact), which leaves the line's dedups as they were.
 	dedups    []state.DedupMark
+	prunes    []state.PruneMark // rewrite.Result.Prunes, kept as dedups are
 	forwarded bool
 	compacted bool
 	trigger   int
@@ -180,9 +181,9 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 	}
 	if id.ID != "" {
 		c.t.line, c.nums = lineOf(&c.rec, c.res)
-		if len(c.nums.Dedups) > 0 {
-			// The line's last request deduped: those dedups stay (sticky),
-			// and the minimum applies to what this one adds.
+		if len(c.nums.Dedups) > 0 || len(c.nums.Prunes) > 0 {
+			// The line's last request deduped or pruned: those stay
+			// (sticky), and the minimum applies to what this one adds.
 			if again, ok := s.rewrite(parsed, s.comp.options(c.rec, c.t.line.id)); ok {
 				c.res = again
 			}
@@ -252,8 +253,8 @@ func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 	if res.TokensBefore != res.TokensAfter {
 		t.tokensBefore = scaled(res.TokensBefore, calibrationOf(nums))
 	}
-	t.squashed, t.deduped = res.Squashed, res.Deduped
-	t.squashStats, t.dedupSaved = res.SquashStats, res.DedupSavedTokens
+	t.squashed, t.deduped, t.pruned = res.Squashed, res.Deduped, res.Pruned
+	t.squashStats, t.dedupSaved, t.pruneSaved = res.SquashStats, res.DedupSavedTokens, res.PruneSavedTokens
 	t.applied = nil
 	if h, ok := res.AppliedHash(); ok {
 		applied := state.ChainHash(h)
@@ -262,6 +263,10 @@ func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 	t.dedups = t.dedups[:0]
 	for _, d := range res.Dedups {
 		t.dedups = append(t.dedups, state.DedupMark{Index: d.Index, Result: d.Result, Digest: d.Digest})
+	}
+	t.prunes = t.prunes[:0]
+	for _, m := range res.Prunes {
+		t.prunes = append(t.prunes, state.PruneMark{Index: m.Index, Result: m.Result, Digest: m.Digest, Turn: m.Turn})
 	}
 	t.forwarded = true
 }

@@ -179,8 +179,8 @@ type outcome struct {
 var errSkipped = rewrite.ErrSkipped
 
 // options are the rewrite options for a request of line in the state rec:
-// the conversation's summaries, and the dedups the line's latest forwarded
-// request made (none for a line rec does not have).
+// the conversation's summaries, and the dedups and prunes the line's
+// latest forwarded request made (none for a line rec does not have).
 func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Options {
 	o := rewrite.Options{
 		Placement:     c.cfg.SummaryPlacement,
@@ -197,6 +197,9 @@ func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Op
 	}
 	if l := rec.LineByID(line); l != nil {
 		o.PrevDedups = dedupMarks(l.Dedups)
+		for _, m := range l.Prunes {
+			o.PrevPrunes = append(o.PrevPrunes, rewrite.PruneMark{Index: m.Index, Result: m.Result, Digest: m.Digest, Turn: m.Turn})
+		}
 	}
 	l := rec.LineByID(line)
 	if l == nil {

@@ -35,6 +35,8 @@ type metrics struct {
 	squashSaved    *prometheus.CounterVec // shape
 	dedupHits      prometheus.Counter
 	dedupSaved     prometheus.Counter
+	pruneHits      prometheus.Counter
+	pruneSaved     prometheus.Counter
 	compactions    *prometheus.CounterVec   // trigger, result
 	summarizer     *prometheus.HistogramVec // result
 	breakerTrips   prometheus.Counter
@@ -80,6 +82,8 @@ func newMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeli
 			"Tokens squashing saved, per forwarded request, by shape of the tool output.", "shape"),
 		dedupHits:     f.counter("ctxpress_dedup_hits_total", "Superseded tool results replaced by a placeholder, per forwarded request."),
 		dedupSaved:    f.counter("ctxpress_dedup_saved_tokens_total", "Tokens dedup saved, per forwarded request."),
+		pruneHits:     f.counter("ctxpress_prune_hits_total", "Tool results of earlier user turns sent as their pruned line, per forwarded request."),
+		pruneSaved:    f.counter("ctxpress_prune_saved_tokens_total", "Tokens pruning saved, per forwarded request."),
 		compactions:   f.counterVec("ctxpress_compactions_total", "Compactions by trigger (auto, precompact, manual) and result (ok, skipped, failed).", "trigger", "result"),
 		summarizer:    f.histogramVec("ctxpress_summarizer_duration_seconds", "Duration of summary calls by result (ok, failed).", prometheus.ExponentialBuckets(0.05, 2, 14), "result"),
 		breakerTrips:  f.counter("ctxpress_breaker_trips_total", "Conversations whose compaction circuit breaker opened."),
@@ -220,6 +224,10 @@ func (m *metrics) turn(t *turn) {
 	if t.deduped > 0 {
 		m.dedupHits.Add(float64(t.deduped))
 		m.dedupSaved.Add(float64(t.dedupSaved))
+	}
+	if t.pruned > 0 {
+		m.pruneHits.Add(float64(t.pruned))
+		m.pruneSaved.Add(float64(t.pruneSaved))
 	}
 }
 

@@ -252,11 +252,11 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 	return opened
 }
 
-// keepDedups makes the dedups of t's forwarded request its line's, when
-// t is the line's newest request.
+// keepDedups makes the dedups and prunes of t's forwarded request its
+// line's, when t is the line's newest request.
 func keepDedups(l *state.Line, t *turn) {
 	if t.forwarded && l.Tip == t.line.tip && l.Messages == t.line.messages {
-		l.Dedups = t.dedups
+		l.Dedups, l.Prunes = t.dedups, t.prunes
 	}
 }
 

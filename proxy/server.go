@@ -300,8 +300,8 @@ func (s *Server) logExchange(x *exchange) {
 		// The headers' calibrated estimates, and tiktoken's own counts.
 		ev = ev.Int("tokens_before", t.tokensBefore).Int("tokens_after", t.tokensAfter).
 			Int("raw_tokens_before", t.rawBefore).Int("raw_tokens_after", t.rawAfter)
-		if t.squashed > 0 || t.deduped > 0 {
-			ev = ev.Int("squashed", t.squashed).Int("deduped", t.deduped)
+		if t.squashed > 0 || t.deduped > 0 || t.pruned > 0 {
+			ev = ev.Int("squashed", t.squashed).Int("deduped", t.deduped).Int("pruned", t.pruned)
 		}
 		if t.id.ID != "" {
 			ev = ev.Str("conversation", t.id.ID)

@@ -119,11 +119,14 @@ func dropAsked(ms []boundShape, lead, cut, end int, keptWhole func(i int) bool) 
 // boundEdits appends to edits the thinking rules' edits of the messages
 // forwarded after a summary or cut: their bound items left out before
 // leaveOutBefore, and the request's ask to drop mismatched ones
-// (dropAsked). It counts them in res.
+// (dropAsked); and those of the messages a prune batch changed the prefix
+// of (prunePlan.leavesOut): their bound items left out, as the ask that
+// decided the batch allowed, and a drop asked for where a message has
+// nothing else to keep. It counts them in res.
 func (v *view) boundEdits(edits []wire.Edit, res *Result) []wire.Edit {
 	req := v.req
 	binder, ok := req.f.(wire.Binder)
-	if !req.Bound || !ok || v.dropTo <= v.lead {
+	if !req.Bound || !ok || v.dropTo <= v.lead && len(v.prune.spans) == 0 {
 		return edits
 	}
 	ms := make([]boundShape, len(req.Messages))
@@ -138,14 +141,16 @@ func (v *view) boundEdits(edits []wire.Edit, res *Result) []wire.Edit {
 		since = v.branch.Since
 	}
 	end := leaveOutBefore(ms, v.lead, v.dropTo, since)
-	whole := map[int]bool{}
-	for i := v.dropTo; i < end; i++ {
-		if !ms[i].bound || ms[i].omit {
+	whole, prunedWhole := map[int]bool{}, false
+	for i := v.dropTo; i < len(ms); i++ {
+		pruned := v.prune.leavesOut(i)
+		if i >= end && !pruned || !ms[i].bound || ms[i].omit {
 			continue
 		}
 		eds, tokens, ok := binder.LeaveOut(req.Conversation, i, req.count)
 		if !ok {
 			whole[i] = true
+			prunedWhole = prunedWhole || pruned
 			continue
 		}
 		at := req.Messages[i].Start
@@ -156,7 +161,7 @@ func (v *view) boundEdits(edits []wire.Edit, res *Result) []wire.Edit {
 		v.fwd[i] -= tokens
 		res.ThinkingLeftOut++
 	}
-	if dropAsked(ms, v.lead, v.dropTo, end, func(i int) bool { return whole[i] }) {
+	if dropAsked(ms, v.lead, v.dropTo, end, func(i int) bool { return whole[i] }) || prunedWhole {
 		if e, ok := binder.DropMismatched(req.Conversation); ok {
 			edits = append(edits, e)
 		}

@@ -24,6 +24,7 @@ const (
 	kindSquash    byte = 's'
 	kindMessage   byte = 'm'
 	kindCanonical byte = 'c'
+	kindPrune     byte = 'p'
 )
 
 // contentHash identifies a message's bytes within this process: two

@@ -93,7 +93,7 @@ func (s *claudeSession) request(compact bool, keepRecent int) *messagestest.Requ
 	s.t.Helper()
 	in := s.body()
 	if n := len(s.results); n > 0 {
-		s.opts.PrevDedups = s.results[n-1].Dedups
+		s.opts.PrevDedups, s.opts.PrevPrunes = s.results[n-1].Dedups, s.results[n-1].Prunes
 	}
 	res := s.p.RewriteWith(in, s.opts)
 	if compact {

@@ -27,6 +27,8 @@ type Config struct {
 	Squasher Squasher
 	// Dedup configures the replacement of superseded tool results.
 	Dedup DedupConfig
+	// Prune configures the one-line pruning of old tool results.
+	Prune PruneConfig
 	// CacheBytes bounds the memory of the squash, token and per-message
 	// caches together. 0 means DefaultCacheBytes; negative disables caching.
 	CacheBytes int64

@@ -19,7 +19,8 @@
 //     leave out a /compact command and ctxpress's reply to it; squash each
 //     tool result that remains through the configured squasher (given the
 //     call that produced it: name and arguments), replace
-//     superseded duplicate tool results by a placeholder, add the summary
+//     superseded duplicate tool results by a placeholder, prune the results
+//     of earlier user turns to one line each (prune.go), add the summary
 //     block and ConciseInstruction to the system prompt (or, per the
 //     placement, to the head of the first user message), and count tokens
 //     before and after.
@@ -56,9 +57,12 @@
 // state but what the caller passes in Options); the exceptions are dedup,
 // which rewrites an earlier result, and which is therefore only done when
 // the dedups a request adds over the previous one's (Options.PrevDedups)
-// save at least DedupConfig.MinTokens, and the history limit, which trims a
-// block at a time. A summary block, and the message it goes into, stay the
-// same until the next compaction.
+// save at least DedupConfig.MinTokens; pruning, which rewrites the results
+// of earlier user turns once per user turn, on the request that opens it,
+// when Options.Economics says it pays, and keeps them pruned from then on
+// (Options.PrevPrunes); and the history limit, which trims a block at a
+// time. A summary block, and the message it goes into, stay the same until
+// the next compaction.
 //
 // Bound histories (wire.Conversation.Bound: Anthropic's thinking blocks,
 // whose signature covers everything before them, bound.go): there dedup
@@ -67,7 +71,9 @@
 // sent is sent alike on every later turn; after a summary or cut, the
 // thinking of kept turns before the compaction's user ask is left out,
 // and when kept messages still carry thinking the request asks the
-// upstream to drop the blocks whose prefix changed (drop_block). A
+// upstream to drop the blocks whose prefix changed (drop_block); after a
+// prune batch, the thinking between its first result and the ask that
+// decided it is left out, on that request and every later one. A
 // standing instruction message (Claude Code's role:"system" message) that
 // a summary covers moves, verbatim, to the end of the instructions.
 //

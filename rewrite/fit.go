@@ -8,13 +8,15 @@ import (
 
 // fit leaves out the oldest forwarded client messages, after the leading
 // system messages and the summary's coverage, until the request as
-// forwarded under plan counts at most budget tokens (see
-// Options.FitTokens). It reports whether it left any out; the cut moves
-// only forward, on a turn boundary, and the latest user ask it covers is
-// re-sent.
-func (v *view) fit(budget int, plan dedupPlan) bool {
+// forwarded (v.fwd: squashed, deduped, pruned) counts at most budget
+// tokens (see Options.FitTokens). It reports whether it left any out; the
+// cut moves only forward, on a turn boundary, and the latest user ask it
+// covers is re-sent.
+func (v *view) fit(budget int) bool {
 	n := len(v.req.Messages)
-	fixed := v.fixed - plan.saved
+	// v.fwd has each message as forwarded, the savings of its replaced
+	// results taken off already.
+	fixed := v.fixed
 	for i := range v.lead {
 		fixed += v.fwd[i]
 	}

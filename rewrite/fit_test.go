@@ -60,3 +60,30 @@ func TestRequestOverTheWindowIsCutToFit(t *testing.T) {
 		t.Error("a request that fits was cut")
 	}
 }
+
+// A request whose earlier tool results dedup replaced is still cut to fit
+// its window: the savings are counted once, not once in the messages as
+// forwarded and again off the rest (which made fit take a request over
+// the budget for one that fits, and forward it whole).
+func TestRequestWithDedupsOverTheWindowIsCutToFit(t *testing.T) {
+	src := goSource(t)
+	read := jsonString(`{"path":"reverseproxy.go"}`)
+	msgs := []string{`{"role":"system","content":"You are a coding agent."}`, `{"role":"user","content":"Read the proxy twice."}`,
+		callMsg("r1", "read_file", read), resultMsg("r1", src), callMsg("r2", "read_file", read), resultMsg("r2", src)}
+	for i := range 12 {
+		id := "t" + itoa(i)
+		msgs = append(msgs, callMsg(id, "bash", jsonString(`{"command":"go test ./... # `+itoa(i)+`"}`)),
+			resultMsg(id, strings.Repeat("turn "+itoa(i)+": ok dateparse 0.01s\n", 20)))
+	}
+	p := New(Config{Format: chatFormat, Dedup: DefaultDedupConfig()})
+	body := chat("gpt-4o", msgs...)
+	full := p.RewriteWith(body, Options{})
+	if full.Deduped != 1 || full.DedupSavedTokens < 1000 {
+		t.Fatalf("deduped %d saving %d: the test needs the first read replaced", full.Deduped, full.DedupSavedTokens)
+	}
+	budget := full.TokensAfter - 1
+	res := p.RewriteWith(body, Options{FitTokens: budget})
+	if res.TokensAfter > budget || res.FitDropped == 0 {
+		t.Fatalf("budget %d: %d tokens forwarded, %d messages left out", budget, res.TokensAfter, res.FitDropped)
+	}
+}

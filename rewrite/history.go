@@ -81,6 +81,11 @@ type Options struct {
 	// not rewrite an old, cached message. A mark whose message changed
 	// (the history was edited or rewound) does not count.
 	PrevDedups []DedupMark
+	// PrevPrunes is Result.Prunes of the previous forwarded request of
+	// this history (nil when unknown): those results stay pruned, and a
+	// request that opens a new user turn decides, once, whether to prune
+	// the others from before its ask (PruneConfig).
+	PrevPrunes []PruneMark
 	// Economics, when set, is the cost model's view of the conversation:
 	// the steps that rewrite what was already sent (dedup of an earlier
 	// result, pruning) are taken only when it says they pay for the cache
@@ -154,7 +159,8 @@ type view struct {
 
 	fixed int       // tokens of the request besides its messages
 	fwd   []int     // tokens of each message as forwarded (squashed, deduped)
-	dedup dedupPlan // the tool results dedup replaces
+	dedup dedupPlan // the tool results dedup replaces (and prune's, as stubs)
+	prune prunePlan // which of them prune replaced
 }
 
 // newView derives the leading system messages, the resolved placement,

@@ -16,7 +16,7 @@ type Pipeline struct {
 	cache    *lru             // squash results, token counts, message memos
 	counter  *Counter         // counts with cache
 	squasher Squasher         // nil: no squash
-	shell    *squash.Squasher // knows the shell tools and which commands only look (dedup)
+	shell    *squash.Squasher // knows the shell tools, which commands only look (dedup), what squash keeps whole and the pruned lines (prune)
 }
 
 // New returns a Pipeline for cfg. cfg should have passed Validate; an
@@ -50,13 +50,14 @@ func New(cfg Config) *Pipeline {
 	return p
 }
 
-// shellConfig is the part of the squash config dedup's shell rule reads:
-// the shell tools and read commands, squash's defaults when squash is off.
+// shellConfig is the part of the squash config dedup's shell rule and
+// prune read: the shell tools and read commands, and what squash keeps
+// whole (exempt tools, reads); squash's defaults when squash is off.
 func shellConfig(sc *squash.Config) squash.Config {
 	if sc == nil {
 		return squash.Config{}
 	}
-	return squash.Config{ShellTools: sc.ShellTools, ReadCommands: sc.ReadCommands}
+	return squash.Config{ShellTools: sc.ShellTools, ReadCommands: sc.ReadCommands, ExemptTools: sc.ExemptTools, ReadMaxBytes: sc.ReadMaxBytes}
 }
 
 // CacheStats reports the entries in the pipeline's cache, the bytes they
@@ -111,7 +112,18 @@ type Result struct {
 	// that history, so the dedups stay sticky and the minimum applies to
 	// new ones only. A Body that is not forwarded (a command answered by
 	// ctxpress) must not replace the kept list.
-	Dedups                  []DedupMark
+	Dedups []DedupMark
+	// Pruned counts the tool results Body sends as their pruned line
+	// (PruneConfig), PruneSavedTokens what that saves; they are not in
+	// Deduped and DedupSavedTokens. PruneDeclined is how many results
+	// this request's batch would have pruned had the cost model
+	// (Options.Economics) said it pays.
+	Pruned, PruneSavedTokens, PruneDeclined int
+	// Prunes names the tool results Body sends pruned (and those an
+	// earlier request pruned that a summary now covers), in body order;
+	// nil when none. It is kept and passed back as Options.PrevPrunes,
+	// as Dedups is.
+	Prunes                  []PruneMark
 	BytesBefore, BytesAfter int
 
 	// Lead is the number of leading system/developer messages of the
@@ -174,6 +186,7 @@ type resultRef struct {
 	key       callKey
 	keyed     bool // whether key is known (the call was found)
 	shellRead bool // its call is a shell command that only looks
+	call      int  // the call's item, -1 when unknown
 }
 
 // facts is what Rewrite derives from one message: its tokens and the edits
@@ -237,10 +250,11 @@ func (p *Pipeline) Rewrite(body []byte) Result {
 // at the head of the first user message). A /compact command and
 // ctxpress's reply to it (CompactReplyPrefix) are left out. The output
 // depends only on the body, the Config and opts, so a turn that extends an
-// earlier one (with the same summary applied, and opts.PrevDedups from it)
-// gets the earlier turn's rewritten messages as its prefix, except after
-// new dedups saving at least DedupConfig.MinTokens and when the history
-// limit trims another block.
+// earlier one (with the same summary applied, and opts.PrevDedups and
+// opts.PrevPrunes from it) gets the earlier turn's rewritten messages as
+// its prefix, except after new dedups saving at least
+// DedupConfig.MinTokens, at a prune batch (the request that opens a user
+// turn) and when the history limit trims another block.
 //
 // body is not modified and may be returned as Result.Body; the Result
 // reads body (Compaction), so body must not change while it is in use.
@@ -262,6 +276,7 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 		// The provider holds the rest of this history: a summary, a cut,
 		// or an instruction or command sent again on every turn would
 		// rewrite (or pile up in) what ctxpress cannot see.
+		// Nor is anything pruned (planPrune).
 		opts = Options{PrevDedups: opts.PrevDedups}
 	}
 	enc := EncodingForModel(req.Model)
@@ -280,19 +295,23 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 			res.Trimmed--
 		}
 	}
-	prev := p.prevDedups(&req, a, opts.PrevDedups)
+	prev, prevPrunes := p.prevDedups(&req, a, opts.PrevDedups), p.prevPrunes(&req, a, opts.PrevPrunes)
 	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, prev, opts.Economics)
+	v.prune = p.planPrune(v, &plan, prev, prevPrunes, opts.Economics)
 	v.forwarded(plan)
-	if opts.FitTokens > 0 && v.fit(opts.FitTokens, plan) {
+	if opts.FitTokens > 0 && v.fit(opts.FitTokens) {
 		res.FitDropped = v.dropTo - v.lead
 		if v.branch != nil {
 			res.FitDropped -= v.branch.Covered
 		}
 		plan = p.planDedup(enc, &req, a, v.lead, v.dropTo, prev, opts.Economics)
+		v.prune = p.planPrune(v, &plan, prev, prevPrunes, opts.Economics)
 		v.forwarded(plan)
 	}
 	v.render(plan, &res)
 	res.Dedups = p.dedupMarks(&req, a, plan)
+	v.prune.account(&res, a)
+	res.Prunes = p.pruneMarks(&req, a, v.prune, prevPrunes, prev)
 	res.view = v
 	return res
 }
@@ -335,8 +354,9 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 			if item.ByName {
 				legacy = nil
 			}
-			a.results = append(a.results, resultRef{msg: i, ord: len(prs), item: it, key: c.key, keyed: keyed, shellRead: c.shellRead})
-			prs = append(prs, sites.producer(req, it, tool, c.key, keyed))
+			pr := sites.producer(req, it, tool, c.key, keyed)
+			a.results = append(a.results, resultRef{msg: i, ord: len(prs), item: it, key: c.key, keyed: keyed, shellRead: c.shellRead, call: pr.call})
+			prs = append(prs, pr)
 		}
 		f := p.messageFacts(enc, prs, req, i, a.hashes[i])
 		a.facts[i] = f

@@ -54,10 +54,36 @@ type diskLine struct {
 	LastSent        int         `json:"last_sent,omitempty"`
 	Breaker         diskBreaker `json:"breaker,omitzero"`
 	Dedups          []diskDedup `json:"dedups,omitempty"`
+	Prunes          []diskPrune `json:"prunes,omitempty"`
 	UsedAt          time.Time   `json:"used_at,omitzero"`
 	Turns           int         `json:"turns,omitempty"`
 	CacheSeen       bool        `json:"cache_seen,omitempty"`
 	UncachedPrompts int         `json:"uncached_prompts,omitempty"`
+}
+
+// diskPrune is a PruneMark as [index, "digest hex", result, turn]. A
+// record written before pruning has none; elements after the fourth (a
+// newer version's) are not read.
+type diskPrune PruneMark
+
+func (d diskPrune) MarshalJSON() ([]byte, error) {
+	return json.Marshal([]any{d.Index, d.Digest, d.Result, d.Turn})
+}
+
+func (d *diskPrune) UnmarshalJSON(b []byte) error {
+	var v []json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if len(v) < 4 {
+		return fmt.Errorf("state: a prune mark has %d elements, want 4", len(v))
+	}
+	for i, dst := range []any{&d.Index, &d.Digest, &d.Result, &d.Turn} {
+		if err := json.Unmarshal(v[i], dst); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // diskDedup is a DedupMark as [index, "digest hex"], or [index, "digest
@@ -310,6 +336,9 @@ func normalize(r *Record) {
 		if len(l.Dedups) == 0 {
 			l.Dedups = nil
 		}
+		if len(l.Prunes) == 0 {
+			l.Prunes = nil
+		}
 	}
 	if len(r.Branches) == 0 {
 		r.Branches = nil
@@ -356,8 +385,8 @@ func encodeRecord(r *Record) ([]byte, error) {
 		d.Lines = append(d.Lines, diskLine{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups), UsedAt: utc(l.UsedAt),
-			Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
+			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups), Prunes: toDiskPrunes(l.Prunes),
+			UsedAt: utc(l.UsedAt), Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
 		})
 	}
 	for _, b := range r.Branches {
@@ -412,8 +441,8 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		r.Lines = append(r.Lines, Line{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups), UsedAt: l.UsedAt,
-			Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
+			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups), Prunes: fromDiskPrunes(l.Prunes),
+			UsedAt: l.UsedAt, Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
 		})
 	}
 	if len(d.Lines) == 0 && (d.LegacyLastInputTokens > 0 || d.LegacyCalibration > 0 || d.LegacyBreaker != (diskBreaker{ForceNext: d.LegacyBreaker.ForceNext})) {
@@ -448,6 +477,22 @@ func fromDiskDedups(ds []diskDedup) []DedupMark {
 	var out []DedupMark
 	for _, d := range ds {
 		out = append(out, DedupMark(d))
+	}
+	return out
+}
+
+func toDiskPrunes(ms []PruneMark) []diskPrune {
+	var out []diskPrune
+	for _, m := range ms {
+		out = append(out, diskPrune(m))
+	}
+	return out
+}
+
+func fromDiskPrunes(ds []diskPrune) []PruneMark {
+	var out []PruneMark
+	for _, d := range ds {
+		out = append(out, PruneMark(d))
 	}
 	return out
 }

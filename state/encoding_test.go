@@ -286,3 +286,38 @@ func TestDedupMarksOnDisk(t *testing.T) {
 		})
 	}
 }
+
+// The prune marks on disk: [index, digest, result, turn]; a record written
+// before pruning (no "prunes") reads with none, and a newer version's
+// fifth element is not read.
+func TestPruneMarksOnDisk(t *testing.T) {
+	d := hashOf("d")
+	hex := `"64` + strings.Repeat("0", 62) + `"` // hashOf("d") in hex
+	r := Record{Key: Key{Namespace: "ns", ID: "c"}, Lines: []Line{{Prunes: []PruneMark{{Index: 3, Result: 1, Digest: d, Turn: 8}}}}}
+	data, err := encodeRecord(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"prunes":[[3,` + hex + `,1,8]]`; !strings.Contains(string(data), want) {
+		t.Errorf("written %s, want it to hold %s", data, want)
+	}
+	reads := []struct {
+		name, disk string
+		want       []PruneMark
+	}{
+		{"as written", string(data), r.Lines[0].Prunes},
+		{"a record written before pruning", `{"ns":"ns","id":"c","lines":[{"dedups":[[7,` + hex + `]]}]}`, nil},
+		{"a newer version's fifth element", `{"ns":"ns","id":"c","lines":[{"prunes":[[3,` + hex + `,1,8,"later"]]}]}`, r.Lines[0].Prunes},
+	}
+	for _, tc := range reads {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodeRecord(r.Key, []byte(tc.disk))
+			if err != nil || len(got.Lines) != 1 || !reflect.DeepEqual(got.Lines[0].Prunes, tc.want) {
+				t.Errorf("read %+v, %v; want %+v", got.Lines, err, tc.want)
+			}
+		})
+	}
+	if _, err := decodeRecord(r.Key, []byte(`{"ns":"ns","id":"c","lines":[{"prunes":[[3,`+hex+`]]}]}`)); err == nil {
+		t.Error("a mark without its result and turn was read")
+	}
+}

@@ -46,6 +46,9 @@ type Line struct {
 	// (a cached prefix stays as it was) and dedup's minimum applies only
 	// to what it adds.
 	Dedups []DedupMark
+	// Prunes are the tool results the line's latest forwarded request sent
+	// as their pruned line, so the next request sends them so again.
+	Prunes []PruneMark
 	// Turns counts the line's turns that reported usage; CacheSeen says
 	// one of them read from or wrote to the upstream's prompt cache, and
 	// UncachedPrompts how many large ones reported neither before any did
@@ -66,6 +69,16 @@ type DedupMark struct {
 	Index  int
 	Result int
 	Digest ChainHash
+}
+
+// PruneMark names one tool result a request sent as its pruned line, as a
+// DedupMark does, and Turn: the index of the user ask whose request
+// decided its batch.
+type PruneMark struct {
+	Index  int
+	Result int
+	Digest ChainHash
+	Turn   int
 }
 
 // MatchLine returns the index of the line a request extends: the one with
