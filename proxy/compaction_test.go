@@ -91,15 +91,7 @@ func TestSixtyTurnAgentConversation(t *testing.T) {
 	t.Logf("60 turns: %d compactions, %d turns with a stable prefix", compactions, stable)
 
 	// Restart ctxpress on the same db: the next turn still gets the summary.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := p.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	st2 := openStoreAt(t, dbPath)
-	t.Cleanup(func() { st2.Close() })
-	p2 := startProxyWith(t, compactionConfig(up.BaseURL()), Deps{Pipeline: pipelineForTest(), Store: st2})
+	p2 := restartOnSameDB(t, p, st, dbPath, compactionConfig(up.BaseURL()), pipelineForTest())
 	a.client = openai.NewClient(option.WithBaseURL(p2.BaseURL()), option.WithAPIKey("sk-agent"), option.WithMaxRetries(0))
 	before := len(up.Requests())
 	h := a.turn(false)

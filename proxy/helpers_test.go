@@ -259,6 +259,21 @@ func compactionConfig(upstream string) Config {
 
 // openStoreAt opens a bbolt store the test closes itself (restarts) or at
 // cleanup.
+// restartOnSameDB shuts p down, closes its store st and starts a new
+// ctxpress of cfg on the same bbolt file, as a restart would.
+func restartOnSameDB(t *testing.T, p *testProxy, st state.Store, dbPath string, cfg Config, pipeline *rewrite.Pipeline) *testProxy {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st2 := openStoreAt(t, dbPath)
+	t.Cleanup(func() { st2.Close() })
+	return startProxyWith(t, cfg, Deps{Pipeline: pipeline, Store: st2})
+}
+
 func openStoreAt(t *testing.T, path string) state.Store {
 	t.Helper()
 	st, err := state.OpenBolt(path, state.BoltOptions{})

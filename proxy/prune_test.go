@@ -1,14 +1,12 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
@@ -107,15 +105,7 @@ func TestPrunedResultIsForwardedAndKeptAcrossARestart(t *testing.T) {
 		t.Errorf("ctxpress_prune_saved_tokens_total %v", saved)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := p.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	st2 := openStoreAt(t, dbPath)
-	t.Cleanup(func() { st2.Close() })
-	p2 := startProxyWith(t, cfg, Deps{Pipeline: prunePipeline(), Store: st2})
+	p2 := restartOnSameDB(t, p, st, dbPath, cfg, prunePipeline())
 	call("pytest tests/test_dates.py", strings.Replace(failingTests(300), "<returncode>1", "<returncode>0", 1))
 	after := send(p2.BaseURL())
 	if pruned(after) != line || !isPrefix(loop, after) {

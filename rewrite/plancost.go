@@ -3,9 +3,20 @@ package rewrite
 import "fmt"
 
 // maxDeferRatio bounds how far past its trigger the cost model may put an
-// automatic compaction off: at this many times the trigger it compacts
-// whatever it costs, so the trigger a user set still bounds the prompt.
+// automatic compaction off: at this many times the trigger, or halfway
+// from the trigger to the window if that is nearer, it compacts whatever
+// it costs, so the trigger a user set still bounds the prompt and a
+// request never nears the window waiting for a compaction to pay.
 const maxDeferRatio = 1.25
+
+// deferCeiling is where pl's compaction stops waiting for it to pay.
+func (pl Plan) deferCeiling() float64 {
+	c := maxDeferRatio * float64(pl.Trigger)
+	if pl.Window > pl.Trigger {
+		c = min(c, float64(pl.Trigger+pl.Window)/2)
+	}
+	return c
+}
 
 // summaryPromptTokens is about what the summary instruction and template
 // add to a summary call's prompt.
@@ -23,7 +34,7 @@ const summaryPromptTokens = 600
 func (pl Plan) compactionPays(replaced, kept int, sz Sizing, scale float64) error {
 	e := pl.Economics
 	if e == nil || pl.Urgent || (pl.Kind != KindAuto && pl.Kind != KindPrecompact) ||
-		float64(pl.Effective) >= maxDeferRatio*float64(pl.Trigger) {
+		float64(pl.Effective) >= pl.deferCeiling() {
 		return nil
 	}
 	summary := sz.MaxSummaryTokens / 2

@@ -23,6 +23,8 @@ func TestCompactionTimingAsksTheCostModel(t *testing.T) {
 		{"many turns ahead: removing 18k pays for the rebuilt 13k tail and the call", Plan{Kind: KindAuto, Trigger: 32000, Effective: 33000, Economics: gpt5, SummaryReusesCache: true}, 20000, 13000, true},
 		{"two turns ahead: it does not, yet", Plan{Kind: KindAuto, Trigger: 32000, Effective: 33000, Economics: early, SummaryReusesCache: true}, 20000, 13000, false},
 		{"past 1.25x the trigger it compacts whatever it costs", Plan{Kind: KindAuto, Trigger: 32000, Effective: 40000, Economics: early, SummaryReusesCache: true}, 27000, 13000, true},
+		{"and past halfway to the window when that is nearer", Plan{Kind: KindAuto, Trigger: 102400, Window: 128000, Effective: 115300, Economics: early, SummaryReusesCache: true}, 80000, 13000, true},
+		{"below both it may wait", Plan{Kind: KindAuto, Trigger: 102400, Window: 128000, Effective: 115100, Economics: early, SummaryReusesCache: true}, 20000, 90000, false},
 		{"urgent (over the window): compacts", Plan{Kind: KindAuto, Trigger: 32000, Effective: 33000, Urgent: true, Economics: early}, 20000, 13000, true},
 		{"manual: the user asked", Plan{Kind: KindManual, Trigger: 32000, Effective: 33000, Economics: early}, 20000, 13000, true},
 		{"rescue: the upstream refused it", Plan{Kind: KindRescue, Trigger: 32000, Effective: 33000, Economics: early}, 20000, 13000, true},

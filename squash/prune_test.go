@@ -19,42 +19,9 @@ type recorded struct {
 // body) whose text contains sel, with its call.
 func corpusResult(t *testing.T, trace, sel string) recorded {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(corpusDir(t), "traces", trace))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body struct {
-		Messages []struct {
-			Role       string          `json:"role"`
-			Content    json.RawMessage `json:"content"`
-			ToolCallID string          `json:"tool_call_id"`
-			ToolCalls  []struct {
-				ID       string `json:"id"`
-				Function struct{ Name, Arguments string }
-			} `json:"tool_calls"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(data, &body); err != nil {
-		t.Fatal(err)
-	}
-	calls := map[string]Call{}
-	for _, m := range body.Messages {
-		for _, tc := range m.ToolCalls {
-			calls[tc.ID] = Call{Tool: tc.Function.Name, Args: tc.Function.Arguments}
-		}
-		if m.Role != "tool" {
-			continue
-		}
-		var text string
-		if json.Unmarshal(m.Content, &text) != nil {
-			var parts []struct{ Text string }
-			if json.Unmarshal(m.Content, &parts) != nil || len(parts) == 0 {
-				continue
-			}
-			text = parts[0].Text
-		}
-		if strings.Contains(text, sel) {
-			return recorded{calls[m.ToolCallID], text}
+	for _, o := range corpusToolOutputs(t) {
+		if o.file == trace && strings.Contains(o.text, sel) {
+			return recorded{o.call(), o.text}
 		}
 	}
 	t.Fatalf("%s: no tool result contains %q", trace, sel)

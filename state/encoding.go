@@ -385,7 +385,8 @@ func encodeRecord(r *Record) ([]byte, error) {
 		d.Lines = append(d.Lines, diskLine{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: toDiskDedups(l.Dedups), Prunes: toDiskPrunes(l.Prunes),
+			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, func(m DedupMark) diskDedup { return diskDedup(m) }),
+			Prunes: convertMarks(l.Prunes, func(m PruneMark) diskPrune { return diskPrune(m) }),
 			UsedAt: utc(l.UsedAt), Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
 		})
 	}
@@ -441,7 +442,8 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		r.Lines = append(r.Lines, Line{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: fromDiskDedups(l.Dedups), Prunes: fromDiskPrunes(l.Prunes),
+			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, func(d diskDedup) DedupMark { return DedupMark(d) }),
+			Prunes: convertMarks(l.Prunes, func(d diskPrune) PruneMark { return PruneMark(d) }),
 			UsedAt: l.UsedAt, Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
 		})
 	}
@@ -465,34 +467,12 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 	return r, nil
 }
 
-func toDiskDedups(ms []DedupMark) []diskDedup {
-	var out []diskDedup
+// convertMarks converts a line's marks to or from their disk form (nil
+// stays nil, so an empty list is not written).
+func convertMarks[From, To any](ms []From, conv func(From) To) []To {
+	var out []To
 	for _, m := range ms {
-		out = append(out, diskDedup(m))
-	}
-	return out
-}
-
-func fromDiskDedups(ds []diskDedup) []DedupMark {
-	var out []DedupMark
-	for _, d := range ds {
-		out = append(out, DedupMark(d))
-	}
-	return out
-}
-
-func toDiskPrunes(ms []PruneMark) []diskPrune {
-	var out []diskPrune
-	for _, m := range ms {
-		out = append(out, diskPrune(m))
-	}
-	return out
-}
-
-func fromDiskPrunes(ds []diskPrune) []PruneMark {
-	var out []PruneMark
-	for _, d := range ds {
-		out = append(out, PruneMark(d))
+		out = append(out, conv(m))
 	}
 	return out
 }
