@@ -315,7 +315,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	cal := calibrationOf(ti.nums)
 	nums := numbersOf(ti.nums)
 	prop, size, err := c.policy.Size(ti.res, rewrite.Plan{Kind: ti.kind, Trigger: ti.trigger, Urgent: ti.urgent,
-		Window: c.policy.Trigger.ContextWindow(ti.res.Model),
+		Window:    c.policy.Trigger.ContextWindow(ti.res.Model),
 		Effective: nums.Calibration.Upstream(ti.res.TokensAfter), Economics: c.compactionEconomics(nums),
 		SummaryReusesCache: c.summariserIsOwn(ti.res.Model)}, nums.Calibration)
 	if err != nil {
