@@ -131,6 +131,7 @@ func impls() []impl {
 				m.records[string(key.encode())] = data
 			},
 		},
+		redisImpl(),
 	}
 }
 
