@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,6 +91,12 @@ func OpenRedis(opts RedisOptions) (Store, error) {
 	ro.DialTimeout = s.writeTimeout
 	ro.ReadTimeout, ro.WriteTimeout = s.writeTimeout, s.writeTimeout
 	ro.PoolTimeout = s.writeTimeout
+	// A dead Redis refuses at once: fail then, not after go-redis's five
+	// dials 100 ms apart. One retry still covers a pooled connection that
+	// a restarted Redis closed.
+	ro.DialerRetries, ro.MaxRetries = 1, 1
+	ro.DisableIdentity = true // no CLIENT SETINFO round trip per connection
+	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
 	s.client = redis.NewClient(ro)
 	if err := s.checkSchema(); err != nil {
 		_ = s.client.Close()
@@ -132,6 +139,15 @@ func (s *redisStore) checkSchema() error {
 	}
 	return nil
 }
+
+// quiet drops go-redis's own log lines: it would print a dial failure per
+// request while Redis is down, and the proxy already reports store
+// failures once per interval.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+var quietOnce sync.Once
 
 func (s *redisStore) recordKey(k []byte) string { return s.prefix + "r:" + string(k) }
 func (s *redisStore) indexKey() string          { return s.prefix + "updated" }
