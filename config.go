@@ -34,6 +34,7 @@ type config struct {
 	ShutdownTimeout   time.Duration          `yaml:"shutdown_timeout"`
 	DB                string                 `yaml:"db"`
 	Retention         time.Duration          `yaml:"retention"`
+	State             stateConfig            `yaml:"state"`
 	Identify          string                 `yaml:"identify"`
 	ConversationHdrs  []string               `yaml:"conversation_headers"`
 	CacheBytes        int64                  `yaml:"cache_bytes"`
@@ -54,6 +55,44 @@ type config struct {
 	Debug             debugConfig            `yaml:"debug"`
 	UI                proxy.UIConfig         `yaml:"ui"`
 	Log               logConfig              `yaml:"log"`
+}
+
+// stateConfig is the state: section: where the conversation records live.
+type stateConfig struct {
+	// Backend is bolt (the db: file, or memory when db is ""), memory or
+	// redis (shared by replicas).
+	Backend      string        `yaml:"backend"`
+	URL          string        `yaml:"url"`
+	Prefix       string        `yaml:"prefix"`
+	ReadTimeout  time.Duration `yaml:"read_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+}
+
+// Backends of state.backend.
+const (
+	backendBolt   = "bolt"
+	backendMemory = "memory"
+	backendRedis  = "redis"
+)
+
+// validate checks the state: section.
+func (s stateConfig) validate() error {
+	switch s.Backend {
+	case backendBolt, backendMemory:
+	case backendRedis:
+		if s.URL == "" {
+			return errors.New("state.backend redis needs state.url (or CTXPRESS_REDIS_URL), e.g. redis://localhost:6379/0")
+		}
+		if err := state.CheckRedisURL(s.URL); err != nil {
+			return fmt.Errorf("state.url: %w", err)
+		}
+	default:
+		return fmt.Errorf("state.backend %q: want bolt, memory or redis", s.Backend)
+	}
+	if s.ReadTimeout <= 0 || s.WriteTimeout <= 0 {
+		return errors.New("state.read_timeout and state.write_timeout must be positive: a slow store must not hold requests")
+	}
+	return nil
 }
 
 // compactionCfg is the compaction: section; with models:,
@@ -166,9 +205,11 @@ func defaultConfig() config {
 		ShutdownTimeout:   30 * time.Second,
 		DB:                "ctxpress.db",
 		Retention:         state.DefaultRetention,
-		Identify:          rewrite.ModeAuto,
-		ConversationHdrs:  rewrite.DefaultConversationHeaders(),
-		CacheBytes:        rewrite.DefaultCacheBytes,
+		State: stateConfig{Backend: backendBolt, Prefix: state.DefaultRedisPrefix,
+			ReadTimeout: state.DefaultRedisReadTimeout, WriteTimeout: state.DefaultRedisWriteTimeout},
+		Identify:         rewrite.ModeAuto,
+		ConversationHdrs: rewrite.DefaultConversationHeaders(),
+		CacheBytes:       rewrite.DefaultCacheBytes,
 		Squash: squashConfig{
 			Enabled:      true,
 			MinBytes:     squash.DefaultMinBytes,
@@ -407,6 +448,9 @@ func loadConfig(f *serveFlags, getenv func(string) string) (config, error) {
 	default:
 		return c, fmt.Errorf("local_upstream %q: want auto, true or false", c.LocalUpstream)
 	}
+	if err := c.State.validate(); err != nil {
+		return c, err
+	}
 	if c.Squash.MinBytes < 0 {
 		return c, errors.New("squash.min_bytes must not be negative")
 	}
@@ -430,6 +474,11 @@ func applyEnv(c *config, getenv func(string) string) error {
 		if v := getenv(name); v != "" {
 			*dst = v
 		}
+	}
+	// A Redis URL in the environment is what a container deployment sets:
+	// it selects the backend too.
+	if v := getenv("CTXPRESS_REDIS_URL"); v != "" {
+		c.State.Backend, c.State.URL = backendRedis, v
 	}
 	// Keys are comma-separated, so a list of them fits one variable (keys
 	// hold no commas: they are tokens).

@@ -157,8 +157,9 @@ func serve(cfg config, log zerolog.Logger) error {
 	return nil
 }
 
-// openStore opens the conversation db, or an in-memory store when cfg.DB is
-// empty. A db that cannot be opened stops startup with the reason.
+// openStore opens the conversation store of state.backend: the bolt db
+// (in memory when cfg.DB is empty), memory, or Redis. A store that cannot
+// be opened stops startup with the reason.
 func openStore(cfg config, log zerolog.Logger) (state.Store, error) {
 	onSweep := func(removed int, err error) {
 		if err != nil {
@@ -166,6 +167,18 @@ func openStore(cfg config, log zerolog.Logger) (state.Store, error) {
 		} else if removed > 0 {
 			log.Info().Int("removed", removed).Msg("retention sweep removed idle conversations")
 		}
+	}
+	switch cfg.State.Backend {
+	case backendRedis:
+		st, err := state.OpenRedis(state.RedisOptions{URL: cfg.State.URL, Prefix: cfg.State.Prefix,
+			ReadTimeout: cfg.State.ReadTimeout, WriteTimeout: cfg.State.WriteTimeout,
+			Retention: cfg.Retention, OnSweep: onSweep})
+		if err != nil {
+			return nil, fmt.Errorf("opening the redis store: %w", err)
+		}
+		return st, nil
+	case backendMemory:
+		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep}), nil
 	}
 	if cfg.DB == "" {
 		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep}), nil

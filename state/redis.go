@@ -390,3 +390,12 @@ func (s *redisStore) Delete(key Key) (bool, error) {
 	}
 	return del.Val() == 1, nil
 }
+
+// CheckRedisURL reports whether OpenRedis can use u, for validating a
+// config without connecting.
+func CheckRedisURL(u string) error {
+	if _, err := redis.ParseURL(u); err != nil {
+		return err
+	}
+	return nil
+}
