@@ -5,7 +5,7 @@
 // short per-turn history.
 //
 // Callers see only the [Store] interface and plain Go values ([Record],
-// [Branch], [Key]). Two implementations exist:
+// [Branch], [Key]). Three implementations exist:
 //
 //   - [OpenBolt]: an embedded bbolt file, the default. The file is created
 //     with mode 0600; records live in the "conversations" bucket, a schema
@@ -14,6 +14,11 @@
 //   - [NewMemory]: a map in memory, for running without a database and for
 //     tests. It behaves exactly like the bolt store (same encoding, same
 //     ordering, same retention) but forgets everything on exit.
+//   - [OpenRedis]: a Redis that several replicas share. Each record is a
+//     key (prefix "r:" namespace NUL id) holding the same encoding, with a
+//     TTL of the retention; a sorted set by UpdatedAt serves List; the
+//     schema version sits beside them. Updates are optimistic
+//     compare-and-set scripts, so concurrent replicas lose no update.
 //
 // # Keys and isolation
 //
@@ -26,7 +31,9 @@
 //
 // [Store.Update] is an atomic read-modify-write: the function runs on the
 // current record inside one write transaction, and the result is persisted
-// only if the function returns nil. The bookkeeping that every caller needs is
+// only if the function returns nil. On Redis the function may run again, on
+// the newer record, when another process wrote first; it must only change
+// the record. The bookkeeping that every caller needs is
 // provided as methods on [Record] ([Record.PutBranch], [Record.TouchBranch],
 // [Record.MatchBranch], [Record.AddSummaryHistory], [Record.AddTurn]) so that
 // the rules (at most [MaxBranches] branches, least recently used dropped; the

@@ -222,3 +222,21 @@ func TestRedisRequestIsOneReadAndOneWrite(t *testing.T) {
 		t.Fatalf("requests = %d, want 4", rec.Requests)
 	}
 }
+
+// A Redis restarted (or failed over) has lost the scripts the store loaded:
+// writes load them again instead of failing.
+func TestRedisThatLostItsScriptsStillWrites(t *testing.T) {
+	r := needRedis(t)
+	s := openTestRedis(t, r, RedisOptions{SweepInterval: -1})
+	mustUpdate(t, s, keyA, func(r *Record) error { r.Requests++; return nil })
+	if err := rawClient(t, r).ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rec := mustUpdate(t, s, keyA, func(r *Record) error { r.Requests++; return nil }); rec.Requests != 2 {
+		t.Fatalf("requests = %d, want 2", rec.Requests)
+	}
+	rawClient(t, r).ScriptFlush(context.Background())
+	if n, err := s.Sweep(time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("Sweep after the flush = %d, %v; want the record deleted", n, err)
+	}
+}

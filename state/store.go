@@ -30,7 +30,10 @@ type Store interface {
 	// persists the result and returns it as stored. If fn returns an error,
 	// nothing is written and Update returns that error as is. Concurrent
 	// Updates are serialised, so none loses another's change. fn must not
-	// call the Store, and changes it makes to Key are ignored.
+	// call the Store, and changes it makes to Key are ignored. A store
+	// shared between processes (Redis) may run fn more than once, each time
+	// on a fresh copy of the newer record, so fn must only change the
+	// record (what it sets outside is overwritten by its last run).
 	Update(key Key, fn func(*Record) error) (Record, error)
 
 	// UpdateMany applies several updates in one write transaction: one disk
