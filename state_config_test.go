@@ -24,6 +24,7 @@ func TestStateBackendConfig(t *testing.T) {
 		{name: "the env's url selects redis", redisURL: "redis://cache:6379/0", backend: "redis", url: "redis://cache:6379/0"},
 		{name: "redis without a url", yaml: "state: {backend: redis}\n", err: "state.url"},
 		{name: "a url that is not redis", yaml: "state: {backend: redis, url: \"http://cache\"}\n", err: "state.url"},
+		{name: "a bad url, quoted without its password", yaml: "state: {backend: redis, url: \"redis://u:s3cret@cache:port/0\"}\n", err: "state.url: not a redis:// URL: invalid port"},
 		{name: "unknown backend", yaml: "state: {backend: sqlite}\n", err: "state.backend"},
 		{name: "no timeout", yaml: "state: {read_timeout: 0s}\n", err: "read_timeout"},
 	} {
@@ -40,7 +41,7 @@ func TestStateBackendConfig(t *testing.T) {
 		})
 		switch {
 		case c.err != "":
-			if err == nil || !strings.Contains(err.Error(), c.err) {
+			if err == nil || !strings.Contains(err.Error(), c.err) || strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("%s: err = %v, want mention of %q", c.name, err, c.err)
 			}
 		case err != nil:

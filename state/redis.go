@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strconv"
 	"sync"
@@ -76,7 +77,7 @@ func OpenRedis(opts RedisOptions) (Store, error) {
 	if !prefixPattern.MatchString(prefix) {
 		return nil, fmt.Errorf("state: open redis: key prefix %q: only 0-9, a-z, A-Z and \":_.-\"", prefix)
 	}
-	ro, err := redis.ParseURL(opts.URL)
+	ro, err := parseRedisURL(opts.URL)
 	if err != nil {
 		return nil, fmt.Errorf("state: open redis: %w", err)
 	}
@@ -394,8 +395,17 @@ func (s *redisStore) Delete(key Key) (bool, error) {
 // CheckRedisURL reports whether OpenRedis can use u, for validating a
 // config without connecting.
 func CheckRedisURL(u string) error {
-	if _, err := redis.ParseURL(u); err != nil {
-		return err
+	_, err := parseRedisURL(u)
+	return err
+}
+
+// parseRedisURL is redis.ParseURL whose errors never quote the URL: it may
+// hold a password.
+func parseRedisURL(u string) (*redis.Options, error) {
+	o, err := redis.ParseURL(u)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = fmt.Errorf("not a redis:// URL: %w", ue.Err)
 	}
-	return nil
+	return o, err
 }
