@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/state"
@@ -73,12 +74,17 @@ func startRedis(t *testing.T) (url string) {
 // url: one replica of several sharing their state.
 func startReplica(t *testing.T, cfg Config, url string) *testProxy {
 	t.Helper()
+	return startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: openReplicaStore(t, url)})
+}
+
+func openReplicaStore(t *testing.T, url string) state.Store {
+	t.Helper()
 	st, err := state.OpenRedis(state.RedisOptions{URL: url, Prefix: "replicas:"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	return startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	return st
 }
 
 func TestTurnsOnTwoReplicasCompactOnce(t *testing.T) {
@@ -147,5 +153,51 @@ func TestTurnsOnTwoReplicasCompactOnce(t *testing.T) {
 		if !strings.Contains(string(c.Body), "<conversation_summary>") {
 			t.Errorf("chat request %d was forwarded without the summary", i)
 		}
+	}
+}
+
+// A replica that took a branch's lease and ended without a summary (its
+// summary call failed, or it died and the lease expired) leaves the
+// turn waiting on the other replica to compact it itself.
+func TestTurnWaitingOnAnotherReplicasLeaseCompactsWhenItEnds(t *testing.T) {
+	url := startRedis(t)
+	up := openaitest.New(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 2500
+	p := startReplica(t, cfg, url)
+	other := openReplicaStore(t, url) // the replica holding the lease
+	a := newAgent(t, p.BaseURL(), "lease held")
+	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
+	a.turn(false)
+	var rec state.Record
+	waitFor(t, func() bool { rec, _, _ = other.Get(key); return rec.Requests == 1 }, "the first turn recorded")
+	held, ok, err := other.(state.Leaser).Acquire(leaseName(lineKey{key: key, line: rec.CurrentLine().ID}), time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("the other replica's lease: %v, %v", ok, err)
+	}
+	// When the turn over the trigger waits, the other replica gives up.
+	summariesWhileHeld := make(chan int, 1)
+	go func() {
+		if !poll(func() bool { return p.comp.waiting.Load() == 1 }) {
+			summariesWhileHeld <- -1
+		} else {
+			_, s := up.ChatRequests()
+			summariesWhileHeld <- len(s)
+		}
+		_ = held.Release()
+	}()
+	for a.turns < 30 {
+		h := a.turn(false)
+		if h.Get(HeaderCompacted) == "true" {
+			break
+		}
+		waitFor(t, func() bool { rec, _, _ := other.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
+	}
+	if n := <-summariesWhileHeld; n != 0 {
+		t.Fatalf("%d summary calls while the other replica held the lease (-1: no turn waited), want 0", n)
+	}
+	chats, summaries := up.ChatRequests()
+	if len(summaries) != 1 || !strings.Contains(string(chats[len(chats)-1].Body), "<conversation_summary>") {
+		t.Fatalf("%d summary calls after the lease ended, want 1 applied to the turn", len(summaries))
 	}
 }
