@@ -53,6 +53,13 @@ func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, o
 		done, mine = c.acquire(ti.lockKey())
 	}
 	defer c.release(ti.lockKey(), done)
+	// Another replica's compaction of the line is waited for like a local
+	// one; refresh then finds its summary in the record.
+	releaseLease, ok := c.awaitLease(ti.lockKey())
+	if !ok {
+		return ti.res, outcome{err: fmt.Errorf("%w: another replica's compaction of this conversation is still running", errSkipped)}
+	}
+	defer releaseLease()
 	if changed, due := c.refresh(&ti); (changed && kind == kindRescue) || (!due && kind == kindAuto) {
 		// A compaction of this line stored its summary between this turn's
 		// read of the record and the lock: its result is what to send.
@@ -175,6 +182,11 @@ func (c *compactions) precompact(ti turnInput) {
 	go func() {
 		defer c.bg.Done()
 		defer c.release(ti.lockKey(), done)
+		releaseLease, mine := c.takeLease(ti.lockKey())
+		if !mine { // another replica is preparing it
+			return
+		}
+		defer releaseLease()
 		rec, ok, err := c.store.Get(ti.key)
 		if err != nil {
 			return

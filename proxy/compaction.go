@@ -144,6 +144,7 @@ type compactions struct {
 	// (unix nanos; 0: never): compactions pause after it
 	// (rewrite.StorePaused).
 	storeFailedAt atomic.Int64
+	leaseWarn     warnLimiter // the store's compaction lease failing (takeLease)
 }
 
 // errStoreFailing marks a compaction not attempted because the store

@@ -1,0 +1,203 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// startRedis starts a real redis-server on 127.0.0.1 for the test (a small
+// copy of the state package's helper), stopped when it ends. Without the
+// binary the test is skipped, unless CTXPRESS_REQUIRE_REDIS=1.
+func startRedis(t *testing.T) (url string) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CTXPRESS_REQUIRE_REDIS") == "1" {
+			t.Fatal("redis-server not found and CTXPRESS_REQUIRE_REDIS=1 (apt-get install redis-server)")
+		}
+		t.Skip("redis-server not found (apt-get install redis-server)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", t.TempDir(),
+		"--save", "", "--appendonly", "no", "--logfile", "")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "Ready to accept connections") {
+				close(ready)
+				break
+			}
+		}
+		for sc.Scan() {
+		}
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	select {
+	case <-ready:
+	case <-exited:
+		t.Fatalf("redis-server on port %d exited before it was ready", port)
+	}
+	return fmt.Sprintf("redis://127.0.0.1:%d", port)
+}
+
+// startReplica is a ctxpress of cfg on its own connection to the Redis at
+// url: one replica of several sharing their state.
+func startReplica(t *testing.T, cfg Config, url string) *testProxy {
+	t.Helper()
+	return startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: openReplicaStore(t, url)})
+}
+
+func openReplicaStore(t *testing.T, url string) state.Store {
+	t.Helper()
+	st, err := state.OpenRedis(state.RedisOptions{URL: url, Prefix: "replicas:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func TestTurnsOnTwoReplicasCompactOnce(t *testing.T) {
+	url := startRedis(t)
+	up := openaitest.New(t)
+	slow := make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(slow) }) }
+	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
+		<-slow
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"s","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nkeep going"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`)
+	})
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 2500
+	replicas := []*testProxy{startReplica(t, cfg, url), startReplica(t, cfg, url)}
+	t.Cleanup(release) // before the Shutdowns, which wait for the summary call
+	a := newAgent(t, replicas[0].BaseURL(), "two replicas")
+	for i := 0; i < 12; i++ { // grow past the trigger without compacting yet
+		a.history = append(a.history,
+			openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+				ID: "c" + strconv.Itoa(i), Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash", Arguments: `{"command":"ls"}`}}}}}},
+			openai.ToolMessage(toolOutput(i), "c"+strconv.Itoa(i)))
+	}
+	const perReplica = 2
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*perReplica)
+	for _, p := range replicas {
+		client := openai.NewClient(option.WithBaseURL(p.BaseURL()), option.WithAPIKey("sk-agent"), option.WithMaxRetries(0))
+		for range perReplica {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: a.history},
+					option.WithHeader("X-Session-ID", a.convID))
+				errs <- err
+			}()
+		}
+	}
+	waitFor(t, func() bool { _, s := up.ChatRequests(); return len(s) >= 1 }, "the summary call")
+	// Every other turn waits for that one compaction, on its replica's
+	// lock or on the other replica's lease; a second summary call fails
+	// the test at once.
+	waitFor(t, func() bool {
+		if _, s := up.ChatRequests(); len(s) > 1 {
+			t.Fatalf("%d summary calls running, want 1", len(s))
+		}
+		return replicas[0].comp.waiting.Load()+replicas[1].comp.waiting.Load() == 2*perReplica-1
+	}, "the other turns waiting on the compaction")
+	release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	chats, summaries := up.ChatRequests()
+	if len(summaries) != 1 {
+		t.Fatalf("%d summary calls, want 1", len(summaries))
+	}
+	if len(chats) != 2*perReplica {
+		t.Fatalf("%d chat requests answered, want %d", len(chats), 2*perReplica)
+	}
+	for i, c := range chats {
+		if !strings.Contains(string(c.Body), "<conversation_summary>") {
+			t.Errorf("chat request %d was forwarded without the summary", i)
+		}
+	}
+}
+
+// A replica that took a branch's lease and ended without a summary (its
+// summary call failed, or it died and the lease expired) leaves the
+// turn waiting on the other replica to compact it itself.
+func TestTurnWaitingOnAnotherReplicasLeaseCompactsWhenItEnds(t *testing.T) {
+	url := startRedis(t)
+	up := openaitest.New(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 2500
+	p := startReplica(t, cfg, url)
+	other := openReplicaStore(t, url) // the replica holding the lease
+	a := newAgent(t, p.BaseURL(), "lease held")
+	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
+	a.turn(false)
+	var rec state.Record
+	waitFor(t, func() bool { rec, _, _ = other.Get(key); return rec.Requests == 1 }, "the first turn recorded")
+	held, ok, err := other.(state.Leaser).Acquire(leaseName(lineKey{key: key, line: rec.CurrentLine().ID}), time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("the other replica's lease: %v, %v", ok, err)
+	}
+	// When the turn over the trigger waits, the other replica gives up.
+	summariesWhileHeld := make(chan int, 1)
+	go func() {
+		if !poll(func() bool { return p.comp.waiting.Load() == 1 }) {
+			summariesWhileHeld <- -1
+		} else {
+			_, s := up.ChatRequests()
+			summariesWhileHeld <- len(s)
+		}
+		_ = held.Release()
+	}()
+	for a.turns < 30 {
+		h := a.turn(false)
+		if h.Get(HeaderCompacted) == "true" {
+			break
+		}
+		waitFor(t, func() bool { rec, _, _ := other.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
+	}
+	if n := <-summariesWhileHeld; n != 0 {
+		t.Fatalf("%d summary calls while the other replica held the lease (-1: no turn waited), want 0", n)
+	}
+	chats, summaries := up.ChatRequests()
+	if len(summaries) != 1 || !strings.Contains(string(chats[len(chats)-1].Body), "<conversation_summary>") {
+		t.Fatalf("%d summary calls after the lease ended, want 1 applied to the turn", len(summaries))
+	}
+}
