@@ -1,13 +1,9 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,60 +11,16 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/internal/redistest"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
 
-// startRedis starts a real redis-server on 127.0.0.1 for the test (a small
-// copy of the state package's helper), stopped when it ends. Without the
-// binary the test is skipped, unless CTXPRESS_REQUIRE_REDIS=1.
-func startRedis(t *testing.T) (url string) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CTXPRESS_REQUIRE_REDIS") == "1" {
-			t.Fatal("redis-server not found and CTXPRESS_REQUIRE_REDIS=1 (apt-get install redis-server)")
-		}
-		t.Skip("redis-server not found (apt-get install redis-server)")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", t.TempDir(),
-		"--save", "", "--appendonly", "no", "--logfile", "")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "Ready to accept connections") {
-				close(ready)
-				break
-			}
-		}
-		for sc.Scan() {
-		}
-		_ = cmd.Wait()
-	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	select {
-	case <-ready:
-	case <-exited:
-		t.Fatalf("redis-server on port %d exited before it was ready", port)
-	}
-	return fmt.Sprintf("redis://127.0.0.1:%d", port)
-}
+// startRedis starts a real redis-server for the test, stopped when it
+// ends (internal/redistest: skipped without the binary, unless
+// CTXPRESS_REQUIRE_REDIS=1).
+func startRedis(t *testing.T) (url string) { return redistest.Need(t).URL() }
 
 // startReplica is a ctxpress of cfg on its own connection to the Redis at
 // url: one replica of several sharing their state.

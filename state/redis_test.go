@@ -90,7 +90,7 @@ func TestRedisKilledMidRunReturnsErrors(t *testing.T) {
 	s := openTestRedis(t, r, RedisOptions{SweepInterval: -1})
 	mustUpdate(t, s, keyA, func(*Record) error { return nil })
 	mustGet(t, s, keyA)
-	r.stop()
+	r.Stop()
 	start := time.Now()
 	if _, _, err := s.Get(keyA); err == nil {
 		t.Error("Get on a dead Redis: no error")
@@ -113,10 +113,10 @@ func TestRedisThatStopsAnsweringTimesOut(t *testing.T) {
 	r := needRedis(t)
 	s := openTestRedis(t, r, RedisOptions{ReadTimeout: 50 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, SweepInterval: -1})
 	mustUpdate(t, s, keyA, func(*Record) error { return nil })
-	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := r.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.cmd.Process.Signal(syscall.SIGCONT) })
+	t.Cleanup(func() { _ = r.Signal(syscall.SIGCONT) })
 	start := time.Now()
 	if _, _, err := s.Get(keyA); !isTimeout(err) {
 		t.Errorf("Get on a stopped Redis: %v; want a timeout", err)
@@ -141,7 +141,7 @@ func TestRedisNewerSchemaIsRefused(t *testing.T) {
 	r := sharedRedisServer(t)
 	prefix := fmt.Sprintf("schema%d:", redisPrefixes.Add(1))
 	rawClient(t, r).Set(context.Background(), prefix+"schema_version", SchemaVersion+1, 0)
-	_, err := OpenRedis(RedisOptions{URL: r.url(), Prefix: prefix})
+	_, err := OpenRedis(RedisOptions{URL: r.URL(), Prefix: prefix})
 	if !errors.Is(err, ErrSchemaTooNew) {
 		t.Fatalf("OpenRedis on a newer schema: %v; want ErrSchemaTooNew", err)
 	}
