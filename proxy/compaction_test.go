@@ -133,14 +133,7 @@ func TestEditedHistoryGetsNoSummary(t *testing.T) {
 // exactly one summary call, and every one is answered.
 func TestConcurrentTurnsCompactOnce(t *testing.T) {
 	up := openaitest.New(t)
-	slow := make(chan struct{})
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(slow) }) }
-	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
-		<-slow
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"s","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nkeep going"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`)
-	})
+	release := holdSummaries(up)
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Trigger.ThresholdTokens = 2500
 	p, _ := startWithStore(t, cfg)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/state"
@@ -259,6 +260,20 @@ func compactionConfig(upstream string) Config {
 
 // openStoreAt opens a bbolt store the test closes itself (restarts) or at
 // cleanup.
+// holdSummaries makes up's summary calls wait until release is called
+// (once or more), then answer a short summary: concurrent turns can be
+// seen queueing behind one compaction.
+func holdSummaries(up *openaitest.Server) (release func()) {
+	slow := make(chan struct{})
+	var releaseOnce sync.Once
+	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
+		<-slow
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"s","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nkeep going"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`)
+	})
+	return func() { releaseOnce.Do(func() { close(slow) }) }
+}
+
 // restartOnSameDB shuts p down, closes its store st and starts a new
 // ctxpress of cfg on the same bbolt file, as a restart would.
 func restartOnSameDB(t *testing.T, p *testProxy, st state.Store, dbPath string, cfg Config, pipeline *rewrite.Pipeline) *testProxy {

@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,14 +40,7 @@ func openReplicaStore(t *testing.T, url string) state.Store {
 func TestTurnsOnTwoReplicasCompactOnce(t *testing.T) {
 	url := startRedis(t)
 	up := openaitest.New(t)
-	slow := make(chan struct{})
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(slow) }) }
-	up.Handle(openaitest.SummaryPath, func(w http.ResponseWriter, r *http.Request) {
-		<-slow
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"s","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"## Active Task\nkeep going"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`)
-	})
+	release := holdSummaries(up)
 	cfg := compactionConfig(up.BaseURL())
 	cfg.Compaction.Trigger.ThresholdTokens = 2500
 	replicas := []*testProxy{startReplica(t, cfg, url), startReplica(t, cfg, url)}
