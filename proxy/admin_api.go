@@ -46,7 +46,11 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 
 // storeError answers a failure to verb ("read", "update") the store.
 func (s *Server) storeError(ctx *fasthttp.RequestCtx, verb string, err error) {
-	s.storeFailed("admin API: cannot "+verb+" the conversation store", err)
+	op := "write"
+	if verb == "read" {
+		op = "read"
+	}
+	s.storeFailed(op, "admin API: cannot "+verb+" the conversation store", err)
 	writeError(ctx, fasthttp.StatusInternalServerError, "store_error", "cannot "+verb+" the conversation store")
 }
 

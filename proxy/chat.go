@@ -166,7 +166,9 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 		if s.store != nil {
 			var err error
 			if c.rec, _, err = s.store.Get(c.t.key); err != nil {
-				s.storeFailed("cannot read the conversation record", err)
+				s.storeFailed("read", "cannot read the conversation record", err)
+				s.comp.storeFailing() // state-less for now: no summary to keep
+
 			}
 			if s.rec != nil {
 				s.rec.overlay(c.t.key, &c.rec)
@@ -226,7 +228,8 @@ func (s *Server) compactTurn(ctx *fasthttp.RequestCtx, c *turnRun) {
 	switch {
 	case errors.Is(c.o.err, errStoreFailing):
 		// A broken disk is reported once per interval, not per turn.
-		s.storeFailed("compaction paused while the conversation store fails", c.o.err)
+		// Not counted again: the failed write that paused it was.
+		s.warn.warn(s.cfg.Clock(), s.log, "compaction paused while the conversation store fails", c.o.err)
 	case errors.Is(c.o.err, rewrite.ErrSkipped):
 		// Too little to reclaim, nothing outside the raw tail, breaker or
 		// backoff: the compaction event already says so, at info; a warning

@@ -145,13 +145,28 @@ type compactions struct {
 	// (rewrite.StorePaused).
 	storeFailedAt atomic.Int64
 	leaseWarn     warnLimiter // the store's compaction lease failing (takeLease)
+	// onStoreFailure counts a failed store operation (metrics); nil: none.
+	onStoreFailure func(op string)
 }
 
 // errStoreFailing marks a compaction not attempted because the store
 // failed a write within rewrite.StoreRetry.
 var errStoreFailing = rewrite.ErrStoreFailing
 
-func (c *compactions) storeFailed() { c.storeFailedAt.Store(c.now().UnixNano()) }
+func (c *compactions) storeFailed() {
+	c.storeFailing()
+	c.countStoreFailure("write")
+}
+
+// storeFailing pauses compactions for rewrite.StoreRetry: a store that
+// failed a read or a write would lose the summary a call pays for.
+func (c *compactions) storeFailing() { c.storeFailedAt.Store(c.now().UnixNano()) }
+
+func (c *compactions) countStoreFailure(op string) {
+	if c.onStoreFailure != nil {
+		c.onStoreFailure(op)
+	}
+}
 
 // lastStoreFailure is when a store write of a compaction last failed; zero
 // when none did.

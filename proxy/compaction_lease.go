@@ -43,6 +43,7 @@ func (c *compactions) takeLease(key lineKey) (release func(), mine bool) {
 	}
 	l, ok, err := leaser.Acquire(leaseName(key), compactionLeaseTTL)
 	if err != nil {
+		c.countStoreFailure("lease")
 		c.leaseWarn.warn(c.now(), c.log, "cannot take the compaction lease in the store: compacting without it", err)
 		return func() {}, true
 	}
@@ -52,6 +53,7 @@ func (c *compactions) takeLease(key lineKey) (release func(), mine bool) {
 	return func() {
 		if err := l.Release(); err != nil {
 			// It expires on its own within compactionLeaseTTL.
+			c.countStoreFailure("lease")
 			c.leaseWarn.warn(c.now(), c.log, "cannot release the compaction lease in the store", err)
 		}
 	}, true

@@ -45,6 +45,7 @@ type metrics struct {
 	upstreamTokens *prometheus.CounterVec // kind
 	summaryTokens  *prometheus.CounterVec // kind
 	cost           *prometheus.CounterVec // kind
+	storeFailures  *prometheus.CounterVec // op
 	// pricing prices the cost counter; set before the server serves.
 	pricing Pricing
 }
@@ -94,6 +95,8 @@ func newMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeli
 			"Tokens the summariser reported for ctxpress's own summary calls, by kind: input, cache_read, cache_write, output.", "kind"),
 		cost: f.counterVec("ctxpress_cost_dollars_total",
 			"What the reported usage cost at per-model prices, by kind: agent (conversation requests) or summary (ctxpress's summary calls). A local upstream is priced in millions of prefill-token equivalents instead.", "kind"),
+		storeFailures: f.counterVec("ctxpress_store_failures_total",
+			"Failed operations on the conversation store (a Redis down or slow, a full disk), by op: read, write (turn records, summaries, admin edits), lease (the compaction lease across replicas). Logged once per interval; requests go on without the record.", "op"),
 	}
 	m.compactionsNow = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compactions_in_flight",
 		Help: "Compactions (summary calls) running now."}, func() float64 { return float64(inflight()) })
@@ -260,6 +263,9 @@ func (m *metrics) recorded(tripped bool) {
 	}
 	m.recordedTurns.Inc() // last: a scrape that counts the turn counts its trip
 }
+
+// storeFailed counts a failed store operation of op (read, write, lease).
+func (m *metrics) storeFailed(op string) { m.storeFailures.WithLabelValues(op).Inc() }
 
 // countStream wraps a stream writer so the gauge counts it while it runs.
 func (m *metrics) countStream(w fasthttp.StreamWriter) fasthttp.StreamWriter {

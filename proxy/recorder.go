@@ -51,6 +51,8 @@ type recorder struct {
 	unwritten sync.WaitGroup
 
 	warn warnLimiter
+	// onStoreFailure counts a failed write (metrics); nil: none.
+	onStoreFailure func(op string)
 }
 
 // wait blocks until every turn queued so far is written (or lost).
@@ -287,7 +289,12 @@ func observeCache(l *state.Line, u wire.Usage) {
 	setNumbers(l, n)
 }
 
-func (r *recorder) failed(msg string, err error) { r.warn.warn(r.now(), r.log, msg, err) }
+func (r *recorder) failed(msg string, err error) {
+	if r.onStoreFailure != nil && err != nil {
+		r.onStoreFailure("write")
+	}
+	r.warn.warn(r.now(), r.log, msg, err)
+}
 
 // close stops taking turns and waits until the queued ones are written.
 func (r *recorder) close() {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,5 +143,57 @@ func TestTurnWaitingOnAnotherReplicasLeaseCompactsWhenItEnds(t *testing.T) {
 	chats, summaries := up.ChatRequests()
 	if len(summaries) != 1 || !strings.Contains(string(chats[len(chats)-1].Body), "<conversation_summary>") {
 		t.Fatalf("%d summary calls after the lease ended, want 1 applied to the turn", len(summaries))
+	}
+}
+
+// With Redis gone (killed, then a Redis that stops answering), every turn
+// is still answered and squashed, state-less; each failed store operation
+// is counted in ctxpress_store_failures_total and the warning is logged
+// once per interval, not once per request.
+func TestRedisDownTurnsStillGoThroughAndFailuresAreCounted(t *testing.T) {
+	for _, how := range []string{"killed", "stopped"} {
+		t.Run(how, func(t *testing.T) {
+			redis := redistest.Need(t)
+			up := openaitest.New(t)
+			cfg := compactionConfig(up.BaseURL())
+			cfg.Clock = newTestClock().Now // all turns within one warning interval
+			p := startReplica(t, cfg, redis.URL())
+			a := newAgent(t, p.BaseURL(), "redis down "+how)
+			for i := 0; i < 3; i++ {
+				a.turn(i%2 == 0)
+			}
+			p.WaitIdle()
+			if how == "killed" {
+				redis.Stop()
+			} else if err := redis.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			} else {
+				t.Cleanup(func() { _ = redis.Signal(syscall.SIGCONT) })
+			}
+			a.history = append(a.history, openai.UserMessage("the build log:\n"+bigLog()))
+			const down = 6
+			for i := 0; i < down; i++ {
+				a.turn(i%2 == 0)
+			}
+			p.WaitIdle()
+			chats, summaries := up.ChatRequests()
+			if len(summaries) != 0 {
+				t.Errorf("%d summary calls while the store was down: a summary it cannot keep must not be paid for", len(summaries))
+			}
+			last := chats[len(chats)-1].Body
+			if strings.Contains(string(last), bigLog()) {
+				t.Error("the big log was forwarded whole: with the store down, squash must still run")
+			}
+			fams := scrape(t, p.URL)
+			if n := value(fams, "ctxpress_store_failures_total", "op", "read"); n < down {
+				t.Errorf("%v failed reads counted, want at least %d (one per turn)", n, down)
+			}
+			if n := value(fams, "ctxpress_store_failures_total", "op", "write"); n < down {
+				t.Errorf("%v failed writes counted, want at least %d (one per turn's record)", n, down)
+			}
+			if warns := warnLines(p.logs.String()); len(warns) == 0 || len(warns) > 4 {
+				t.Errorf("%d warnings for %d failing turns; want a handful (once per interval):\n%s", len(warns), down, strings.Join(warns, "\n"))
+			}
+		})
 	}
 }

@@ -96,6 +96,10 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		Help: "Conversation requests waiting for a compaction of their conversation that another request started."},
 		func() float64 { return float64(s.comp.waiting.Load()) }))
 	s.events.onCompaction = s.metrics.compaction
+	s.comp.onStoreFailure = s.metrics.storeFailed
+	if s.rec != nil {
+		s.rec.onStoreFailure = s.metrics.storeFailed
+	}
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		ErrorHandler:       s.handleReadError,
@@ -347,4 +351,7 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 
 // storeFailed reports a store failure on the request path, once per
 // interval: the request itself goes on without the record.
-func (s *Server) storeFailed(msg string, err error) { s.warn.warn(s.cfg.Clock(), s.log, msg, err) }
+func (s *Server) storeFailed(op, msg string, err error) {
+	s.metrics.storeFailed(op)
+	s.warn.warn(s.cfg.Clock(), s.log, msg, err)
+}
