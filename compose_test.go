@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// composeFile is the part of docker-compose.yml this test reads.
+type composeFile struct {
+	Services map[string]struct {
+		Profiles    []string          `yaml:"profiles"`
+		Build       string            `yaml:"build"`
+		Image       string            `yaml:"image"`
+		Environment map[string]string `yaml:"environment"`
+		Ports       []string          `yaml:"ports"`
+		Volumes     []string          `yaml:"volumes"`
+		DependsOn   []string          `yaml:"depends_on"`
+	} `yaml:"services"`
+}
+
+// docker-compose.yml parses; its default service is the single ctxpress
+// on bbolt, and its replicas profile is two ctxpress on one Redis behind
+// nginx, whose config (deploy/nginx.conf) balances exactly those two.
+// (Where docker is installed, `docker compose config` checks the rest.)
+func TestComposeReplicasProfile(t *testing.T) {
+	raw, err := os.ReadFile("docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c composeFile
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	single := c.Services["ctxpress"]
+	if len(single.Profiles) != 0 || single.Environment["CTXPRESS_DB"] == "" || single.Environment["CTXPRESS_REDIS_URL"] != "" {
+		t.Fatalf("the default service is no longer the single ctxpress on its db: %+v", single)
+	}
+	var replicas []string
+	for name, s := range c.Services {
+		if name == "ctxpress" {
+			continue
+		}
+		if !slices.Equal(s.Profiles, []string{"replicas"}) {
+			t.Errorf("service %s is not in the replicas profile alone: %v", name, s.Profiles)
+		}
+		if s.Build == "." {
+			if s.Environment["CTXPRESS_REDIS_URL"] != "redis://redis:6379/0" || !slices.Contains(s.DependsOn, "redis") {
+				t.Errorf("replica %s does not share the redis service: %+v", name, s)
+			}
+			replicas = append(replicas, name)
+		}
+	}
+	if len(replicas) != 2 {
+		t.Fatalf("replicas profile has %d ctxpress services, want 2", len(replicas))
+	}
+	lb := c.Services["lb"]
+	if !slices.Contains(lb.Volumes, "./deploy/nginx.conf:/etc/nginx/nginx.conf:ro") {
+		t.Fatalf("lb does not mount deploy/nginx.conf: %v", lb.Volumes)
+	}
+	conf, err := os.ReadFile("deploy/nginx.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*server (\S+):8484;`).FindAllSubmatch(conf, -1) {
+		servers = append(servers, string(m[1]))
+	}
+	slices.Sort(servers)
+	slices.Sort(replicas)
+	if !slices.Equal(servers, replicas) {
+		t.Fatalf("deploy/nginx.conf balances %v, the profile runs %v", servers, replicas)
+	}
+	if c.Services["redis"].Image == "" || !slices.Contains(lb.DependsOn, replicas[0]) {
+		t.Fatalf("the profile lacks redis, or lb does not wait for the replicas")
+	}
+}
