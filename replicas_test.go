@@ -163,9 +163,11 @@ func TestConversationAlternatingTwoReplicasCompactsAsOnOne(t *testing.T) {
 		clusterTurns, summariesOne, linesIn(t, rds.URL(), "two:"), linesIn(t, rds.URL(), "solo:"))
 }
 
-// linesIn is how many lines the one record under prefix has: two
-// replicas can start a second line when a turn beats the previous turn's
-// record write (reported, not asserted here).
+// linesIn is how many lines the one record under prefix has. A turn that
+// read the record before the previous turn's (on the other replica) was
+// written joins that line when its own write comes after (relinkNew); a
+// write that lands first still leaves a one-turn line: rare, so reported,
+// not asserted.
 func linesIn(t *testing.T, url, prefix string) int {
 	t.Helper()
 	st, err := state.OpenRedis(state.RedisOptions{URL: url, Prefix: prefix})
@@ -229,9 +231,9 @@ func TestReplicaKilledMidCompactionLeavesTheOtherToFinish(t *testing.T) {
 			turns++
 			if turns == 1 {
 				// A record is written after its turn's answer: a second turn
-				// on the other replica before the first's write lands finds
-				// no record and starts a line of its own (a known race, not
-				// this test's subject; the record then has two lines).
+				// on the other replica whose own write lands before the
+				// first's leaves a one-turn line (see linesIn; not this
+				// test's subject).
 				awaitCond(t, "the first turn recorded", func() bool { recs, _ := st.List(state.ListOptions{}); return len(recs) == 1 })
 			}
 		case dead = <-held:

@@ -13,6 +13,11 @@ type lineRef struct {
 	id       state.ChainHash // the line's; a new line's is the request's own tip
 	tip      state.ChainHash
 	messages int
+	// chain is a new line's request chain (nil for a known line's): when
+	// the turn is written, a line recorded since it was read (another
+	// replica's previous turn, whose write had not landed yet) that the
+	// request extends is its line after all (relinkNew).
+	chain [][32]byte
 }
 
 // lineKey is what one compaction at a time is held for: a line of one
@@ -28,28 +33,49 @@ type lineKey struct {
 // line, none but the calibration of the model's other lines. A line whose
 // model differs from the request's lends its breaker, not its numbers.
 func lineOf(rec *state.Record, res rewrite.Result) (lineRef, state.Line) {
-	chain := res.HistoryChain()
+	return lineOfChain(rec, res.HistoryChain(), res.Model)
+}
+
+// lineOfChain is lineOf for a request of model whose history has chain.
+func lineOfChain(rec *state.Record, chain [][32]byte, model string) (lineRef, state.Line) {
 	if len(chain) == 0 {
 		return lineRef{}, state.Line{}
 	}
 	n := len(chain) - 1
 	ref := lineRef{tip: chain[n], messages: n}
-	i := rec.MatchLine(func(k int) (state.ChainHash, bool) {
-		if k > n {
+	i := matchChain(rec, chain)
+	if i < 0 {
+		ref.id, ref.chain = ref.tip, chain
+		return ref, state.Line{ID: ref.id, Model: model, Calibration: rec.CalibrationFor(model)}
+	}
+	l := rec.Lines[i]
+	ref.id = l.ID
+	if l.Model != model {
+		setNumbers(&l, numbersOf(l).ForModel(model, rec.CalibrationFor(model)))
+	}
+	return ref, l
+}
+
+// matchChain is the index of the line of rec that a request of chain
+// extends, -1 for none.
+func matchChain(rec *state.Record, chain [][32]byte) int {
+	return rec.MatchLine(func(k int) (state.ChainHash, bool) {
+		if k >= len(chain) {
 			return state.ChainHash{}, false
 		}
 		return chain[k], true
 	})
-	if i < 0 {
-		ref.id = ref.tip
-		return ref, state.Line{ID: ref.id, Model: res.Model, Calibration: rec.CalibrationFor(res.Model)}
+}
+
+// relinkNew points ref, a line that was new when its request read r, at the
+// line of r it extends now, if one was recorded since.
+func relinkNew(r *state.Record, ref *lineRef) {
+	if ref.chain == nil || r.LineByID(ref.id) != nil {
+		return
 	}
-	l := rec.Lines[i]
-	ref.id = l.ID
-	if l.Model != res.Model {
-		setNumbers(&l, numbersOf(l).ForModel(res.Model, rec.CalibrationFor(res.Model)))
+	if i := matchChain(r, ref.chain); i >= 0 {
+		ref.id = r.Lines[i].ID
 	}
-	return ref, l
 }
 
 // updateLine runs fn on the line ref names in r, creating it when it is

@@ -446,3 +446,31 @@ func TestQueuedTurnsOfEveryHistoryAreSeenByTheNextRequest(t *testing.T) {
 		}
 	}
 }
+
+// On replicas, a conversation's second turn can reach another replica
+// before the first turn's record is written: it reads no line and starts
+// one. When its own record is written after the first turn's, it must join
+// the first turn's line, not leave the conversation with two.
+func TestTurnThatReadBeforeThePreviousTurnsRecordJoinsItsLine(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	chain := [][32]byte{{1}, {2}, {3}, {4}}
+	// Both turns were read against an empty record.
+	var empty state.Record
+	first, _ := lineOfChain(&empty, chain[:2], "m")
+	second, _ := lineOfChain(&empty, chain, "m")
+	var rec state.Record
+	applyTurn(&rec, turnRecord{turn: turn{line: first, model: "m"}}, t0)
+	applyTurn(&rec, turnRecord{turn: turn{line: second, model: "m"}}, t0.Add(time.Second))
+	if len(rec.Lines) != 1 {
+		t.Fatalf("%d lines for one conversation, want 1", len(rec.Lines))
+	}
+	if l := rec.Lines[0]; l.ID != state.ChainHash(chain[1]) || l.Tip != state.ChainHash(chain[3]) || l.Messages != 3 {
+		t.Errorf("line %x tip %x at %d messages; want the first turn's line at the second's tip", l.ID[:2], l.Tip[:2], l.Messages)
+	}
+	// A different history read against the same empty record keeps its own.
+	other, _ := lineOfChain(&empty, [][32]byte{{1}, {9}}, "m")
+	applyTurn(&rec, turnRecord{turn: turn{line: other, model: "m"}}, t0.Add(2*time.Second))
+	if len(rec.Lines) != 2 {
+		t.Errorf("%d lines after another history's first turn, want 2", len(rec.Lines))
+	}
+}

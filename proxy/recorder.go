@@ -243,6 +243,7 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 	if t.applied != nil {
 		rec.TouchBranch(*t.applied, now)
 	}
+	relinkNew(rec, &t.line)
 	updateLine(rec, t.line, now, func(l *state.Line) {
 		keepDedups(l, &t)
 		opened = observe(rec, l, tr)
