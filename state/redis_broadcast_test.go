@@ -51,6 +51,7 @@ func TestReplicasOnOneRedisSeeEachOthersBroadcasts(t *testing.T) {
 	if p := next(t, atB, "a's second"); p != "from a again" {
 		t.Fatalf("b got %q second, want a's second message, in order", p)
 	}
+	_ = a.Close() // waits for the publisher: the counts are final
 	if st := a.BroadcastStats(); st.Sent != 2 || st.Dropped != 0 || st.Failed != 0 {
 		t.Fatalf("a's stats %+v, want 2 sent", st)
 	}
