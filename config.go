@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ type config struct {
 	Debug             debugConfig            `yaml:"debug"`
 	UI                proxy.UIConfig         `yaml:"ui"`
 	Log               logConfig              `yaml:"log"`
+	Replica           string                 `yaml:"replica"`
 }
 
 // stateConfig is the state: section: where the conversation records live.
@@ -335,7 +337,24 @@ func (c config) proxyConfig() proxy.Config {
 		LocalUpstream:     localUpstream(c.LocalUpstream),
 		Compaction:        c.compactionConfig(),
 		Cost:              c.costConfig(),
+		Replica:           c.replicaName(),
 	}
+}
+
+// replicaName is replica:, or hostname:port of listen: stable across
+// restarts, and apart for two replicas on one host.
+func (c config) replicaName() string {
+	if c.Replica != "" {
+		return c.Replica
+	}
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return ""
+	}
+	if _, port, err := net.SplitHostPort(c.Listen); err == nil {
+		return h + ":" + port
+	}
+	return h
 }
 
 // costConfig is the models: entries that give prices.
@@ -469,6 +488,7 @@ func applyEnv(c *config, getenv func(string) string) error {
 		"CTXPRESS_UPSTREAM_API_KEY": &c.UpstreamAPIKey,
 		"CTXPRESS_LOG_LEVEL":        &c.Log.Level,
 		"CTXPRESS_LOG_FORMAT":       &c.Log.Format,
+		"CTXPRESS_REPLICA":          &c.Replica,
 	}
 	for name, dst := range str {
 		if v := getenv(name); v != "" {
