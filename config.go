@@ -337,23 +337,25 @@ func (c config) proxyConfig() proxy.Config {
 		LocalUpstream:     localUpstream(c.LocalUpstream),
 		Compaction:        c.compactionConfig(),
 		Cost:              c.costConfig(),
-		Replica:           c.replicaName(),
+		Replica:           replicaName(c.Replica, hostname(), c.Listen),
 	}
 }
 
 // replicaName is replica:, or hostname:port of listen: stable across
-// restarts, and apart for two replicas on one host.
-func (c config) replicaName() string {
-	if c.Replica != "" {
-		return c.Replica
+// restarts, and apart for two replicas on one host. "" leaves it to the
+// proxy (the hostname).
+func replicaName(replica, hostname, listen string) string {
+	if replica != "" || hostname == "" {
+		return replica
 	}
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		return ""
+	if _, port, err := net.SplitHostPort(listen); err == nil && port != "" {
+		return hostname + ":" + port
 	}
-	if _, port, err := net.SplitHostPort(c.Listen); err == nil {
-		return h + ":" + port
-	}
+	return hostname
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
 	return h
 }
 
