@@ -166,9 +166,11 @@ func TestRequestsGoThroughAndEventsDoNotWaitWhileRedisHangs(t *testing.T) {
 	pa := startReplica(t, cfg, r.URL())
 	cfg.Replica = "b"
 	pb := startReplica(t, cfg, r.URL())
-	atB := openEvents(t, pb, "compaction")
+	atB := openEvents(t, pb, "turn")
 	a := newAgent(t, pa.BaseURL(), "hung")
 	a.turn(false)
+	isHungTurn := func(e sseEvent) bool { return e.get("replica") == "a" && e.get("conversation") == "hung" }
+	readUntil(t, atB, "a's first turn on b", isHungTurn)
 
 	if err := r.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -197,21 +199,26 @@ func TestRequestsGoThroughAndEventsDoNotWaitWhileRedisHangs(t *testing.T) {
 		t.Fatalf("%d chat requests reached the upstream, want 4", len(chats))
 	}
 	resume()
-	// Back: a's compactions reach b again (its subscription may have to
-	// come back first, so the mark is repeated until one arrives).
+	// Back: a's turns reach b again (its subscription may have to come
+	// back first, so the mark is repeated until one arrives; compactions
+	// would not do: they pause after a store failure).
 	deadline := time.Now().Add(30 * time.Second) // a hang guard
-	for n := 0; ; n++ {
-		forceCompaction(t, pa, "after")
-		select {
-		case e := <-atB:
-			if e.get("replica") != "a" {
-				t.Fatalf("b got %s", e.data)
+	for n := 1; ; n++ {
+		a.turn(false)
+		tick := time.After(time.Second)
+	read:
+		for {
+			select {
+			case e := <-atB:
+				if isHungTurn(e) {
+					return
+				}
+			case <-tick:
+				break read
 			}
-			return
-		case <-time.After(time.Second):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after Redis came back, none of %d compactions of a reached b", n+1)
+			t.Fatalf("after Redis came back, none of a's %d turns reached b", n)
 		}
 	}
 }
