@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ type config struct {
 	Debug             debugConfig            `yaml:"debug"`
 	UI                proxy.UIConfig         `yaml:"ui"`
 	Log               logConfig              `yaml:"log"`
+	Replica           string                 `yaml:"replica"`
 }
 
 // stateConfig is the state: section: where the conversation records live.
@@ -335,7 +337,26 @@ func (c config) proxyConfig() proxy.Config {
 		LocalUpstream:     localUpstream(c.LocalUpstream),
 		Compaction:        c.compactionConfig(),
 		Cost:              c.costConfig(),
+		Replica:           replicaName(c.Replica, hostname(), c.Listen),
 	}
+}
+
+// replicaName is replica:, or hostname:port of listen: stable across
+// restarts, and apart for two replicas on one host. "" leaves it to the
+// proxy (the hostname).
+func replicaName(replica, hostname, listen string) string {
+	if replica != "" || hostname == "" {
+		return replica
+	}
+	if _, port, err := net.SplitHostPort(listen); err == nil && port != "" {
+		return hostname + ":" + port
+	}
+	return hostname
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 // costConfig is the models: entries that give prices.
@@ -469,6 +490,7 @@ func applyEnv(c *config, getenv func(string) string) error {
 		"CTXPRESS_UPSTREAM_API_KEY": &c.UpstreamAPIKey,
 		"CTXPRESS_LOG_LEVEL":        &c.Log.Level,
 		"CTXPRESS_LOG_FORMAT":       &c.Log.Format,
+		"CTXPRESS_REPLICA":          &c.Replica,
 	}
 	for name, dst := range str {
 		if v := getenv(name); v != "" {

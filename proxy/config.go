@@ -78,6 +78,10 @@ type Config struct {
 	// and the rate of repeated warnings. nil means time.Now. Durations it
 	// measures (logs, metrics) and network timeouts use the real clock.
 	Clock func() time.Time
+	// Replica names this process in its events (the replica field), so a
+	// dashboard behind a load balancer tells whose compaction it shows;
+	// "" means the hostname (ctxpress serve defaults it to hostname:port).
+	Replica string
 }
 
 // Defaults applied by withDefaults.
@@ -119,6 +123,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.Replica == "" {
+		c.Replica = hostname()
 	}
 	return c
 }

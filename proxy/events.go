@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/internal/envproxy"
+	"github.com/ctxpress/ctxpress/state"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 )
@@ -45,6 +46,8 @@ type Event struct {
 	// SummaryUsage is what the upstream reported for the summary calls;
 	// nil when none was answered.
 	SummaryUsage *UsageInfo `json:"summary_usage,omitempty"`
+	// Replica is the ctxpress that made the event (Config.Replica).
+	Replica string `json:"replica"`
 }
 
 // TurnEvent is a chat turn as recorded in its conversation.
@@ -58,10 +61,11 @@ type TurnEvent struct {
 	TokensAfter  int       `json:"tokens_after"`
 	InputTokens  int       `json:"input_tokens"`
 	// CachedTokens and CacheWriteTokens: TurnInfo's.
-	CachedTokens     int   `json:"cached_tokens,omitempty"`
-	CacheWriteTokens int   `json:"cache_write_tokens,omitempty"`
-	Compacted        bool  `json:"compacted"`
-	Requests         int64 `json:"requests"` // the conversation's, this turn included
+	CachedTokens     int    `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int    `json:"cache_write_tokens,omitempty"`
+	Compacted        bool   `json:"compacted"`
+	Requests         int64  `json:"requests"` // the conversation's, this turn included
+	Replica          string `json:"replica"`
 }
 
 // frame is one event on its way to subscribers.
@@ -85,12 +89,19 @@ type eventBus struct {
 	// before the server serves, never changed after.
 	onCompaction func(Event)
 
+	// replica is put in every event this process makes.
+	replica string
+	// shared, when set (join), carries events to and from other replicas.
+	shared     state.Broadcaster
+	origin     string
+	stopShared func()
+
 	mu   sync.Mutex
 	subs map[*subscriber]struct{} // guarded by mu
 }
 
-func newEventBus(log zerolog.Logger, webhookURL string) *eventBus {
-	b := &eventBus{log: log, subs: map[*subscriber]struct{}{}}
+func newEventBus(log zerolog.Logger, webhookURL, replica string) *eventBus {
+	b := &eventBus{log: log, subs: map[*subscriber]struct{}{}, replica: replica}
 	if webhookURL != "" {
 		b.hook = make(chan []byte, 256)
 		go b.postHooks(webhookURL)
@@ -99,7 +110,7 @@ func newEventBus(log zerolog.Logger, webhookURL string) *eventBus {
 }
 
 func (b *eventBus) publish(e Event) {
-	e.Type = EventCompaction
+	e.Type, e.Replica = EventCompaction, b.replica
 	data, _ := json.Marshal(e)
 	lvl := zerolog.InfoLevel
 	if e.Result == "failed" {
@@ -110,6 +121,7 @@ func (b *eventBus) publish(e Event) {
 		b.onCompaction(e)
 	}
 	b.send(frame{EventCompaction, data})
+	b.share(EventCompaction, data)
 	if b.hook != nil {
 		select {
 		case b.hook <- data:
@@ -122,17 +134,19 @@ func (b *eventBus) publish(e Event) {
 // started tells subscribers that a summary call of e's conversation began.
 // It is not logged at info nor posted: the compaction event that follows is.
 func (b *eventBus) started(e Event) {
-	e.Type = EventCompactionStarted
+	e.Type, e.Replica = EventCompactionStarted, b.replica
 	data, _ := json.Marshal(e)
 	b.log.Debug().RawJSON("event", data).Msg("compaction started")
 	b.send(frame{EventCompactionStarted, data})
+	b.share(EventCompactionStarted, data)
 }
 
 // turn tells subscribers that a turn was recorded.
 func (b *eventBus) turn(e TurnEvent) {
-	e.Type = EventTurn
+	e.Type, e.Replica = EventTurn, b.replica
 	data, _ := json.Marshal(e)
 	b.send(frame{EventTurn, data})
+	b.share(EventTurn, data)
 }
 
 // send gives f to every subscriber that asked for its type, without

@@ -74,7 +74,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		s.gate = &localGate{}
 		s.cfg.Cost.Local = true
 	}
-	s.events = newEventBus(log, cfg.Compaction.WebhookURL)
+	s.events = newEventBus(log, cfg.Compaction.WebhookURL, cfg.Replica)
 	if deps.Store != nil {
 		s.rec = newRecorder(deps.Store, log, cfg.Clock, s.recorded)
 	}
@@ -99,6 +99,10 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp.onStoreFailure = s.metrics.storeFailed
 	if s.rec != nil {
 		s.rec.onStoreFailure = s.metrics.storeFailed
+	}
+	if bc, ok := deps.Store.(state.Broadcaster); ok { // replicas see each other's events
+		s.events.join(bc)
+		registerSharedEventMetrics(s.metrics.reg, bc)
 	}
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
@@ -147,6 +151,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.rec != nil {
 		s.rec.close() // writes what is queued; later turns are not recorded
 	}
+	s.events.leave() // before the caller closes the store
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,6 +63,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	hosted := false
 	cfg.LocalUpstream = &hosted // priced in dollars, as gpt-4o
 	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineWithShapes(), Store: st})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce) // a failure while held must not leave Shutdown waiting on the summary
 	a := newAgent(t, p.BaseURL(), "leap-year-fix")
 	other := newAgent(t, p.BaseURL(), "another-chat")
 	other.turn(false)
@@ -179,8 +182,23 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	banner := text(`#compacting`)
-	if !strings.Contains(banner, "leap-year-fix") {
-		t.Fatalf("compaction banner: %q", banner)
+	if !strings.Contains(banner, "leap-year-fix") || strings.Contains(banner, " on ") {
+		t.Fatalf("compaction banner of one replica: %q", banner)
+	}
+	// Another replica's compaction, as it comes from the shared store:
+	// with two replicas heard from, each compaction names its own.
+	otherReplica := func(typ string) {
+		p.events.received([]byte(`{"origin":"elsewhere","type":"` + typ + `","event":{"type":"` + typ +
+			`","conversation":"another-chat","trigger":"auto","replica":"replica-b"}}`))
+	}
+	otherReplica(EventCompactionStarted)
+	wantBanner := "leap-year-fix on " + p.cfg.Replica + ", another-chat on replica-b"
+	deadline := time.Now().Add(10 * time.Second)
+	for banner = text(`#compacting`); !strings.Contains(banner, wantBanner); banner = text(`#compacting`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("compaction banner with two replicas: %q, want %q", banner, wantBanner)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	dir := artifactDir(t)
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -188,7 +206,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeArtifact(t, filepath.Join(dir, "dashboard-compacting.png"), shot)
-	close(release)
+	otherReplica(EventCompaction)
+	releaseOnce()
 	<-done
 	if err := chromedp.Do(ctx, chromedp.WaitNotVisible(css(`#compacting`))); err != nil {
 		t.Fatal(err)
@@ -196,7 +215,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitCount(`#chart circle.pt-after`, turns+2, "the chart after the forced compaction")
 	waitCount(`#chart line.compaction`, compacted+1, "compaction markers")
 	// The totals follow too (they refresh at most once a second).
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for text(`#t-requests`) != strconv.Itoa(turns+3) {
 		if time.Now().After(deadline) {
 			t.Fatalf("total requests shown %q, want %d", text(`#t-requests`), turns+3)

@@ -61,6 +61,7 @@ type redisStore struct {
 	now          func() time.Time
 	sweeper      *sweeper
 	hints        *hintCache
+	broadcast    redisBroadcast
 	closed       atomic.Bool
 }
 

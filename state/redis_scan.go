@@ -133,6 +133,7 @@ func (s *redisStore) Close() error {
 		return nil
 	}
 	s.sweeper.Stop()
+	s.broadcast.stopPublishing()
 	s.hints.clear()
 	if err := s.client.Close(); err != nil && err != redis.ErrClosed {
 		return fmt.Errorf("state: close redis: %w", err)

@@ -12,6 +12,7 @@ const state = {
   hasMore: false,
   selected: null,          // {id, ns}
   compacting: new Map(),   // conversation id -> started event
+  replicas: new Set(),     // the replicas events came from (behind a load balancer, several)
   rows: [],
   currency: "$",           // from /stats
   showMoney: true,         // false: ui.price_per_million_tokens is negative
@@ -111,7 +112,7 @@ async function loadList() {
 
 function badges(c) {
   const td = el("td");
-  if (c.compacting || state.compacting.has(c.id)) td.append(el("span", { class: "badge compacting" }, "compacting…"));
+  if (c.compacting || state.compacting.has(c.id)) td.append(el("span", { class: "badge compacting" }, "compacting" + onReplica(state.compacting.get(c.id)) + "…"));
   if (c.breaker_tripped) td.append(el("span", { class: "badge tripped" }, "breaker open"));
   if (c.compaction_scheduled) td.append(el("span", { class: "badge scheduled" }, "compaction scheduled"));
   if (c.branch_count > 0) td.append(el("span", { class: "badge" }, "summarised"));
@@ -261,11 +262,27 @@ function refresh() {
   }, 300);
 }
 
+// onReplica names the replica of event e, once events came from more than
+// one: a single ctxpress shows what it always showed.
+function onReplica(e) {
+  return e && e.replica && state.replicas.size > 1 ? " on " + e.replica : "";
+}
+
+// heard notes the replica of an event and returns the event.
+function heard(m) {
+  const e = JSON.parse(m.data);
+  if (e.replica && !state.replicas.has(e.replica)) {
+    state.replicas.add(e.replica);
+    if (state.replicas.size === 2) renderCompacting();
+  }
+  return e;
+}
+
 function renderCompacting() {
   const box = $("compacting");
-  const ids = [...state.compacting.keys()];
-  box.hidden = ids.length === 0;
-  box.textContent = ids.length ? "Compacting " + ids.join(", ") + ": writing a summary…" : "";
+  const items = [...state.compacting.entries()].map(([id, e]) => id + onReplica(e));
+  box.hidden = items.length === 0;
+  box.textContent = items.length ? "Compacting " + items.join(", ") + ": writing a summary…" : "";
   renderList();
 }
 
@@ -274,14 +291,14 @@ function connect() {
   const es = new EventSource(API + "/events?types=all");
   es.onopen = () => { live.textContent = "live"; live.className = "live on"; refresh(); };
   es.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
-  es.addEventListener("turn", refresh);
+  es.addEventListener("turn", (m) => { heard(m); refresh(); });
   es.addEventListener("compaction_started", (m) => {
-    const e = JSON.parse(m.data);
+    const e = heard(m);
     state.compacting.set(e.conversation, e);
     renderCompacting();
   });
   es.addEventListener("compaction", (m) => {
-    const e = JSON.parse(m.data);
+    const e = heard(m);
     state.compacting.delete(e.conversation);
     renderCompacting();
     refresh();
