@@ -51,6 +51,9 @@ func TestComposeReplicasProfile(t *testing.T) {
 			if s.Environment["CTXPRESS_REDIS_URL"] != "redis://redis:6379/0" || !slices.Contains(s.DependsOn, "redis") {
 				t.Errorf("replica %s does not share the redis service: %+v", name, s)
 			}
+			if s.Environment["CTXPRESS_REPLICA"] != name {
+				t.Errorf("replica %s is named %q in its events, want its service name", name, s.Environment["CTXPRESS_REPLICA"])
+			}
 			replicas = append(replicas, name)
 		}
 	}
