@@ -186,7 +186,7 @@ type pruneConfig struct {
 // logConfig is the log: section, read by newLogger.
 type logConfig struct {
 	Level  string `yaml:"level"`  // trace | debug | info | warn | error
-	Format string `yaml:"format"` // console | json
+	Format string `yaml:"format"` // auto | console | json
 }
 
 // defaultListen is where serve listens unless told otherwise: loopback, so
@@ -241,7 +241,7 @@ func defaultConfig() config {
 		UI:            proxy.UIConfig{PricePerMillionTokens: proxy.DefaultPricePerMillionTokens, Currency: proxy.DefaultCurrency},
 		Models:        map[string]modelConfig{},
 		DefaultWindow: rewrite.DefaultContextWindow,
-		Log:           logConfig{Level: "info", Format: "console"},
+		Log:           logConfig{Level: "info", Format: "auto"},
 	}
 }
 
@@ -407,7 +407,7 @@ func newServeFlags() *serveFlags {
 	fs.DurationVar(&f.c.StreamIdleTimeout, "stream-idle-timeout", d.StreamIdleTimeout, "cut a stream after the upstream is silent this long")
 	fs.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight requests may finish")
 	fs.StringVar(&f.c.Log.Level, "log-level", d.Log.Level, "trace|debug|info|warn|error (env CTXPRESS_LOG_LEVEL)")
-	fs.StringVar(&f.c.Log.Format, "log-format", d.Log.Format, "console|json (env CTXPRESS_LOG_FORMAT)")
+	fs.StringVar(&f.c.Log.Format, "log-format", d.Log.Format, "auto|console|json: auto is console on a terminal, json otherwise (env CTXPRESS_LOG_FORMAT)")
 	return f
 }
 
@@ -475,7 +475,7 @@ func loadConfig(f *serveFlags, getenv func(string) string) (config, error) {
 	if c.Squash.MinBytes < 0 {
 		return c, errors.New("squash.min_bytes must not be negative")
 	}
-	if _, err := newLogger(c.Log, os.Stderr); err != nil {
+	if _, err := logSettings(c.Log, nil); err != nil {
 		return c, err
 	}
 	return c, nil

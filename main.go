@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
 
 	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/rewrite"
@@ -97,7 +96,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ctxpress: %v\n", err)
 		return 2
 	}
-	log, _ := newLogger(cfg.Log, stderr)
+	log, closeLog, _ := newLogger(cfg.Log, stderr)
+	// Pending lines reach stderr before the process exits.
+	defer closeLog()
 	if err := serve(cfg, log); err != nil {
 		log.Error().Err(err).Msg("ctxpress stopped")
 		return 1
@@ -204,21 +205,4 @@ func exposureWarning(addr net.Addr, authKeys int) string {
 func isLoopback(addr net.Addr) bool {
 	tcp, ok := addr.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
-}
-
-// newLogger builds the process logger; secrets never reach it because no
-// caller logs headers or keys.
-func newLogger(c logConfig, w io.Writer) (zerolog.Logger, error) {
-	level, err := zerolog.ParseLevel(c.Level)
-	if err != nil || c.Level == "" {
-		return zerolog.Nop(), fmt.Errorf("log level %q: want trace, debug, info, warn or error", c.Level)
-	}
-	switch c.Format {
-	case "json":
-	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.DateTime}
-	default:
-		return zerolog.Nop(), fmt.Errorf("log format %q: want console or json", c.Format)
-	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
 }
