@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -25,6 +26,8 @@ type metrics struct {
 
 	requests        *prometheus.CounterVec   // path, status
 	upstreamLatency *prometheus.HistogramVec // path
+	requestSeries   sync.Map                 // requestKey -> prometheus.Counter
+	latencySeries   sync.Map                 // path -> prometheus.Observer
 	activeStreams   prometheus.Gauge
 
 	tokensBefore, tokensAfter, tokensSaved prometheus.Counter
@@ -172,16 +175,28 @@ var knownEndpoints = map[string]bool{
 	"messages": true, "rerank": true, "tokenize": true, "health": true,
 }
 
+// endpointLabels are knownEndpoints' path labels, built once: a request's
+// label costs a map lookup, not a string concatenation.
+var endpointLabels = func() map[string]string {
+	m := make(map[string]string, len(knownEndpoints))
+	for seg := range knownEndpoints {
+		m[seg] = "/v1/" + seg
+	}
+	return m
+}()
+
+var chatCompletionsLabel = "/v1" + pathChatCompletions
+
 // metricPath is the path label of a proxied request: /v1/<endpoint> for a
 // known endpoint (with or without the client's /v1), "other" else.
 func metricPath(path string) string {
 	p := strings.TrimPrefix(path, "/v1")
 	if p == pathChatCompletions {
-		return "/v1" + pathChatCompletions
+		return chatCompletionsLabel
 	}
 	seg, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
-	if knownEndpoints[seg] && seg != "chat" {
-		return "/v1/" + seg
+	if label, ok := endpointLabels[seg]; ok && seg != "chat" {
+		return label
 	}
 	return "other"
 }
@@ -193,9 +208,9 @@ func metricPath(path string) string {
 // ones and those without a conversation id).
 func (m *metrics) exchange(x *exchange) {
 	path := metricPath(x.path)
-	m.requests.WithLabelValues(path, strconv.Itoa(x.status)).Inc()
+	m.requestCounter(path, x.status).Inc()
 	if x.upstream > 0 {
-		m.upstreamLatency.WithLabelValues(path).Observe(x.upstream.Seconds())
+		m.latencyObserver(path).Observe(x.upstream.Seconds())
 	}
 	if x.turn != nil && x.status >= 200 && x.status < 300 && x.err == nil {
 		m.turn(x.turn)
@@ -204,6 +219,35 @@ func (m *metrics) exchange(x *exchange) {
 			m.cost.WithLabelValues("agent").Add(m.pricing.Agent.PricesFor(x.turn.model).Cost(billable(callUsage(u))))
 		}
 	}
+}
+
+// requestKey is one series of ctxpress_requests_total.
+type requestKey struct {
+	path   string
+	status int
+}
+
+// requestCounter is the series of path and status, looked up once: the
+// vector's own lookup hashes the label values on every request. The label
+// set is bounded (known paths, HTTP statuses), so is the cache.
+func (m *metrics) requestCounter(path string, status int) prometheus.Counter {
+	k := requestKey{path, status}
+	if c, ok := m.requestSeries.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.requests.WithLabelValues(path, strconv.Itoa(status))
+	m.requestSeries.Store(k, c)
+	return c
+}
+
+// latencyObserver is the upstream latency series of path, looked up once.
+func (m *metrics) latencyObserver(path string) prometheus.Observer {
+	if o, ok := m.latencySeries.Load(path); ok {
+		return o.(prometheus.Observer)
+	}
+	o := m.upstreamLatency.WithLabelValues(path)
+	m.latencySeries.Store(path, o)
+	return o
 }
 
 // turn counts the tokens and savings of one answered chat turn.

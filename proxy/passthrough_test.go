@@ -154,3 +154,25 @@ func TestTargetMapping(t *testing.T) {
 		}
 	}
 }
+
+// Hop-by-hop headers describe the client's connection to ctxpress, not
+// ctxpress's to the upstream: those RFC 9110 names and every header the
+// Connection header names stay behind; the others go on.
+func TestHeadersNamedInConnectionDoNotReachTheUpstream(t *testing.T) {
+	up := newRawUpstream(t)
+	p := startProxy(t, Config{Upstream: up.BaseURL()})
+	sent := []string{"Connection: keep-alive, X-Hop-Secret ,x-other-hop", "X-Hop-Secret: 1", "X-Other-Hop: 2",
+		"Keep-Alive: timeout=5", "Proxy-Authorization: Basic c2VjcmV0", "Te: trailers", "X-End: kept"}
+	if status := rawPost(t, strings.TrimPrefix(p.URL, "http://"), "/v1/embeddings", sent, `{"model":"m","input":"x"}`); status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	got := strings.ToLower(strings.Join(up.last(t), "\n"))
+	for _, gone := range []string{"x-hop-secret", "x-other-hop", "keep-alive: timeout", "proxy-authorization", "te: trailers"} {
+		if strings.Contains(got, gone) {
+			t.Errorf("%s reached the upstream:\n%s", gone, got)
+		}
+	}
+	if !strings.Contains(got, "x-end: kept") {
+		t.Errorf("X-End did not reach the upstream:\n%s", got)
+	}
+}

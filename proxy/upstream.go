@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"sync"
@@ -216,29 +217,22 @@ func (u *upstreamClient) buildUpstreamRequest(ctx *fasthttp.RequestCtx, req *fas
 func removeHopHeaders(h interface {
 	Peek(string) []byte
 	Del(string)
+	DelBytes([]byte)
 }) {
 	if c := h.Peek(fasthttp.HeaderConnection); len(c) > 0 {
-		for _, name := range splitComma(c) {
-			h.Del(string(name))
+		// Read in place, no copies: deleting other headers leaves the
+		// Connection value's bytes where they are.
+		for rest := c; len(rest) > 0; {
+			var name []byte
+			name, rest, _ = bytes.Cut(rest, []byte(","))
+			if name = trimSpace(name); len(name) > 0 {
+				h.DelBytes(name)
+			}
 		}
 	}
 	for _, name := range hopHeaders {
 		h.Del(name)
 	}
-}
-
-func splitComma(b []byte) [][]byte {
-	var out [][]byte
-	start := 0
-	for i := 0; i <= len(b); i++ {
-		if i == len(b) || b[i] == ',' {
-			if f := trimSpace(b[start:i]); len(f) > 0 {
-				out = append(out, f)
-			}
-			start = i + 1
-		}
-	}
-	return out
 }
 
 func trimSpace(b []byte) []byte {
