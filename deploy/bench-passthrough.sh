@@ -72,8 +72,10 @@ chat='{"id":"c","object":"chat.completion","created":1,"model":"gpt-4o","choices
 emb='{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":260,"total_tokens":260}}'
 nginx_at "$dir/up" "$p_up" 1 "default_type application/json;" \
 	"location /v1/chat/completions { return 200 '$chat'; } location / { return 200 '$emb'; }"
+declare -A pid_of=([direct]=$!)
 nginx_at "$dir/proxy" "$p_nginx" "$workers" "upstream fake { server 127.0.0.1:$p_up; keepalive 32; }" \
 	"location / { proxy_pass http://fake; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; }"
+pid_of[nginx]=$!
 
 # ctxpress_at NAME BIN PORT: a ctxpress with the defaults (log level info,
 # its own db), its log in $dir/NAME.log.
@@ -85,10 +87,24 @@ ctxpress_at() {
 }
 setups=("direct=$p_up" "nginx=$p_nginx" "ctxpress=$p_ctx")
 ctxpress_at ctxpress "$bin" "$p_ctx"
+pid_of[ctxpress]=$!
 if [ -n "${BASE_BIN:-}" ]; then
 	ctxpress_at base "$BASE_BIN" "$p_base"
+	pid_of[base]=$!
 	setups+=("base=$p_base")
 fi
+
+# cpu_ticks NAME: the CPU time (user+system, in clock ticks) the serving
+# process of NAME has used: nginx's workers, or ctxpress with all its threads.
+# Per request it does not depend on what else the machine is running.
+cpu_ticks() {
+	local p=${pid_of[$1]} t=0
+	for q in $p $(cat /proc/"$p"/task/*/children 2>/dev/null); do
+		t=$((t + $(awk '{print $14 + $15}' /proc/"$q"/stat 2>/dev/null || echo 0)))
+	done
+	echo "$t"
+}
+tck=$(getconf CLK_TCK)
 for s in "${setups[@]}"; do
 	for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:${s#*=}/" && break || sleep 0.1; done
 done
@@ -117,13 +133,17 @@ LUA
 
 echo "wrk -t$threads -c$conns -d$duration, ${body_bytes}-byte bodies, nginx workers $workers, $(nproc) cores"
 for path in ${paths//,/ }; do
-	declare -A rps=()
+	declare -A rps=() cpu=()
 	ratio="" base_ratio="" loads=""
 	for r in $(seq "$rounds"); do
 		for s in "${setups[@]}"; do
 			name="${s%=*}"
+			t0=$(cpu_ticks "$name")
 			out=$(wrk -t"$threads" -c"$conns" -d"$duration" -s "$dir/$path.lua" "http://127.0.0.1:${s#*=}")
+			t1=$(cpu_ticks "$name")
 			n=$(awk '/Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
+			total=$(awk '/requests in/ {print $1}' <<<"$out")
+			cpu[$name]+="$(awk -v t=$((t1 - t0)) -v hz="$tck" -v n="$total" 'BEGIN {printf "%10.1f", t / hz * 1e6 / n}')"
 			if grep -q "Non-2xx" <<<"$out"; then n="$n!"; fi # answers that were not 2xx
 			rps[$name]+="$(printf '%10s' "$n")"
 			eval "v_$name=${n%!}"
@@ -141,7 +161,9 @@ for path in ${paths//,/ }; do
 	printf '%-24s%s\n' "ctxpress / nginx" "$ratio"
 	[ -n "$base_ratio" ] && printf '%-24s%s\n' "base / nginx" "$base_ratio"
 	printf '%-24s%s\n' "load average (1 min)" "$loads"
-	unset rps
+	echo "CPU per request (µs; the serving process only: nginx's workers, ctxpress's threads):"
+	for s in "${setups[@]}"; do printf '%-24s%s\n' "${s%=*}" "${cpu[${s%=*}]}"; done
+	unset rps cpu
 done
 for name in ctxpress base; do
 	[ -s "$dir/$name.log" ] || continue

@@ -178,11 +178,23 @@ type exchange struct {
 
 func newExchange(ctx *fasthttp.RequestCtx) *exchange {
 	return &exchange{
-		method:  string(ctx.Method()),
+		method:  methodName(ctx.Method()),
 		path:    string(ctx.Path()),
 		start:   time.Now(),
 		bytesIn: len(ctx.Request.Body()),
 	}
+}
+
+// methodName is the request's method as a string, without an allocation
+// for the usual ones.
+func methodName(m []byte) string {
+	switch string(m) {
+	case fasthttp.MethodPost:
+		return fasthttp.MethodPost
+	case fasthttp.MethodGet:
+		return fasthttp.MethodGet
+	}
+	return string(m)
 }
 
 var (
