@@ -17,6 +17,8 @@
 #   CTXPRESS_BIN=path        the ctxpress to measure (default: built from here)
 #   BASE_BIN=path            another ctxpress measured beside it (e.g. main's)
 #   CTXPRESS_ARGS="..."      extra serve flags for both (e.g. --log-level warn)
+#   DB=file                  file: each ctxpress its own bolt db (the default
+#                            config's kind of store); memory: no db
 #   PORT_BASE=18300          the five ports used are PORT_BASE..PORT_BASE+4
 # Each round prints the 1-minute load average: others' work on the machine
 # moves every column, so compare columns within a round.
@@ -81,8 +83,10 @@ pid_of[nginx]=$!
 # its own db), its log in $dir/NAME.log.
 ctxpress_at() {
 	# shellcheck disable=SC2086
+	local db="$dir/$1.db"
+	[ "${DB:-file}" = memory ] && db=""
 	CTXPRESS_CONFIG= "$2" serve --listen "127.0.0.1:$3" --upstream "http://127.0.0.1:$p_up/v1" \
-		--db "$dir/$1.db" ${CTXPRESS_ARGS:-} 2>"$dir/$1.log" &
+		--db="$db" ${CTXPRESS_ARGS:-} 2>"$dir/$1.log" &
 	pids+=($!)
 }
 setups=("direct=$p_up" "nginx=$p_nginx" "ctxpress=$p_ctx")
