@@ -22,7 +22,8 @@ import (
 // that is not a JSON object is appended as it is.
 func AppendConsole(dst, event []byte, color bool) []byte {
 	line := trimNewline(event)
-	if len(line) == 0 || line[0] != '{' || !gjson.ValidBytes(line) {
+	// zerolog writes whole objects; anything else is not its event.
+	if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
 		dst = append(dst, line...)
 		return append(dst, '\n')
 	}
@@ -30,6 +31,10 @@ func AppendConsole(dst, event []byte, color bool) []byte {
 	obj := gjson.Parse(unsafe.String(unsafe.SliceData(line), len(line)))
 	start := len(dst)
 	var ts, lvl, msg gjson.Result
+	// One pass: the fields wait here while time, level and message (which
+	// come first on the line, wherever they are in the event) are found.
+	var keys, vals [24]gjson.Result
+	n, more := 0, false
 	obj.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "time":
@@ -38,6 +43,13 @@ func AppendConsole(dst, event []byte, color bool) []byte {
 			lvl = v
 		case "message":
 			msg = v
+		default:
+			if n < len(keys) {
+				keys[n], vals[n] = k, v
+				n++
+			} else {
+				more = true
+			}
 		}
 		return true
 	})
@@ -57,15 +69,24 @@ func AppendConsole(dst, event []byte, color bool) []byte {
 			dst = append(dst, m...)
 		}
 	}
-	obj.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "time", "level", "message":
-			return true
-		}
+	for i := range n {
 		dst = appendSpace(dst, start)
-		dst = appendField(dst, k.Str, v, color)
-		return true
-	})
+		dst = appendField(dst, keys[i].Str, vals[i], color)
+	}
+	if more { // a rare event of many fields: the rest in a second pass
+		i := 0
+		obj.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "time", "level", "message":
+				return true
+			}
+			if i++; i > n {
+				dst = appendSpace(dst, start)
+				dst = appendField(dst, k.Str, v, color)
+			}
+			return true
+		})
+	}
 	return append(dst, '\n')
 }
 

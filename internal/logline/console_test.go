@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -97,5 +99,20 @@ func TestConsoleFieldRules(t *testing.T) {
 		if got := string(AppendConsole(nil, []byte(r.event), false)); got != r.want {
 			t.Errorf("%s: got %q, want %q", r.rule, got, r.want)
 		}
+	}
+}
+
+func TestConsoleKeepsEveryFieldOfALargeEvent(t *testing.T) {
+	var b bytes.Buffer
+	l := zerolog.New(&b)
+	ev := l.Info()
+	var want []string
+	for i := range 40 {
+		ev = ev.Int(fmt.Sprintf("f%02d", i), i)
+		want = append(want, fmt.Sprintf("f%02d=%d", i, i))
+	}
+	ev.Msg("wide")
+	if got, w := string(AppendConsole(nil, b.Bytes(), false)), "INF wide "+strings.Join(want, " ")+"\n"; got != w {
+		t.Errorf("got %q, want %q", got, w)
 	}
 }
