@@ -1,0 +1,43 @@
+package bpe
+
+import "testing"
+
+// BenchmarkCountCorpus: cold counting throughput (MB/s) on an eighth of the
+// corpus texts (every eighth message, tool output and loghub file, ~2 MB),
+// for each encoding: regexp is the old pre-tokeniser (regexp2, as
+// tiktoken-go), handwritten is split.go and merge.go. Run them side by side:
+//
+//	go test -run '^$' -bench CountCorpus -benchtime 3x -count 3 ./internal/bpe/
+func BenchmarkCountCorpus(b *testing.B) {
+	all := corpusTexts(b)
+	var texts []string
+	size := 0
+	for i := 0; i < len(all); i += 8 {
+		texts = append(texts, all[i].text)
+		size += len(all[i].text)
+	}
+	for _, name := range []string{O200K, CL100K} {
+		fast, err := New(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		old := newRegexpEncoder(b, name)
+		for _, impl := range []struct {
+			name  string
+			count func(string) int
+		}{{"regexp", old.Count}, {"handwritten", fast.Count}} {
+			b.Run(name+"/"+impl.name, func(b *testing.B) {
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				tokens := 0
+				for b.Loop() {
+					tokens = 0
+					for _, s := range texts {
+						tokens += impl.count(s)
+					}
+				}
+				b.ReportMetric(float64(tokens), "tokens")
+			})
+		}
+	}
+}
