@@ -42,7 +42,7 @@ var encodings = map[string]struct {
 // Encoder counts the tokens of one encoding. It is immutable once built
 // and safe for concurrent use.
 type Encoder struct {
-	ranks map[string]int
+	ranks *table
 	// byteRanks[a<<8|b] is the rank of the two bytes a, b (noRank when
 	// they are no token): the merge's first pairs, without the map.
 	byteRanks *[1 << 16]int32
@@ -70,7 +70,11 @@ func New(name string) (*Encoder, error) {
 			byteRanks[int(tok[0])<<8|int(tok[1])] = int32(r)
 		}
 	}
-	return &Encoder{ranks: ranks, byteRanks: byteRanks, split: enc.split}, nil
+	t, err := newTable(ranks)
+	if err != nil {
+		return nil, err
+	}
+	return &Encoder{ranks: t, byteRanks: byteRanks, split: enc.split}, nil
 }
 
 // Count returns how many tokens text encodes to, special-token text such

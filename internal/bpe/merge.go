@@ -25,7 +25,13 @@ func (e *Encoder) countPiece(p string) int {
 	if len(p) == 1 {
 		return 1 // every byte is a token
 	}
-	if _, ok := e.ranks[p]; ok {
+	if len(p) == 2 {
+		if e.byteRanks[int(p[0])<<8|int(p[1])] != noRank {
+			return 1
+		}
+		return 2
+	}
+	if _, ok := e.ranks.rank(p); ok {
 		return 1
 	}
 	return e.merge(p, nil)
@@ -33,7 +39,7 @@ func (e *Encoder) countPiece(p string) int {
 
 // appendPiece appends the token ids of one piece to ids.
 func (e *Encoder) appendPiece(ids []int, p string) []int {
-	if r, ok := e.ranks[p]; ok {
+	if r, ok := e.ranks.rank(p); ok {
 		return append(ids, r)
 	}
 	e.merge(p, &ids)
@@ -70,7 +76,7 @@ func (e *Encoder) mergeIn(p string, starts, ranks []int32, ids *[]int) int {
 		if k+1 >= m {
 			return noRank
 		}
-		if r, ok := e.ranks[p[starts[k]:starts[k+2]]]; ok {
+		if r, ok := e.ranks.rank(p[starts[k]:starts[k+2]]); ok {
 			return int32(r)
 		}
 		return noRank
@@ -103,7 +109,8 @@ func (e *Encoder) mergeIn(p string, starts, ranks []int32, ids *[]int) int {
 	}
 	if ids != nil {
 		for k := 0; k < m; k++ {
-			*ids = append(*ids, e.ranks[p[starts[k]:starts[k+1]]])
+			r, _ := e.ranks.rank(p[starts[k]:starts[k+1]])
+			*ids = append(*ids, r)
 		}
 	}
 	return m

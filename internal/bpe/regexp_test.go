@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dlclark/regexp2"
+	loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
 // patterns are tiktoken's published pre-token patterns, as tiktoken-go
@@ -34,11 +35,11 @@ type regexpEncoder struct {
 
 func newRegexpEncoder(tb testing.TB, name string) *regexpEncoder {
 	tb.Helper()
-	e, err := New(name)
+	ranks, err := loader.NewOfflineLoader().LoadTiktokenBpe(encodings[name].file)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &regexpEncoder{ranks: e.ranks, re: regexp2.MustCompile(patterns[name], regexp2.None)}
+	return &regexpEncoder{ranks: ranks, re: regexp2.MustCompile(patterns[name], regexp2.None)}
 }
 
 // pieces returns the pre-token pieces of text.

@@ -32,7 +32,11 @@ const (
 	notPunct  = cSpace | cLetter | cNumber
 )
 
-// classOf is the slow, exact classification; asciiClass caches it for the
+// multiByte, in byteClass, marks a byte that starts (or breaks) a
+// multi-byte rune: its class comes from decoding it.
+const multiByte = 0xff
+
+// classOf is the slow, exact classification; byteClass caches it for the
 // bytes below 0x80, so the two agree by construction.
 func classOf(r rune) uint8 {
 	var c uint8
@@ -56,18 +60,26 @@ func classOf(r rune) uint8 {
 	return c
 }
 
-var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+var byteClass = func() (t [256]uint8) {
 	for b := range t {
-		t[b] = classOf(rune(b))
+		t[b] = multiByte
+		if b < utf8.RuneSelf {
+			t[b] = classOf(rune(b))
+		}
 	}
 	return t
 }()
 
-// at returns the classes of the rune at s[i] and its length in bytes.
-func at(s string, i int) (uint8, int) {
-	if b := s[i]; b < utf8.RuneSelf {
-		return asciiClass[b], 1
+// at returns the classes of the rune at s[i] and its length in bytes. It
+// is small enough to inline; atRune is the rest.
+func at(s string, i int) (c uint8, n int) {
+	if c = byteClass[s[i]]; c != multiByte {
+		return c, 1
 	}
+	return atRune(s, i)
+}
+
+func atRune(s string, i int) (uint8, int) {
 	r, n := utf8.DecodeRuneInString(s[i:])
 	return classOf(r), n
 }
@@ -76,7 +88,10 @@ func at(s string, i int) (uint8, int) {
 // classes in want.
 func run(s string, i int, want uint8) int {
 	for i < len(s) {
-		c, n := at(s, i)
+		c, n := byteClass[s[i]], 1 // at, inlined by hand: the hot loop
+		if c == multiByte {
+			c, n = atRune(s, i)
+		}
 		if c&want == 0 {
 			break
 		}
@@ -122,7 +137,10 @@ func splitO200K(s string, i int) int {
 func upperThenLower(s string, i int) int {
 	lastLower := -1
 	for i < len(s) {
-		c, n := at(s, i)
+		c, n := byteClass[s[i]], 1
+		if c == multiByte {
+			c, n = atRune(s, i)
+		}
 		if c&cUpper == 0 {
 			if c&cLower != 0 {
 				return run(s, i+n, cLower)
@@ -207,7 +225,10 @@ func splitRest(s string, i int, c uint8, n int, slash bool) int {
 	if p >= 0 {
 		e := p
 		for e < len(s) {
-			c, n := at(s, e)
+			c, n := byteClass[s[e]], 1
+			if c == multiByte {
+				c, n = atRune(s, e)
+			}
 			if c&notPunct != 0 {
 				break
 			}
@@ -229,7 +250,10 @@ func splitRest(s string, i int, c uint8, n int, slash bool) int {
 func splitSpace(s string, i int) int {
 	afterNewline, last, e := -1, i, i
 	for e < len(s) {
-		c, n := at(s, e)
+		c, n := byteClass[s[e]], 1
+		if c == multiByte {
+			c, n = atRune(s, e)
+		}
 		if c&cSpace == 0 {
 			break
 		}

@@ -15,7 +15,7 @@ import (
 var trickyTexts = []string{
 	"", "a", " ", "  ", "\n", "hello world", "  \n\n\t x", "x  ", "x \t\n \ny", " \r\n\r\n  z",
 	"it's they'll WE'RE I'M you'Ve he'D don'T 'S' ''s x'", "'s", "'", "'ll'", "ſ's", // contractions, case-insensitive
-	"12345678 3.14159 ٣٤٥٦ ①②③④ ½¼",                              // \p{N}{1,3}, non-ASCII numbers
+	"12345678 3.14159 ٣٤٥٦ ①②③④ ½¼ abc123 x2y_3",                 // \p{N}{1,3}, non-ASCII numbers
 	"a // b /// c\n/\n//x  ...\n\n\n /*", " ?!/\r\n/", "){\r\n/", // punctuation and its [\r\n/]* tail
 	"\t\t\n\t x", " \u00a0\u2003x", "\u0085x\u2028y", "\v\f\r", // \s*[\r\n]+, \s+(?!\S), Unicode spaces
 	"HelloWorld HTTPServer getHTTPResponse ÀÉÎõü DŽeto ǅa",        // o200k's case classes, Lt
