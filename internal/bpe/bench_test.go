@@ -17,11 +17,7 @@ func BenchmarkCountCorpus(b *testing.B) {
 		size += len(all[i].text)
 	}
 	for _, name := range []string{O200K, CL100K} {
-		fast, err := New(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		old := newRegexpEncoder(b, name)
+		fast, old := newEncoders(b, name)
 		for _, impl := range []struct {
 			name  string
 			count func(string) int

@@ -61,6 +61,12 @@ func New(name string) (*Encoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bpe: loading %s: %w", name, err)
 	}
+	return newEncoder(ranks, enc.split)
+}
+
+// newEncoder builds an encoder from the ranks of an encoding and its
+// pre-tokeniser.
+func newEncoder(ranks map[string]int, split func(string, int) int) (*Encoder, error) {
 	byteRanks := new([1 << 16]int32)
 	for i := range byteRanks {
 		byteRanks[i] = noRank
@@ -74,7 +80,7 @@ func New(name string) (*Encoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Encoder{ranks: t, byteRanks: byteRanks, split: enc.split}, nil
+	return &Encoder{ranks: t, byteRanks: byteRanks, split: split}, nil
 }
 
 // Count returns how many tokens text encodes to, special-token text such

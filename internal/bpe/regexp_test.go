@@ -33,13 +33,19 @@ type regexpEncoder struct {
 	re    *regexp2.Regexp
 }
 
-func newRegexpEncoder(tb testing.TB, name string) *regexpEncoder {
+// newEncoders returns the encoding name twice: as this package builds it,
+// and as it was (regexpEncoder), from one load of its ranks.
+func newEncoders(tb testing.TB, name string) (*Encoder, *regexpEncoder) {
 	tb.Helper()
 	ranks, err := loader.NewOfflineLoader().LoadTiktokenBpe(encodings[name].file)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &regexpEncoder{ranks: ranks, re: regexp2.MustCompile(patterns[name], regexp2.None)}
+	fast, err := newEncoder(ranks, encodings[name].split)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return fast, &regexpEncoder{ranks: ranks, re: regexp2.MustCompile(patterns[name], regexp2.None)}
 }
 
 // pieces returns the pre-token pieces of text.

@@ -57,11 +57,8 @@ func bothEncodings(tb testing.TB) []encoders {
 	tb.Helper()
 	encodersOnce.Do(func() {
 		for _, name := range []string{O200K, CL100K} {
-			fast, err := New(name)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			allEncoders = append(allEncoders, encoders{name, fast, newRegexpEncoder(tb, name), tiktokenEncoding(tb, name)})
+			fast, old := newEncoders(tb, name)
+			allEncoders = append(allEncoders, encoders{name, fast, old, tiktokenEncoding(tb, name)})
 		}
 	})
 	return allEncoders
