@@ -2,8 +2,9 @@
 // cl100k_base) from the tables embedded by tiktoken-go-loader: never a
 // network fetch.
 //
-// It splits text with tiktoken's published pre-token patterns and counts
-// each piece by byte-pair merging over the ranks tiktoken-go-loader embeds.
+// It splits text as tiktoken's published pre-token patterns do (by hand,
+// split.go, without a regexp engine) and counts each piece by byte-pair
+// merging over the ranks tiktoken-go-loader embeds (merge.go).
 // tiktoken-go itself would give the same counts (TestCountsMatchTiktoken
 // holds this package to it), but it also downloads encodings over HTTP,
 // which would put net/http under ctxpress's pure core: rewrite counts
@@ -13,11 +14,8 @@ package bpe
 import (
 	"errors"
 	"fmt"
-	"math"
-	"slices"
-	"strings"
+	"unicode/utf8"
 
-	"github.com/dlclark/regexp2"
 	loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
@@ -30,31 +28,25 @@ const (
 // ErrUnknownEncoding means New was asked for an encoding it does not have.
 var ErrUnknownEncoding = errors.New("bpe: unknown encoding")
 
-// encodings are the tables and pre-token patterns, as tiktoken-go spells them.
-var encodings = map[string]struct{ file, pattern string }{
-	O200K: {
-		"https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
-		strings.Join([]string{
-			`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?`,
-			`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?`,
-			`\p{N}{1,3}`,
-			` ?[^\s\p{L}\p{N}]+[\r\n/]*`,
-			`\s*[\r\n]+`,
-			`\s+(?!\S)`,
-			`\s+`,
-		}, "|"),
-	},
-	CL100K: {
-		"https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
-		`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
-	},
+// encodings are the embedded tables (named by the address tiktoken-go
+// fetches them from, which tiktoken-go-loader maps to its embedded copy) and
+// the pre-tokeniser of each (split.go; pattern in regexp_test.go).
+var encodings = map[string]struct {
+	file  string
+	split func(s string, i int) int
+}{
+	O200K:  {"https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken", splitO200K},
+	CL100K: {"https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken", splitCL100K},
 }
 
 // Encoder counts the tokens of one encoding. It is immutable once built
 // and safe for concurrent use.
 type Encoder struct {
-	ranks map[string]int
-	re    *regexp2.Regexp
+	ranks *table
+	// byteRanks[a<<8|b] is the rank of the two bytes a, b (noRank when
+	// they are no token): the merge's first pairs, without the map.
+	byteRanks *[1 << 16]int32
+	split     func(s string, i int) int // the end of the piece that starts at i
 }
 
 // New builds the encoder of name (O200K or CL100K) from the embedded
@@ -69,81 +61,61 @@ func New(name string) (*Encoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bpe: loading %s: %w", name, err)
 	}
-	re, err := regexp2.Compile(enc.pattern, regexp2.None)
-	if err != nil {
-		return nil, fmt.Errorf("bpe: compiling %s's pattern: %w", name, err)
+	return newEncoder(ranks, enc.split)
+}
+
+// newEncoder builds an encoder from the ranks of an encoding and its
+// pre-tokeniser.
+func newEncoder(ranks map[string]int, split func(string, int) int) (*Encoder, error) {
+	byteRanks := new([1 << 16]int32)
+	for i := range byteRanks {
+		byteRanks[i] = noRank
 	}
-	return &Encoder{ranks: ranks, re: re}, nil
+	for tok, r := range ranks {
+		if len(tok) == 2 {
+			byteRanks[int(tok[0])<<8|int(tok[1])] = int32(r)
+		}
+	}
+	t, err := newTable(ranks)
+	if err != nil {
+		return nil, err
+	}
+	return &Encoder{ranks: t, byteRanks: byteRanks, split: split}, nil
 }
 
 // Count returns how many tokens text encodes to, special-token text such
 // as "<|endoftext|>" counted as ordinary text (tiktoken's EncodeOrdinary).
+// It allocates nothing for valid UTF-8.
 func (e *Encoder) Count(text string) int {
+	text = validUTF8(text)
 	n := 0
-	runes := []rune(text)
-	m, _ := e.re.FindStringMatch(text)
-	for m != nil {
-		// regexp2 indexes runes, not bytes.
-		start, end := max(m.Index, 0), min(m.Index+m.Length, len(runes))
-		piece := string(runes[start:end])
-		if _, ok := e.ranks[piece]; ok {
-			n++
-		} else {
-			n += pairMergeCount([]byte(piece), e.ranks)
-		}
-		m, _ = e.re.FindNextMatch(m)
+	for i := 0; i < len(text); {
+		j := e.split(text, i)
+		n += e.countPiece(text[i:j])
+		i = j
 	}
 	return n
 }
 
-// noRank marks a pair of parts whose joined bytes are no token.
-const noRank = math.MaxInt
+// encode returns text's token ids, as tiktoken's EncodeOrdinary does (the
+// tests hold them to tiktoken-go's).
+func (e *Encoder) encode(text string) []int {
+	text = validUTF8(text)
+	var ids []int
+	for i := 0; i < len(text); {
+		j := e.split(text, i)
+		ids = e.appendPiece(ids, text[i:j])
+		i = j
+	}
+	return ids
+}
 
-// pairMergeCount counts the tokens byte-pair encoding makes of piece: it
-// starts from single bytes and merges, again and again, the adjacent pair
-// of parts whose joined bytes have the lowest rank (the leftmost on a tie),
-// until no pair joins into a token.
-func pairMergeCount(piece []byte, ranks map[string]int) int {
-	if len(piece) < 2 {
-		return len(piece)
+// validUTF8 returns text with each byte that is not part of valid UTF-8
+// replaced by U+FFFD, as tiktoken-go's []rune conversion does (it then
+// matches and merges the replacement's three bytes).
+func validUTF8(text string) string {
+	if utf8.ValidString(text) {
+		return text
 	}
-	// Part k is piece[bounds[k]:bounds[k+1]]; pair[k] is the rank of parts
-	// k and k+1 joined.
-	bounds := make([]int, len(piece)+1)
-	for i := range bounds {
-		bounds[i] = i
-	}
-	joined := func(k int) int {
-		if k+2 >= len(bounds) {
-			return noRank
-		}
-		if r, ok := ranks[string(piece[bounds[k]:bounds[k+2]])]; ok {
-			return r
-		}
-		return noRank
-	}
-	pair := make([]int, len(piece)-1)
-	for k := range pair {
-		pair[k] = joined(k)
-	}
-	for len(pair) > 0 {
-		best := 0
-		for k := 1; k < len(pair); k++ {
-			if pair[k] < pair[best] {
-				best = k
-			}
-		}
-		if pair[best] == noRank {
-			break
-		}
-		bounds = slices.Delete(bounds, best+1, best+2)
-		pair = slices.Delete(pair, best, best+1)
-		if best < len(pair) {
-			pair[best] = joined(best)
-		}
-		if best > 0 {
-			pair[best-1] = joined(best - 1)
-		}
-	}
-	return len(bounds) - 1
+	return string([]rune(text))
 }
