@@ -1,0 +1,5 @@
+//go:build !linux
+
+package state
+
+func mappingAt(uintptr) (Mapping, bool, error) { return Mapping{}, false, errNoMapping }
