@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"syscall"
 )
 
 // mappingAt reads /proc/self/smaps for the map that starts at addr.
@@ -73,4 +74,14 @@ func smapsStart(line []byte) (start uint64, ok bool) {
 	}
 	start, err := strconv.ParseUint(string(line[:i]), 16, 64)
 	return start, err == nil
+}
+
+// dropPages drops the pages of the map [addr, addr+size) from this
+// process's RSS (madvise MADV_DONTNEED); a shared file map's contents stay
+// in the file and the page cache.
+func dropPages(addr uintptr, size int64) error {
+	if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, addr, uintptr(size), syscall.MADV_DONTNEED); errno != 0 {
+		return errno
+	}
+	return nil
 }

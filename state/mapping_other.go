@@ -3,3 +3,5 @@
 package state
 
 func mappingAt(uintptr) (Mapping, bool, error) { return Mapping{}, false, errNoMapping }
+
+func dropPages(uintptr, int64) error { return errNoMapping }

@@ -52,3 +52,57 @@ func TestDBMappingIsReportedWithinTheFile(t *testing.T) {
 		t.Errorf("Mapping after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A db larger than the bound does not keep all of itself in RSS: once its
+// records were read (their pages faulted into the map), trimming drops the
+// resident pages to within the bound, and every record still reads back.
+func TestDBMapKeepsWithinItsResidentBound(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the resident pages of a map are read from /proc/self/smaps")
+	}
+	const bound = 256 << 10
+	path := filepath.Join(t.TempDir(), "ctxpress.db")
+	s := openTestBolt(t, path, BoltOptions{SweepInterval: -1, MapResident: -1})
+	bs := s.(*boltStore)
+	var keys []Key
+	for i := range 300 {
+		key := NewKey([]byte("Bearer k"), "conv-"+strings.Repeat("x", i%7)+string(rune('A'+i%50))+string(rune('a'+i/50)))
+		keys = append(keys, key)
+		mustUpdate(t, s, key, func(r *Record) error {
+			r.Model = strings.Repeat("m", 4000)
+			return nil
+		})
+	}
+	bs.records.clear(0) // read the file, not the decoded records
+	for _, k := range keys {
+		mustGet(t, s, k)
+	}
+	before, err := bs.Mapping()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Resident <= bound {
+		t.Fatalf("the test did not fill the map: %d resident bytes", before.Resident)
+	}
+	dropped, err := bs.trimMapping(bound)
+	if err != nil || !dropped {
+		t.Fatalf("trimMapping: dropped %v, %v", dropped, err)
+	}
+	after, err := bs.Mapping()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resident %d → %d bytes of a %d-byte map", before.Resident, after.Resident, after.Mapped)
+	if after.Resident > bound {
+		t.Errorf("after trimming, %d bytes resident; bound %d", after.Resident, bound)
+	}
+	bs.records.clear(0)
+	for _, k := range keys {
+		if rec := mustGet(t, s, k); len(rec.Model) != 4000 {
+			t.Fatalf("record %s read back wrong after the trim", k)
+		}
+	}
+	if dropped, err := bs.trimMapping(1 << 40); dropped || err != nil {
+		t.Errorf("a db within the bound was trimmed: %v, %v", dropped, err)
+	}
+}
