@@ -115,6 +115,8 @@ func serve(cfg config, log zerolog.Logger) error {
 	}
 	defer store.Close()
 	pipeline := rewrite.New(cfg.pipelineConfig())
+	_, _, cacheLimit := pipeline.CacheStats()
+	memLimit, fromEnv := applyMemoryLimit(cacheLimit, os.Getenv)
 	srv, err := proxy.New(cfg.proxyConfig(), log, proxy.Deps{Pipeline: pipeline, Store: store})
 	if err != nil {
 		return err
@@ -126,7 +128,8 @@ func serve(cfg config, log zerolog.Logger) error {
 	if msg := exposureWarning(ln.Addr(), len(cfg.Auth.Keys)); msg != "" {
 		log.Warn().Str("listen", ln.Addr().String()).Msg(msg)
 	}
-	log.Info().Str("listen", ln.Addr().String()).Str("upstream", cfg.Upstream).Str("version", version).Msg("ctxpress serving")
+	log.Info().Str("listen", ln.Addr().String()).Str("upstream", cfg.Upstream).Str("version", version).
+		Int64("memory_limit", memLimit).Bool("memory_limit_from_env", fromEnv).Msg("ctxpress serving")
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

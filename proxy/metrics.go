@@ -127,6 +127,23 @@ func newMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeli
 			return float64(n)
 		}))
 	}
+	if mp, ok := store.(state.Mapper); ok {
+		mapping := func(v func(state.Mapping) int64) func() float64 {
+			return func() float64 {
+				m, err := mp.Mapping()
+				if err != nil {
+					return -1 // not readable here (only Linux says), or the store is closed
+				}
+				return float64(v(m))
+			}
+		}
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_db_mapped_bytes",
+			Help: "Address space of the conversation db file's memory map (the file rounded up to bbolt's next mmap step)."},
+			mapping(func(m state.Mapping) int64 { return m.Mapped })))
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_db_resident_bytes",
+			Help: "Pages of the db file's map in ctxpress's RSS: page cache the kernel can reclaim, at most the file's size."},
+			mapping(func(m state.Mapping) int64 { return m.Resident })))
+	}
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		Registry: reg, ErrorHandling: promhttp.ContinueOnError,
 	}))

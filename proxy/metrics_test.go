@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,6 +101,11 @@ func TestMetricsAfterScriptedConversation(t *testing.T) {
 	}
 	if n := value(m, "ctxpress_db_size_bytes"); n <= 0 {
 		t.Errorf("db size %v", n)
+	}
+	// The db file's map: at least the file, and of it at most the map in RSS.
+	if mapped, resident, size := value(m, "ctxpress_db_mapped_bytes"), value(m, "ctxpress_db_resident_bytes"), value(m, "ctxpress_db_size_bytes"); runtime.GOOS == "linux" &&
+		(mapped < size || resident <= 0 || resident > mapped) {
+		t.Errorf("db map %v bytes, %v resident, of a %v-byte file", mapped, resident, size)
 	}
 	if used, limit := value(m, "ctxpress_rewrite_cache_bytes"), value(m, "ctxpress_rewrite_cache_limit_bytes"); used <= 0 || limit != float64(rewrite.DefaultCacheBytes) || used > limit {
 		t.Errorf("rewrite cache %v of %v bytes", used, limit)

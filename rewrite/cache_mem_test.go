@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/squash"
 )
 
 // The cache bound is a memory bound: with the cache full of real entries
@@ -60,4 +62,70 @@ func toolLog(n, turn int) string {
 		fmt.Fprintf(&b, "=== RUN   TestCase%d_%d_%d\n\tcase_test.go:%d: got \"%d\", want \"%d\"\n--- FAIL: TestCase%d (0.0%ds)\n", n, turn, i, 10+i, n*i, turn, i, i%10)
 	}
 	return b.String()
+}
+
+// The same on the corpus: real agent conversations, each replayed turn by
+// turn through the real squasher with dedup and prune on, fill the cache
+// with what a daemon holds (token counts of real tool outputs and system
+// prompts, squash results, per-message facts, pruned lines, digests). The
+// heap that stays held is the bytes the cache accounts, within 15%.
+func TestCacheAccountsTheHeapOfRealConversations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays the corpus")
+	}
+	traces := loadTraces(t)
+	held, used, entries := corpusCacheHeap(t, traces, 256<<20)
+	ratio := float64(held) / float64(used)
+	t.Logf("%d entries account %d bytes and hold %d bytes of heap (%.2fx)", entries, used, held, ratio)
+	if used < 4<<20 {
+		t.Fatalf("the corpus filled only %d bytes of cache", used)
+	}
+	if ratio < 0.85 || ratio > 1.15 {
+		t.Fatalf("%d accounted bytes hold %d bytes of heap (%.2fx), want within 15%%", used, held, ratio)
+	}
+}
+
+// corpusCacheHeap replays every trace's turns (each prefix ending in a
+// tool result, as an agent sends them) through a pipeline with a cache of
+// bound bytes, and returns the heap the pipeline holds after, the bytes its
+// cache accounts and its entries.
+func corpusCacheHeap(tb testing.TB, traces []trace, bound int64) (held, used int64, entries int) {
+	tb.Helper()
+	heap := func() int64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	cfg := func(bound int64) Config {
+		return Config{Format: chatFormat, Squash: &squash.Config{}, Dedup: DefaultDedupConfig(),
+			Prune: PruneConfig{Enabled: true}, CacheBytes: bound}
+	}
+	New(cfg(bound)).Rewrite(traces[0].body) // loads the encoders and the squasher's tables
+	// Each turn is a trace and the number of messages sent.
+	var turns [][2]int
+	for i, tr := range traces {
+		req, ok := parseRequest(tr.body)
+		if !ok {
+			continue
+		}
+		for k := 2; k <= len(req.messages); k++ {
+			if req.messages[k-1].role == "tool" || k == len(req.messages) {
+				turns = append(turns, [2]int{i, k})
+			}
+		}
+	}
+	// Each body is garbage once rewritten, as a request's is: an entry that
+	// kept a slice of one would be held heap the test sees.
+	before := heap()
+	p := New(cfg(bound))
+	for _, tk := range turns {
+		p.Rewrite(prefixBody(tb, traces[tk[0]].body, tk[1]))
+	}
+	held = heap() - before
+	entries, used = p.cache.stats()
+	runtime.KeepAlive(p)
+	runtime.KeepAlive(traces)
+	return held, used, entries
 }

@@ -308,8 +308,10 @@ func resultKey(it *wire.Item, calls map[string]call, legacy *call) (tool string,
 
 // callsOf returns the calls message i makes, in order, with their dedup
 // keys, and which are shell commands that only look (shell's
-// ReadOnlyCall). Strings are the parse's own copies, so they do not pin
-// the body.
+// ReadOnlyCall). The calls are cached with the message's facts, so their
+// id and tool are copied into one string of their own: the parse keeps
+// every call's id and name of the request in one block, which a slice of
+// it would pin (a whole conversation's, for one message's facts).
 func callsOf(shell *squash.Squasher, req *request, i int) []call {
 	var calls []call
 	r := req.Messages[i].Items
@@ -318,7 +320,9 @@ func callsOf(shell *squash.Squasher, req *request, i int) []call {
 		if c.Kind != wire.KindToolCall {
 			continue
 		}
-		calls = append(calls, call{id: c.CallID, key: newCallKey(c.Tool, req.f.CanonicalArguments(req.Conversation, it)),
+		own := c.CallID + c.Tool
+		id, tool := own[:len(c.CallID)], own[len(c.CallID):]
+		calls = append(calls, call{id: id, key: newCallKey(tool, req.f.CanonicalArguments(req.Conversation, it)),
 			shellRead: shell.ReadOnlyCall(squash.Call{Tool: c.Tool, Args: req.f.Arguments(req.Conversation, it)})})
 	}
 	return calls

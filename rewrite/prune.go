@@ -3,6 +3,7 @@ package rewrite
 import (
 	"crypto/sha256"
 	"strconv"
+	"strings"
 
 	"github.com/ctxpress/ctxpress/squash"
 )
@@ -225,7 +226,9 @@ func (p *Pipeline) pruneLine(v *view, k int) prunedLine {
 		return c.(prunedLine)
 	}
 	text := p.shell.PruneLine(resultCall(req, r), req.f.Text(req.Conversation, r.item))
-	pl := prunedLine{text: text, tokens: p.counter.Count(v.enc, text)}
+	// A copy of the line's own size: PruneLine may return a slice of the
+	// result's text or a builder's larger buffer.
+	pl := prunedLine{text: strings.Clone(text), tokens: p.counter.Count(v.enc, text)}
 	p.cache.add(key, pl, int64(len(text)+16))
 	return pl
 }

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"crypto/sha256"
+	"strings"
 
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
@@ -119,6 +120,9 @@ func (p *Pipeline) squashText(pr producer, text string) (string, squash.Shape, b
 	if r.same {
 		r.out, r.shape = "", ""
 	}
+	// A squasher builds its output in a strings.Builder, whose buffer is up
+	// to twice the text: the cache keeps a copy of the text's own size.
+	r.out = strings.Clone(r.out)
 	p.cache.add(key, r, int64(len(r.out)+len(r.shape)))
 	if r.same {
 		return text, "", false

@@ -56,6 +56,9 @@ type BoltOptions struct {
 	// OnSweep, when set, is called after each background sweep with the
 	// number of records deleted and the error, for logging.
 	OnSweep func(removed int, err error)
+	// MapResident bounds the bytes of the db file's map kept in RSS (see
+	// trimMapping); 0 means DefaultMapResident (16 MiB), negative no bound.
+	MapResident int64
 }
 
 // boltStore is the Store on a bbolt file.
@@ -64,7 +67,8 @@ type boltStore struct {
 	path     string
 	readOnly bool
 	now      func() time.Time
-	sweeper  *sweeper // nil when disabled
+	sweeper  *sweeper    // nil when disabled
+	trimmer  *mapTrimmer // nil when MapResident < 0
 
 	records *recordCache // decoded records, so a busy conversation is not re-decoded every turn
 	closed  atomic.Bool  // set by Close: the cache must not answer after it
@@ -125,6 +129,7 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 	if !opts.ReadOnly {
 		s.sweeper = startSweeper(rs, s.Sweep)
 	}
+	s.trimmer = startMapTrimmer(s, opts.MapResident)
 	return s, nil
 }
 
@@ -565,6 +570,7 @@ func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
 func (s *boltStore) Close() error {
 	s.closeOnce.Do(func() {
 		s.sweeper.Stop()
+		s.trimmer.Stop()
 		s.closed.Store(true)
 		s.records.clear(0)
 		if err := s.broken.Load(); err != nil {
