@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -353,14 +354,30 @@ func normalize(r *Record) {
 	for i := range r.RecentSummaries {
 		r.RecentSummaries[i].At = utc(r.RecentSummaries[i].At)
 	}
-	if len(r.Turns) == 0 {
-		r.Turns = nil
+	r.Turns = normalTurns(r.Turns)
+}
+
+// normalTurns returns ts with every At in UTC to the millisecond, nil for
+// none. It copies ts only when a turn needs it: the array may be shared
+// with other copies of the record (see Record.Turns).
+func normalTurns(ts []Turn) []Turn {
+	if len(ts) == 0 {
+		return nil
 	}
-	for i := range r.Turns {
-		if at := r.Turns[i].At; !at.IsZero() {
-			r.Turns[i].At = time.UnixMilli(at.UnixMilli()).UTC()
+	copied := false
+	for i := range ts {
+		at := ts[i].At
+		if at.IsZero() {
+			continue
+		}
+		if n := time.UnixMilli(at.UnixMilli()).UTC(); n != at {
+			if !copied {
+				ts, copied = slices.Clone(ts), true
+			}
+			ts[i].At = n
 		}
 	}
+	return ts
 }
 
 // encodeRecord returns the stored bytes of r.

@@ -138,10 +138,12 @@ func (c *recordCache) clear(txid uint64) {
 }
 
 // clone returns r with slices of its own, so that neither the cache nor a
-// caller can change the other's copy.
+// caller can change the other's copy. Turns are shared, not copied: no one
+// writes a Turns array once it is in a Record (AddTurn and normalize make
+// a new one), and copying the history of MaxTurns on every Get was most of
+// the bytes the chat path allocated, for a list it never reads.
 func (r Record) clone() Record {
 	r.Branches = slices.Clone(r.Branches)
 	r.RecentSummaries = slices.Clone(r.RecentSummaries)
-	r.Turns = slices.Clone(r.Turns)
 	return r
 }

@@ -143,7 +143,8 @@ func TestGetDuringAWriteAnswersTheCommittedRecord(t *testing.T) {
 }
 
 // Records from Get are copies: changing one changes neither the cache nor
-// the next Get.
+// the next Get. Turns are shared and read-only (Record.Turns): a copy
+// that adds a turn has a new array.
 func TestRecordCacheHandsOutCopies(t *testing.T) {
 	s := openTestBolt(t, filepath.Join(t.TempDir(), "c.db"), BoltOptions{})
 	mustUpdate(t, s, keyA, func(r *Record) error {
@@ -152,10 +153,10 @@ func TestRecordCacheHandsOutCopies(t *testing.T) {
 		return nil
 	})
 	got := mustGet(t, s, keyA)
-	got.Turns[0].TokensBefore = 777
+	got.AddTurn(Turn{TokensBefore: 777})
 	got.Branches[0].Covered = 777
 	again := mustGet(t, s, keyA)
-	if again.Turns[0].TokensBefore != 10 || again.Branches[0].Covered != 2 {
+	if len(again.Turns) != 1 || again.Turns[0].TokensBefore != 10 || again.Branches[0].Covered != 2 {
 		t.Fatalf("a caller's change reached the store: %+v %+v", again.Turns[0], again.Branches[0])
 	}
 }

@@ -61,6 +61,8 @@ type Record struct {
 	// oldest first, for inspection.
 	RecentSummaries []SummaryEntry
 	// Turns are the last MaxTurns requests, oldest first, for the dashboard.
+	// Copies of a Record (and the store's cache) share the array: read it,
+	// or replace it (AddTurn appends into a new one), never write into it.
 	Turns []Turn
 
 	CreatedAt time.Time // set by the store when the record is first written
