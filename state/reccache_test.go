@@ -246,3 +246,36 @@ func TestRecordCacheDeleteUnderReads(t *testing.T) {
 		}
 	}
 }
+
+// While a write transaction is open, a reader of a key it writes is
+// answered from the cache with the committed record, not by reading and
+// decoding the file: the recorder's writes follow each other, so a busy
+// conversation is being written most of the time, and every request of it
+// decoded its record (a fifth of the chat path's CPU).
+func TestGetDuringAWriteIsAnsweredFromMemory(t *testing.T) {
+	s := openTestBolt(t, filepath.Join(t.TempDir(), "c.db"), BoltOptions{})
+	full := historyRecord(keyA)
+	mustUpdate(t, s, keyA, func(r *Record) error { *r = full; return nil })
+	var allocs float64
+	var rec Record
+	if _, _, err := s.UpdateMany([]Mutation{
+		{Key: keyA, Fn: func(r *Record) error { r.Requests++; return nil }},
+		{Key: keyB, Fn: func(r *Record) error {
+			done := make(chan struct{})
+			go func() { // bbolt's readers do not wait for the writer
+				defer close(done)
+				allocs = testing.AllocsPerRun(20, func() { rec, _, _ = s.Get(keyA) })
+			}()
+			<-done
+			return nil
+		}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Requests != full.Requests {
+		t.Errorf("during the write Get said %d requests, want the committed %d", rec.Requests, full.Requests)
+	}
+	if allocs > 5 {
+		t.Errorf("a Get during a write allocated %.0f times: it decoded the record from the file", allocs)
+	}
+}
