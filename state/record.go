@@ -253,6 +253,11 @@ func (r *Record) AddSummaryHistory(e SummaryEntry) {
 // max(0, before-after)), and Compactions when t.Compacted. It leaves
 // LastInputTokens, LastEstimate and Calibration to the caller.
 func (r *Record) AddTurn(t Turn) {
+	if !t.At.IsZero() {
+		// As stored, so normalize has no turn to fix and need not copy
+		// the history (see normalTurns).
+		t.At = time.UnixMilli(t.At.UnixMilli()).UTC()
+	}
 	r.Turns = appendCapped(r.Turns, t, MaxTurns)
 	r.Requests++
 	r.TokensBefore += int64(t.TokensBefore)
