@@ -45,6 +45,7 @@ type cachedRecord struct {
 
 type cacheState struct {
 	rec     Record
+	turns   *turnsMemo // the encoding of rec.Turns; nil: not kept
 	txid    uint64
 	deleted bool // a tombstone
 }
@@ -74,14 +75,15 @@ func (c *recordCache) get(k []byte) (Record, bool) {
 	return Record{}, false
 }
 
-// latest returns a copy of the newest record under k, committed or not: a
-// writer's base, inside the write transaction that follows.
-func (c *recordCache) latest(k []byte) (Record, bool) {
+// latest returns a copy of the newest record under k, committed or not,
+// and the memo of its turns (nil: none): a writer's base, inside the
+// write transaction that follows.
+func (c *recordCache) latest(k []byte) (Record, *turnsMemo, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[string(k)]
 	if !ok {
-		return Record{}, false
+		return Record{}, nil, false
 	}
 	c.ll.MoveToFront(e)
 	cr := e.Value.(*cachedRecord)
@@ -89,12 +91,12 @@ func (c *recordCache) latest(k []byte) (Record, bool) {
 	if cr.pending != nil {
 		st = cr.pending
 	} else if !cr.known {
-		return Record{}, false
+		return Record{}, nil, false
 	}
 	if st.deleted {
-		return Record{}, false
+		return Record{}, nil, false
 	}
-	return st.rec.clone(), true
+	return st.rec.clone(), st.turns, true
 }
 
 // add tells the cache what a read transaction with id txid decoded under
@@ -124,10 +126,10 @@ func (c *recordCache) add(k []byte, rec Record, txid uint64) {
 	}
 }
 
-// put stores a copy of rec, written by the write transaction txid, pending
-// until commit.
-func (c *recordCache) put(k []byte, rec Record, txid uint64) {
-	c.setPending(string(k), cacheState{rec: rec.clone(), txid: txid})
+// put stores a copy of rec and the memo of its turns, written by the
+// write transaction txid, pending until commit.
+func (c *recordCache) put(k []byte, rec Record, turns *turnsMemo, txid uint64) {
+	c.setPending(string(k), cacheState{rec: rec.clone(), turns: turns, txid: txid})
 }
 
 // remove leaves a tombstone for k, deleted by the write transaction txid,

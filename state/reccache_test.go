@@ -173,12 +173,12 @@ func TestRecordCacheRefusesOlderReads(t *testing.T) {
 	if _, ok := c.get(k); ok {
 		t.Fatal("a read from before the delete was cached")
 	}
-	c.put(k, Record{Requests: 2}, 11)
+	c.put(k, Record{Requests: 2}, nil, 11)
 	c.add(k, Record{Requests: 1}, 10)
 	if _, ok := c.get(k); ok {
 		t.Fatal("a reader got a write before its commit")
 	}
-	if rec, _ := c.latest(k); rec.Requests != 2 {
+	if rec, _, _ := c.latest(k); rec.Requests != 2 {
 		t.Fatalf("a read replaced a newer write for the next writer: %+v", rec)
 	}
 	c.commit([]string{"k"}, 11)
@@ -187,7 +187,7 @@ func TestRecordCacheRefusesOlderReads(t *testing.T) {
 	}
 	// Drop everything by eviction: the floor keeps older reads out.
 	for i := 0; i <= recordCacheSize; i++ {
-		c.put([]byte{byte(i), byte(i >> 8), 'x'}, Record{}, uint64(100+i))
+		c.put([]byte{byte(i), byte(i >> 8), 'x'}, Record{}, nil, uint64(100+i))
 	}
 	c.add(k, Record{Requests: 1}, 50)
 	if _, ok := c.get(k); ok {
