@@ -205,30 +205,62 @@ func (r *recorder) run() {
 	}
 }
 
+// write stores a batch in one UpdateMany with one mutation per
+// conversation: its turns of the batch applied in order, so a
+// conversation answered several times since the last write is decoded,
+// encoded and written once.
 func (r *recorder) write(batch []turnRecord) {
 	opened := make([]bool, len(batch))
-	muts := make([]state.Mutation, len(batch))
+	// after[i] is the record as turn i left it, for written: the last
+	// turn of its Turns is turn i's.
+	after := make([]state.Record, len(batch))
+	groups := groupByKey(batch)
+	muts := make([]state.Mutation, len(groups))
 	now := r.now()
-	for i, tr := range batch {
-		muts[i] = state.Mutation{Key: tr.turn.key, Fn: func(rec *state.Record) error {
-			opened[i] = applyTurn(rec, tr, now)
+	for g, idx := range groups {
+		muts[g] = state.Mutation{Key: batch[idx[0]].turn.key, Fn: func(rec *state.Record) error {
+			for _, i := range idx {
+				opened[i] = applyTurn(rec, batch[i], now)
+				after[i] = *rec
+			}
 			return nil
 		}}
 	}
 	recs, errs, err := r.store.UpdateMany(muts)
-	for i, tr := range batch {
-		// A reader between the commit and here may apply this turn's usage
-		// twice to its copy; it comes out the same.
-		r.done1(tr.turn.key)
-		switch {
-		case err != nil:
-			r.failed("cannot write the conversation record", err)
-		case errs[i] != nil:
-			r.failed("cannot write the conversation record", errs[i])
-		case r.written != nil:
-			r.written(recs[i], opened[i])
+	for g, idx := range groups {
+		for _, i := range idx {
+			// A reader between the commit and here may apply this turn's
+			// usage twice to its copy; it comes out the same.
+			r.done1(batch[i].turn.key)
+			switch {
+			case err != nil:
+				r.failed("cannot write the conversation record", err)
+			case errs[g] != nil:
+				r.failed("cannot write the conversation record", errs[g])
+			case r.written != nil:
+				rec := after[i]
+				rec.Key, rec.CreatedAt, rec.UpdatedAt = recs[g].Key, recs[g].CreatedAt, recs[g].UpdatedAt
+				r.written(rec, opened[i])
+			}
 		}
 	}
+}
+
+// groupByKey returns the indexes of batch's turns grouped by conversation,
+// the groups in the order of their first turn, each in queue order.
+func groupByKey(batch []turnRecord) [][]int {
+	var groups [][]int
+	at := make(map[state.Key]int, len(batch))
+	for i, tr := range batch {
+		g, ok := at[tr.turn.key]
+		if !ok {
+			g = len(groups)
+			at[tr.turn.key] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
 }
 
 // applyTurn folds one answered turn into its conversation's record: the

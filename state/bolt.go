@@ -353,7 +353,7 @@ func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
 		w.txid = uint64(tx.ID())
 		b := tx.Bucket(bucketConversations)
 		k := key.encode()
-		rec, data, err := s.apply(key, k, b.Get(k), s.now(), userFn)
+		rec, data, memo, err := s.apply(key, k, b.Get(k), s.now(), userFn)
 		if err != nil {
 			return err
 		}
@@ -361,7 +361,7 @@ func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
 			return err
 		}
 		out = rec
-		w.put(s.records, k, rec)
+		w.put(s.records, k, rec, memo)
 		return nil
 	})
 	w.committed = err == nil
@@ -402,7 +402,7 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 				return fn(r)
 			}
 			k := m.Key.encode()
-			rec, data, err := s.apply(m.Key, k, b.Get(k), now, userFn)
+			rec, data, memo, err := s.apply(m.Key, k, b.Get(k), now, userFn)
 			var ue errUser
 			if errors.As(err, &ue) {
 				errs[i] = ue.err
@@ -415,7 +415,7 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 				return err
 			}
 			recs[i] = rec
-			w.put(s.records, k, rec)
+			w.put(s.records, k, rec, memo)
 		}
 		return nil
 	})
@@ -430,8 +430,8 @@ type cacheWrite struct {
 	committed bool
 }
 
-func (w *cacheWrite) put(c *recordCache, k []byte, rec Record) {
-	c.put(k, rec, w.txid)
+func (w *cacheWrite) put(c *recordCache, k []byte, rec Record, turns *turnsMemo) {
+	c.put(k, rec, turns, w.txid)
 	w.keys = append(w.keys, string(k))
 }
 
@@ -454,14 +454,20 @@ func (s *boltStore) settle(w *cacheWrite) {
 
 // apply is applyUpdate starting from the cached record when there is one
 // (the bytes in old are then that same record: every write goes through
-// the cache).
-func (s *boltStore) apply(key Key, k, old []byte, now time.Time, fn func(*Record) error) (Record, []byte, error) {
+// the cache), and from the encoding of its turns the cache kept. It
+// returns the memo of the result's turns for the cache.
+func (s *boltStore) apply(key Key, k, old []byte, now time.Time, fn func(*Record) error) (Record, []byte, *turnsMemo, error) {
 	if old != nil {
-		if rec, ok := s.records.latest(k); ok {
-			return applyTo(rec, key, now, fn)
+		if rec, memo, ok := s.records.latest(k); ok {
+			return applyMemo(rec, memo, key, now, fn)
 		}
+		rec := Record{Key: key, CreatedAt: now}
+		if r, err := decodeRecord(key, old); err == nil {
+			rec = r
+		}
+		return applyMemo(rec, nil, key, now, fn)
 	}
-	return applyUpdate(key, old, now, fn)
+	return applyMemo(Record{Key: key, CreatedAt: now}, nil, key, now, fn)
 }
 
 func (s *boltStore) Delete(key Key) (bool, error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -178,30 +179,83 @@ func (ts diskTurns) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		var at int64
-		if !t.At.IsZero() {
-			at = t.At.UnixMilli()
-		}
-		b = append(b, '[')
-		b = strconv.AppendInt(b, at, 10)
-		for _, v := range [...]int{t.TokensBefore, t.TokensAfter, t.InputTokens} {
-			b = append(b, ',')
-			b = strconv.AppendInt(b, int64(v), 10)
-		}
-		if t.Compacted {
-			b = append(b, ",1"...)
-		} else {
-			b = append(b, ",0"...)
-		}
-		if t.CachedTokens != 0 || t.CacheWriteTokens != 0 {
-			b = append(b, ',')
-			b = strconv.AppendInt(b, int64(t.CachedTokens), 10)
-			b = append(b, ',')
-			b = strconv.AppendInt(b, int64(t.CacheWriteTokens), 10)
-		}
-		b = append(b, ']')
+		b = appendTurn(b, t)
 	}
 	return append(b, ']'), nil
+}
+
+// appendTurn appends t's inner array to b.
+func appendTurn(b []byte, t Turn) []byte {
+	var at int64
+	if !t.At.IsZero() {
+		at = t.At.UnixMilli()
+	}
+	b = append(b, '[')
+	b = strconv.AppendInt(b, at, 10)
+	for _, v := range [...]int{t.TokensBefore, t.TokensAfter, t.InputTokens} {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(v), 10)
+	}
+	if t.Compacted {
+		b = append(b, ",1"...)
+	} else {
+		b = append(b, ",0"...)
+	}
+	if t.CachedTokens != 0 || t.CacheWriteTokens != 0 {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(t.CachedTokens), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(t.CacheWriteTokens), 10)
+	}
+	return append(b, ']')
+}
+
+// turnsMemo is the encoding of a record's Turns kept with the record in
+// the bolt store's cache, so the next write encodes only the turns it
+// added: the history of MaxTurns was most of the work of every write.
+type turnsMemo struct {
+	turns []Turn  // what enc encodes (sharing the record's array)
+	enc   []byte  // the inner arrays, comma-separated, without the outer brackets
+	offs  []int32 // where each turn's inner array starts in enc
+}
+
+// maxNewTurns bounds how many added turns encodeTurns looks for before it
+// encodes the whole list again.
+const maxNewTurns = 32
+
+// encodeTurns returns the memo of ts, reusing prev's encoding of the turns
+// ts kept from it: ts is prev.turns without some of its oldest, then up to
+// maxNewTurns added ones.
+func encodeTurns(ts []Turn, prev *turnsMemo) *turnsMemo {
+	kept, from := 0, 0
+	if prev != nil {
+		for added := 0; added <= min(len(ts)-1, maxNewTurns); added++ {
+			k := len(ts) - added
+			if d := len(prev.turns) - k; d >= 0 && slices.Equal(ts[:k], prev.turns[d:]) {
+				kept, from = k, d
+				break
+			}
+		}
+	}
+	m := &turnsMemo{turns: ts, offs: make([]int32, 0, len(ts))}
+	if kept > 0 {
+		start := prev.offs[from]
+		m.enc = make([]byte, 0, len(prev.enc)-int(start)+(len(ts)-kept)*48)
+		m.enc = append(m.enc, prev.enc[start:]...)
+		for _, o := range prev.offs[from:] {
+			m.offs = append(m.offs, o-start)
+		}
+	} else {
+		m.enc = make([]byte, 0, len(ts)*40)
+	}
+	for _, t := range ts[kept:] {
+		if len(m.enc) > 0 {
+			m.enc = append(m.enc, ',')
+		}
+		m.offs = append(m.offs, int32(len(m.enc)))
+		m.enc = appendTurn(m.enc, t)
+	}
+	return m
 }
 
 // turnNumbers are the numbers of a turn this version reads: diskTurns'
@@ -353,18 +407,41 @@ func normalize(r *Record) {
 	for i := range r.RecentSummaries {
 		r.RecentSummaries[i].At = utc(r.RecentSummaries[i].At)
 	}
-	if len(r.Turns) == 0 {
-		r.Turns = nil
+	r.Turns = normalTurns(r.Turns)
+}
+
+// normalTurns returns ts with every At in UTC to the millisecond, nil for
+// none. It copies ts only when a turn needs it: the array may be shared
+// with other copies of the record (see Record.Turns).
+func normalTurns(ts []Turn) []Turn {
+	if len(ts) == 0 {
+		return nil
 	}
-	for i := range r.Turns {
-		if at := r.Turns[i].At; !at.IsZero() {
-			r.Turns[i].At = time.UnixMilli(at.UnixMilli()).UTC()
+	copied := false
+	for i := range ts {
+		at := ts[i].At
+		if at.IsZero() {
+			continue
+		}
+		if n := time.UnixMilli(at.UnixMilli()).UTC(); n != at {
+			if !copied {
+				ts, copied = slices.Clone(ts), true
+			}
+			ts[i].At = n
 		}
 	}
+	return ts
 }
 
 // encodeRecord returns the stored bytes of r.
 func encodeRecord(r *Record) ([]byte, error) {
+	b, _, err := encodeRecordMemo(r, nil)
+	return b, err
+}
+
+// encodeRecordMemo is encodeRecord reusing prev, the memo of the turns of
+// the record r was made from (nil: none), and returns the memo of r's.
+func encodeRecordMemo(r *Record, prev *turnsMemo) ([]byte, *turnsMemo, error) {
 	d := diskRecord{
 		Namespace:    r.Key.Namespace,
 		ID:           r.Key.ID,
@@ -404,16 +481,18 @@ func encodeRecord(r *Record) ([]byte, error) {
 	}
 	b, err := json.Marshal(&d)
 	if err != nil {
-		return nil, fmt.Errorf("state: encode %s: %w", r.Key, err)
+		return nil, nil, fmt.Errorf("state: encode %s: %w", r.Key, err)
 	}
-	if len(r.Turns) > 0 {
-		// Spliced in rather than marshalled as a field: encoding/json
-		// re-scans a Marshaler's output, which cost more than the rest of
-		// the record. Key order does not matter to the decoder.
-		turns, _ := diskTurns(r.Turns).MarshalJSON()
-		b = append(append(append(b[:len(b)-1], `,"turns":`...), turns...), '}')
+	if len(r.Turns) == 0 {
+		return b, nil, nil
 	}
-	return b, nil
+	// Spliced in rather than marshalled as a field: encoding/json
+	// re-scans a Marshaler's output, which cost more than the rest of
+	// the record. Key order does not matter to the decoder.
+	m := encodeTurns(r.Turns, prev)
+	out := make([]byte, 0, len(b)+len(m.enc)+12)
+	out = append(append(out, b[:len(b)-1]...), `,"turns":[`...)
+	return append(append(out, m.enc...), "]}"...), m, nil
 }
 
 // decodeRecord decodes stored bytes. The Key comes from the storage key, which

@@ -16,14 +16,17 @@ const recordCacheSize = 512
 //
 // Writers put the record they write, or a tombstone for one they delete,
 // from inside their write transaction; bbolt runs those one at a time, so
-// the cache follows the write order. Such an entry is pending until its
-// transaction commits: readers do not see it (they read the file, which
-// still has the committed record), writers build on it. A reader that
-// missed adds what its read transaction (id r) decoded only when the key
-// has no entry at all and nothing newer than r was ever dropped from the
-// cache (floor): any write to the key after r left an entry or a
-// tombstone, or raised the floor when it was dropped. So a read that raced
-// a write cannot leave older data behind.
+// the cache follows the write order. What a writer puts is pending until
+// its transaction commits: readers do not see it, they see the entry's
+// committed record (what the file still holds), and writers build on it.
+// The recorder's write transactions follow each other, so a busy key is
+// pending most of the time: readers must still be answered from memory
+// then (reading the file meant decoding the record on every request).
+// A reader that missed adds what its read transaction (id r) decoded only
+// when the key has no entry at all and nothing newer than r was ever
+// dropped from the cache (floor): any write to the key after r left an
+// entry or a tombstone, or raised the floor when it was dropped. So a read
+// that raced a write cannot leave older data behind.
 type recordCache struct {
 	mu    sync.Mutex
 	floor uint64 // highest transaction id of anything dropped
@@ -31,12 +34,28 @@ type recordCache struct {
 	m     map[string]*list.Element // value: *cachedRecord
 }
 
+// cachedRecord is a key's committed state, when known, and the write of a
+// transaction not committed yet, if any.
 type cachedRecord struct {
-	key     string
+	key       string
+	committed cacheState
+	known     bool        // committed is what the file holds
+	pending   *cacheState // written by pending.txid, not committed yet
+}
+
+type cacheState struct {
 	rec     Record
+	turns   *turnsMemo // the encoding of rec.Turns; nil: not kept
 	txid    uint64
 	deleted bool // a tombstone
-	pending bool // written by transaction txid, not committed yet
+}
+
+// newest is the highest transaction id the entry holds.
+func (cr *cachedRecord) newest() uint64 {
+	if cr.pending != nil {
+		return max(cr.committed.txid, cr.pending.txid)
+	}
+	return cr.committed.txid
 }
 
 func newRecordCache() *recordCache {
@@ -45,82 +64,123 @@ func newRecordCache() *recordCache {
 
 // get returns a copy of the committed record under k, if the cache has it.
 func (c *recordCache) get(k []byte) (Record, bool) {
-	return c.lookup(k, false)
-}
-
-// latest returns a copy of the newest record under k, committed or not: a
-// writer's base, inside the write transaction that follows.
-func (c *recordCache) latest(k []byte) (Record, bool) {
-	return c.lookup(k, true)
-}
-
-func (c *recordCache) lookup(k []byte, pending bool) (Record, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[string(k)]; ok {
 		c.ll.MoveToFront(e)
-		if cr := e.Value.(*cachedRecord); !cr.deleted && (pending || !cr.pending) {
-			return cr.rec.clone(), true
+		if cr := e.Value.(*cachedRecord); cr.known && !cr.committed.deleted {
+			return cr.committed.rec.clone(), true
 		}
 	}
 	return Record{}, false
 }
 
-// add stores a copy of rec, as a read transaction with id txid decoded it,
-// when that cannot hide a newer write (see recordCache).
+// latest returns a copy of the newest record under k, committed or not,
+// and the memo of its turns (nil: none): a writer's base, inside the
+// write transaction that follows.
+func (c *recordCache) latest(k []byte) (Record, *turnsMemo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[string(k)]
+	if !ok {
+		return Record{}, nil, false
+	}
+	c.ll.MoveToFront(e)
+	cr := e.Value.(*cachedRecord)
+	st := &cr.committed
+	if cr.pending != nil {
+		st = cr.pending
+	} else if !cr.known {
+		return Record{}, nil, false
+	}
+	if st.deleted {
+		return Record{}, nil, false
+	}
+	return st.rec.clone(), st.turns, true
+}
+
+// add tells the cache what a read transaction with id txid decoded under
+// k. With no entry for k, it stores a copy when that cannot hide a newer
+// write (see recordCache). With one, the read is news only of writes
+// txid includes: a pending write that committed (its transaction id is
+// txid or older) becomes the committed record, so no reader is answered
+// from memory with a record older than one a reader got from the file
+// while that write's commit was not yet settled; and an entry whose
+// committed record is unknown or older than txid takes the one read.
 func (c *recordCache) add(k []byte, rec Record, txid uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[string(k)]; ok || txid < c.floor {
+	e, ok := c.m[string(k)]
+	if !ok {
+		if txid >= c.floor {
+			c.insertLocked(string(k), &cachedRecord{committed: cacheState{rec: rec.clone(), txid: txid}, known: true})
+		}
 		return
 	}
-	c.setLocked(string(k), &cachedRecord{rec: rec.clone(), txid: txid})
+	cr := e.Value.(*cachedRecord)
+	switch {
+	case cr.pending != nil && cr.pending.txid <= txid:
+		cr.committed, cr.known, cr.pending = *cr.pending, true, nil
+	case !cr.known || cr.committed.txid < txid:
+		cr.committed, cr.known = cacheState{rec: rec.clone(), txid: txid}, true
+	}
 }
 
-// put stores a copy of rec, written by the write transaction txid, pending
-// until commit.
-func (c *recordCache) put(k []byte, rec Record, txid uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.setLocked(string(k), &cachedRecord{rec: rec.clone(), txid: txid, pending: true})
+// put stores a copy of rec and the memo of its turns, written by the
+// write transaction txid, pending until commit.
+func (c *recordCache) put(k []byte, rec Record, turns *turnsMemo, txid uint64) {
+	c.setPending(string(k), cacheState{rec: rec.clone(), turns: turns, txid: txid})
 }
 
 // remove leaves a tombstone for k, deleted by the write transaction txid,
 // pending until commit.
 func (c *recordCache) remove(k []byte, txid uint64) {
+	c.setPending(string(k), cacheState{txid: txid, deleted: true})
+}
+
+func (c *recordCache) setPending(k string, st cacheState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.setLocked(string(k), &cachedRecord{txid: txid, deleted: true, pending: true})
+	if e, ok := c.m[k]; ok {
+		e.Value.(*cachedRecord).pending = &st
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.insertLocked(k, &cachedRecord{pending: &st})
 }
 
 // commit makes what the transaction txid put under keys visible to
-// readers; an entry a later transaction replaced stays as it is.
+// readers. An entry a later transaction already replaced has lost the
+// record txid committed: readers go to the file for it until that later
+// transaction commits.
 func (c *recordCache) commit(keys []string, txid uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, k := range keys {
-		if e, ok := c.m[k]; ok {
-			if cr := e.Value.(*cachedRecord); cr.txid == txid {
-				cr.pending = false
-			}
+		e, ok := c.m[k]
+		if !ok {
+			continue
+		}
+		cr := e.Value.(*cachedRecord)
+		switch {
+		case cr.pending == nil:
+		case cr.pending.txid == txid:
+			cr.committed, cr.known, cr.pending = *cr.pending, true, nil
+		case cr.pending.txid > txid:
+			cr.known = false
 		}
 	}
 }
 
-func (c *recordCache) setLocked(k string, cr *cachedRecord) {
+func (c *recordCache) insertLocked(k string, cr *cachedRecord) {
 	cr.key = k
-	if e, ok := c.m[k]; ok {
-		e.Value = cr
-		c.ll.MoveToFront(e)
-		return
-	}
 	c.m[k] = c.ll.PushFront(cr)
 	for c.ll.Len() > recordCacheSize {
 		old := c.ll.Back()
 		c.ll.Remove(old)
 		dropped := old.Value.(*cachedRecord)
 		delete(c.m, dropped.key)
-		c.floor = max(c.floor, dropped.txid)
+		c.floor = max(c.floor, dropped.newest())
 	}
 }
 
@@ -130,7 +190,7 @@ func (c *recordCache) clear(txid uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for e := c.ll.Front(); e != nil; e = e.Next() {
-		c.floor = max(c.floor, e.Value.(*cachedRecord).txid)
+		c.floor = max(c.floor, e.Value.(*cachedRecord).newest())
 	}
 	c.floor = max(c.floor, txid)
 	c.ll.Init()
@@ -138,10 +198,12 @@ func (c *recordCache) clear(txid uint64) {
 }
 
 // clone returns r with slices of its own, so that neither the cache nor a
-// caller can change the other's copy.
+// caller can change the other's copy. Turns are shared, not copied: no one
+// writes a Turns array once it is in a Record (AddTurn and normalize make
+// a new one), and copying the history of MaxTurns on every Get was most of
+// the bytes the chat path allocated, for a list it never reads.
 func (r Record) clone() Record {
 	r.Branches = slices.Clone(r.Branches)
 	r.RecentSummaries = slices.Clone(r.RecentSummaries)
-	r.Turns = slices.Clone(r.Turns)
 	return r
 }

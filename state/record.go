@@ -61,6 +61,8 @@ type Record struct {
 	// oldest first, for inspection.
 	RecentSummaries []SummaryEntry
 	// Turns are the last MaxTurns requests, oldest first, for the dashboard.
+	// Copies of a Record (and the store's cache) share the array: read it,
+	// or replace it (AddTurn appends into a new one), never write into it.
 	Turns []Turn
 
 	CreatedAt time.Time // set by the store when the record is first written
@@ -251,6 +253,11 @@ func (r *Record) AddSummaryHistory(e SummaryEntry) {
 // max(0, before-after)), and Compactions when t.Compacted. It leaves
 // LastInputTokens, LastEstimate and Calibration to the caller.
 func (r *Record) AddTurn(t Turn) {
+	if !t.At.IsZero() {
+		// As stored, so normalize has no turn to fix and need not copy
+		// the history (see normalTurns).
+		t.At = time.UnixMilli(t.At.UnixMilli()).UTC()
+	}
 	r.Turns = appendCapped(r.Turns, t, MaxTurns)
 	r.Requests++
 	r.TokensBefore += int64(t.TokensBefore)

@@ -201,3 +201,22 @@ func TestChainHashText(t *testing.T) {
 		t.Error("IsZero is wrong")
 	}
 }
+
+// A turn added with the clock's time (monotonic reading, local zone) is
+// stored to the millisecond in UTC at once, so writing the record does
+// not copy its history of MaxTurns turns again to fix the one new turn
+// (normalize copies a shared Turns array it must change).
+func TestWritingARecordDoesNotCopyTheHistoryOfANewTurn(t *testing.T) {
+	var r Record
+	for range MaxTurns {
+		r.AddTurn(Turn{At: time.Now().In(time.FixedZone("X", 3600)), TokensBefore: 1})
+	}
+	before := &r.Turns[0]
+	normalize(&r)
+	if &r.Turns[0] != before {
+		t.Error("normalize copied the turns: the newest turn's time was not kept as stored")
+	}
+	if at := r.Turns[MaxTurns-1].At; at.Location() != time.UTC || at.Nanosecond()%int(time.Millisecond) != 0 {
+		t.Errorf("the newest turn's time is %v, want UTC to the millisecond", at)
+	}
+}

@@ -128,8 +128,15 @@ func applyUpdate(key Key, old []byte, now time.Time, fn func(*Record) error) (Re
 // applyTo is applyUpdate on an already decoded record (a store's own
 // copy: fn may change it).
 func applyTo(rec Record, key Key, now time.Time, fn func(*Record) error) (Record, []byte, error) {
+	rec, data, _, err := applyMemo(rec, nil, key, now, fn)
+	return rec, data, err
+}
+
+// applyMemo is applyTo with the memo of rec's turns (nil: none), and
+// returns the memo of the result's.
+func applyMemo(rec Record, memo *turnsMemo, key Key, now time.Time, fn func(*Record) error) (Record, []byte, *turnsMemo, error) {
 	if err := fn(&rec); err != nil {
-		return Record{}, nil, errUser{err}
+		return Record{}, nil, nil, errUser{err}
 	}
 	rec.Key = key
 	rec.UpdatedAt = now
@@ -137,11 +144,11 @@ func applyTo(rec Record, key Key, now time.Time, fn func(*Record) error) (Record
 		rec.CreatedAt = now
 	}
 	normalize(&rec)
-	data, err := encodeRecord(&rec)
+	data, memo, err := encodeRecordMemo(&rec, memo)
 	if err != nil {
-		return Record{}, nil, err
+		return Record{}, nil, nil, err
 	}
-	return rec, data, nil
+	return rec, data, memo, nil
 }
 
 // retentionSettings resolves the shared retention options.

@@ -1,8 +1,10 @@
 package state
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // benchOpen opens each store for the benchmarks, closed when they end.
@@ -28,15 +30,27 @@ var benchOpen = []struct {
 	}},
 }
 
-// A request's store traffic, store by store, on a full record: Get its
-// record, write its turn, and both.
+// historyRecord is fullRecord with MaxTurns turns: a conversation that
+// has run a while, what a busy proxy reads and writes on every turn.
+func historyRecord(key Key) Record {
+	r := fullRecord(key)
+	r.Turns = nil
+	for i := range MaxTurns {
+		r.AddTurn(Turn{At: t0.Add(time.Duration(i) * time.Second), TokensBefore: 90000 + i, TokensAfter: 40000 + i,
+			InputTokens: 41000 + i, CachedTokens: 39000})
+	}
+	return r
+}
+
+// A request's store traffic, store by store, on a full record (MaxTurns
+// turns): Get its record, write its turn, and both.
 // go test -run '^$' -bench StoreRequest ./state/
 func BenchmarkStoreRequest(b *testing.B) {
 	turn := func(r *Record) error { r.AddTurn(Turn{TokensBefore: 10, TokensAfter: 7}); return nil }
 	for _, bo := range benchOpen {
 		b.Run(bo.name, func(b *testing.B) {
 			s := bo.open(b)
-			full := fullRecord(keyA)
+			full := historyRecord(keyA)
 			if _, err := s.Update(keyA, func(r *Record) error { *r = full; return nil }); err != nil {
 				b.Fatal(err)
 			}
@@ -64,6 +78,37 @@ func BenchmarkStoreRequest(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// The recorder's write: one UpdateMany of a batch of turns over 64 busy
+// conversations (MaxTurns turns each), per turn of the batch.
+// go test -run '^$' -bench StoreBatch ./state/
+func BenchmarkStoreBatch(b *testing.B) {
+	const conversations, batch = 64, 128
+	turn := func(r *Record) error { r.AddTurn(Turn{TokensBefore: 10, TokensAfter: 7}); return nil }
+	for _, bo := range benchOpen {
+		b.Run(bo.name, func(b *testing.B) {
+			s := bo.open(b)
+			keys := make([]Key, conversations)
+			for i := range keys {
+				keys[i] = Key{Namespace: "bench", ID: fmt.Sprintf("conv-%02d", i)}
+				full := historyRecord(keys[i])
+				if _, err := s.Update(keys[i], func(r *Record) error { *r = full; return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			muts := make([]Mutation, batch)
+			for i := range muts {
+				muts[i] = Mutation{Key: keys[i%conversations], Fn: turn}
+			}
+			for b.Loop() {
+				if _, _, err := s.UpdateMany(muts); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/turn")
 		})
 	}
 }

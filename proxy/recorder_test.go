@@ -1,0 +1,88 @@
+package proxy
+
+import (
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire"
+	"github.com/rs/zerolog"
+)
+
+// batchStore holds each UpdateMany until released and keeps the keys of
+// every batch it was given.
+type batchStore struct {
+	state.Store
+	entered, release chan struct{}
+	mu               sync.Mutex
+	batches          [][]state.Key
+}
+
+func (s *batchStore) UpdateMany(muts []state.Mutation) ([]state.Record, []error, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	keys := make([]state.Key, len(muts))
+	for i, m := range muts {
+		keys[i] = m.Key
+	}
+	s.mu.Lock()
+	s.batches = append(s.batches, keys)
+	s.mu.Unlock()
+	return s.Store.UpdateMany(muts)
+}
+
+// A conversation answered several times while the previous write was under
+// way was written once per turn in the next batch: its record decoded,
+// re-encoded (history and all) and put again for every turn. Now a batch
+// writes each conversation once, with all of its turns, and every turn
+// still gets its own event, in order.
+func TestTurnsOfOneConversationInABatchAreWrittenOnce(t *testing.T) {
+	bolt, err := state.OpenBolt(filepath.Join(t.TempDir(), "r.db"), state.BoltOptions{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bolt.Close() })
+	st := &batchStore{Store: bolt, entered: make(chan struct{}, 8), release: make(chan struct{}, 8)}
+	var mu sync.Mutex
+	var events []string
+	written := func(rec state.Record, _ bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		last := rec.Turns[len(rec.Turns)-1]
+		events = append(events, rec.Key.ID+":"+string(rune('0'+rec.Requests))+":"+string(rune('0'+last.TokensBefore)))
+	}
+	r := newRecorder(st, zerolog.Nop(), time.Now, written)
+	a, b := state.NewKey([]byte("Bearer k"), "a"), state.NewKey([]byte("Bearer k"), "b")
+	line := lineRef{id: state.ChainHash{0xa}, tip: state.ChainHash{0xa, 1}, messages: 1}
+	send := func(key state.Key, n int) {
+		r.record(turnRecord{turn: turn{key: key, line: line, model: "m", tokensBefore: n, forwarded: true},
+			usage: wire.Usage{Found: true, InputTokens: 100 * n}})
+	}
+	send(a, 1)
+	<-st.entered // the first batch is held: the rest queue behind it
+	send(a, 2)
+	send(b, 1)
+	send(a, 3)
+	send(b, 2)
+	send(a, 4)
+	st.release <- struct{}{}
+	<-st.entered
+	st.release <- struct{}{}
+	r.close()
+
+	if len(st.batches) != 2 || !slices.Equal(st.batches[1], []state.Key{a, b}) {
+		t.Fatalf("batches %v; want [a] then one mutation each for a and b", st.batches)
+	}
+	want := []string{"a:1:1", "a:2:2", "a:3:3", "a:4:4", "b:1:1", "b:2:2"}
+	if !slices.Equal(events, want) {
+		t.Errorf("turn events %v, want %v", events, want)
+	}
+	rec, ok, err := bolt.Get(a)
+	if err != nil || !ok || rec.Requests != 4 || len(rec.Turns) != 4 || rec.Turns[3].InputTokens != 400 {
+		t.Errorf("a's record: %d requests, %d turns (%v, %v); want 4 and 4, the last with 400 input tokens",
+			rec.Requests, len(rec.Turns), ok, err)
+	}
+}
