@@ -12,9 +12,15 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// recordQueue is how many turns may wait for the store; past it a turn's
-// record is dropped (and said so) rather than delaying an answer.
-const recordQueue = 1024
+// recordQueue is how many turns may wait for the store. Past it a request
+// waits for room, at most recordQueueWait (a burst the writer absorbs
+// within a batch or two loses no turn), and only then is its record
+// dropped (and said so): a store that far behind is failing, and the
+// answer must not wait on it.
+const (
+	recordQueue     = 1024
+	recordQueueWait = time.Second
+)
 
 // warnEvery rate-limits store-failure warnings: a broken disk is reported
 // once per interval, not once per request.
@@ -32,7 +38,9 @@ type recorder struct {
 	log   zerolog.Logger
 	now   func() time.Time // the clock of turn times and warnings
 	queue chan turnRecord
-	done  chan struct{}
+	// queueWait bounds a request's wait for room in a full queue.
+	queueWait time.Duration
+	done      chan struct{}
 	// written, when set, is told of each record written and whether the
 	// turn opened its breaker (events, metrics).
 	written func(rec state.Record, tripped bool)
@@ -77,7 +85,13 @@ func (w *warnLimiter) warn(at time.Time, log zerolog.Logger, msg string, err err
 }
 
 func newRecorder(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool)) *recorder {
-	r := &recorder{store: store, log: log, now: now, queue: make(chan turnRecord, recordQueue), done: make(chan struct{}),
+	return newRecorderSized(store, log, now, written, recordQueue, recordQueueWait)
+}
+
+// newRecorderSized is newRecorder with its queue's length and longest wait
+// for room.
+func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool), queue int, wait time.Duration) *recorder {
+	r := &recorder{store: store, log: log, now: now, queue: make(chan turnRecord, queue), queueWait: wait, done: make(chan struct{}),
 		pending: map[state.Key]pendingTurns{}, written: written}
 	go r.run()
 	return r
@@ -98,7 +112,14 @@ func (r *recorder) record(tr turnRecord) {
 	r.pendingMu.Unlock()
 	select {
 	case r.queue <- tr:
+		return
 	default:
+	}
+	wait := time.NewTimer(r.queueWait)
+	defer wait.Stop()
+	select {
+	case r.queue <- tr:
+	case <-wait.C:
 		r.done1(tr.turn.key)
 		r.failed("record queue full; turn not recorded", nil)
 	}

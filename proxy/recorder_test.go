@@ -86,3 +86,38 @@ func TestTurnsOfOneConversationInABatchAreWrittenOnce(t *testing.T) {
 			rec.Requests, len(rec.Turns), ok, err)
 	}
 }
+
+// A burst of turns larger than the queue while the store is busy with a
+// batch: the requests past the queue wait for room instead of dropping
+// their records, and every turn is written once the store catches up.
+func TestBurstPastTheRecordQueueLosesNoTurn(t *testing.T) {
+	bolt, err := state.OpenBolt(filepath.Join(t.TempDir(), "r.db"), state.BoltOptions{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bolt.Close() })
+	st := &batchStore{Store: bolt, entered: make(chan struct{}, 64), release: make(chan struct{}, 64)}
+	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, 2, time.Hour)
+	key := state.NewKey([]byte("Bearer k"), "burst")
+	line := lineRef{id: state.ChainHash{0xb}, tip: state.ChainHash{0xb, 1}, messages: 1}
+	send := func() { r.record(turnRecord{turn: turn{key: key, line: line, model: "m", forwarded: true}}) }
+	send()
+	<-st.entered // the store holds the first batch
+	const burst = 8  // four times the queue
+	var sent sync.WaitGroup
+	for range burst {
+		sent.Go(send)
+	}
+	for range burst + 1 { // at most one batch per turn
+		st.release <- struct{}{}
+	}
+	sent.Wait()
+	r.close()
+	rec, ok, err := bolt.Get(key)
+	if err != nil || !ok {
+		t.Fatalf("no record: %v", err)
+	}
+	if rec.Requests != burst+1 {
+		t.Fatalf("%d turns recorded of %d: the burst past the queue was dropped", rec.Requests, burst+1)
+	}
+}
