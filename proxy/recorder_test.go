@@ -102,8 +102,8 @@ func TestBurstPastTheRecordQueueLosesNoTurn(t *testing.T) {
 	line := lineRef{id: state.ChainHash{0xb}, tip: state.ChainHash{0xb, 1}, messages: 1}
 	send := func() { r.record(turnRecord{turn: turn{key: key, line: line, model: "m", forwarded: true}}) }
 	send()
-	<-st.entered // the store holds the first batch
-	const burst = 8  // four times the queue
+	<-st.entered    // the store holds the first batch
+	const burst = 8 // four times the queue
 	var sent sync.WaitGroup
 	for range burst {
 		sent.Go(send)
