@@ -76,7 +76,7 @@ func (u *fakeUpstream) handle(ctx *fasthttp.RequestCtx) {
 	prompt := len(msgs.Raw)/4 + 1
 	model := gjson.GetBytes(body, "model").String()
 	text := replyText
-	if first := gjson.GetBytes(body, "messages.0.content").String(); len(msgs.Array()) == 1 && strings.HasPrefix(first, compactor.SummarizerPreamble) {
+	if isSummaryCall(msgs) {
 		u.summaries.Add(1)
 		text = "## Goal\\nFix the failing build.\\n\\n## Completed Actions\\n1. Ran the build: parser error.\\n\\n## Active Task\\nFix the parser condition."
 	} else {
@@ -131,4 +131,17 @@ func (u *fakeUpstream) handle(ctx *fasthttp.RequestCtx) {
 		_, _ = w.WriteString("data: [DONE]\n\n")
 		_ = w.Flush()
 	})
+}
+
+// isSummaryCall tells ctxpress's summary calls from agent turns: the last
+// message is the user's with the summary instruction, in either form (a
+// transcript, or the conversation's own history with the instruction
+// appended, which a summary that reuses the prompt cache sends).
+func isSummaryCall(msgs gjson.Result) bool {
+	all := msgs.Array()
+	if len(all) == 0 {
+		return false
+	}
+	last := all[len(all)-1]
+	return last.Get("role").String() == "user" && compactor.IsSummaryPrompt(last.Get("content").String())
 }
