@@ -30,45 +30,12 @@ duration="${DURATION:-8s}" conns="${CONNECTIONS:-16}" threads="${THREADS:-2}"
 body_bytes="${BODY_BYTES:-1024}" conversations="${CONVERSATIONS:-64}"
 workers="${NGINX_WORKERS:-1}" port="${PORT_BASE:-18300}"
 p_up=$port p_nginx=$((port + 1)) p_ctx=$((port + 2)) p_base=$((port + 3))
-dir="$(mktemp -d)"
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
+source deploy/bench-lib.sh
 bin="${CTXPRESS_BIN:-}"
 if [ -z "$bin" ]; then
 	go build -o "$dir/ctxpress" .
 	bin="$dir/ctxpress"
 fi
-user=""
-[ "$(id -u)" = 0 ] && user="user root;"
-
-# nginx_at DIR PORT WORKERS HTTP-BLOCK LOCATIONS: an nginx of its own in DIR.
-nginx_at() {
-	mkdir -p "$1/tmp"
-	cat >"$1/nginx.conf" <<CONF
-worker_processes $3;
-$user
-pid $1/pid;
-error_log $1/err.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $1/tmp; proxy_temp_path $1/tmp;
-  client_body_buffer_size 1m;
-  client_max_body_size 64m;
-  keepalive_requests 100000;
-  $4
-  server { listen 127.0.0.1:$2; $5 }
-}
-CONF
-	nginx -p "$1" -c "$1/nginx.conf" -g 'daemon off;' &
-	pids+=($!)
-}
-
 # The upstream: fixed answers, as fast as nginx answers.
 chat='{"id":"c","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Done."},"finish_reason":"stop"}],"usage":{"prompt_tokens":260,"completion_tokens":2,"total_tokens":262}}'
 emb='{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":260,"total_tokens":260}}'

@@ -7,41 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
-dir="$(mktemp -d)"
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
+source deploy/bench-lib.sh
 go build -o "$dir/ctxpress" .
-user=""
-[ "$(id -u)" = 0 ] && user="user root;"
-
-# nginx DIR PORT BODY: an nginx of its own in DIR listening on PORT.
-nginx_at() {
-	mkdir -p "$1/tmp"
-	cat >"$1/nginx.conf" <<EOF
-worker_processes 1;
-$user
-pid $1/pid;
-error_log $1/err.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $1/tmp; proxy_temp_path $1/tmp;
-  client_body_buffer_size 1m;
-  $3
-  server { listen 127.0.0.1:$2; location / { $4 } }
-}
-EOF
-	nginx -p "$1" -c "$1/nginx.conf" -g 'daemon off;' &
-	pids+=($!)
-}
-
 # The upstream: a fixed chat completion, as fast as nginx answers.
-nginx_at "$dir/up" 18000 "" "default_type application/json; return 200 '{\"id\":\"c\",\"object\":\"chat.completion\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"Done.\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":260,\"completion_tokens\":2,\"total_tokens\":262}}';"
+nginx_at "$dir/up" 18000 1 "" "location / { default_type application/json; return 200 '{\"id\":\"c\",\"object\":\"chat.completion\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"Done.\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":260,\"completion_tokens\":2,\"total_tokens\":262}}'; }"
 redis-server --port 16379 --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" >"$dir/redis.log" &
 pids+=($!)
 
@@ -57,8 +26,8 @@ replica 18102 "state: {backend: redis, url: redis://127.0.0.1:16379/0, prefix: '
 replica 18103 "state: {backend: redis, url: redis://127.0.0.1:16379/0, prefix: 'two:'}"
 replica 18104 "state: {backend: redis, url: redis://127.0.0.1:16379/0, prefix: 'two:'}"
 lb="proxy_pass http://ctxpress; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_next_upstream error timeout; proxy_buffering off;"
-nginx_at "$dir/lb1" 18201 "upstream ctxpress { server 127.0.0.1:18102; keepalive 32; }" "$lb"
-nginx_at "$dir/lb2" 18202 "upstream ctxpress { server 127.0.0.1:18103; server 127.0.0.1:18104; keepalive 32; }" "$lb"
+nginx_at "$dir/lb1" 18201 1 "upstream ctxpress { server 127.0.0.1:18102; keepalive 32; }" "location / { $lb }"
+nginx_at "$dir/lb2" 18202 1 "upstream ctxpress { server 127.0.0.1:18103; server 127.0.0.1:18104; keepalive 32; }" "location / { $lb }"
 for port in 18000 18101 18102 18103 18104 18201 18202; do
 	for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break || sleep 0.1; done
 done
