@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -193,12 +194,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	otherReplica(EventCompactionStarted)
 	wantBanner := "leap-year-fix on " + p.cfg.Replica + ", another-chat on replica-b"
-	deadline := time.Now().Add(10 * time.Second)
-	for banner = text(`#compacting`); !strings.Contains(banner, wantBanner); banner = text(`#compacting`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("compaction banner with two replicas: %q, want %q", banner, wantBanner)
-		}
-		time.Sleep(50 * time.Millisecond)
+	// The page redraws when the event arrives: wait in the page for it.
+	js, _ := json.Marshal(wantBanner)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector("#compacting").textContent.includes(`+string(js)+`)`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("compaction banner with two replicas: %q, want %q (%v)", text(`#compacting`), wantBanner, err)
 	}
 	dir := artifactDir(t)
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -215,7 +215,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitCount(`#chart circle.pt-after`, turns+2, "the chart after the forced compaction")
 	waitCount(`#chart line.compaction`, compacted+1, "compaction markers")
 	// The totals follow too (they refresh at most once a second).
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for text(`#t-requests`) != strconv.Itoa(turns+3) {
 		if time.Now().After(deadline) {
 			t.Fatalf("total requests shown %q, want %d", text(`#t-requests`), turns+3)
