@@ -62,8 +62,11 @@ type Record struct {
 	RecentSummaries []SummaryEntry
 	// Turns are the last MaxTurns requests, oldest first, for the dashboard.
 	// Copies of a Record (and the store's cache) share the array: read it,
-	// or replace it (AddTurn appends into a new one), never write into it.
+	// or replace it, never write into it; AddTurn appends (see turnBuf).
 	Turns []Turn
+	// turns is the buffer Turns was last appended into by AddTurn, shared
+	// by the copies of the record; nil: none.
+	turns *turnBuf
 
 	CreatedAt time.Time // set by the store when the record is first written
 	UpdatedAt time.Time // set by the store on every Update; retention counts from it
@@ -258,7 +261,7 @@ func (r *Record) AddTurn(t Turn) {
 		// the history (see normalTurns).
 		t.At = time.UnixMilli(t.At.UnixMilli()).UTC()
 	}
-	r.Turns = appendCapped(r.Turns, t, MaxTurns)
+	r.Turns, r.turns = r.turns.add(r.Turns, t)
 	r.Requests++
 	r.TokensBefore += int64(t.TokensBefore)
 	r.TokensAfter += int64(t.TokensAfter)
@@ -272,6 +275,8 @@ func (r *Record) AddTurn(t Turn) {
 
 // appendCapped returns s with v appended, keeping the last max elements. It
 // never writes into s's backing array, so a copy of the Record is unaffected.
+// (Turns use turnBuf instead: copying MaxTurns of them on every turn was a
+// quarter of the bytes the chat path allocated.)
 func appendCapped[T any](s []T, v T, max int) []T {
 	if len(s) >= max {
 		s = s[len(s)-max+1:]
