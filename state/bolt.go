@@ -18,8 +18,17 @@ import (
 )
 
 // SchemaVersion is the version of the stored layout this code writes and
-// reads. OpenBolt refuses a database with a newer version.
+// reads in Redis. OpenBolt and OpenRedis refuse a database with a newer
+// version.
 const SchemaVersion = 1
+
+// boltSchemaVersion is the bolt file's: 2 keeps the turns in their own
+// bucket (see bucketTurns). Version 2 reads a version 1 file, whose records
+// have their turns inside, and moves a record's turns when it next writes
+// it; OpenBolt marks the file 2 at once, so an older binary, which would
+// find no turns and leave the chunks behind when it deletes a record,
+// refuses to open it (ErrSchemaTooNew) rather than losing them.
+const boltSchemaVersion = 2
 
 // Buckets and meta keys of the bolt file.
 var (
@@ -230,7 +239,7 @@ func checkSchema(db *bolt.DB, readOnly bool) error {
 			if err := meta.Put(metaApp, []byte("ctxpress")); err != nil {
 				return err
 			}
-			if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(SchemaVersion))); err != nil {
+			if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(boltSchemaVersion))); err != nil {
 				return err
 			}
 		}
@@ -239,12 +248,20 @@ func checkSchema(db *bolt.DB, readOnly bool) error {
 		if err != nil || v < 1 {
 			return fmt.Errorf("%w: bad schema version %q", ErrNotDatabase, raw)
 		}
-		if v > SchemaVersion {
-			return fmt.Errorf("%w: schema version %d, this ctxpress reads up to %d", ErrSchemaTooNew, v, SchemaVersion)
+		if v > boltSchemaVersion {
+			return fmt.Errorf("%w: schema version %d, this ctxpress reads up to %d", ErrSchemaTooNew, v, boltSchemaVersion)
 		}
-		// Future migrations from v < SchemaVersion go here.
 		if readOnly {
 			return nil
+		}
+		if v < boltSchemaVersion {
+			// 1 to 2: records move their turns when next written.
+			if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(boltSchemaVersion))); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketTurns); err != nil {
+			return err
 		}
 		_, err = tx.CreateBucketIfNotExists(bucketConversations)
 		return err
@@ -301,9 +318,10 @@ func (s *boltStore) Get(key Key) (Record, bool, error) {
 		return rec, true, nil
 	}
 	var (
-		rec  Record
-		ok   bool
-		txid uint64
+		rec   Record
+		turns *turnLayout
+		ok    bool
+		txid  uint64
 	)
 	err := s.view("get", func(tx *bolt.Tx) error {
 		txid = uint64(tx.ID())
@@ -316,7 +334,10 @@ func (s *boltStore) Get(key Key) (Record, bool, error) {
 			return nil
 		}
 		var err error
-		rec, err = decodeRecord(key, data)
+		if rec, err = decodeRecord(key, data); err != nil {
+			return err
+		}
+		turns, err = storedTurns(tx.Bucket(bucketTurns), k, &rec)
 		ok = err == nil
 		return err
 	})
@@ -324,7 +345,7 @@ func (s *boltStore) Get(key Key) (Record, bool, error) {
 		return Record{}, false, err
 	}
 	if ok {
-		s.records.add(k, rec, txid)
+		s.records.add(k, rec, turns, txid)
 	}
 	return rec, ok, nil
 }
@@ -351,17 +372,13 @@ func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
 	defer s.settle(&w)
 	err := s.update("update", func(tx *bolt.Tx) error {
 		w.txid = uint64(tx.ID())
-		b := tx.Bucket(bucketConversations)
 		k := key.encode()
-		rec, data, memo, err := s.apply(key, k, b.Get(k), s.now(), userFn)
+		rec, turns, err := s.apply(tx, key, k, s.now(), userFn)
 		if err != nil {
 			return err
 		}
-		if err := b.Put(k, data); err != nil {
-			return err
-		}
 		out = rec
-		w.put(s.records, k, rec, memo)
+		w.put(s.records, k, rec, turns)
 		return nil
 	})
 	w.committed = err == nil
@@ -384,7 +401,6 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 	defer s.settle(&w)
 	err := s.update("update", func(tx *bolt.Tx) error {
 		w.txid = uint64(tx.ID())
-		b := tx.Bucket(bucketConversations)
 		now := s.now()
 		for i, m := range muts {
 			recs[i], errs[i] = Record{}, nil // a retried transaction starts clean
@@ -402,7 +418,7 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 				return fn(r)
 			}
 			k := m.Key.encode()
-			rec, data, memo, err := s.apply(m.Key, k, b.Get(k), now, userFn)
+			rec, turns, err := s.apply(tx, m.Key, k, now, userFn)
 			var ue errUser
 			if errors.As(err, &ue) {
 				errs[i] = ue.err
@@ -411,11 +427,8 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 			if err != nil {
 				return err
 			}
-			if err := b.Put(k, data); err != nil {
-				return err
-			}
 			recs[i] = rec
-			w.put(s.records, k, rec, memo)
+			w.put(s.records, k, rec, turns)
 		}
 		return nil
 	})
@@ -430,7 +443,7 @@ type cacheWrite struct {
 	committed bool
 }
 
-func (w *cacheWrite) put(c *recordCache, k []byte, rec Record, turns *turnsMemo) {
+func (w *cacheWrite) put(c *recordCache, k []byte, rec Record, turns *turnLayout) {
 	c.put(k, rec, turns, w.txid)
 	w.keys = append(w.keys, string(k))
 }
@@ -452,24 +465,6 @@ func (s *boltStore) settle(w *cacheWrite) {
 	}
 }
 
-// apply is applyUpdate starting from the cached record when there is one
-// (the bytes in old are then that same record: every write goes through
-// the cache), and from the encoding of its turns the cache kept. It
-// returns the memo of the result's turns for the cache.
-func (s *boltStore) apply(key Key, k, old []byte, now time.Time, fn func(*Record) error) (Record, []byte, *turnsMemo, error) {
-	if old != nil {
-		if rec, memo, ok := s.records.latest(k); ok {
-			return applyMemo(rec, memo, key, now, fn)
-		}
-		rec := Record{Key: key, CreatedAt: now}
-		if r, err := decodeRecord(key, old); err == nil {
-			rec = r
-		}
-		return applyMemo(rec, nil, key, now, fn)
-	}
-	return applyMemo(Record{Key: key, CreatedAt: now}, nil, key, now, fn)
-}
-
 func (s *boltStore) Delete(key Key) (bool, error) {
 	if err := key.Validate(); err != nil {
 		return false, err
@@ -489,6 +484,9 @@ func (s *boltStore) Delete(key Key) (bool, error) {
 		}
 		found = true
 		w.remove(s.records, k)
+		if err := deleteTurns(tx.Bucket(bucketTurns), k); err != nil {
+			return err
+		}
 		return b.Delete(k)
 	})
 	w.committed = err == nil
@@ -527,6 +525,9 @@ func (s *boltStore) List(opts ListOptions) ([]Record, error) {
 			if err != nil {
 				continue
 			}
+			if _, err := storedTurns(tx.Bucket(bucketTurns), e.key, &rec); err != nil {
+				continue
+			}
 			out = append(out, rec)
 		}
 		return nil
@@ -557,8 +558,12 @@ func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
 		if err != nil {
 			return err
 		}
+		tb := tx.Bucket(bucketTurns)
 		for _, k := range doomed {
 			w.remove(s.records, k)
+			if err := deleteTurns(tb, k); err != nil {
+				return err
+			}
 			if err := b.Delete(k); err != nil {
 				return err
 			}

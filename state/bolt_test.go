@@ -68,8 +68,8 @@ func TestBoltFileLayout(t *testing.T) {
 
 	var buckets []string
 	err = s.(*boltStore).db.View(func(tx *bolt.Tx) error {
-		if v := string(tx.Bucket(bucketMeta).Get(metaSchemaVersion)); v != "1" {
-			t.Errorf("schema_version = %q, want 1", v)
+		if v := string(tx.Bucket(bucketMeta).Get(metaSchemaVersion)); v != "2" {
+			t.Errorf("schema_version = %q, want 2", v)
 		}
 		if v := string(tx.Bucket(bucketMeta).Get(metaApp)); v != "ctxpress" {
 			t.Errorf("app = %q, want ctxpress", v)
@@ -82,8 +82,8 @@ func TestBoltFileLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(buckets, ","); got != "conversations,meta" {
-		t.Errorf("buckets = %s, want conversations,meta", got)
+	if got := strings.Join(buckets, ","); got != "conversations,meta,turns" {
+		t.Errorf("buckets = %s, want conversations,meta,turns", got)
 	}
 }
 
@@ -235,12 +235,13 @@ func TestBoltSchemaVersion(t *testing.T) {
 		version string
 		want    error
 	}{
-		{"2", ErrSchemaTooNew},
+		{"3", ErrSchemaTooNew},
 		{"99", ErrSchemaTooNew},
 		{"", ErrNotDatabase},
 		{"zero", ErrNotDatabase},
 		{"0", ErrNotDatabase},
 		{"1", nil},
+		{"2", nil},
 	} {
 		t.Run(c.version, func(t *testing.T) {
 			path := writeFile(t, validDB(t))

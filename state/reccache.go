@@ -45,7 +45,7 @@ type cachedRecord struct {
 
 type cacheState struct {
 	rec     Record
-	turns   *turnsMemo // the encoding of rec.Turns; nil: not kept
+	turns   *turnLayout // where rec.Turns are stored; nil: not known
 	txid    uint64
 	deleted bool // a tombstone
 }
@@ -76,9 +76,9 @@ func (c *recordCache) get(k []byte) (Record, bool) {
 }
 
 // latest returns a copy of the newest record under k, committed or not,
-// and the memo of its turns (nil: none): a writer's base, inside the
+// and the layout of its stored turns (nil: not known): a writer's base, inside the
 // write transaction that follows.
-func (c *recordCache) latest(k []byte) (Record, *turnsMemo, bool) {
+func (c *recordCache) latest(k []byte) (Record, *turnLayout, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[string(k)]
@@ -106,14 +106,15 @@ func (c *recordCache) latest(k []byte) (Record, *turnsMemo, bool) {
 // txid or older) becomes the committed record, so no reader is answered
 // from memory with a record older than one a reader got from the file
 // while that write's commit was not yet settled; and an entry whose
-// committed record is unknown or older than txid takes the one read.
-func (c *recordCache) add(k []byte, rec Record, txid uint64) {
+// committed record is older than txid, or unknown (lost to a later
+// write) and not older than the record lost, takes the one read.
+func (c *recordCache) add(k []byte, rec Record, turns *turnLayout, txid uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[string(k)]
 	if !ok {
 		if txid >= c.floor {
-			c.insertLocked(string(k), &cachedRecord{committed: cacheState{rec: rec.clone(), txid: txid}, known: true})
+			c.insertLocked(string(k), &cachedRecord{committed: cacheState{rec: rec.clone(), turns: turns, txid: txid}, known: true})
 		}
 		return
 	}
@@ -121,14 +122,14 @@ func (c *recordCache) add(k []byte, rec Record, txid uint64) {
 	switch {
 	case cr.pending != nil && cr.pending.txid <= txid:
 		cr.committed, cr.known, cr.pending = *cr.pending, true, nil
-	case !cr.known || cr.committed.txid < txid:
-		cr.committed, cr.known = cacheState{rec: rec.clone(), txid: txid}, true
+	case cr.committed.txid < txid || !cr.known && cr.committed.txid <= txid:
+		cr.committed, cr.known = cacheState{rec: rec.clone(), turns: turns, txid: txid}, true
 	}
 }
 
-// put stores a copy of rec and the memo of its turns, written by the
+// put stores a copy of rec and the layout of its turns, written by the
 // write transaction txid, pending until commit.
-func (c *recordCache) put(k []byte, rec Record, turns *turnsMemo, txid uint64) {
+func (c *recordCache) put(k []byte, rec Record, turns *turnLayout, txid uint64) {
 	c.setPending(string(k), cacheState{rec: rec.clone(), turns: turns, txid: txid})
 }
 
@@ -167,7 +168,9 @@ func (c *recordCache) commit(keys []string, txid uint64) {
 		case cr.pending.txid == txid:
 			cr.committed, cr.known, cr.pending = *cr.pending, true, nil
 		case cr.pending.txid > txid:
-			cr.known = false
+			// Lost, but readers may have read it from the file: a
+			// read older than txid must not come back as committed.
+			cr.committed, cr.known = cacheState{txid: txid}, false
 		}
 	}
 }

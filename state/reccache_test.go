@@ -169,12 +169,12 @@ func TestRecordCacheRefusesOlderReads(t *testing.T) {
 	k := []byte("k")
 	c.remove(k, 10) // deleted by transaction 10
 	c.commit([]string{"k"}, 10)
-	c.add(k, Record{Requests: 1}, 9)
+	c.add(k, Record{Requests: 1}, nil, 9)
 	if _, ok := c.get(k); ok {
 		t.Fatal("a read from before the delete was cached")
 	}
 	c.put(k, Record{Requests: 2}, nil, 11)
-	c.add(k, Record{Requests: 1}, 10)
+	c.add(k, Record{Requests: 1}, nil, 10)
 	if _, ok := c.get(k); ok {
 		t.Fatal("a reader got a write before its commit")
 	}
@@ -189,16 +189,16 @@ func TestRecordCacheRefusesOlderReads(t *testing.T) {
 	for i := 0; i <= recordCacheSize; i++ {
 		c.put([]byte{byte(i), byte(i >> 8), 'x'}, Record{}, nil, uint64(100+i))
 	}
-	c.add(k, Record{Requests: 1}, 50)
+	c.add(k, Record{Requests: 1}, nil, 50)
 	if _, ok := c.get(k); ok {
 		t.Fatal("after eviction, a read older than what was dropped was cached")
 	}
 	c.clear(900)
-	c.add(k, Record{Requests: 3}, 899)
+	c.add(k, Record{Requests: 3}, nil, 899)
 	if _, ok := c.get(k); ok {
 		t.Fatal("after a failed write, a read older than it was cached")
 	}
-	c.add(k, Record{Requests: 3}, 900)
+	c.add(k, Record{Requests: 3}, nil, 900)
 	if rec, ok := c.get(k); !ok || rec.Requests != 3 {
 		t.Fatal("a current read was not cached")
 	}

@@ -135,8 +135,22 @@ func applyTo(rec Record, key Key, now time.Time, fn func(*Record) error) (Record
 // applyMemo is applyTo with the memo of rec's turns (nil: none), and
 // returns the memo of the result's.
 func applyMemo(rec Record, memo *turnsMemo, key Key, now time.Time, fn func(*Record) error) (Record, []byte, *turnsMemo, error) {
+	rec, err := applyRecord(rec, key, now, fn)
+	if err != nil {
+		return Record{}, nil, nil, err
+	}
+	data, memo, err := encodeRecordMemo(&rec, memo)
+	if err != nil {
+		return Record{}, nil, nil, err
+	}
+	return rec, data, memo, nil
+}
+
+// applyRecord runs fn on rec and stamps the result as stored, without
+// encoding it. fn's error comes back as errUser.
+func applyRecord(rec Record, key Key, now time.Time, fn func(*Record) error) (Record, error) {
 	if err := fn(&rec); err != nil {
-		return Record{}, nil, nil, errUser{err}
+		return Record{}, errUser{err}
 	}
 	rec.Key = key
 	rec.UpdatedAt = now
@@ -144,11 +158,7 @@ func applyMemo(rec Record, memo *turnsMemo, key Key, now time.Time, fn func(*Rec
 		rec.CreatedAt = now
 	}
 	normalize(&rec)
-	data, memo, err := encodeRecordMemo(&rec, memo)
-	if err != nil {
-		return Record{}, nil, nil, err
-	}
-	return rec, data, memo, nil
+	return rec, nil
 }
 
 // retentionSettings resolves the shared retention options.
