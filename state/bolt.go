@@ -337,7 +337,7 @@ func (s *boltStore) Get(key Key) (Record, bool, error) {
 		if rec, err = decodeRecord(key, data); err != nil {
 			return err
 		}
-		turns, err = storedTurns(tx.Bucket(bucketTurns), k, &rec)
+		turns, err = storedTurns(tx.Bucket(bucketTurns), k, data, &rec)
 		ok = err == nil
 		return err
 	})
@@ -521,11 +521,12 @@ func (s *boltStore) List(opts ListOptions) ([]Record, error) {
 		}
 		for _, e := range opts.page(entries) {
 			key, _ := decodeKey(e.key)
-			rec, err := decodeRecord(key, b.Get(e.key))
+			v := b.Get(e.key)
+			rec, err := decodeRecord(key, v)
 			if err != nil {
 				continue
 			}
-			if _, err := storedTurns(tx.Bucket(bucketTurns), e.key, &rec); err != nil {
+			if _, err := storedTurns(tx.Bucket(bucketTurns), e.key, v, &rec); err != nil {
 				continue
 			}
 			out = append(out, rec)
