@@ -122,7 +122,14 @@ func applyUpdate(key Key, old []byte, now time.Time, fn func(*Record) error) (Re
 			rec = r
 		}
 	}
-	return applyTo(rec, key, now, fn)
+	// The decoded turns are this update's alone: AddTurn may append
+	// into their spare capacity instead of copying them.
+	adopted := adoptTurns(&rec)
+	rec, data, err := applyTo(rec, key, now, fn)
+	if rec.turns == adopted {
+		rec.turns = nil // the record as decoded has none (a copy is always safe)
+	}
+	return rec, data, err
 }
 
 // applyTo is applyUpdate on an already decoded record (a store's own

@@ -45,3 +45,16 @@ func (b *turnBuf) add(ts []Turn, t Turn) ([]Turn, *turnBuf) {
 	nb.end.Store(int64(n))
 	return nb.arr[:n:n], nb
 }
+
+// adoptTurns makes r.Turns, an array no other record shares (just
+// decoded), r's buffer, so AddTurn appends into its spare capacity, and
+// returns the buffer (nil: none, no turns).
+func adoptTurns(r *Record) *turnBuf {
+	if len(r.Turns) == 0 || len(r.Turns) >= cap(r.Turns) {
+		return nil
+	}
+	b := &turnBuf{arr: r.Turns[:cap(r.Turns)]}
+	b.end.Store(int64(len(r.Turns)))
+	r.Turns, r.turns = r.Turns[:len(r.Turns):len(r.Turns)], b
+	return b
+}
