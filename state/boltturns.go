@@ -79,6 +79,9 @@ func (s *boltStore) apply(tx *bolt.Tx, key Key, k []byte, now time.Time, fn func
 		return Record{}, nil, err
 	}
 	if turns.tailN > 0 {
+		if data[len(data)-1] != '}' {
+			return Record{}, nil, fmt.Errorf("state: encode %s: not a JSON object", key)
+		}
 		// Spliced in like encodeRecordMemo's turns.
 		out := make([]byte, 0, len(data)+len(turns.tail)+len(tailField)+8)
 		out = append(append(out, data[:len(data)-1]...), `,"`+tailField+`":[`...)

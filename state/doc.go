@@ -55,4 +55,9 @@
 // added fields (it drops those fields when it rewrites the record). A change
 // that older binaries cannot read bumps [SchemaVersion]; a binary refuses to
 // open a database whose schema is newer than its own ([ErrSchemaTooNew]).
+// The bolt file is at schema 2: a record's turns are kept apart from it
+// (its newest in the record, the others in chunks of the turns bucket), so
+// a turn does not rewrite the conversation's history; a schema 1 file is
+// read, marked 2 when opened for writing, and each record moves its turns
+// when next written.
 package state

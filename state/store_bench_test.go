@@ -112,3 +112,47 @@ func BenchmarkStoreBatch(b *testing.B) {
 		})
 	}
 }
+
+// The recorder's write as the chat path makes it: one UpdateMany of one
+// new turn for each of 64 busy conversations (MaxTurns turns each), per
+// turn; for bolt also the bytes of pages the commit allocates per turn.
+// go test -run '^$' -bench StoreTurnPerConversation -benchmem ./state/
+func BenchmarkStoreTurnPerConversation(b *testing.B) {
+	const conversations = 64
+	turn := func(r *Record) error {
+		r.AddTurn(Turn{At: time.Now(), TokensBefore: 90000, TokensAfter: 40000, InputTokens: 41000, CachedTokens: 39000})
+		return nil
+	}
+	for _, bo := range benchOpen {
+		b.Run(bo.name, func(b *testing.B) {
+			s := bo.open(b)
+			muts := make([]Mutation, conversations)
+			for i := range muts {
+				k := Key{Namespace: "bench", ID: fmt.Sprintf("conv-%02d", i)}
+				full := historyRecord(k)
+				if _, err := s.Update(k, func(r *Record) error { *r = full; return nil }); err != nil {
+					b.Fatal(err)
+				}
+				muts[i] = Mutation{Key: k, Fn: turn}
+			}
+			var pages func() int64
+			if bs, ok := s.(*boltStore); ok {
+				pages = func() int64 { st := bs.db.Stats(); return st.TxStats.GetPageAlloc() }
+			}
+			var before int64
+			if pages != nil {
+				before = pages()
+			}
+			for b.Loop() {
+				if _, _, err := s.UpdateMany(muts); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := float64(b.N * conversations)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/turn")
+			if pages != nil {
+				b.ReportMetric(float64(pages()-before)/n, "page-B/turn")
+			}
+		})
+	}
+}
