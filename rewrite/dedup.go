@@ -92,6 +92,9 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 	if req.Bound {
 		return p.planRepeats(enc, req, a, dropFrom, dropTo)
 	}
+	if len(a.results) == 0 {
+		return plan // nothing to dedup; not even the placeholder to count
+	}
 	placeholder := p.counter.Count(enc, DedupPlaceholder)
 	later := make(map[callKey]int)   // key -> a.results index of the nearest later result
 	largest := make(map[callKey]int) // key -> tokens of the largest later result
