@@ -1,7 +1,6 @@
 package rewrite
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"hash/maphash"
 	"sync"
@@ -12,9 +11,9 @@ import (
 const DefaultCacheBytes int64 = 64 << 20
 
 // entryOverhead approximates the bytes an entry costs beyond its value:
-// the entry with its key and links (80), its map slot at a typical load
-// (~64) and a boxed value (~32).
-const entryOverhead = 176
+// the entry with its 16-byte key and links (64), its map slot at a typical
+// load (~32) and a boxed value (~32).
+const entryOverhead = 128
 
 // Cache key kinds, the first byte hashed into every key, so that a token
 // count, a squash result, a message memo and a canonical digest can never
@@ -45,38 +44,35 @@ func hashContent(b []byte) contentHash {
 	return h
 }
 
-// cacheKey is a sha256 over a kind byte and some NUL-separated parts.
-type cacheKey [sha256.Size]byte
+// cacheKey is a 128-bit hash over a kind byte and some NUL-separated
+// parts: two independently seeded maphashes, as contentHash and for its
+// reasons (a memo key within this process, never stored; the random
+// seeds keep a client from crafting a collision). A sha256 cost a short
+// key (a message's facts, a count) two block compressions and its
+// padding, several times the maphashes; every warm turn makes one per
+// message.
+type cacheKey [16]byte
+
+var keySeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
 // newKey hashes kind and parts into a cache key. A NUL separates the parts,
-// so ("ab","c") and ("a","bc") give different keys. The bytes go to the
-// hasher through a buffer on the stack: a key over a long text (a tool
-// output's count or squash, a system prompt's count) copies no text to
-// the heap, and neither the hasher nor a short key allocates.
+// so ("ab","c") and ("a","bc") give different keys. The hashers live on
+// the stack: no key allocates.
 func newKey(kind byte, parts ...string) cacheKey {
-	h := sha256.New()
-	var buf [256]byte
-	b := append(buf[:0], kind)
-	for i, p := range parts {
-		if i > 0 {
-			if len(b) == len(buf) {
-				h.Write(b)
-				b = buf[:0]
+	var h [2]maphash.Hash
+	for j := range h {
+		h[j].SetSeed(keySeeds[j])
+		h[j].WriteByte(kind)
+		for i, p := range parts {
+			if i > 0 {
+				h[j].WriteByte(0)
 			}
-			b = append(b, 0)
-		}
-		for len(p) > 0 {
-			if len(b) == len(buf) {
-				h.Write(b)
-				b = buf[:0]
-			}
-			n := copy(buf[len(b):], p)
-			b, p = buf[:len(b)+n], p[n:]
+			h[j].WriteString(p)
 		}
 	}
-	h.Write(b)
 	var k cacheKey
-	h.Sum(k[:0])
+	binary.LittleEndian.PutUint64(k[:8], h[0].Sum64())
+	binary.LittleEndian.PutUint64(k[8:], h[1].Sum64())
 	return k
 }
 

@@ -1,7 +1,8 @@
 package rewrite
 
 import (
-	"crypto/sha256"
+	"encoding/binary"
+	"hash/maphash"
 	"strings"
 	"testing"
 )
@@ -60,9 +61,9 @@ func TestNewKeySeparatesParts(t *testing.T) {
 	}
 }
 
-// newKey feeds the hasher through a fixed buffer: whatever the lengths of
-// the parts, the key is the sha256 of the kind byte and the NUL-separated
-// parts, as written out whole.
+// Whatever the lengths of the parts, newKey's key is the hash of the kind
+// byte and the NUL-separated parts as written out whole, and the two
+// halves are hashes of their own.
 func TestNewKeyHashesKindAndParts(t *testing.T) {
 	text := func(n int) string { return strings.Repeat("abcdefghij", n/10+1)[:n] }
 	for _, parts := range [][]string{
@@ -77,8 +78,11 @@ func TestNewKeyHashesKindAndParts(t *testing.T) {
 			}
 			want = append(want, p...)
 		}
-		if got := newKey(kindTokens, parts...); got != cacheKey(sha256.Sum256(want)) {
-			t.Errorf("parts of %d bytes: key is not the sha256 of kind and parts", len(want))
+		var k cacheKey
+		binary.LittleEndian.PutUint64(k[:8], maphash.Bytes(keySeeds[0], want))
+		binary.LittleEndian.PutUint64(k[8:], maphash.Bytes(keySeeds[1], want))
+		if got := newKey(kindTokens, parts...); got != k || string(k[:8]) == string(k[8:]) {
+			t.Errorf("parts of %d bytes: key is not the hash of kind and parts", len(want))
 		}
 	}
 }
