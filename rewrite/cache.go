@@ -76,6 +76,22 @@ func newKey(kind byte, parts ...string) cacheKey {
 	return k
 }
 
+// bytesKey is newKey(kind, part, string(b)), without the copy.
+func bytesKey(kind byte, part string, b []byte) cacheKey {
+	var h [2]maphash.Hash
+	for j := range h {
+		h[j].SetSeed(keySeeds[j])
+		h[j].WriteByte(kind)
+		h[j].WriteString(part)
+		h[j].WriteByte(0)
+		h[j].Write(b)
+	}
+	var k cacheKey
+	binary.LittleEndian.PutUint64(k[:8], h[0].Sum64())
+	binary.LittleEndian.PutUint64(k[8:], h[1].Sum64())
+	return k
+}
+
 // lru is a least-recently-used cache bounded by the approximate bytes of its
 // entries. It is safe for concurrent use. Values must not be mutated once
 // added.

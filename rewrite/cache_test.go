@@ -52,6 +52,14 @@ func TestLRUBoundAndEviction(t *testing.T) {
 	}
 }
 
+func TestBytesKeyIsNewKeyOfTheString(t *testing.T) {
+	for _, b := range []string{"", "x", `[{"type":"function","function":{"name":"bash"}}]`, strings.Repeat("tools ", 1000)} {
+		if bytesKey(kindTokens, "o200k_base", []byte(b)) != newKey(kindTokens, "o200k_base", b) {
+			t.Errorf("%d bytes: bytesKey differs from newKey", len(b))
+		}
+	}
+}
+
 func TestNewKeySeparatesParts(t *testing.T) {
 	if newKey(kindSquash, "ab", "c") == newKey(kindSquash, "a", "bc") {
 		t.Error("parts not separated")

@@ -339,7 +339,9 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 		hashes:  make([]contentHash, n),
 		results: make([]resultRef, 0, nres),
 	}
-	calls := make(map[string]call, ncalls)
+	// The calls by id point into their messages' facts, which are
+	// immutable (cached): a pointer, not a copy of each call, per entry.
+	calls := make(map[string]*call, ncalls)
 	var legacy *call
 	sites := newCallSites(ncalls)
 	var prs []producer // the calls message i's results answer, in order
@@ -368,7 +370,7 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 			if c.id == "" {
 				legacy = c
 			} else {
-				calls[c.id] = *c
+				calls[c.id] = c
 			}
 		}
 	}

@@ -205,10 +205,26 @@ func (c *Counter) request(conv *wire.Conversation, f wire.Format) request {
 // format's priming and the spans it counts as they are (tool schemas).
 func (c *Counter) fixedTokens(req *request) int {
 	n := req.Priming
+	enc := EncodingForModel(req.Model)
 	for _, s := range req.Counted {
-		n += req.count(string(s.Of(req.Body)))
+		n += c.countBytes(enc, s.Of(req.Body))
 	}
 	return n
+}
+
+// countBytes is Count of string(b), without copying b when its count is
+// cached: a request's tool schemas (kilobytes, the same every turn).
+func (c *Counter) countBytes(enc Encoding, b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	if _, ok := encoders[enc]; !ok {
+		enc = O200K
+	}
+	if v, ok := c.cache.get(bytesKey(kindTokens, string(enc), b)); ok {
+		return v.(int)
+	}
+	return c.Count(enc, string(b))
 }
 
 // messageTokens returns the tokens of message i as sent.
