@@ -254,12 +254,13 @@ func isCommand(req *request, i int) bool {
 		return false
 	}
 	raw := content.Of(req.Body)
-	// A command is a few bytes: without them a content is not parsed.
-	if !bytes.Contains(raw, []byte(CompactCommandText)) {
+	// A command is a few bytes: without them a content is not parsed, and
+	// a long string is not searched for them.
+	if raw[0] != '[' && len(raw) > 512 || !bytes.Contains(raw, []byte(CompactCommandText)) {
 		return false
 	}
 	if raw[0] != '[' {
-		return len(raw) <= 512 && strings.TrimSpace(req.f.Text(req.Conversation, it)) == CompactCommandText
+		return strings.TrimSpace(req.f.Text(req.Conversation, it)) == CompactCommandText
 	}
 	command, others := 0, 0
 	for _, part := range req.f.Parts(req.Conversation, it, nil) {
