@@ -56,9 +56,30 @@ type cacheKey [16]byte
 var keySeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
 // newKey hashes kind and parts into a cache key. A NUL separates the parts,
-// so ("ab","c") and ("a","bc") give different keys. The hashers live on
-// the stack: no key allocates.
+// so ("ab","c") and ("a","bc") give different keys. A short key (a
+// message's facts, a digest: under 256 bytes) is written out on the stack
+// and hashed whole (maphash.Bytes is the Hash of the same bytes, and
+// cheaper than its writes one part at a time); a longer one streams
+// through the hashers, which live on the stack too: no key allocates.
 func newKey(kind byte, parts ...string) cacheKey {
+	size := len(parts)
+	for _, p := range parts {
+		size += len(p)
+	}
+	if size <= 256 {
+		var buf [256]byte
+		b := append(buf[:0], kind)
+		for i, p := range parts {
+			if i > 0 {
+				b = append(b, 0)
+			}
+			b = append(b, p...)
+		}
+		var k cacheKey
+		binary.LittleEndian.PutUint64(k[:8], maphash.Bytes(keySeeds[0], b))
+		binary.LittleEndian.PutUint64(k[8:], maphash.Bytes(keySeeds[1], b))
+		return k
+	}
 	var h [2]maphash.Hash
 	for j := range h {
 		h[j].SetSeed(keySeeds[j])
