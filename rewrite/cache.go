@@ -57,59 +57,55 @@ var keySeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
 // newKey hashes kind and parts into a cache key. A NUL separates the parts,
 // so ("ab","c") and ("a","bc") give different keys. A short key (a
-// message's facts, a digest: under 256 bytes) is written out on the stack
-// and hashed whole (maphash.Bytes is the Hash of the same bytes, and
-// cheaper than its writes one part at a time); a longer one streams
-// through the hashers, which live on the stack too: no key allocates.
+// message's facts, a digest: up to 256 bytes in all) is written out on
+// the stack and hashed whole; a longer one (a text's count or squash) is
+// the hash of the kind and of each part's own hash, so a long text is
+// hashed in one call per seed (a maphash.Hash would take it 128 bytes a
+// call). No key allocates.
 func newKey(kind byte, parts ...string) cacheKey {
 	size := len(parts)
 	for _, p := range parts {
 		size += len(p)
 	}
-	if size <= 256 {
-		var buf [256]byte
-		b := append(buf[:0], kind)
-		for i, p := range parts {
-			if i > 0 {
-				b = append(b, 0)
-			}
-			b = append(b, p...)
-		}
-		var k cacheKey
-		binary.LittleEndian.PutUint64(k[:8], maphash.Bytes(keySeeds[0], b))
-		binary.LittleEndian.PutUint64(k[8:], maphash.Bytes(keySeeds[1], b))
-		return k
-	}
-	var h [2]maphash.Hash
-	for j := range h {
-		h[j].SetSeed(keySeeds[j])
-		h[j].WriteByte(kind)
-		for i, p := range parts {
-			if i > 0 {
-				h[j].WriteByte(0)
-			}
-			h[j].WriteString(p)
-		}
-	}
+	var buf [256]byte
 	var k cacheKey
-	binary.LittleEndian.PutUint64(k[:8], h[0].Sum64())
-	binary.LittleEndian.PutUint64(k[8:], h[1].Sum64())
+	for j, seed := range keySeeds {
+		b := append(buf[:0], kind)
+		if size <= len(buf) {
+			for i, p := range parts {
+				if i > 0 {
+					b = append(b, 0)
+				}
+				b = append(b, p...)
+			}
+		} else {
+			for _, p := range parts {
+				b = binary.LittleEndian.AppendUint64(b, maphash.String(seed, p))
+			}
+		}
+		binary.LittleEndian.PutUint64(k[8*j:], maphash.Bytes(seed, b))
+	}
 	return k
 }
 
 // bytesKey is newKey(kind, part, string(b)), without the copy.
 func bytesKey(kind byte, part string, b []byte) cacheKey {
-	var h [2]maphash.Hash
-	for j := range h {
-		h[j].SetSeed(keySeeds[j])
-		h[j].WriteByte(kind)
-		h[j].WriteString(part)
-		h[j].WriteByte(0)
-		h[j].Write(b)
-	}
 	var k cacheKey
-	binary.LittleEndian.PutUint64(k[:8], h[0].Sum64())
-	binary.LittleEndian.PutUint64(k[8:], h[1].Sum64())
+	if 2+len(part)+len(b) <= 256 {
+		var buf [256]byte
+		whole := append(append(append(append(buf[:0], kind), part...), 0), b...)
+		for j, seed := range keySeeds {
+			binary.LittleEndian.PutUint64(k[8*j:], maphash.Bytes(seed, whole))
+		}
+		return k
+	}
+	var buf [24]byte
+	for j, seed := range keySeeds {
+		h := append(buf[:0], kind)
+		h = binary.LittleEndian.AppendUint64(h, maphash.String(seed, part))
+		h = binary.LittleEndian.AppendUint64(h, maphash.Bytes(seed, b))
+		binary.LittleEndian.PutUint64(k[8*j:], maphash.Bytes(seed, h))
+	}
 	return k
 }
 

@@ -53,7 +53,7 @@ func TestLRUBoundAndEviction(t *testing.T) {
 }
 
 func TestBytesKeyIsNewKeyOfTheString(t *testing.T) {
-	for _, b := range []string{"", "x", `[{"type":"function","function":{"name":"bash"}}]`, strings.Repeat("tools ", 1000)} {
+	for _, b := range []string{"", "x", `[{"type":"function","function":{"name":"bash"}}]`, strings.Repeat("t", 244), strings.Repeat("t", 245), strings.Repeat("tools ", 1000)} {
 		if bytesKey(kindTokens, "o200k_base", []byte(b)) != newKey(kindTokens, "o200k_base", b) {
 			t.Errorf("%d bytes: bytesKey differs from newKey", len(b))
 		}
@@ -64,14 +64,18 @@ func TestNewKeySeparatesParts(t *testing.T) {
 	if newKey(kindSquash, "ab", "c") == newKey(kindSquash, "a", "bc") {
 		t.Error("parts not separated")
 	}
+	long := strings.Repeat("x", 300)
+	if newKey(kindSquash, "ab"+long, "c") == newKey(kindSquash, "a", "b"+long+"c") || newKey(kindSquash, long, "") == newKey(kindSquash, "", long) {
+		t.Error("long parts not separated")
+	}
 	if newKey(kindSquash, "a") == newKey(kindTokens, "a") {
 		t.Error("kinds not separated")
 	}
 }
 
-// Whatever the lengths of the parts, newKey's key is the hash of the kind
-// byte and the NUL-separated parts as written out whole, and the two
-// halves are hashes of their own.
+// newKey's key, whatever the lengths of the parts: per seed, the hash of
+// the kind byte and the NUL-separated parts as written out whole when that
+// is at most 256 bytes, else of the kind byte and each part's own hash.
 func TestNewKeyHashesKindAndParts(t *testing.T) {
 	text := func(n int) string { return strings.Repeat("abcdefghij", n/10+1)[:n] }
 	for _, parts := range [][]string{
@@ -79,18 +83,26 @@ func TestNewKeyHashesKindAndParts(t *testing.T) {
 		{text(255)}, {text(254), "x"}, {text(255), "x"}, {text(256), ""}, {text(300), text(511), text(1)},
 		{text(10000)}, {"chat", "o200k_base", "bash", text(32), text(16)},
 	} {
-		want := []byte{kindTokens}
+		whole := []byte{kindTokens}
 		for i, p := range parts {
 			if i > 0 {
-				want = append(want, 0)
+				whole = append(whole, 0)
 			}
-			want = append(want, p...)
+			whole = append(whole, p...)
 		}
 		var k cacheKey
-		binary.LittleEndian.PutUint64(k[:8], maphash.Bytes(keySeeds[0], want))
-		binary.LittleEndian.PutUint64(k[8:], maphash.Bytes(keySeeds[1], want))
+		for j, seed := range keySeeds {
+			b := whole
+			if len(whole) > 256 {
+				b = []byte{kindTokens}
+				for _, p := range parts {
+					b = binary.LittleEndian.AppendUint64(b, maphash.String(seed, p))
+				}
+			}
+			binary.LittleEndian.PutUint64(k[8*j:], maphash.Bytes(seed, b))
+		}
 		if got := newKey(kindTokens, parts...); got != k || string(k[:8]) == string(k[8:]) {
-			t.Errorf("parts of %d bytes: key is not the hash of kind and parts", len(want))
+			t.Errorf("parts of %d bytes: key is not the hash of kind and parts", len(whole))
 		}
 	}
 }
