@@ -84,3 +84,32 @@ func BenchmarkProxyTurnCorpus(b *testing.B) {
 		}
 	}
 }
+
+// The proxy reuses a request's buffer for the next request (fasthttp), so
+// what the pipeline keeps past a request (its cache: facts, calls, counts,
+// squash results, digests) must hold copies, never slices of the body: a
+// warm turn after the buffer was overwritten forwards what the first one
+// did.
+func TestReusedRequestBufferDoesNotChangeWarmTurns(t *testing.T) {
+	traces := loadTraces(t)
+	if len(traces) > 12 {
+		traces = traces[:12]
+	}
+	p := New(proxyConfig())
+	header := peekHeaders("X-Session-ID", "reuse")
+	for _, tr := range traces {
+		buf := append([]byte(nil), tr.body...)
+		parsed := Parse(chatFormat, buf)
+		p.IdentifyParsed(header, parsed)
+		first := p.RewriteParsed(parsed, Options{ForceCommand: true})
+		want := append([]byte(nil), first.Body...)
+		for i := range buf {
+			buf[i] = 'x' // the next request's bytes
+		}
+		again := p.RewriteParsed(Parse(chatFormat, append([]byte(nil), tr.body...)), Options{ForceCommand: true})
+		if string(again.Body) != string(want) || again.TokensBefore != first.TokensBefore || again.TokensAfter != first.TokensAfter {
+			t.Errorf("%s: the warm turn after the buffer was reused forwards other bytes or counts (%d/%d tokens, was %d/%d)",
+				tr.name, again.TokensBefore, again.TokensAfter, first.TokensBefore, first.TokensAfter)
+		}
+	}
+}
