@@ -187,7 +187,11 @@ type Edit struct {
 func Splice(body []byte, edits []Edit) []byte {
 	// bytes.Join allocates the output without zeroing it first, as make
 	// would: every byte is written anyway, and a body is megabytes.
-	chunks := make([][]byte, 0, 2*len(edits)+1)
+	var small [9][]byte // up to 4 edits: the chunks on the stack
+	chunks := small[:0]
+	if n := 2*len(edits) + 1; n > len(small) {
+		chunks = make([][]byte, 0, n)
+	}
 	last := 0
 	for _, e := range edits {
 		chunks = append(chunks, body[last:e.Start], e.Repl)
