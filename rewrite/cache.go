@@ -1,7 +1,6 @@
 package rewrite
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"hash/maphash"
 	"sync"
@@ -12,9 +11,9 @@ import (
 const DefaultCacheBytes int64 = 64 << 20
 
 // entryOverhead approximates the bytes an entry costs beyond its value:
-// the entry with its key and links (80), its map slot at a typical load
-// (~64) and a boxed value (~32).
-const entryOverhead = 176
+// the entry with its 16-byte key and links (64), its map slot at a typical
+// load (~32) and a boxed value (~32).
+const entryOverhead = 128
 
 // Cache key kinds, the first byte hashed into every key, so that a token
 // count, a squash result, a message memo and a canonical digest can never
@@ -45,38 +44,68 @@ func hashContent(b []byte) contentHash {
 	return h
 }
 
-// cacheKey is a sha256 over a kind byte and some NUL-separated parts.
-type cacheKey [sha256.Size]byte
+// cacheKey is a 128-bit hash over a kind byte and some NUL-separated
+// parts: two independently seeded maphashes, as contentHash and for its
+// reasons (a memo key within this process, never stored; the random
+// seeds keep a client from crafting a collision). A sha256 cost a short
+// key (a message's facts, a count) two block compressions and its
+// padding, several times the maphashes; every warm turn makes one per
+// message.
+type cacheKey [16]byte
+
+var keySeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 
 // newKey hashes kind and parts into a cache key. A NUL separates the parts,
-// so ("ab","c") and ("a","bc") give different keys. The bytes go to the
-// hasher through a buffer on the stack: a key over a long text (a tool
-// output's count or squash, a system prompt's count) copies no text to
-// the heap, and neither the hasher nor a short key allocates.
+// so ("ab","c") and ("a","bc") give different keys. A short key (a
+// message's facts, a digest: up to 256 bytes in all) is written out on
+// the stack and hashed whole; a longer one (a text's count or squash) is
+// the hash of the kind and of each part's own hash, so a long text is
+// hashed in one call per seed (a maphash.Hash would take it 128 bytes a
+// call). No key allocates.
 func newKey(kind byte, parts ...string) cacheKey {
-	h := sha256.New()
-	var buf [256]byte
-	b := append(buf[:0], kind)
-	for i, p := range parts {
-		if i > 0 {
-			if len(b) == len(buf) {
-				h.Write(b)
-				b = buf[:0]
-			}
-			b = append(b, 0)
-		}
-		for len(p) > 0 {
-			if len(b) == len(buf) {
-				h.Write(b)
-				b = buf[:0]
-			}
-			n := copy(buf[len(b):], p)
-			b, p = buf[:len(b)+n], p[n:]
-		}
+	size := len(parts)
+	for _, p := range parts {
+		size += len(p)
 	}
-	h.Write(b)
+	var buf [256]byte
 	var k cacheKey
-	h.Sum(k[:0])
+	for j, seed := range keySeeds {
+		b := append(buf[:0], kind)
+		if size <= len(buf) {
+			for i, p := range parts {
+				if i > 0 {
+					b = append(b, 0)
+				}
+				b = append(b, p...)
+			}
+		} else {
+			for _, p := range parts {
+				b = binary.LittleEndian.AppendUint64(b, maphash.String(seed, p))
+			}
+		}
+		binary.LittleEndian.PutUint64(k[8*j:], maphash.Bytes(seed, b))
+	}
+	return k
+}
+
+// bytesKey is newKey(kind, part, string(b)), without the copy.
+func bytesKey(kind byte, part string, b []byte) cacheKey {
+	var k cacheKey
+	if 2+len(part)+len(b) <= 256 {
+		var buf [256]byte
+		whole := append(append(append(append(buf[:0], kind), part...), 0), b...)
+		for j, seed := range keySeeds {
+			binary.LittleEndian.PutUint64(k[8*j:], maphash.Bytes(seed, whole))
+		}
+		return k
+	}
+	var buf [24]byte
+	for j, seed := range keySeeds {
+		h := append(buf[:0], kind)
+		h = binary.LittleEndian.AppendUint64(h, maphash.String(seed, part))
+		h = binary.LittleEndian.AppendUint64(h, maphash.Bytes(seed, b))
+		binary.LittleEndian.PutUint64(k[8*j:], maphash.Bytes(seed, h))
+	}
 	return k
 }
 

@@ -77,7 +77,7 @@ func TestCacheAccountsTheHeapOfRealConversations(t *testing.T) {
 	held, used, entries := corpusCacheHeap(t, traces, 256<<20)
 	ratio := float64(held) / float64(used)
 	t.Logf("%d entries account %d bytes and hold %d bytes of heap (%.2fx)", entries, used, held, ratio)
-	if used < 4<<20 {
+	if used < 3<<20 { // 14k entries: 4.5 MB with sha256 keys, 3.8 MB with maphash ones
 		t.Fatalf("the corpus filled only %d bytes of cache", used)
 	}
 	if ratio < 0.85 || ratio > 1.15 {

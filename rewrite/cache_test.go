@@ -1,7 +1,8 @@
 package rewrite
 
 import (
-	"crypto/sha256"
+	"encoding/binary"
+	"hash/maphash"
 	"strings"
 	"testing"
 )
@@ -51,18 +52,30 @@ func TestLRUBoundAndEviction(t *testing.T) {
 	}
 }
 
+func TestBytesKeyIsNewKeyOfTheString(t *testing.T) {
+	for _, b := range []string{"", "x", `[{"type":"function","function":{"name":"bash"}}]`, strings.Repeat("t", 244), strings.Repeat("t", 245), strings.Repeat("tools ", 1000)} {
+		if bytesKey(kindTokens, "o200k_base", []byte(b)) != newKey(kindTokens, "o200k_base", b) {
+			t.Errorf("%d bytes: bytesKey differs from newKey", len(b))
+		}
+	}
+}
+
 func TestNewKeySeparatesParts(t *testing.T) {
 	if newKey(kindSquash, "ab", "c") == newKey(kindSquash, "a", "bc") {
 		t.Error("parts not separated")
+	}
+	long := strings.Repeat("x", 300)
+	if newKey(kindSquash, "ab"+long, "c") == newKey(kindSquash, "a", "b"+long+"c") || newKey(kindSquash, long, "") == newKey(kindSquash, "", long) {
+		t.Error("long parts not separated")
 	}
 	if newKey(kindSquash, "a") == newKey(kindTokens, "a") {
 		t.Error("kinds not separated")
 	}
 }
 
-// newKey feeds the hasher through a fixed buffer: whatever the lengths of
-// the parts, the key is the sha256 of the kind byte and the NUL-separated
-// parts, as written out whole.
+// newKey's key, whatever the lengths of the parts: per seed, the hash of
+// the kind byte and the NUL-separated parts as written out whole when that
+// is at most 256 bytes, else of the kind byte and each part's own hash.
 func TestNewKeyHashesKindAndParts(t *testing.T) {
 	text := func(n int) string { return strings.Repeat("abcdefghij", n/10+1)[:n] }
 	for _, parts := range [][]string{
@@ -70,15 +83,26 @@ func TestNewKeyHashesKindAndParts(t *testing.T) {
 		{text(255)}, {text(254), "x"}, {text(255), "x"}, {text(256), ""}, {text(300), text(511), text(1)},
 		{text(10000)}, {"chat", "o200k_base", "bash", text(32), text(16)},
 	} {
-		want := []byte{kindTokens}
+		whole := []byte{kindTokens}
 		for i, p := range parts {
 			if i > 0 {
-				want = append(want, 0)
+				whole = append(whole, 0)
 			}
-			want = append(want, p...)
+			whole = append(whole, p...)
 		}
-		if got := newKey(kindTokens, parts...); got != cacheKey(sha256.Sum256(want)) {
-			t.Errorf("parts of %d bytes: key is not the sha256 of kind and parts", len(want))
+		var k cacheKey
+		for j, seed := range keySeeds {
+			b := whole
+			if len(whole) > 256 {
+				b = []byte{kindTokens}
+				for _, p := range parts {
+					b = binary.LittleEndian.AppendUint64(b, maphash.String(seed, p))
+				}
+			}
+			binary.LittleEndian.PutUint64(k[8*j:], maphash.Bytes(seed, b))
+		}
+		if got := newKey(kindTokens, parts...); got != k || string(k[:8]) == string(k[8:]) {
+			t.Errorf("parts of %d bytes: key is not the hash of kind and parts", len(whole))
 		}
 	}
 }

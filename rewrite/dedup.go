@@ -92,21 +92,24 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 	if req.Bound {
 		return p.planRepeats(enc, req, a, dropFrom, dropTo)
 	}
+	if len(a.results) == 0 {
+		return plan // nothing to dedup; not even the placeholder to count
+	}
 	placeholder := p.counter.Count(enc, DedupPlaceholder)
-	later := make(map[callKey]int)   // key -> a.results index of the nearest later result
-	largest := make(map[callKey]int) // key -> tokens of the largest later result
-	fresh := 0                       // tokens the replacements outside prev save
-	firstFresh := 0                  // the earliest message they are in
+	// By key: the a.results index of the nearest later result and the
+	// tokens of the largest later one (one map: the two have the same keys).
+	later := make(map[callKey]laterResults, len(a.results))
+	fresh := 0      // tokens the replacements outside prev save
+	firstFresh := 0 // the earliest message they are in
 	for k := len(a.results) - 1; k >= 0; k-- {
 		r := &a.results[k]
 		if !r.keyed || (r.msg >= dropFrom && r.msg < dropTo) {
 			continue
 		}
 		tokens := a.resultFacts(k).contentAfter
-		j, ok := later[r.key]
-		later[r.key] = k
-		big := largest[r.key] // the largest result of key after this one
-		largest[r.key] = max(big, tokens)
+		l, ok := later[r.key]
+		j, big := l.nearest, l.largest // big: the largest result of key after this one
+		later[r.key] = laterResults{nearest: k, largest: max(big, tokens)}
 		if !ok || !req.Items[r.item].Content.Exists() || !p.supersedes(req, a, k, j, big) {
 			continue
 		}
@@ -142,6 +145,11 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 	plan.placeholder = placeholder
 	return plan
 }
+
+// laterResults is what planDedup knows of the results of a key after the
+// one it looks at: the nearest (an a.results index) and the tokens of the
+// largest.
+type laterResults struct{ nearest, largest int }
 
 // freshDedupsPay asks the cost model whether the dedups a request adds,
 // saving fresh tokens from message first on, pay for the cache they
@@ -293,7 +301,7 @@ func (p *Pipeline) dedupMarks(req *request, a *analysis, plan dedupPlan) []Dedup
 // the last call without an id, when it names the same tool. tool is the
 // call's tool name, or the result's own when the call is unknown (keyed
 // false).
-func resultKey(it *wire.Item, calls map[string]call, legacy *call) (tool string, c call, keyed bool) {
+func resultKey(it *wire.Item, calls map[string]*call, legacy *call) (tool string, c call, keyed bool) {
 	if it.ByName {
 		if legacy != nil && legacy.key.tool == it.Tool {
 			return it.Tool, *legacy, true
@@ -301,7 +309,7 @@ func resultKey(it *wire.Item, calls map[string]call, legacy *call) (tool string,
 		return it.Tool, call{}, false
 	}
 	if c, ok := calls[it.CallID]; ok && it.CallID != "" {
-		return c.key.tool, c, true
+		return c.key.tool, *c, true
 	}
 	return it.Tool, call{}, false
 }

@@ -149,11 +149,12 @@ type view struct {
 	command bool   // the last message is the /compact command
 	omit    []bool // the /compact exchanges left out, by message; nil when none
 
-	applied int                 // index of the applied branch, -1
-	branch  *Branch             // the applied branch, nil when none
-	dropTo  int                 // client messages [lead, dropTo) are not forwarded
-	resend  int                 // the user message re-sent verbatim after them, -1
-	chain   [][sha256.Size]byte // h_0 … h_k for the k matching needed; capacity clipped
+	applied int                  // index of the applied branch, -1
+	branch  *Branch              // the applied branch, nil when none
+	dropTo  int                  // client messages [lead, dropTo) are not forwarded
+	resend  int                  // the user message re-sent verbatim after them, -1
+	chain   [][sha256.Size]byte  // h_0 … h_k for the k matching needed; capacity clipped
+	h0      [1][sha256.Size]byte // h_0, chain's first backing array: no allocation of its own
 
 	fitNote string // FitNote when FitTokens left messages out, else ""
 
@@ -172,7 +173,7 @@ func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options
 	n := len(req.Messages)
 	v.lead = req.Lead
 	v.dropTo = v.lead
-	v.chain = [][sha256.Size]byte{{}}
+	v.chain = v.h0[:]
 	v.fixed = p.counter.fixedTokens(req)
 	switch opts.Placement {
 	case PlacementSystem:
@@ -184,7 +185,8 @@ func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options
 		v.user = v.lead == 0 && !req.SystemSlot
 	}
 	for i := v.lead; i+1 < n; i++ {
-		if isCommand(req, i) && isCompactReply(req, i+1) {
+		// The reply's role first: it is cheaper to look at than a command.
+		if req.Messages[i+1].Role == wire.RoleAssistant && isCommand(req, i) && isCompactReply(req, i+1) {
 			if v.omit == nil {
 				v.omit = make([]bool, n)
 			}
@@ -252,12 +254,13 @@ func isCommand(req *request, i int) bool {
 		return false
 	}
 	raw := content.Of(req.Body)
-	// A command is a few bytes: without them a content is not parsed.
-	if !bytes.Contains(raw, []byte(CompactCommandText)) {
+	// A command is a few bytes: without them a content is not parsed, and
+	// a long string is not searched for them.
+	if raw[0] != '[' && len(raw) > 512 || !bytes.Contains(raw, []byte(CompactCommandText)) {
 		return false
 	}
 	if raw[0] != '[' {
-		return len(raw) <= 512 && strings.TrimSpace(req.f.Text(req.Conversation, it)) == CompactCommandText
+		return strings.TrimSpace(req.f.Text(req.Conversation, it)) == CompactCommandText
 	}
 	command, others := 0, 0
 	for _, part := range req.f.Parts(req.Conversation, it, nil) {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -81,28 +82,52 @@ type Identity struct {
 // finds the common spellings. body may be anything; a body that is not JSON
 // gives only header ids.
 func Identify(cfg IdentifyConfig, f wire.Format, header func(name string) []byte, body []byte) Identity {
-	return identify(cfg, header, func() *Parsed { return Parse(f, body) })
+	return identify(cfg, headerNamesOf(cfg), header, func() *Parsed { return Parse(f, body) })
 }
 
-// identify parses the body only when no header names the conversation.
-func identify(cfg IdentifyConfig, header func(name string) []byte, parsed func() *Parsed) Identity {
-	var id Identity
+// headerName is a configured conversation header as identify asks for it:
+// the Source it reports and the spellings it looks up, in order (the name
+// as configured, then lower-cased and in canonical MIME form, each when it
+// differs from those before). A Pipeline makes them once, not per request.
+type headerName struct {
+	src       string
+	spellings []string
+}
+
+// headerNamesOf returns cfg's conversation headers (DefaultConversationHeaders
+// when nil) as identify asks for them.
+func headerNamesOf(cfg IdentifyConfig) []headerName {
 	names := cfg.Headers
 	if names == nil {
 		names = DefaultConversationHeaders()
 	}
+	out := make([]headerName, len(names))
+	for i, name := range names {
+		sp := []string{name}
+		for _, s := range [2]string{strings.ToLower(name), canonicalHeaderKey(name)} {
+			if !slices.Contains(sp, s) {
+				sp = append(sp, s)
+			}
+		}
+		out[i] = headerName{src: "header:" + name, spellings: sp}
+	}
+	return out
+}
+
+// identify parses the body only when no header names the conversation.
+func identify(cfg IdentifyConfig, names []headerName, header func(name string) []byte, parsed func() *Parsed) Identity {
+	var id Identity
 	if header != nil {
 		for _, name := range names {
-			v := lookupHeader(header, name)
+			v := lookupHeader(header, name.spellings)
 			if v == nil {
 				continue
 			}
-			src := "header:" + name
 			if !validID(v) {
-				id.Rejected = append(id.Rejected, src)
+				id.Rejected = append(id.Rejected, name.src)
 				continue
 			}
-			id.ID, id.Source = string(v), src
+			id.ID, id.Source = string(v), name.src
 			return id
 		}
 	}
@@ -137,19 +162,12 @@ func identify(cfg IdentifyConfig, header func(name string) []byte, parsed func()
 	return id
 }
 
-// lookupHeader asks header for name as configured, then lower-cased, then
-// in canonical MIME form. An empty value counts as absent.
-func lookupHeader(header func(string) []byte, name string) []byte {
-	if v := header(name); len(v) > 0 {
-		return v
-	}
-	if l := strings.ToLower(name); l != name {
-		if v := header(l); len(v) > 0 {
-			return v
-		}
-	}
-	if c := canonicalHeaderKey(name); c != name {
-		if v := header(c); len(v) > 0 {
+// lookupHeader asks header for each spelling of a name in turn (as
+// configured, lower-cased, canonical) and returns the first value. An empty
+// value counts as absent.
+func lookupHeader(header func(string) []byte, spellings []string) []byte {
+	for _, s := range spellings {
+		if v := header(s); len(v) > 0 {
 			return v
 		}
 	}

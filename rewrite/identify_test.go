@@ -74,6 +74,11 @@ func TestIdentify(t *testing.T) {
 			if strings.Join(got.Rejected, ",") != strings.Join(tt.rejected, ",") {
 				t.Errorf("Rejected = %v, want %v", got.Rejected, tt.rejected)
 			}
+			// A Pipeline looks the headers up as it made them at New.
+			viaPipeline := New(Config{Format: chatFormat, Identify: tt.cfg}).IdentifyParsed(tt.header, Parse(chatFormat, tt.body))
+			if viaPipeline.ID != got.ID || viaPipeline.Source != got.Source || strings.Join(viaPipeline.Rejected, ",") != strings.Join(got.Rejected, ",") {
+				t.Errorf("IdentifyParsed = %+v, Identify = %+v", viaPipeline, got)
+			}
 		})
 	}
 }

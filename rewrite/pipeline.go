@@ -17,6 +17,7 @@ type Pipeline struct {
 	counter  *Counter         // counts with cache
 	squasher Squasher         // nil: no squash
 	shell    *squash.Squasher // knows the shell tools, which commands only look (dedup), what squash keeps whole and the pruned lines (prune)
+	headers  []headerName     // the conversation headers as IdentifyParsed looks them up; immutable
 }
 
 // New returns a Pipeline for cfg. cfg should have passed Validate; an
@@ -36,9 +37,10 @@ func New(cfg Config) *Pipeline {
 		cfg:      cfg,
 		readOnly: cfg.Dedup.readOnlySet(),
 		cache:    cache,
-		counter:  &Counter{cache: cache},
+		counter:  newCounter(cache),
 		squasher: cfg.Squasher,
 		shell:    squash.New(shellConfig(cfg.Squash)),
+		headers:  headerNamesOf(cfg.Identify),
 	}
 	if p.squasher == nil && cfg.Squash != nil {
 		sc := *cfg.Squash
@@ -74,7 +76,7 @@ func (p *Pipeline) Counter() *Counter { return p.counter }
 // IdentifyParsed is Identify, with the pipeline's IdentifyConfig, on a body
 // already parsed.
 func (p *Pipeline) IdentifyParsed(header func(name string) []byte, parsed *Parsed) Identity {
-	return identify(p.cfg.Identify, header, func() *Parsed { return parsed })
+	return identify(p.cfg.Identify, p.headers, header, func() *Parsed { return parsed })
 }
 
 // Result is the outcome of Rewrite and RewriteWith.
@@ -337,7 +339,9 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 		hashes:  make([]contentHash, n),
 		results: make([]resultRef, 0, nres),
 	}
-	calls := make(map[string]call, ncalls)
+	// The calls by id point into their messages' facts, which are
+	// immutable (cached): a pointer, not a copy of each call, per entry.
+	calls := make(map[string]*call, ncalls)
 	var legacy *call
 	sites := newCallSites(ncalls)
 	var prs []producer // the calls message i's results answer, in order
@@ -366,7 +370,7 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 			if c.id == "" {
 				legacy = c
 			} else {
-				calls[c.id] = *c
+				calls[c.id] = c
 			}
 		}
 	}

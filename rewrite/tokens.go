@@ -72,6 +72,18 @@ func (e *encoder) get(enc Encoding) *bpe.Encoder {
 // the `ctxpress count` CLI share this one implementation.
 type Counter struct {
 	cache *lru
+	// counts are Count of each encoding as a wire.Count, made once: a
+	// request's counter is then not an allocation per request.
+	counts map[Encoding]wire.Count
+}
+
+// newCounter returns a Counter over cache.
+func newCounter(cache *lru) *Counter {
+	c := &Counter{cache: cache, counts: make(map[Encoding]wire.Count, len(encoders))}
+	for enc := range encoders {
+		c.counts[enc] = func(s string) int { return c.Count(enc, s) }
+	}
+	return c
 }
 
 // NewCounter returns a Counter whose cache holds at most cacheBytes
@@ -80,7 +92,7 @@ func NewCounter(cacheBytes int64) *Counter {
 	if cacheBytes == 0 {
 		cacheBytes = DefaultCacheBytes
 	}
-	return &Counter{cache: newLRU(cacheBytes)}
+	return newCounter(newLRU(cacheBytes))
 }
 
 // Count returns the number of tokens text encodes to with enc. It is the
@@ -186,18 +198,33 @@ func (c *Counter) CountRequest(f wire.Format, body []byte) (int, error) {
 // request returns conv with its format and a counter of its model's
 // encoding.
 func (c *Counter) request(conv *wire.Conversation, f wire.Format) request {
-	enc := EncodingForModel(conv.Model)
-	return request{Conversation: conv, f: f, count: func(s string) int { return c.Count(enc, s) }}
+	return request{Conversation: conv, f: f, count: c.counts[EncodingForModel(conv.Model)]}
 }
 
 // fixedTokens returns the tokens a request costs besides its messages: the
 // format's priming and the spans it counts as they are (tool schemas).
 func (c *Counter) fixedTokens(req *request) int {
 	n := req.Priming
+	enc := EncodingForModel(req.Model)
 	for _, s := range req.Counted {
-		n += req.count(string(s.Of(req.Body)))
+		n += c.countBytes(enc, s.Of(req.Body))
 	}
 	return n
+}
+
+// countBytes is Count of string(b), without copying b when its count is
+// cached: a request's tool schemas (kilobytes, the same every turn).
+func (c *Counter) countBytes(enc Encoding, b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	if _, ok := encoders[enc]; !ok {
+		enc = O200K
+	}
+	if v, ok := c.cache.get(bytesKey(kindTokens, string(enc), b)); ok {
+		return v.(int)
+	}
+	return c.Count(enc, string(b))
 }
 
 // messageTokens returns the tokens of message i as sent.

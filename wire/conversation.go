@@ -1,6 +1,9 @@
 package wire
 
-import "crypto/sha256"
+import (
+	"bytes"
+	"crypto/sha256"
+)
 
 // Conversation is a request body as the core reads it, whatever its wire
 // format: the messages in order, each holding its items, with the byte
@@ -182,18 +185,19 @@ type Edit struct {
 // Splice returns body with each edit applied: the bytes between edits are
 // copied as they are. edits must be sorted and must not overlap.
 func Splice(body []byte, edits []Edit) []byte {
-	size := len(body)
-	for _, e := range edits {
-		size += len(e.Repl) - (e.End - e.Start)
+	// bytes.Join allocates the output without zeroing it first, as make
+	// would: every byte is written anyway, and a body is megabytes.
+	var small [9][]byte // up to 4 edits: the chunks on the stack
+	chunks := small[:0]
+	if n := 2*len(edits) + 1; n > len(small) {
+		chunks = make([][]byte, 0, n)
 	}
-	out := make([]byte, 0, size)
 	last := 0
 	for _, e := range edits {
-		out = append(out, body[last:e.Start]...)
-		out = append(out, e.Repl...)
+		chunks = append(chunks, body[last:e.Start], e.Repl)
 		last = e.End
 	}
-	return append(out, body[last:]...)
+	return bytes.Join(append(chunks, body[last:]), nil)
 }
 
 // Format is one wire format's adapter: it reads a request body into a

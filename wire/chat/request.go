@@ -134,7 +134,12 @@ func fieldByName(name string) int {
 // object with a `messages` array. For duplicate keys the first one wins,
 // as with gjson.Get.
 func (Format) Parse(body []byte) (*wire.Conversation, bool) {
-	c := &wire.Conversation{Body: body, Priming: replyPriming}
+	// The conversation and its two Counted spans are one allocation.
+	cc := &struct {
+		wire.Conversation
+		counted [2]wire.Span
+	}{Conversation: wire.Conversation{Body: body, Priming: replyPriming}}
+	c := &cc.Conversation
 	i := wire.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return c, false
@@ -166,8 +171,9 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 				return wire.ValueEnd(body, vs)
 			}
 			seenMessages = true
-			c.Messages = make([]wire.Message, 0, firstMessages)
-			c.Items = make([]wire.Item, 0, 2*firstMessages)
+			first := firstMessages(len(body) - vs)
+			c.Messages = make([]wire.Message, 0, first)
+			c.Items = make([]wire.Item, 0, 2*first)
 			ve := wire.WalkArray(body, vs, func(es int) int {
 				if len(c.Messages) == cap(c.Messages) {
 					growFor(c, &ns, es-vs, len(body)-es)
@@ -188,14 +194,21 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 		return wire.ValueEnd(body, vs)
 	})
 	ns.decode(body, c.Items)
-	c.Counted = []wire.Span{tools, functions}
+	cc.counted = [2]wire.Span{tools, functions}
+	c.Counted = cc.counted[:]
 	c.Lead = leadingSystem(c.Messages)
 	return c, array.Exists()
 }
 
-// firstMessages is the room Parse makes for messages before it can tell
-// from the body how many there are.
-const firstMessages = 16
+// firstMessages is the room Parse makes for the messages of an array of
+// at most size bytes before it can tell how many there are: one per KiB
+// and two more, at most 16 (an agent's messages are 1-1.5 KB on average).
+// A request of two short messages then costs two Messages and four Items,
+// not 16 and 32 (4 KB a request); a longer one grows (growFor) once its
+// first messages tell how many the rest of the bytes hold.
+func firstMessages(size int) int {
+	return min(16, 2+size/1024)
+}
 
 // growFor makes room for the rest of c's messages, their items and calls
 // when the messages read so far, from the first read bytes of the array,
@@ -373,7 +386,7 @@ func appendCalls(items []wire.Item, i int, m *message, ns *callNames) []wire.Ite
 func (ns *callNames) walk(body []byte, vs int) int {
 	return wire.WalkArray(body, vs, func(es int) int {
 		if ns.calls == nil {
-			ns.calls = make([]pendingCall, 0, firstMessages)
+			ns.calls = make([]pendingCall, 0, firstMessages(len(body)-es))
 		}
 		pc := pendingCall{}
 		if body[es] != '{' {
