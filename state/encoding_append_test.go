@@ -25,7 +25,7 @@ func checkAppendMatchesJSON(t testing.TB, what string, d *diskRecord) {
 			t.Fatalf("%s: error %v, json.Marshal's %v", what, err, wantErr)
 		}
 	case string(got) != "prefix"+string(want):
-		t.Fatalf("%s:\n got %s\nwant prefix%s", what, got, want)
+		t.Fatalf("%s:\n got %q\nwant %q", what, got, "prefix"+string(want))
 	}
 }
 
@@ -96,6 +96,11 @@ func fullDiskRecord() diskRecord {
 	}
 	d.LegacyLastInputTokens, d.LegacyLastEstimate, d.LegacyCalibration = 1, 2, 0.5
 	d.LegacyBreaker = diskBreaker{ForceNext: true, Reason: "old"}
+	d.Usage, d.Summary, d.Direct = diskUsage{1, 2, 3, 4, 5, 6}, diskUsage{Calls: 1}, diskUsage{Output: 9}
+	d.Turns = diskTurns(r.Turns)
+	d.Branches[0].Since = 4
+	l := &d.Lines[0]
+	l.LastSent, l.Turns, l.CacheSeen, l.UncachedPrompts = 100, 3, true, 2
 	return d
 }
 
