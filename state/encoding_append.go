@@ -46,7 +46,7 @@ func diskRecordSizeHint(d *diskRecord) int {
 	for i := range d.RecentSummaries {
 		n += 140 + len(d.RecentSummaries[i].Summary)
 	}
-	return n
+	return n + n/8 // room for escapes
 }
 
 // recordAppender is the buffer being appended to; bad is set by a value
@@ -348,10 +348,10 @@ func appendJSONFloat(b []byte, f float64) []byte {
 	return b
 }
 
-// jsonSafe holds the ASCII bytes encoding/json writes as they are with
-// HTML escaping on (its default): printable ones and DEL, except the
-// quote, the backslash and <, >, &.
-var jsonSafe = func() (safe [utf8.RuneSelf]bool) {
+// jsonSafe holds the bytes encoding/json writes as they are with HTML
+// escaping on (its default): printable ASCII and DEL, except the quote,
+// the backslash and <, >, &. Bytes from 0x80 (UTF-8) are checked apart.
+var jsonSafe = func() (safe [256]bool) {
 	for c := ' '; c < utf8.RuneSelf; c++ {
 		safe[c] = true
 	}
@@ -369,11 +369,13 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i < len(s) && jsonSafe[s[i]] { // most of a string: copied in one append below
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '\\', '"':

@@ -312,3 +312,70 @@ func (s *bytesSource) Uint64() uint64 {
 	s.b = s.b[n:]
 	return binary.LittleEndian.Uint64(buf[:])
 }
+
+// benchRecord is a record like the chat benchmark's after a while: one
+// line with dedups and prunes, a few branches and recent summaries with
+// KB-long summaries, MaxTurns turns.
+func benchRecord() Record {
+	r := historyRecord(keyA)
+	summary := "<conversation_summary>\n" + strings.Repeat("The user asked for the failing build to be fixed. The assistant "+
+		"read main.go and the tests, found that \"go vet\" rejects a format string, changed it and ran the tests again; "+
+		"they passed.\n", 6) + "</conversation_summary>"
+	r.Branches, r.RecentSummaries = nil, nil
+	for i := range 3 {
+		at := t0.Add(time.Duration(i) * time.Minute)
+		r.Branches = append(r.Branches, Branch{Summary: summary, Covered: 40 * (i + 1), Hash: hashOf(strconv.Itoa(i)),
+			Parent: hashOf(strconv.Itoa(i - 1)), Since: 10 * i, CreatedAt: at, UsedAt: at.Add(time.Second)})
+		r.RecentSummaries = append(r.RecentSummaries, SummaryEntry{At: at, Summary: summary, CoveredMessages: 40 * (i + 1),
+			TokensBefore: 90000, TokensAfter: 30000})
+	}
+	l := r.Lines[0]
+	l.Dedups, l.Prunes = nil, nil
+	for i := range 12 {
+		l.Dedups = append(l.Dedups, DedupMark{Index: 3 + 4*i, Result: i % 3, Digest: hashOf("d" + strconv.Itoa(i))})
+		l.Prunes = append(l.Prunes, PruneMark{Index: 5 + 4*i, Result: i % 2, Digest: hashOf("p" + strconv.Itoa(i)), Turn: i})
+	}
+	r.Lines = []Line{l}
+	normalize(&r)
+	return r
+}
+
+// The record of a write without its turns (encodeRecordMemo splices them
+// in from their memo), by encoding/json and by appendDiskRecord; then the
+// whole encoding of a write, turns from the memo included.
+// go test -run '^$' -bench EncodeRecord -benchmem ./state/
+func BenchmarkEncodeRecord(b *testing.B) {
+	r := benchRecord()
+	var d diskRecord
+	if data, err := encodeRecord(&r); err != nil || json.Unmarshal(data, &d) != nil {
+		b.Fatal(err)
+	}
+	d.Turns = nil
+	want, _ := json.Marshal(&d)
+	b.Logf("record %d bytes without its %d turns", len(want), len(r.Turns))
+	b.Run("json", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := json.Marshal(&d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := appendDiskRecord(make([]byte, 0, diskRecordSizeHint(&d)), &d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("write", func(b *testing.B) {
+		_, memo, err := encodeRecordMemo(&r, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, _, err := encodeRecordMemo(&r, memo); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
