@@ -342,10 +342,20 @@ func benchRecord() Record {
 
 // The record of a write without its turns (encodeRecordMemo splices them
 // in from their memo), by encoding/json and by appendDiskRecord; then the
-// whole encoding of a write, turns from the memo included.
+// whole encoding of a write, turns from the memo included. "chat" is
+// benchRecord, "small" historyRecord (short strings, two lines).
 // go test -run '^$' -bench EncodeRecord -benchmem ./state/
 func BenchmarkEncodeRecord(b *testing.B) {
-	r := benchRecord()
+	for _, c := range []struct {
+		name string
+		r    Record
+	}{{"chat", benchRecord()}, {"small", historyRecord(keyA)}} {
+		b.Run(c.name, func(b *testing.B) { benchEncodeRecord(b, c.r) })
+	}
+}
+
+func benchEncodeRecord(b *testing.B, r Record) {
+	normalize(&r)
 	var d diskRecord
 	if data, err := encodeRecord(&r); err != nil || json.Unmarshal(data, &d) != nil {
 		b.Fatal(err)
