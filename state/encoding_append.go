@@ -20,8 +20,8 @@ import (
 // the two equal: a field added to diskRecord (or to a struct in it) must be
 // added here too.
 func appendDiskRecord(b []byte, d *diskRecord) ([]byte, error) {
-	e := recordAppender{b: b}
-	e.record(d)
+	var e recordAppender
+	b = e.record(b, d)
 	if e.bad {
 		_, err := json.Marshal(d) // the rare case: json.Marshal's exact error
 		if err == nil {
@@ -29,7 +29,7 @@ func appendDiskRecord(b []byte, d *diskRecord) ([]byte, error) {
 		}
 		return nil, err
 	}
-	return e.b, nil
+	return b, nil
 }
 
 // diskRecordSizeHint is about how many bytes d encodes to (more for
@@ -49,249 +49,245 @@ func diskRecordSizeHint(d *diskRecord) int {
 	return n + n/8 // room for escapes
 }
 
-// recordAppender is the buffer being appended to; bad is set by a value
-// JSON cannot hold, and the caller then discards b.
+// recordAppender appends the fields of a record. The buffer is passed
+// and returned rather than kept in it: a slice stored through a pointer
+// costs a write barrier on every append while the GC runs. bad is set by
+// a value JSON cannot hold, and the caller then discards what was written.
 type recordAppender struct {
-	b   []byte
 	bad bool
 }
 
 // An object is written by begin, fields that each start with a comma, and
 // end, which turns the first comma into the opening brace.
-func (e *recordAppender) begin() int { return len(e.b) }
+func begin(b []byte) int { return len(b) }
 
-func (e *recordAppender) end(start int) {
-	if len(e.b) == start {
-		e.b = append(e.b, "{}"...)
-		return
+func end(b []byte, start int) []byte {
+	if len(b) == start {
+		return append(b, "{}"...)
 	}
-	e.b[start] = '{'
-	e.b = append(e.b, '}')
+	b[start] = '{'
+	return append(b, '}')
 }
 
 // key appends `,"name":`; name is a plain ASCII tag name.
-func (e *recordAppender) key(name string) {
-	e.b = append(e.b, ',', '"')
-	e.b = append(e.b, name...)
-	e.b = append(e.b, '"', ':')
+func key(b []byte, name string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	return append(b, '"', ':')
 }
 
-func (e *recordAppender) str(name, s string) {
-	e.key(name)
-	e.b = appendJSONString(e.b, s)
+func str(b []byte, name, s string) []byte {
+	return appendJSONString(key(b, name), s)
 }
 
 // strOmitEmpty, intOmitEmpty, ... are the fields tagged omitempty.
-func (e *recordAppender) strOmitEmpty(name, s string) {
-	if s != "" {
-		e.str(name, s)
+func strOmitEmpty(b []byte, name, s string) []byte {
+	if s == "" {
+		return b
 	}
+	return str(b, name, s)
 }
 
-func (e *recordAppender) int(name string, v int64) {
-	e.key(name)
-	e.b = strconv.AppendInt(e.b, v, 10)
+func integer(b []byte, name string, v int64) []byte {
+	return strconv.AppendInt(key(b, name), v, 10)
 }
 
-func (e *recordAppender) intOmitEmpty(name string, v int64) {
-	if v != 0 {
-		e.int(name, v)
+func intOmitEmpty(b []byte, name string, v int64) []byte {
+	if v == 0 {
+		return b
 	}
+	return integer(b, name, v)
 }
 
-func (e *recordAppender) boolOmitEmpty(name string, v bool) {
-	if v {
-		e.key(name)
-		e.b = append(e.b, "true"...)
+func boolOmitEmpty(b []byte, name string, v bool) []byte {
+	if !v {
+		return b
 	}
+	return append(key(b, name), "true"...)
 }
 
-func (e *recordAppender) floatOmitEmpty(name string, f float64) {
+func (e *recordAppender) floatOmitEmpty(b []byte, name string, f float64) []byte {
 	if f == 0 { // -0 too, as encoding/json's isEmptyValue
-		return
+		return b
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		e.bad = true
-		return
+		return b
 	}
-	e.key(name)
-	e.b = appendJSONFloat(e.b, f)
+	return appendJSONFloat(key(b, name), f)
 }
 
 // hash is a ChainHash, which encoding/json writes through MarshalText:
 // 64 hex digits, nothing to escape.
-func (e *recordAppender) hash(name string, h ChainHash) {
-	e.key(name)
-	e.b = appendHashString(e.b, h)
+func hash(b []byte, name string, h ChainHash) []byte {
+	return appendHashString(key(b, name), h)
 }
 
-func (e *recordAppender) hashOmitZero(name string, h ChainHash) {
-	if !h.IsZero() {
-		e.hash(name, h)
+func hashOmitZero(b []byte, name string, h ChainHash) []byte {
+	if h.IsZero() {
+		return b
 	}
+	return hash(b, name, h)
 }
 
 // timeOmitZero is a time.Time tagged omitzero (its IsZero, whatever its
 // location), written as time.Time.MarshalJSON writes it.
-func (e *recordAppender) timeOmitZero(name string, t time.Time) {
+func (e *recordAppender) timeOmitZero(b []byte, name string, t time.Time) []byte {
 	if t.IsZero() {
-		return
+		return b
 	}
-	e.key(name)
-	e.b = append(e.b, '"')
-	out, err := t.AppendText(e.b) // MarshalJSON's RFC 3339 form and checks, unquoted
+	b = append(key(b, name), '"')
+	out, err := t.AppendText(b) // MarshalJSON's RFC 3339 form and checks, unquoted
 	if err != nil {
 		e.bad = true
-		return
+		return b
 	}
-	e.b = append(out, '"')
+	return append(out, '"')
 }
 
 // usageOmitZero is a diskUsage tagged omitzero: left out when every
 // counter is 0.
-func (e *recordAppender) usageOmitZero(name string, u diskUsage) {
+func usageOmitZero(b []byte, name string, u diskUsage) []byte {
 	if u == (diskUsage{}) {
-		return
+		return b
 	}
-	e.key(name)
-	s := e.begin()
-	e.intOmitEmpty("calls", u.Calls)
-	e.intOmitEmpty("unreported", u.Unreported)
-	e.intOmitEmpty("input", u.Input)
-	e.intOmitEmpty("cached", u.Cached)
-	e.intOmitEmpty("cache_write", u.CacheWrite)
-	e.intOmitEmpty("output", u.Output)
-	e.end(s)
+	b = key(b, name)
+	s := begin(b)
+	b = intOmitEmpty(b, "calls", u.Calls)
+	b = intOmitEmpty(b, "unreported", u.Unreported)
+	b = intOmitEmpty(b, "input", u.Input)
+	b = intOmitEmpty(b, "cached", u.Cached)
+	b = intOmitEmpty(b, "cache_write", u.CacheWrite)
+	b = intOmitEmpty(b, "output", u.Output)
+	return end(b, s)
 }
 
 // breakerOmitZero is a diskBreaker tagged omitzero. encoding/json's zero
 // test of a struct without an IsZero method is ==, so a BackoffUntil that
 // IsZero but has a location keeps the breaker, written as {}.
-func (e *recordAppender) breakerOmitZero(name string, br diskBreaker) {
+func (e *recordAppender) breakerOmitZero(b []byte, name string, br diskBreaker) []byte {
 	if br == (diskBreaker{}) {
-		return
+		return b
 	}
-	e.key(name)
-	s := e.begin()
-	e.boolOmitEmpty("force_next", br.ForceNext)
-	e.boolOmitEmpty("tripped", br.Tripped)
-	e.intOmitEmpty("consecutive_over_trigger", int64(br.ConsecutiveOverTrigger))
-	e.intOmitEmpty("failure_count", int64(br.FailureCount))
-	e.timeOmitZero("backoff_until", br.BackoffUntil)
-	e.strOmitEmpty("reason", br.Reason)
-	e.end(s)
+	b = key(b, name)
+	s := begin(b)
+	b = boolOmitEmpty(b, "force_next", br.ForceNext)
+	b = boolOmitEmpty(b, "tripped", br.Tripped)
+	b = intOmitEmpty(b, "consecutive_over_trigger", int64(br.ConsecutiveOverTrigger))
+	b = intOmitEmpty(b, "failure_count", int64(br.FailureCount))
+	b = e.timeOmitZero(b, "backoff_until", br.BackoffUntil)
+	b = strOmitEmpty(b, "reason", br.Reason)
+	return end(b, s)
 }
 
-func (e *recordAppender) record(d *diskRecord) {
-	s := e.begin()
-	e.str("ns", d.Namespace)
-	e.str("id", d.ID)
-	e.strOmitEmpty("model", d.Model)
-	e.intOmitEmpty("requests", d.Requests)
-	e.intOmitEmpty("tokens_before", d.TokensBefore)
-	e.intOmitEmpty("tokens_after", d.TokensAfter)
-	e.intOmitEmpty("tokens_saved", d.TokensSaved)
-	e.intOmitEmpty("compactions", d.Compactions)
-	e.usageOmitZero("usage", d.Usage)
-	e.usageOmitZero("summary_usage", d.Summary)
-	e.usageOmitZero("direct_usage", d.Direct)
+// open appends what comes before element i of an array: '[' before the
+// first, ',' before the others.
+func open(b []byte, i int) []byte { return append(b, "[,"[min(i, 1)]) }
+
+func (e *recordAppender) record(b []byte, d *diskRecord) []byte {
+	s := begin(b)
+	b = str(b, "ns", d.Namespace)
+	b = str(b, "id", d.ID)
+	b = strOmitEmpty(b, "model", d.Model)
+	b = intOmitEmpty(b, "requests", d.Requests)
+	b = intOmitEmpty(b, "tokens_before", d.TokensBefore)
+	b = intOmitEmpty(b, "tokens_after", d.TokensAfter)
+	b = intOmitEmpty(b, "tokens_saved", d.TokensSaved)
+	b = intOmitEmpty(b, "compactions", d.Compactions)
+	b = usageOmitZero(b, "usage", d.Usage)
+	b = usageOmitZero(b, "summary_usage", d.Summary)
+	b = usageOmitZero(b, "direct_usage", d.Direct)
 	if len(d.Branches) > 0 {
-		e.key("branches")
+		b = key(b, "branches")
 		for i := range d.Branches {
-			e.b = append(e.b, "[,"[min(i, 1)]) // '[' before the first, ',' after
-			e.branch(&d.Branches[i])
+			b = e.branch(open(b, i), &d.Branches[i])
 		}
-		e.b = append(e.b, ']')
+		b = append(b, ']')
 	}
 	if len(d.Lines) > 0 {
-		e.key("lines")
+		b = key(b, "lines")
 		for i := range d.Lines {
-			e.b = append(e.b, "[,"[min(i, 1)])
-			e.line(&d.Lines[i])
+			b = e.line(open(b, i), &d.Lines[i])
 		}
-		e.b = append(e.b, ']')
+		b = append(b, ']')
 	}
-	e.boolOmitEmpty("force_next", d.ForceNext)
+	b = boolOmitEmpty(b, "force_next", d.ForceNext)
 	if len(d.RecentSummaries) > 0 {
-		e.key("recent_summaries")
+		b = key(b, "recent_summaries")
 		for i := range d.RecentSummaries {
-			e.b = append(e.b, "[,"[min(i, 1)])
-			e.summary(&d.RecentSummaries[i])
+			b = e.summary(open(b, i), &d.RecentSummaries[i])
 		}
-		e.b = append(e.b, ']')
+		b = append(b, ']')
 	}
 	if len(d.Turns) > 0 {
-		e.key("turns")
 		enc, err := d.Turns.MarshalJSON()
 		if err != nil {
 			e.bad = true
 		}
-		e.b = append(e.b, enc...)
+		b = append(key(b, "turns"), enc...)
 	}
-	e.timeOmitZero("created_at", d.CreatedAt)
-	e.timeOmitZero("updated_at", d.UpdatedAt)
-	e.intOmitEmpty("last_input_tokens", int64(d.LegacyLastInputTokens))
-	e.intOmitEmpty("last_estimate", int64(d.LegacyLastEstimate))
-	e.floatOmitEmpty("calibration", d.LegacyCalibration)
-	e.breakerOmitZero("breaker", d.LegacyBreaker)
-	e.end(s)
+	b = e.timeOmitZero(b, "created_at", d.CreatedAt)
+	b = e.timeOmitZero(b, "updated_at", d.UpdatedAt)
+	b = intOmitEmpty(b, "last_input_tokens", int64(d.LegacyLastInputTokens))
+	b = intOmitEmpty(b, "last_estimate", int64(d.LegacyLastEstimate))
+	b = e.floatOmitEmpty(b, "calibration", d.LegacyCalibration)
+	b = e.breakerOmitZero(b, "breaker", d.LegacyBreaker)
+	return end(b, s)
 }
 
-func (e *recordAppender) branch(br *diskBranch) {
-	s := e.begin()
-	e.str("summary", br.Summary)
-	e.int("covered", int64(br.Covered))
-	e.hash("hash", br.Hash)
-	e.hashOmitZero("parent", br.Parent)
-	e.intOmitEmpty("since", int64(br.Since))
-	e.timeOmitZero("created_at", br.CreatedAt)
-	e.timeOmitZero("used_at", br.UsedAt)
-	e.end(s)
+func (e *recordAppender) branch(b []byte, br *diskBranch) []byte {
+	s := begin(b)
+	b = str(b, "summary", br.Summary)
+	b = integer(b, "covered", int64(br.Covered))
+	b = hash(b, "hash", br.Hash)
+	b = hashOmitZero(b, "parent", br.Parent)
+	b = intOmitEmpty(b, "since", int64(br.Since))
+	b = e.timeOmitZero(b, "created_at", br.CreatedAt)
+	b = e.timeOmitZero(b, "used_at", br.UsedAt)
+	return end(b, s)
 }
 
-func (e *recordAppender) line(l *diskLine) {
-	s := e.begin()
-	e.hashOmitZero("id", l.ID)
-	e.hashOmitZero("tip", l.Tip)
-	e.intOmitEmpty("messages", int64(l.Messages))
-	e.strOmitEmpty("model", l.Model)
-	e.intOmitEmpty("last_input_tokens", int64(l.LastInputTokens))
-	e.intOmitEmpty("last_estimate", int64(l.LastEstimate))
-	e.floatOmitEmpty("calibration", l.Calibration)
-	e.floatOmitEmpty("slope", l.Slope)
-	e.intOmitEmpty("last_sent", int64(l.LastSent))
-	e.breakerOmitZero("breaker", l.Breaker)
+func (e *recordAppender) line(b []byte, l *diskLine) []byte {
+	s := begin(b)
+	b = hashOmitZero(b, "id", l.ID)
+	b = hashOmitZero(b, "tip", l.Tip)
+	b = intOmitEmpty(b, "messages", int64(l.Messages))
+	b = strOmitEmpty(b, "model", l.Model)
+	b = intOmitEmpty(b, "last_input_tokens", int64(l.LastInputTokens))
+	b = intOmitEmpty(b, "last_estimate", int64(l.LastEstimate))
+	b = e.floatOmitEmpty(b, "calibration", l.Calibration)
+	b = e.floatOmitEmpty(b, "slope", l.Slope)
+	b = intOmitEmpty(b, "last_sent", int64(l.LastSent))
+	b = e.breakerOmitZero(b, "breaker", l.Breaker)
 	if len(l.Dedups) > 0 {
-		e.key("dedups")
+		b = key(b, "dedups")
 		for i, m := range l.Dedups {
-			e.b = append(e.b, "[,"[min(i, 1)])
-			e.b = appendDedup(e.b, m)
+			b = appendDedup(open(b, i), m)
 		}
-		e.b = append(e.b, ']')
+		b = append(b, ']')
 	}
 	if len(l.Prunes) > 0 {
-		e.key("prunes")
+		b = key(b, "prunes")
 		for i, m := range l.Prunes {
-			e.b = append(e.b, "[,"[min(i, 1)])
-			e.b = appendPrune(e.b, m)
+			b = appendPrune(open(b, i), m)
 		}
-		e.b = append(e.b, ']')
+		b = append(b, ']')
 	}
-	e.timeOmitZero("used_at", l.UsedAt)
-	e.intOmitEmpty("turns", int64(l.Turns))
-	e.boolOmitEmpty("cache_seen", l.CacheSeen)
-	e.intOmitEmpty("uncached_prompts", int64(l.UncachedPrompts))
-	e.end(s)
+	b = e.timeOmitZero(b, "used_at", l.UsedAt)
+	b = intOmitEmpty(b, "turns", int64(l.Turns))
+	b = boolOmitEmpty(b, "cache_seen", l.CacheSeen)
+	b = intOmitEmpty(b, "uncached_prompts", int64(l.UncachedPrompts))
+	return end(b, s)
 }
 
-func (e *recordAppender) summary(m *diskSummary) {
-	s := e.begin()
-	e.timeOmitZero("at", m.At)
-	e.str("summary", m.Summary)
-	e.intOmitEmpty("covered_messages", int64(m.CoveredMessages))
-	e.intOmitEmpty("tokens_before", int64(m.TokensBefore))
-	e.intOmitEmpty("tokens_after", int64(m.TokensAfter))
-	e.end(s)
+func (e *recordAppender) summary(b []byte, m *diskSummary) []byte {
+	s := begin(b)
+	b = e.timeOmitZero(b, "at", m.At)
+	b = str(b, "summary", m.Summary)
+	b = intOmitEmpty(b, "covered_messages", int64(m.CoveredMessages))
+	b = intOmitEmpty(b, "tokens_before", int64(m.TokensBefore))
+	b = intOmitEmpty(b, "tokens_after", int64(m.TokensAfter))
+	return end(b, s)
 }
 
 // appendDedup appends what diskDedup.MarshalJSON writes.
