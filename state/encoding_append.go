@@ -20,16 +20,25 @@ import (
 // the two equal: a field added to diskRecord (or to a struct in it) must be
 // added here too.
 func appendDiskRecord(b []byte, d *diskRecord) ([]byte, error) {
-	var e recordAppender
-	b = e.record(b, d)
-	if e.bad {
-		_, err := json.Marshal(d) // the rare case: json.Marshal's exact error
-		if err == nil {
-			panic("state: appendDiskRecord failed where json.Marshal did not")
-		}
+	n := len(b)
+	b, ok := appendDiskRecordFast(b, d)
+	if ok {
+		return b, nil
+	}
+	out, err := json.Marshal(d) // the rare case: json.Marshal's exact error
+	if err != nil {
 		return nil, err
 	}
-	return b, nil
+	return append(b[:n], out...), nil // were the two to disagree
+}
+
+// appendDiskRecordFast is appendDiskRecord without falling back on
+// json.Marshal: ok is false for what JSON cannot hold, and b then holds
+// part of d.
+func appendDiskRecordFast(b []byte, d *diskRecord) (_ []byte, ok bool) {
+	var e recordAppender
+	b = e.record(b, d)
+	return b, !e.bad
 }
 
 // diskRecordSizeHint is about how many bytes d encodes to (more for

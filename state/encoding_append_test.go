@@ -13,17 +13,24 @@ import (
 )
 
 // checkAppendMatchesJSON fails t unless appendDiskRecord writes exactly what
-// json.Marshal writes for d, or fails exactly as it fails; it appends after
-// a prefix to check that it appends rather than overwrites.
+// json.Marshal writes for d, or fails exactly as it fails, and without
+// json.Marshal's help (appendDiskRecordFast) where it does not fail; it
+// appends after a prefix to check that it appends rather than overwrites.
 func checkAppendMatchesJSON(t testing.TB, what string, d *diskRecord) {
 	t.Helper()
 	want, wantErr := json.Marshal(d)
 	got, err := appendDiskRecord([]byte("prefix"), d)
+	fast, ok := appendDiskRecordFast([]byte("prefix"), d)
 	switch {
 	case wantErr != nil || err != nil:
 		if wantErr == nil || err == nil || err.Error() != wantErr.Error() {
 			t.Fatalf("%s: error %v, json.Marshal's %v", what, err, wantErr)
 		}
+		if ok {
+			t.Fatalf("%s: appendDiskRecordFast wrote %q where json.Marshal fails: %v", what, fast, wantErr)
+		}
+	case !ok || string(fast) != string(got):
+		t.Fatalf("%s: appendDiskRecordFast = %q, %v; want %q", what, fast, ok, got)
 	case string(got) != "prefix"+string(want):
 		t.Fatalf("%s:\n got %q\nwant %q", what, got, "prefix"+string(want))
 	}
