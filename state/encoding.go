@@ -479,20 +479,23 @@ func encodeRecordMemo(r *Record, prev *turnsMemo) ([]byte, *turnsMemo, error) {
 			TokensBefore: s.TokensBefore, TokensAfter: s.TokensAfter,
 		})
 	}
-	b, err := json.Marshal(&d)
+	// The turns are spliced in after the rest, from their memo, rather
+	// than encoded as a field. Key order does not matter to the decoder.
+	var m *turnsMemo
+	size := diskRecordSizeHint(&d)
+	if len(r.Turns) > 0 {
+		m = encodeTurns(r.Turns, prev)
+		size += len(m.enc) + len(`,"turns":[]`)
+	}
+	b, err := appendDiskRecord(make([]byte, 0, size), &d)
 	if err != nil {
 		return nil, nil, fmt.Errorf("state: encode %s: %w", r.Key, err)
 	}
-	if len(r.Turns) == 0 {
+	if m == nil {
 		return b, nil, nil
 	}
-	// Spliced in rather than marshalled as a field: encoding/json
-	// re-scans a Marshaler's output, which cost more than the rest of
-	// the record. Key order does not matter to the decoder.
-	m := encodeTurns(r.Turns, prev)
-	out := make([]byte, 0, len(b)+len(m.enc)+12)
-	out = append(append(out, b[:len(b)-1]...), `,"turns":[`...)
-	return append(append(out, m.enc...), "]}"...), m, nil
+	b = append(append(b[:len(b)-1], `,"turns":[`...), m.enc...)
+	return append(b, "]}"...), m, nil
 }
 
 // decodeRecord decodes stored bytes. The Key comes from the storage key, which
