@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ctxpress/ctxpress/rewrite"
@@ -89,14 +90,46 @@ func updateLine(r *state.Record, ref lineRef, now time.Time, fn func(*state.Line
 	} else {
 		l = state.Line{ID: ref.id}
 	}
+	takeLine(&l, ref, now, fn)
+	r.PutLine(l)
+}
+
+// takeLine moves l's tip to ref unless a longer request of it was recorded
+// already, sets its LRU clock to now and runs fn on it.
+func takeLine(l *state.Line, ref lineRef, now time.Time, fn func(*state.Line)) {
 	if ref.messages >= l.Messages {
 		l.Tip, l.Messages = ref.tip, ref.messages
 	}
 	l.UsedAt = now
 	if fn != nil {
-		fn(&l)
+		fn(l)
 	}
-	r.PutLine(l)
+}
+
+// lineEditor makes a run of updateLine's edits on one record, which no
+// copy of it may see meanwhile, cloning its Lines once instead of at every
+// edit (state.Record.PutLine clones them, as a copy of the record may
+// share them): once an edit has cloned them they are the record's own, and
+// a later edit of a line it holds is made in place, in PutLine's order (the
+// edited line moves last).
+type lineEditor struct {
+	rec   *state.Record
+	owned bool // rec.Lines' backing array is rec's alone
+}
+
+func (e *lineEditor) update(ref lineRef, now time.Time, fn func(*state.Line)) {
+	r := e.rec
+	i := slices.IndexFunc(r.Lines, func(l state.Line) bool { return l.ID == ref.id })
+	if !e.owned || i < 0 || len(r.Lines) > state.MaxLines {
+		// A new line may evict another: PutLine decides.
+		updateLine(r, ref, now, fn)
+		e.owned = true
+		return
+	}
+	l := r.Lines[i]
+	takeLine(&l, ref, now, fn)
+	copy(r.Lines[i:], r.Lines[i+1:])
+	r.Lines[len(r.Lines)-1] = l
 }
 
 // numbersOf is line l's numbers as rewrite's decisions read them: state.Line

@@ -186,15 +186,20 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	r.pendingMu.Lock()
 	lines := slices.Clone(r.pending[key].lines) // record changes them in place
 	r.pendingMu.Unlock()
+	if len(lines) == 0 {
+		return
+	}
 	now := r.now()
+	// rec is the caller's copy, read from the store just now.
+	e := lineEditor{rec: rec}
 	for _, l := range lines {
-		updateLine(rec, l.newest.line, now, func(sl *state.Line) { keepDedups(sl, &l.newest) })
+		e.update(l.newest.line, now, func(sl *state.Line) { keepDedups(sl, &l.newest) })
 		for _, u := range l.earlier {
-			updateLine(rec, l.newest.line, now, func(sl *state.Line) { observeCache(sl, u) })
+			e.update(l.newest.line, now, func(sl *state.Line) { observeCache(sl, u) })
 		}
-		if tr := l.usage; tr.usage.Found {
+		if tr := &l.usage; tr.usage.Found {
 			tr.turn.compacted = false // the breaker is the writer's business
-			updateLine(rec, tr.turn.line, now, func(sl *state.Line) { observe(rec, sl, tr) })
+			e.update(tr.turn.line, now, func(sl *state.Line) { observe(rec, sl, *tr) })
 		}
 	}
 }
