@@ -99,3 +99,71 @@ func TestLeasesMostRecentFirst(t *testing.T) {
 		t.Fatal("an aborted lease was pooled again")
 	}
 }
+
+// Requests waiting at once share one watch of their clients: the one whose
+// client leaves is cancelled upstream, and only that one; the others are
+// answered when their upstream answers.
+func TestClientGoneCancelsOnlyItsOwnRequest(t *testing.T) {
+	up := openaitest.New(t)
+	const waiting = 4
+	var held atomic.Int32
+	release := make(chan struct{})
+	cancelled := make(chan string, waiting)
+	up.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		select {
+		case <-r.Context().Done():
+			cancelled <- r.Header.Get("X-Test")
+			return
+		case <-release:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	})
+	p := startProxy(t, Config{Upstream: up.BaseURL()})
+	body := `{"model":"m","messages":[{"role":"user","content":"a long prompt"}]}`
+	leaving, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	status := make(chan string, waiting)
+	for i := range waiting {
+		ctx := context.Background()
+		if i == 0 {
+			ctx = leaving
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("X-Test", fmt.Sprintf("client-%d", i))
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				status <- fmt.Sprintf("client-%d: %v", i, err)
+				return
+			}
+			resp.Body.Close()
+			status <- fmt.Sprintf("client-%d: %d", i, resp.StatusCode)
+		}()
+	}
+	waitFor(t, func() bool { return held.Load() == waiting }, "every request upstream")
+	cancel()
+	select {
+	case who := <-cancelled:
+		if who != "client-0" {
+			t.Fatalf("the upstream request of %s was cancelled, not the one whose client left", who)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream kept working for a client that had gone")
+	}
+	if got := <-status; !strings.HasPrefix(got, "client-0: ") || strings.HasSuffix(got, ": 200") {
+		t.Fatalf("the client that left: %s", got)
+	}
+	close(release)
+	for range waiting - 1 {
+		if got := <-status; !strings.HasSuffix(got, ": 200") {
+			t.Errorf("a client that stayed: %s", got)
+		}
+	}
+	select {
+	case who := <-cancelled:
+		t.Errorf("%s's upstream request was cancelled too", who)
+	default:
+	}
+}
