@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // lineRef names the line of history a request belongs to (see state.Line)
@@ -90,20 +91,14 @@ func updateLine(r *state.Record, ref lineRef, now time.Time, fn func(*state.Line
 	} else {
 		l = state.Line{ID: ref.id}
 	}
-	takeLine(&l, ref, now, fn)
-	r.PutLine(l)
-}
-
-// takeLine moves l's tip to ref unless a longer request of it was recorded
-// already, sets its LRU clock to now and runs fn on it.
-func takeLine(l *state.Line, ref lineRef, now time.Time, fn func(*state.Line)) {
 	if ref.messages >= l.Messages {
 		l.Tip, l.Messages = ref.tip, ref.messages
 	}
 	l.UsedAt = now
 	if fn != nil {
-		fn(l)
+		fn(&l)
 	}
+	r.PutLine(l)
 }
 
 // lineEditor makes a run of updateLine's edits on one record, which no
@@ -117,17 +112,47 @@ type lineEditor struct {
 	owned bool // rec.Lines' backing array is rec's alone
 }
 
-func (e *lineEditor) update(ref lineRef, now time.Time, fn func(*state.Line)) {
+// lineEdit is what an edit does to its line, besides what updateLine does
+// to every line it touches: one of these, named rather than a func so that
+// the line edited stays off the heap.
+type lineEdit struct {
+	dedupsOf *turn       // keepDedups
+	cache    *wire.Usage // observeCache
+	observe  *turnRecord // observe
+}
+
+func (ed lineEdit) apply(rec *state.Record, l *state.Line) {
+	switch {
+	case ed.dedupsOf != nil:
+		keepDedups(l, ed.dedupsOf)
+	case ed.cache != nil:
+		observeCache(l, *ed.cache)
+	case ed.observe != nil:
+		observe(rec, l, *ed.observe)
+	}
+}
+
+// update is updateLine(e.rec, ref, now, ed's edit).
+func (e *lineEditor) update(ref lineRef, now time.Time, ed lineEdit) {
 	r := e.rec
 	i := slices.IndexFunc(r.Lines, func(l state.Line) bool { return l.ID == ref.id })
+	var l state.Line
+	if i >= 0 {
+		l = r.Lines[i]
+	} else {
+		l = state.Line{ID: ref.id}
+	}
+	if ref.messages >= l.Messages {
+		l.Tip, l.Messages = ref.tip, ref.messages
+	}
+	l.UsedAt = now
+	ed.apply(r, &l)
 	if !e.owned || i < 0 || len(r.Lines) > state.MaxLines {
 		// A new line may evict another: PutLine decides.
-		updateLine(r, ref, now, fn)
+		r.PutLine(l)
 		e.owned = true
 		return
 	}
-	l := r.Lines[i]
-	takeLine(&l, ref, now, fn)
 	copy(r.Lines[i:], r.Lines[i+1:])
 	r.Lines[len(r.Lines)-1] = l
 }

@@ -192,14 +192,15 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	now := r.now()
 	// rec is the caller's copy, read from the store just now.
 	e := lineEditor{rec: rec}
-	for _, l := range lines {
-		e.update(l.newest.line, now, func(sl *state.Line) { keepDedups(sl, &l.newest) })
-		for _, u := range l.earlier {
-			e.update(l.newest.line, now, func(sl *state.Line) { observeCache(sl, u) })
+	for i := range lines {
+		l := &lines[i]
+		e.update(l.newest.line, now, lineEdit{dedupsOf: &l.newest})
+		for j := range l.earlier {
+			e.update(l.newest.line, now, lineEdit{cache: &l.earlier[j]})
 		}
 		if tr := &l.usage; tr.usage.Found {
 			tr.turn.compacted = false // the breaker is the writer's business
-			e.update(tr.turn.line, now, func(sl *state.Line) { observe(rec, sl, *tr) })
+			e.update(tr.turn.line, now, lineEdit{observe: tr})
 		}
 	}
 }
