@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -165,5 +166,63 @@ func TestClientGoneCancelsOnlyItsOwnRequest(t *testing.T) {
 	case who := <-cancelled:
 		t.Errorf("%s's upstream request was cancelled too", who)
 	default:
+	}
+}
+
+// The shared watch keeps each waiting request apart however they come and
+// go: a look aborts the lease of a client that left and no other, and each
+// stop reports its own request's fate.
+func TestClientWatchTellsEachRequestItsOwnFate(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const n = 6
+	left := map[int]bool{1: true, 4: true}
+	var served [n]net.Conn
+	for i := range n {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if served[i], err = ln.Accept(); err != nil {
+			t.Fatal(err)
+		}
+		defer served[i].Close()
+		if left[i] {
+			c.Close()
+			waitFor(t, func() bool { return peerClosed(served[i]) }, "the close to arrive")
+		} else {
+			defer c.Close()
+		}
+	}
+	cw := newClientWatch(time.Hour) // the test looks itself
+	var leases [n]*lease
+	var stops [n]func() bool
+	for i := range n {
+		leases[i] = &lease{}
+		stops[i] = cw.watch(served[i], leases[i])
+	}
+	cw.mu.Lock()
+	waiting := append([]*clientWaiter(nil), cw.waiting...)
+	cw.mu.Unlock()
+	for _, w := range waiting {
+		w.look()
+	}
+	for _, i := range []int{3, 0, 5, 1, 4, 2} {
+		if gone := stops[i](); gone != left[i] || leases[i].aborted != left[i] {
+			t.Errorf("request %d: gone %v, lease aborted %v; its client left: %v", i, gone, leases[i].aborted, left[i])
+		}
+		cw.mu.Lock()
+		for at, w := range cw.waiting {
+			if w.at != at || w.stopped {
+				t.Errorf("after stopping %d: waiter at %d thinks it is at %d (stopped %v)", i, at, w.at, w.stopped)
+			}
+		}
+		cw.mu.Unlock()
+	}
+	if len(cw.waiting) != 0 {
+		t.Errorf("%d waiters left after every stop", len(cw.waiting))
 	}
 }

@@ -133,14 +133,15 @@ func (ls *leases) closeIdle() {
 type clientWatch struct {
 	every   time.Duration
 	mu      sync.Mutex
-	waiting map[*clientWaiter]struct{} // guarded by mu
-	running bool                       // guarded by mu: the ticker's goroutine is on
+	waiting []*clientWaiter // guarded by mu; each knows its index
+	running bool            // guarded by mu: the ticker's goroutine is on
 }
 
 // clientWaiter is one request waiting for its upstream's headers.
 type clientWaiter struct {
 	conn net.Conn
 	l    *lease
+	at   int // its index in waiting, guarded by the watch's mu
 	// mu is held through a look and the abort it leads to: stop waits for
 	// it, so the look never reads a connection the handler reads again.
 	mu      sync.Mutex
@@ -149,7 +150,7 @@ type clientWaiter struct {
 }
 
 func newClientWatch(every time.Duration) *clientWatch {
-	return &clientWatch{every: every, waiting: map[*clientWaiter]struct{}{}}
+	return &clientWatch{every: every}
 }
 
 // watch watches the client behind conn until stop is called, aborting l
@@ -157,7 +158,8 @@ func newClientWatch(every time.Duration) *clientWatch {
 func (cw *clientWatch) watch(conn net.Conn, l *lease) (stop func() bool) {
 	w := &clientWaiter{conn: conn, l: l}
 	cw.mu.Lock()
-	cw.waiting[w] = struct{}{}
+	w.at = len(cw.waiting)
+	cw.waiting = append(cw.waiting, w)
 	if !cw.running {
 		cw.running = true
 		go cw.run()
@@ -173,7 +175,10 @@ func (w *clientWaiter) stop(cw *clientWatch) func() bool {
 		gone := w.gone
 		w.mu.Unlock()
 		cw.mu.Lock()
-		delete(cw.waiting, w)
+		last := len(cw.waiting) - 1
+		cw.waiting[w.at], cw.waiting[last].at = cw.waiting[last], w.at
+		cw.waiting[last] = nil
+		cw.waiting = cw.waiting[:last]
 		cw.mu.Unlock()
 		return gone
 	}
@@ -192,10 +197,7 @@ func (cw *clientWatch) run() {
 			cw.mu.Unlock()
 			return
 		}
-		look = look[:0]
-		for w := range cw.waiting {
-			look = append(look, w)
-		}
+		look = append(look[:0], cw.waiting...)
 		cw.mu.Unlock()
 		for i, w := range look {
 			w.look()
