@@ -171,9 +171,13 @@ func (cw *clientWatch) watch(conn net.Conn, l *lease) (stop func() bool) {
 func (w *clientWaiter) stop(cw *clientWatch) func() bool {
 	return func() bool {
 		w.mu.Lock()
+		again := w.stopped
 		w.stopped = true
 		gone := w.gone
 		w.mu.Unlock()
+		if again {
+			return gone
+		}
 		cw.mu.Lock()
 		last := len(cw.waiting) - 1
 		cw.waiting[w.at], cw.waiting[last].at = cw.waiting[last], w.at
