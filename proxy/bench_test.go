@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/valyala/fasthttp"
 )
 
@@ -113,4 +115,49 @@ func BenchmarkOverhead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkChatTurn is the chat path's cost per request: identified turns
+// (X-Session-ID over 64 conversations, as deploy/bench-passthrough.sh
+// sends them) through the real pipeline, recorder and a bbolt store, to
+// a fast upstream on 127.0.0.1, with compaction on as by default. Its
+// allocs/op and B/op count the whole process (client and upstream too),
+// the same in every version, so compare them between versions.
+// Run: go test -run '^$' -bench ChatTurn -benchmem ./proxy/
+func BenchmarkChatTurn(b *testing.B) {
+	upstream := startFastUpstream(b)
+	deps, _ := chatDeps(b)
+	cfg := Config{Upstream: upstream, Compaction: CompactionConfig{Enabled: true,
+		Trigger:     rewrite.TriggerConfig{ThresholdRatio: rewrite.DefaultThresholdRatio, DefaultContextWindow: rewrite.DefaultContextWindow},
+		TargetRatio: DefaultTargetRatio, KeepRecent: DefaultKeepRecent, Precompact: true}}
+	p := startProxyWith(b, cfg, deps)
+	unit := "The build fails in pkg/server with undefined: handler. "
+	body := []byte(`{"model":"gpt-4o","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"` +
+		strings.Repeat(unit, 16) + `"}]}`)
+	client := &fasthttp.Client{MaxConnsPerHost: 64, ReadBufferSize: 64 << 10}
+	url := p.URL + "/v1/chat/completions"
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	cpu0 := processCPU()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		for pb.Next() {
+			req.SetRequestURI(url)
+			req.Header.SetMethod(fasthttp.MethodPost)
+			req.Header.SetContentType("application/json")
+			req.Header.Set("Authorization", "Bearer sk-bench")
+			req.Header.Set("X-Session-ID", fmt.Sprintf("bench-%d", n.Add(1)%64))
+			req.SetBodyRaw(body)
+			if err := client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+				b.Errorf("chat turn: %v %d", err, resp.StatusCode())
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N), "cpu-µs/op")
 }

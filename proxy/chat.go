@@ -137,8 +137,9 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 // setTurnHeaders tells the client what ctxpress did with its request, on
 // an upstream's answer and on ctxpress's own answer to "/compact" alike.
 func setTurnHeaders(h *fasthttp.ResponseHeader, t *turn, compacted bool) {
-	h.Set(HeaderTokensBefore, strconv.Itoa(t.tokensBefore))
-	h.Set(HeaderTokensAfter, strconv.Itoa(t.tokensAfter))
+	var n [20]byte // the numbers are copied in: no string per answer
+	h.SetBytesV(HeaderTokensBefore, strconv.AppendInt(n[:0], int64(t.tokensBefore), 10))
+	h.SetBytesV(HeaderTokensAfter, strconv.AppendInt(n[:0], int64(t.tokensAfter), 10))
 	h.Set(HeaderCompacted, strconv.FormatBool(compacted))
 	if t.id.ID != "" {
 		h.Set(HeaderConversation, t.id.ID)

@@ -143,6 +143,9 @@ func (b *eventBus) started(e Event) {
 
 // turn tells subscribers that a turn was recorded.
 func (b *eventBus) turn(e TurnEvent) {
+	if b.shared == nil && !b.wanted(EventTurn) {
+		return // encoded for nobody, on every turn
+	}
 	e.Type, e.Replica = EventTurn, b.replica
 	data, _ := json.Marshal(e)
 	b.send(frame{EventTurn, data})
@@ -163,6 +166,18 @@ func (b *eventBus) send(f frame) {
 		default:
 		}
 	}
+}
+
+// wanted reports whether a subscriber asks for events of typ now.
+func (b *eventBus) wanted(typ string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for sub := range b.subs {
+		if sub.types[typ] {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *eventBus) subscribe(types map[string]bool) *subscriber {

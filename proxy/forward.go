@@ -59,7 +59,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 		s.relayAnswer(ctx, x, resp, stream, a, o)
 		return
 	}
-	held, whole, err := readBounded(stream, resp.Header.ContentLength(), maxRefusalBody)
+	held, whole, err := readBounded(stream, resp.Header.ContentLength(), maxRefusalBody, nil)
 	if err == nil && whole {
 		plain, derr := decodeBody(held, resp.Header.ContentEncoding(), maxRefusalBody)
 		if derr != nil {
@@ -182,7 +182,9 @@ func (s *Server) relayAnswer(ctx *fasthttp.RequestCtx, x *exchange, resp *fastht
 	case relayStream:
 		s.relayStream(ctx, x, resp, stream, a, o.api)
 	case relayWhole:
-		held, whole, err := readBounded(stream, contentLength, maxWholeAnswer)
+		// Read into the client's answer's own body buffer, which fasthttp
+		// pools and takes back once the answer is written (relayHeld).
+		held, whole, err := readBounded(stream, contentLength, maxWholeAnswer, ctx.Response.SwapBody(nil))
 		s.relayHeld(ctx, x, resp, stream, held, whole, err, o.api)
 	default:
 		s.relayRest(ctx, x, resp, stream, nil)
@@ -249,7 +251,9 @@ func (s *Server) relayHeld(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp
 		x.usage = usageFromBody(api, held, ctx.Response.Header.ContentEncoding())
 	}
 	x.bytesOut = int64(len(held))
-	ctx.Response.SetBodyRaw(held)
+	// The answer's body buffer from now on, back in fasthttp's pool once
+	// the answer is written; held is not read after this.
+	ctx.Response.SwapBody(held)
 	s.finish(x)
 }
 
@@ -305,12 +309,16 @@ func (b *bodyCloser) CloseWithError(err error) error {
 // readBounded reads a body of contentLength bytes (negative: unknown) to
 // its end, if it is at most limit bytes: whole reports it was. Over the
 // limit, it returns what it has read so far (nothing when the length said so
-// at once), and the rest is still in r.
-func readBounded(r io.Reader, contentLength, limit int) (buf []byte, whole bool, err error) {
+// at once), and the rest is still in r. It reads into buf's room when it has
+// enough (buf's bytes are overwritten).
+func readBounded(r io.Reader, contentLength, limit int, buf []byte) (_ []byte, whole bool, err error) {
 	if contentLength > limit {
 		return nil, false, nil
 	}
-	buf = make([]byte, 0, max(contentLength, 4<<10))
+	if want := max(contentLength, 4<<10); cap(buf) < want {
+		buf = make([]byte, 0, want)
+	}
+	buf = buf[:0]
 	for {
 		if len(buf) > limit {
 			return buf, false, nil

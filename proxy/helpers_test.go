@@ -221,7 +221,7 @@ func lastLines(s string, n int) string {
 }
 
 // chatDeps is the real pipeline (with squash) and a real bbolt store.
-func chatDeps(t *testing.T) (Deps, state.Store) {
+func chatDeps(t testing.TB) (Deps, state.Store) {
 	t.Helper()
 	st, err := state.OpenBolt(filepath.Join(t.TempDir(), "ctxpress.db"), state.BoltOptions{})
 	if err != nil {

@@ -125,34 +125,100 @@ func (ls *leases) closeIdle() {
 	}
 }
 
-// watchClient polls, while the upstream has not answered, whether the
-// client behind conn has closed its connection, and then aborts l. The
-// first look comes after a short delay, so a quick request costs one timer.
-// stop ends the watch and reports whether it aborted.
-func watchClient(conn net.Conn, l *lease, every time.Duration) (stop func() bool) {
-	var mu sync.Mutex
-	stopped, gone := false, false
-	var t *time.Timer
-	mu.Lock() // t is set before the first look reads it
-	defer mu.Unlock()
-	t = time.AfterFunc(every, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		if peerClosed(conn) {
-			gone = true
-			l.abort()
-			return
-		}
-		t.Reset(every)
-	})
+// clientWatch looks, every interval, at the clients of the requests
+// waiting for an upstream's headers, and aborts the lease of any whose
+// client has closed its connection: one ticker for every waiting request
+// instead of a timer each. It runs only while a request waits, so a quick
+// request costs a registration and no look at all.
+type clientWatch struct {
+	every   time.Duration
+	mu      sync.Mutex
+	waiting []*clientWaiter // guarded by mu; each knows its index
+	running bool            // guarded by mu: the ticker's goroutine is on
+}
+
+// clientWaiter is one request waiting for its upstream's headers.
+type clientWaiter struct {
+	conn net.Conn
+	l    *lease
+	at   int // its index in waiting, guarded by the watch's mu
+	// mu is held through a look and the abort it leads to: stop waits for
+	// it, so the look never reads a connection the handler reads again.
+	mu      sync.Mutex
+	stopped bool // guarded by mu
+	gone    bool // guarded by mu
+}
+
+func newClientWatch(every time.Duration) *clientWatch {
+	return &clientWatch{every: every}
+}
+
+// watch watches the client behind conn until stop is called, aborting l
+// if it goes; stop reports whether it did.
+func (cw *clientWatch) watch(conn net.Conn, l *lease) (stop func() bool) {
+	w := &clientWaiter{conn: conn, l: l}
+	cw.mu.Lock()
+	w.at = len(cw.waiting)
+	cw.waiting = append(cw.waiting, w)
+	if !cw.running {
+		cw.running = true
+		go cw.run()
+	}
+	cw.mu.Unlock()
+	return w.stop(cw)
+}
+
+func (w *clientWaiter) stop(cw *clientWatch) func() bool {
 	return func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
+		w.mu.Lock()
+		again := w.stopped
+		w.stopped = true
+		gone := w.gone
+		w.mu.Unlock()
+		if again {
+			return gone
+		}
+		cw.mu.Lock()
+		last := len(cw.waiting) - 1
+		cw.waiting[w.at], cw.waiting[last].at = cw.waiting[last], w.at
+		cw.waiting[last] = nil
+		cw.waiting = cw.waiting[:last]
+		cw.mu.Unlock()
 		return gone
+	}
+}
+
+// run looks at every waiting request's client once per interval, until
+// none waits.
+func (cw *clientWatch) run() {
+	t := time.NewTicker(cw.every)
+	defer t.Stop()
+	var look []*clientWaiter
+	for range t.C {
+		cw.mu.Lock()
+		if len(cw.waiting) == 0 {
+			cw.running = false
+			cw.mu.Unlock()
+			return
+		}
+		look = append(look[:0], cw.waiting...)
+		cw.mu.Unlock()
+		for i, w := range look {
+			w.look()
+			look[i] = nil
+		}
+	}
+}
+
+// look aborts w's lease if its client has gone.
+func (w *clientWaiter) look() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.gone {
+		return
+	}
+	if peerClosed(w.conn) {
+		w.gone = true
+		w.l.abort()
 	}
 }

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // lineRef names the line of history a request belongs to (see state.Line)
@@ -97,6 +99,62 @@ func updateLine(r *state.Record, ref lineRef, now time.Time, fn func(*state.Line
 		fn(&l)
 	}
 	r.PutLine(l)
+}
+
+// lineEditor makes a run of updateLine's edits on one record, which no
+// copy of it may see meanwhile, cloning its Lines once instead of at every
+// edit (state.Record.PutLine clones them, as a copy of the record may
+// share them): once an edit has cloned them they are the record's own, and
+// a later edit of a line it holds is made in place, in PutLine's order (the
+// edited line moves last).
+type lineEditor struct {
+	rec   *state.Record
+	owned bool // rec.Lines' backing array is rec's alone
+}
+
+// lineEdit is what an edit does to its line, besides what updateLine does
+// to every line it touches: one of these, named rather than a func so that
+// the line edited stays off the heap.
+type lineEdit struct {
+	dedupsOf *turn       // keepDedups
+	cache    *wire.Usage // observeCache
+	observe  *turnRecord // observe
+}
+
+func (ed lineEdit) apply(rec *state.Record, l *state.Line) {
+	switch {
+	case ed.dedupsOf != nil:
+		keepDedups(l, ed.dedupsOf)
+	case ed.cache != nil:
+		observeCache(l, *ed.cache)
+	case ed.observe != nil:
+		observe(rec, l, *ed.observe)
+	}
+}
+
+// update is updateLine(e.rec, ref, now, ed's edit).
+func (e *lineEditor) update(ref lineRef, now time.Time, ed lineEdit) {
+	r := e.rec
+	i := slices.IndexFunc(r.Lines, func(l state.Line) bool { return l.ID == ref.id })
+	var l state.Line
+	if i >= 0 {
+		l = r.Lines[i]
+	} else {
+		l = state.Line{ID: ref.id}
+	}
+	if ref.messages >= l.Messages {
+		l.Tip, l.Messages = ref.tip, ref.messages
+	}
+	l.UsedAt = now
+	ed.apply(r, &l)
+	if !e.owned || i < 0 || len(r.Lines) > state.MaxLines {
+		// A new line may evict another: PutLine decides.
+		r.PutLine(l)
+		e.owned = true
+		return
+	}
+	copy(r.Lines[i:], r.Lines[i+1:])
+	r.Lines[len(r.Lines)-1] = l
 }
 
 // numbersOf is line l's numbers as rewrite's decisions read them: state.Line

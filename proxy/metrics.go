@@ -49,6 +49,10 @@ type metrics struct {
 	summaryTokens  *prometheus.CounterVec // kind
 	cost           *prometheus.CounterVec // kind
 	storeFailures  *prometheus.CounterVec // op
+	// agentTokens and agentCost are upstreamTokens' and cost's series of
+	// conversation requests, looked up once instead of on every answer.
+	agentTokens tokenSeries
+	agentCost   lazySeries
 	// pricing prices the cost counter; set before the server serves.
 	pricing Pricing
 }
@@ -232,8 +236,8 @@ func (m *metrics) exchange(x *exchange) {
 	if x.turn != nil && x.status >= 200 && x.status < 300 && x.err == nil {
 		m.turn(x.turn)
 		if u := x.usage; u.Found {
-			addTokens(m.upstreamTokens, callUsage(u))
-			m.cost.WithLabelValues("agent").Add(m.pricing.Agent.PricesFor(x.turn.model).Cost(billable(callUsage(u))))
+			m.agentTokens.add(m.upstreamTokens, callUsage(u))
+			m.agentCost.get(m.cost, "agent").Add(m.pricing.Agent.PricesFor(x.turn.model).Cost(billable(callUsage(u))))
 		}
 	}
 }
@@ -301,6 +305,31 @@ func addTokens(c *prometheus.CounterVec, u state.Usage) {
 	c.WithLabelValues("cache_read").Add(float64(u.Cached))
 	c.WithLabelValues("cache_write").Add(float64(u.CacheWrite))
 	c.WithLabelValues("output").Add(float64(u.Output))
+}
+
+// lazySeries is one series of a counter vector, looked up on its first use
+// (when WithLabelValues would create it) and then kept.
+type lazySeries struct {
+	once sync.Once
+	c    prometheus.Counter
+}
+
+func (l *lazySeries) get(vec *prometheus.CounterVec, labels ...string) prometheus.Counter {
+	l.once.Do(func() { l.c = vec.WithLabelValues(labels...) })
+	return l.c
+}
+
+// tokenSeries are addTokens' series of a token counter, looked up once.
+type tokenSeries struct {
+	input, cacheRead, cacheWrite, output lazySeries
+}
+
+// add is addTokens(vec, u), the four series created in the same order.
+func (t *tokenSeries) add(vec *prometheus.CounterVec, u state.Usage) {
+	t.input.get(vec, "input").Add(float64(u.Input))
+	t.cacheRead.get(vec, "cache_read").Add(float64(u.Cached))
+	t.cacheWrite.get(vec, "cache_write").Add(float64(u.CacheWrite))
+	t.output.get(vec, "output").Add(float64(u.Output))
 }
 
 // compaction counts a compaction event (not a start), and what its

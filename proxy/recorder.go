@@ -139,10 +139,12 @@ type pendingTurns struct {
 type pendingLines []pendingLine
 
 // pendingLine is what a line's queued turns tell its next request: the
-// latest (where it took the line, its dedups), and the latest with usage.
+// latest (where it took the line, its dedups), and the latest with usage
+// (nil: none). Both are read-only once queued, so a request copies the
+// pointers, not the turns.
 type pendingLine struct {
-	newest turn
-	usage  turnRecord
+	newest *turn
+	usage  *turnRecord
 	// earlier are the usages of the line's queued turns before usage's,
 	// oldest first: the cost model counts every turn and what each said
 	// of the cache, not only the latest.
@@ -155,12 +157,13 @@ func (ls pendingLines) with(tr turnRecord) pendingLines {
 	if i < 0 {
 		ls, i = append(ls, pendingLine{}), len(ls)
 	}
-	ls[i].newest = tr.turn
+	queued := &tr
+	ls[i].newest = &queued.turn
 	if tr.usage.Found {
-		if ls[i].usage.usage.Found {
+		if ls[i].usage != nil {
 			ls[i].earlier = append(ls[i].earlier, ls[i].usage.usage)
 		}
-		ls[i].usage = tr
+		ls[i].usage = queued
 	}
 	return ls
 }
@@ -186,15 +189,22 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	r.pendingMu.Lock()
 	lines := slices.Clone(r.pending[key].lines) // record changes them in place
 	r.pendingMu.Unlock()
+	if len(lines) == 0 {
+		return
+	}
 	now := r.now()
-	for _, l := range lines {
-		updateLine(rec, l.newest.line, now, func(sl *state.Line) { keepDedups(sl, &l.newest) })
-		for _, u := range l.earlier {
-			updateLine(rec, l.newest.line, now, func(sl *state.Line) { observeCache(sl, u) })
+	// rec is the caller's copy, read from the store just now.
+	e := lineEditor{rec: rec}
+	for i := range lines {
+		l := &lines[i]
+		e.update(l.newest.line, now, lineEdit{dedupsOf: l.newest})
+		for j := range l.earlier {
+			e.update(l.newest.line, now, lineEdit{cache: &l.earlier[j]})
 		}
-		if tr := l.usage; tr.usage.Found {
+		if l.usage != nil {
+			tr := *l.usage
 			tr.turn.compacted = false // the breaker is the writer's business
-			updateLine(rec, tr.turn.line, now, func(sl *state.Line) { observe(rec, sl, tr) })
+			e.update(tr.turn.line, now, lineEdit{observe: &tr})
 		}
 	}
 }

@@ -60,6 +60,11 @@ func (s *Server) fitTurn(c *turnRun, why string) {
 	if !c.plan.MayRewrite {
 		return
 	}
+	if c.plan.Effective <= s.comp.cfg.Trigger.ContextWindow(c.res.Model)/2 {
+		// fitLimit is over half the window whatever the body reserves for
+		// the answer: no need to read the body for it.
+		return
+	}
 	limit := s.fitLimit(c.api, c.res.Model, c.res.Body)
 	if c.plan.Effective <= limit { // the plan's estimate is of c.res, after any compaction
 		return

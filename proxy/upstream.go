@@ -31,6 +31,7 @@ type upstreamClient struct {
 	url     upstreamURL
 	client  *fasthttp.Client
 	leases  *leases // for requests a gone client should cancel
+	watch   *clientWatch
 	conns   *connRegistry
 	timeout time.Duration // response-header timeout
 }
@@ -89,7 +90,7 @@ func newUpstreamClient(cfg Config) (*upstreamClient, error) {
 			RetryIfErr:               retryStale,
 		}
 	}
-	return &upstreamClient{url: u, client: c, conns: conns, timeout: cfg.UpstreamTimeout,
+	return &upstreamClient{url: u, client: c, conns: conns, timeout: cfg.UpstreamTimeout, watch: newClientWatch(clientWatchInterval),
 		leases: newLeases(max(cfg.MaxConnsPerHost, 1), tracked, newHC)}, nil
 }
 
@@ -136,7 +137,7 @@ func (u *upstreamClient) doCancellable(req *fasthttp.Request, resp *fasthttp.Res
 	if l == nil {
 		return func() {}, false, u.do(req, resp)
 	}
-	stop := watchClient(clientConn, l, clientWatchInterval)
+	stop := u.watch.watch(clientConn, l)
 	err = l.hc.DoDeadline(req, resp, time.Now().Add(u.timeout))
 	gone = stop()
 	return func() { u.leases.put(l) }, gone, err

@@ -1,0 +1,81 @@
+package proxy
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire"
+)
+
+// TestLineEditorEditsAsUpdateLineDoes: the edits overlay makes in place
+// leave the record as one updateLine (one clone) per edit would, new lines
+// and evictions included, and never touch a copy of the record that shares
+// its lines (the store's cached one).
+func TestLineEditorEditsAsUpdateLineDoes(t *testing.T) {
+	id := func(n int) state.ChainHash { return state.ChainHash{byte(n)} }
+	t0 := time.Unix(1000, 0)
+	var base state.Record
+	for n := range state.MaxLines - 1 {
+		base.Lines = append(base.Lines, state.Line{ID: id(n), Tip: id(n), Messages: 4, UsedAt: t0.Add(time.Duration(n) * time.Second),
+			Model: []string{"gpt-4o-mini", "gpt-4o"}[n%2], Calibration: 1 + float64(n)/10})
+	}
+	type edit struct {
+		line, messages int
+	}
+	for name, edits := range map[string][]edit{
+		"one line, several edits":           {{2, 5}, {2, 5}, {2, 6}},
+		"a shorter request keeps the tip":   {{3, 6}, {3, 2}},
+		"lines in turn":                     {{0, 5}, {4, 5}, {0, 6}, {6, 5}},
+		"a new line, then an eviction":      {{1, 5}, {20, 1}, {21, 1}, {1, 7}, {21, 2}},
+		"a new line first, then known ones": {{30, 1}, {30, 2}, {2, 9}},
+		// Turns of gpt-4o on lines of gpt-4o-mini take the calibration of
+		// the record's most recently used gpt-4o line.
+		"another model's lines": {{1, 5}, {2, 5}, {4, 5}, {3, 5}, {2, 6}, {6, 5}, {4, 6}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			shared := base
+			shared.Lines = append([]state.Line(nil), base.Lines...)
+			want, got := shared, shared
+			e := lineEditor{rec: &got}
+			for i, ed := range edits {
+				ref := lineRef{id: id(ed.line), tip: id(100 + i), messages: ed.messages}
+				now := t0.Add(time.Hour + time.Duration(i)*time.Second)
+				ed := editOf(i, ref)
+				updateLine(&want, ref, now, func(l *state.Line) { ed.apply(&want, l) })
+				e.update(ref, now, ed)
+			}
+			if !reflect.DeepEqual(got.Lines, want.Lines) {
+				t.Errorf("in place:\n%s\nupdateLine:\n%s", linesOf(got), linesOf(want))
+			}
+			if !reflect.DeepEqual(shared.Lines, base.Lines) {
+				t.Errorf("a copy of the record sharing its lines changed:\n%s", linesOf(shared))
+			}
+		})
+	}
+}
+
+// editOf is the i-th edit of a run, each kind in turn: the cache
+// evidence of a queued turn, a turn's usage (which reads the calibration
+// of the record's other lines of its model), its dedups.
+func editOf(i int, ref lineRef) lineEdit {
+	u := wire.Usage{Found: true, InputTokens: 1000 + 100*i, CachedTokens: 50 * i}
+	switch i % 3 {
+	case 0:
+		return lineEdit{cache: &u}
+	case 1:
+		return lineEdit{observe: &turnRecord{turn: turn{line: ref, model: "gpt-4o", rawAfter: 900 + 10*i}, usage: u}}
+	}
+	return lineEdit{dedupsOf: &turn{line: ref, forwarded: true, dedups: []state.DedupMark{{Index: i}}}}
+}
+
+func linesOf(r state.Record) string {
+	var s string
+	for _, l := range r.Lines {
+		s += fmt.Sprintf("  %d tip %d messages %d turns %d calibration %.4f dedups %v at %d\n",
+			l.ID[0], l.Tip[0], l.Messages, l.Turns, l.Calibration, l.Dedups, l.UsedAt.Unix())
+	}
+	return s
+}
