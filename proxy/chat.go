@@ -77,9 +77,10 @@ type turnRun struct {
 	// rewritten at all, and its calibrated estimate.
 	plan rewrite.Plan
 	// compactable: compaction is on and the request has a record
-	// (plan.Compactable); ti is then its compaction input.
+	// (plan.Compactable); creds are then the client's, for a summary call
+	// (see input).
 	compactable bool
-	ti          turnInput
+	creds       clientCreds
 	o           outcome
 }
 
@@ -197,10 +198,17 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 	if c.plan.Compactable {
 		c.compactable = true
 		c.t.trigger = c.plan.Trigger
-		c.ti = turnInput{api: a, key: c.t.key, rec: c.rec, line: c.t.line, nums: c.nums, parsed: parsed, res: c.res, trigger: c.t.trigger,
-			creds: credsOf(&ctx.Request.Header)}
+		c.creds = credsOf(&ctx.Request.Header)
 	}
 	return c, true
+}
+
+// input is c's compaction input with res as the request to compact. It is
+// made when a compaction needs it, not on every turn: it holds a copy of
+// the record, the line's numbers and the result (a kilobyte and more).
+func (c *turnRun) input(res rewrite.Result) turnInput {
+	return turnInput{api: c.api, key: c.t.key, rec: c.rec, line: c.t.line, nums: c.nums, parsed: c.parsed, res: res,
+		trigger: c.t.trigger, creds: c.creds}
 }
 
 // turnFacts are what rewrite plans c's compaction from.
@@ -216,16 +224,33 @@ func (s *Server) turnFacts(ctx *fasthttp.RequestCtx, c *turnRun) rewrite.TurnFac
 // background compaction when the plan (made again after a compaction now)
 // says so.
 func (s *Server) compactTurn(ctx *fasthttp.RequestCtx, c *turnRun) {
-	switch c.plan.Action {
-	case rewrite.ActNow:
+	if c.plan.Action == rewrite.ActNone {
+		c.o.err = c.plan.Why
+		s.reportCompactionError(c)
+		return
+	}
+	// The request as it came: a compaction now replaces c.res, and a
+	// background one after it starts from the request again.
+	ti := c.input(c.res)
+	if c.plan.Action == rewrite.ActNow {
 		facts := s.turnFacts(ctx, c)
-		c.res, c.o = s.comp.maybeCompact(c.ti, c.plan.Kind)
+		c.res, c.o = s.comp.maybeCompact(ti, c.plan.Kind)
 		c.t.compacted = c.o.compacted && !c.o.joined
 		facts.Tokens, facts.AfterNow, facts.Compacted = c.res.TokensAfter, true, c.o.compacted
 		c.plan = s.comp.policy.PlanTurn(facts, s.comp.now())
-	case rewrite.ActNone:
-		c.o.err = c.plan.Why
 	}
+	s.reportCompactionError(c)
+	if c.plan.Action == rewrite.ActBackground {
+		// The body is gone once the handler returns; the background
+		// compaction parses its own copy.
+		ti.body, ti.parsed = append([]byte(nil), ctx.Request.Body()...), nil
+		c.t.precompact, c.t.precompactPlan = &ti, c.plan
+	}
+}
+
+// reportCompactionError logs why c's compaction was not done, if it was
+// not, at the level the reason deserves.
+func (s *Server) reportCompactionError(c *turnRun) {
 	switch {
 	case errors.Is(c.o.err, errStoreFailing):
 		// A broken disk is reported once per interval, not per turn.
@@ -238,13 +263,6 @@ func (s *Server) compactTurn(ctx *fasthttp.RequestCtx, c *turnRun) {
 		s.log.Debug().Err(c.o.err).Str("conversation", c.t.id.ID).Msg("compaction not done; forwarding uncompacted")
 	case c.o.err != nil:
 		s.log.Warn().Err(c.o.err).Str("conversation", c.t.id.ID).Msg("compaction not done; forwarding uncompacted")
-	}
-	if c.plan.Action == rewrite.ActBackground {
-		// The body is gone once the handler returns; the background
-		// compaction parses its own copy.
-		ti := c.ti
-		ti.body, ti.parsed = append([]byte(nil), ctx.Request.Body()...), nil
-		c.t.precompact, c.t.precompactPlan = &ti, c.plan
 	}
 }
 

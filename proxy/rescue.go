@@ -125,9 +125,7 @@ func (s *Server) rescueHook(c *turnRun) refusalHook {
 		start := time.Now()
 		refused := c.res
 		if c.compactable {
-			ti := c.ti
-			ti.res = refused
-			if res, o := s.comp.maybeCompact(ti, kindRescue); res.TokensAfter < refused.TokensAfter {
+			if res, o := s.comp.maybeCompact(c.input(refused), kindRescue); res.TokensAfter < refused.TokensAfter {
 				c.res, c.o = res, o
 				c.t.compacted = o.compacted && !o.joined
 			}
