@@ -5,7 +5,8 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/ctxpress/ctxpress/internal/jsonstr"
 )
 
 // appendDiskRecord appends json.Marshal(d) to b, byte for byte, without
@@ -86,7 +87,7 @@ func key(b []byte, name string) []byte {
 }
 
 func str(b []byte, name, s string) []byte {
-	return appendJSONString(key(b, name), s)
+	return jsonstr.Append(key(b, name), s, true)
 }
 
 // strOmitEmpty, intOmitEmpty, ... are the fields tagged omitempty.
@@ -351,72 +352,4 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
-}
-
-// jsonSafe holds the bytes encoding/json writes as they are with HTML
-// escaping on (its default): printable ASCII and DEL, except the quote,
-// the backslash and <, >, &. Bytes from 0x80 (UTF-8) are checked apart.
-var jsonSafe = func() (safe [256]bool) {
-	for c := ' '; c < utf8.RuneSelf; c++ {
-		safe[c] = true
-	}
-	for _, c := range `"\<>&` {
-		safe[c] = false
-	}
-	return safe
-}()
-
-// appendJSONString appends s quoted as encoding/json quotes a string:
-// \" \\ \b \f \n \r \t, \u00XX for other control bytes and <, >, &,
-// \ufffd for each byte of invalid UTF-8, and U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		for i < len(s) && jsonSafe[s[i]] { // most of a string: copied in one append below
-			i++
-		}
-		if i == len(s) {
-			break
-		}
-		if c := s[i]; c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
