@@ -82,7 +82,7 @@ func (s *boltStore) apply(tx *bolt.Tx, key Key, k []byte, now time.Time, fn func
 		if data[len(data)-1] != '}' {
 			return Record{}, nil, fmt.Errorf("state: encode %s: not a JSON object", key)
 		}
-		// Spliced in like encodeRecordMemo's turns.
+		// Spliced in as encodeRecord splices turns.
 		out := make([]byte, 0, len(data)+len(turns.tail)+len(tailField)+8)
 		out = append(append(out, data[:len(data)-1]...), `,"`+tailField+`":[`...)
 		data = append(append(out, turns.tail...), "]}"...)
@@ -220,6 +220,10 @@ func appendChunks(tb *bolt.Bucket, k []byte, l *turnLayout, ts []Turn, added int
 	}
 	return &out, nil
 }
+
+// maxNewTurns bounds how many added turns appendedTurns looks for before
+// the turns are written all again.
+const maxNewTurns = 32
 
 // appendedTurns reports whether ts is old with added turns appended, the
 // last MaxTurns kept, and how many. AddTurn appends in place, so the turns

@@ -210,54 +210,6 @@ func appendTurn(b []byte, t Turn) []byte {
 	return append(b, ']')
 }
 
-// turnsMemo is the encoding of a record's Turns kept with the record in
-// the bolt store's cache, so the next write encodes only the turns it
-// added: the history of MaxTurns was most of the work of every write.
-type turnsMemo struct {
-	turns []Turn  // what enc encodes (sharing the record's array)
-	enc   []byte  // the inner arrays, comma-separated, without the outer brackets
-	offs  []int32 // where each turn's inner array starts in enc
-}
-
-// maxNewTurns bounds how many added turns encodeTurns looks for before it
-// encodes the whole list again.
-const maxNewTurns = 32
-
-// encodeTurns returns the memo of ts, reusing prev's encoding of the turns
-// ts kept from it: ts is prev.turns without some of its oldest, then up to
-// maxNewTurns added ones.
-func encodeTurns(ts []Turn, prev *turnsMemo) *turnsMemo {
-	kept, from := 0, 0
-	if prev != nil {
-		for added := 0; added <= min(len(ts)-1, maxNewTurns); added++ {
-			k := len(ts) - added
-			if d := len(prev.turns) - k; d >= 0 && slices.Equal(ts[:k], prev.turns[d:]) {
-				kept, from = k, d
-				break
-			}
-		}
-	}
-	m := &turnsMemo{turns: ts, offs: make([]int32, 0, len(ts))}
-	if kept > 0 {
-		start := prev.offs[from]
-		m.enc = make([]byte, 0, len(prev.enc)-int(start)+(len(ts)-kept)*48)
-		m.enc = append(m.enc, prev.enc[start:]...)
-		for _, o := range prev.offs[from:] {
-			m.offs = append(m.offs, o-start)
-		}
-	} else {
-		m.enc = make([]byte, 0, len(ts)*40)
-	}
-	for _, t := range ts[kept:] {
-		if len(m.enc) > 0 {
-			m.enc = append(m.enc, ',')
-		}
-		m.offs = append(m.offs, int32(len(m.enc)))
-		m.enc = appendTurn(m.enc, t)
-	}
-	return m
-}
-
 // turnNumbers are the numbers of a turn this version reads: diskTurns'
 // five, then the two cache counts.
 const turnNumbers = 7
@@ -433,15 +385,9 @@ func normalTurns(ts []Turn) []Turn {
 	return ts
 }
 
-// encodeRecord returns the stored bytes of r.
+// encodeRecord returns the stored bytes of r. (The bolt store encodes a
+// record without its turns, which it keeps in chunks: see boltturns.go.)
 func encodeRecord(r *Record) ([]byte, error) {
-	b, _, err := encodeRecordMemo(r, nil)
-	return b, err
-}
-
-// encodeRecordMemo is encodeRecord reusing prev, the memo of the turns of
-// the record r was made from (nil: none), and returns the memo of r's.
-func encodeRecordMemo(r *Record, prev *turnsMemo) ([]byte, *turnsMemo, error) {
 	d := diskRecord{
 		Namespace:    r.Key.Namespace,
 		ID:           r.Key.ID,
@@ -479,23 +425,27 @@ func encodeRecordMemo(r *Record, prev *turnsMemo) ([]byte, *turnsMemo, error) {
 			TokensBefore: s.TokensBefore, TokensAfter: s.TokensAfter,
 		})
 	}
-	// The turns are spliced in after the rest, from their memo, rather
-	// than encoded as a field. Key order does not matter to the decoder.
-	var m *turnsMemo
+	// The turns are spliced in after the rest rather than encoded as a
+	// field. Key order does not matter to the decoder.
 	size := diskRecordSizeHint(&d)
 	if len(r.Turns) > 0 {
-		m = encodeTurns(r.Turns, prev)
-		size += len(m.enc) + len(`,"turns":[]`)
+		size += len(`,"turns":[]`) + len(r.Turns)*40
 	}
 	b, err := appendDiskRecord(make([]byte, 0, size), &d)
 	if err != nil {
-		return nil, nil, fmt.Errorf("state: encode %s: %w", r.Key, err)
+		return nil, fmt.Errorf("state: encode %s: %w", r.Key, err)
 	}
-	if m == nil {
-		return b, nil, nil
+	if len(r.Turns) == 0 {
+		return b, nil
 	}
-	b = append(append(b[:len(b)-1], `,"turns":[`...), m.enc...)
-	return append(b, "]}"...), m, nil
+	b = append(b[:len(b)-1], `,"turns":[`...)
+	for i, t := range r.Turns {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendTurn(b, t)
+	}
+	return append(b, "]}"...), nil
 }
 
 // decodeRecord decodes stored bytes. The Key comes from the storage key, which

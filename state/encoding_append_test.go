@@ -89,7 +89,7 @@ func TestAppendDiskRecordEdgeCases(t *testing.T) {
 	}
 }
 
-// fullDiskRecord is fullRecord as encodeRecordMemo converts it, with the
+// fullDiskRecord is fullRecord as encodeRecord converts it, with the
 // fields it never writes (the legacy ones, the turns) set too.
 func fullDiskRecord() diskRecord {
 	r := fullRecord(keyA)
@@ -347,9 +347,9 @@ func benchRecord() Record {
 	return r
 }
 
-// The record of a write without its turns (encodeRecordMemo splices them
-// in from their memo), by encoding/json and by appendDiskRecord; then the
-// whole encoding of a write, turns from the memo included. "chat" is
+// The record of a write without its turns (encodeRecord splices them in
+// after it), by encoding/json and by appendDiskRecord; then the whole
+// encoding of a record, its turns included. "chat" is
 // benchRecord, "small" historyRecord (short strings, two lines).
 // go test -run '^$' -bench EncodeRecord -benchmem ./state/
 func BenchmarkEncodeRecord(b *testing.B) {
@@ -385,12 +385,8 @@ func benchEncodeRecord(b *testing.B, r Record) {
 		}
 	})
 	b.Run("write", func(b *testing.B) {
-		_, memo, err := encodeRecordMemo(&r, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
 		for b.Loop() {
-			if _, _, err := encodeRecordMemo(&r, memo); err != nil {
+			if _, err := encodeRecord(&r); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -321,36 +321,3 @@ func TestPruneMarksOnDisk(t *testing.T) {
 		t.Error("a mark without its result and turn was read")
 	}
 }
-
-// A write encodes only the turns it added, reusing the encoding of the
-// turns it kept from the record it started from; what it stores is
-// byte for byte what a full encoding writes, however many turns each
-// write adds, through the MaxTurns cap and past maxNewTurns.
-func TestTurnsEncodedFromTheLastWriteAreTheFullEncoding(t *testing.T) {
-	r := fullRecord(keyA)
-	var memo *turnsMemo
-	at := t0
-	for step, added := range []int{1, 1, 3, 0, 7, 1, 40, 1, 199, 2, 1, 200, 1, 5, 33, 1} {
-		for i := range added {
-			at = at.Add(time.Duration(step*7+i) * time.Millisecond)
-			r.AddTurn(Turn{At: at, TokensBefore: step, TokensAfter: i, InputTokens: step * i, CachedTokens: i % 3, Compacted: i%5 == 1})
-		}
-		normalize(&r)
-		got, next, err := encodeRecordMemo(&r, memo)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := encodeRecord(&r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != string(want) {
-			t.Fatalf("step %d (%d turns added, %d kept): encoded from the memo\n%s\nwant\n%s", step, added, len(r.Turns), got, want)
-		}
-		back, err := decodeRecord(keyA, got)
-		if err != nil || !reflect.DeepEqual(back.Turns, r.Turns) {
-			t.Fatalf("step %d: decoded %d turns (%v), want %d", step, len(back.Turns), err, len(r.Turns))
-		}
-		memo = next
-	}
-}

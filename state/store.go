@@ -135,22 +135,15 @@ func applyUpdate(key Key, old []byte, now time.Time, fn func(*Record) error) (Re
 // applyTo is applyUpdate on an already decoded record (a store's own
 // copy: fn may change it).
 func applyTo(rec Record, key Key, now time.Time, fn func(*Record) error) (Record, []byte, error) {
-	rec, data, _, err := applyMemo(rec, nil, key, now, fn)
-	return rec, data, err
-}
-
-// applyMemo is applyTo with the memo of rec's turns (nil: none), and
-// returns the memo of the result's.
-func applyMemo(rec Record, memo *turnsMemo, key Key, now time.Time, fn func(*Record) error) (Record, []byte, *turnsMemo, error) {
 	rec, err := applyRecord(rec, key, now, fn)
 	if err != nil {
-		return Record{}, nil, nil, err
+		return Record{}, nil, err
 	}
-	data, memo, err := encodeRecordMemo(&rec, memo)
+	data, err := encodeRecord(&rec)
 	if err != nil {
-		return Record{}, nil, nil, err
+		return Record{}, nil, err
 	}
-	return rec, data, memo, nil
+	return rec, data, nil
 }
 
 // applyRecord runs fn on rec and stamps the result as stored, without
