@@ -85,20 +85,28 @@ func relinkNew(r *state.Record, ref *lineRef) {
 // The line's tip moves to ref unless a longer request of it was recorded
 // already; its LRU clock is set to now.
 func updateLine(r *state.Record, ref lineRef, now time.Time, fn func(*state.Line)) {
-	var l state.Line
-	if p := r.LineByID(ref.id); p != nil {
-		l = *p
-	} else {
-		l = state.Line{ID: ref.id}
+	l, _ := touchedLine(r, ref, now)
+	if fn != nil {
+		fn(&l)
+	}
+	r.PutLine(l)
+}
+
+// touchedLine is a copy of the line ref names in r (a new one when it is
+// not there) with ref's tip, unless a longer request of it was recorded
+// already, and its LRU clock set to now; and its index in r.Lines (-1:
+// new).
+func touchedLine(r *state.Record, ref lineRef, now time.Time) (state.Line, int) {
+	i := slices.IndexFunc(r.Lines, func(l state.Line) bool { return l.ID == ref.id })
+	l := state.Line{ID: ref.id}
+	if i >= 0 {
+		l = r.Lines[i]
 	}
 	if ref.messages >= l.Messages {
 		l.Tip, l.Messages = ref.tip, ref.messages
 	}
 	l.UsedAt = now
-	if fn != nil {
-		fn(&l)
-	}
-	r.PutLine(l)
+	return l, i
 }
 
 // lineEditor makes a run of updateLine's edits on one record, which no
@@ -135,17 +143,7 @@ func (ed lineEdit) apply(rec *state.Record, l *state.Line) {
 // update is updateLine(e.rec, ref, now, ed's edit).
 func (e *lineEditor) update(ref lineRef, now time.Time, ed lineEdit) {
 	r := e.rec
-	i := slices.IndexFunc(r.Lines, func(l state.Line) bool { return l.ID == ref.id })
-	var l state.Line
-	if i >= 0 {
-		l = r.Lines[i]
-	} else {
-		l = state.Line{ID: ref.id}
-	}
-	if ref.messages >= l.Messages {
-		l.Tip, l.Messages = ref.tip, ref.messages
-	}
-	l.UsedAt = now
+	l, i := touchedLine(r, ref, now)
 	ed.apply(r, &l)
 	if !e.owned || i < 0 || len(r.Lines) > state.MaxLines {
 		// A new line may evict another: PutLine decides.
