@@ -50,9 +50,11 @@ type metrics struct {
 	cost           *prometheus.CounterVec // kind
 	storeFailures  *prometheus.CounterVec // op
 	// agentTokens and agentCost are upstreamTokens' and cost's series of
-	// conversation requests, looked up once instead of on every answer.
-	agentTokens tokenSeries
-	agentCost   lazySeries
+	// conversation requests, summaryTokenSeries and summaryCost
+	// summaryTokens' and cost's of summary calls: looked up once, not on
+	// every answer.
+	agentTokens, summaryTokenSeries tokenSeries
+	agentCost, summaryCost          lazySeries
 	// pricing prices the cost counter; set before the server serves.
 	pricing Pricing
 }
@@ -299,14 +301,6 @@ func (m *metrics) turn(t *turn) {
 	}
 }
 
-// addTokens adds u to a counter of tokens by kind.
-func addTokens(c *prometheus.CounterVec, u state.Usage) {
-	c.WithLabelValues("input").Add(float64(u.Input))
-	c.WithLabelValues("cache_read").Add(float64(u.Cached))
-	c.WithLabelValues("cache_write").Add(float64(u.CacheWrite))
-	c.WithLabelValues("output").Add(float64(u.Output))
-}
-
 // lazySeries is one series of a counter vector, looked up on its first use
 // (when WithLabelValues would create it) and then kept.
 type lazySeries struct {
@@ -319,12 +313,13 @@ func (l *lazySeries) get(vec *prometheus.CounterVec, labels ...string) prometheu
 	return l.c
 }
 
-// tokenSeries are addTokens' series of a token counter, looked up once.
+// tokenSeries are the series of a counter of tokens by kind, looked up
+// once.
 type tokenSeries struct {
 	input, cacheRead, cacheWrite, output lazySeries
 }
 
-// add is addTokens(vec, u), the four series created in the same order.
+// add adds u to vec, by kind.
 func (t *tokenSeries) add(vec *prometheus.CounterVec, u state.Usage) {
 	t.input.get(vec, "input").Add(float64(u.Input))
 	t.cacheRead.get(vec, "cache_read").Add(float64(u.Cached))
@@ -338,8 +333,8 @@ func (m *metrics) compaction(e Event) {
 	m.compactions.WithLabelValues(e.Trigger, e.Result).Inc()
 	if u := e.SummaryUsage; u != nil {
 		su := state.Usage{Input: u.InputTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens, Output: u.OutputTokens}
-		addTokens(m.summaryTokens, su)
-		m.cost.WithLabelValues("summary").Add(m.pricing.summaryPrices(e.Model).Cost(billable(su)))
+		m.summaryTokenSeries.add(m.summaryTokens, su)
+		m.summaryCost.get(m.cost, "summary").Add(m.pricing.summaryPrices(e.Model).Cost(billable(su)))
 	}
 	if e.SummarizerMS > 0 {
 		m.summarizer.WithLabelValues(e.Result).Observe(float64(e.SummarizerMS) / 1000)
