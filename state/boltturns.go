@@ -72,20 +72,9 @@ func (s *boltStore) apply(tx *bolt.Tx, key Key, k []byte, now time.Time, fn func
 	if turns, err = writeTurns(tb, k, turns, rec.Turns); err != nil {
 		return Record{}, nil, err
 	}
-	bare := rec
-	bare.Turns = nil
-	data, err := encodeRecord(&bare)
+	data, err := encodeRecordWithTurns(&rec, tailField, nil, turns.tail)
 	if err != nil {
 		return Record{}, nil, err
-	}
-	if turns.tailN > 0 {
-		if data[len(data)-1] != '}' {
-			return Record{}, nil, fmt.Errorf("state: encode %s: not a JSON object", key)
-		}
-		// Spliced in as encodeRecord splices turns.
-		out := make([]byte, 0, len(data)+len(turns.tail)+len(tailField)+8)
-		out = append(append(out, data[:len(data)-1]...), `,"`+tailField+`":[`...)
-		data = append(append(out, turns.tail...), "]}"...)
 	}
 	if err := b.Put(k, data); err != nil {
 		return Record{}, nil, err

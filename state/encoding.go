@@ -387,7 +387,13 @@ func normalTurns(ts []Turn) []Turn {
 
 // encodeRecord returns the stored bytes of r. (The bolt store encodes a
 // record without its turns, which it keeps in chunks: see boltturns.go.)
-func encodeRecord(r *Record) ([]byte, error) {
+func encodeRecord(r *Record) ([]byte, error) { return encodeRecordWithTurns(r, "turns", r.Turns, nil) }
+
+// encodeRecordWithTurns returns the stored bytes of r with, instead of its
+// Turns, the turns ts and then those already encoded in list (inner
+// arrays, comma-separated) under field, when there are any: the bolt store
+// keeps only a tail of them in the record (see boltturns.go).
+func encodeRecordWithTurns(r *Record, field string, ts []Turn, list []byte) ([]byte, error) {
 	d := diskRecord{
 		Namespace:    r.Key.Namespace,
 		ID:           r.Key.ID,
@@ -428,24 +434,27 @@ func encodeRecord(r *Record) ([]byte, error) {
 	// The turns are spliced in after the rest rather than encoded as a
 	// field. Key order does not matter to the decoder.
 	size := diskRecordSizeHint(&d)
-	if len(r.Turns) > 0 {
-		size += len(`,"turns":[]`) + len(r.Turns)*40
+	if len(ts) > 0 || len(list) > 0 {
+		size += len(`,"":[]`) + len(field) + len(ts)*40 + len(list)
 	}
 	b, err := appendDiskRecord(make([]byte, 0, size), &d)
 	if err != nil {
 		return nil, fmt.Errorf("state: encode %s: %w", r.Key, err)
 	}
-	if len(r.Turns) == 0 {
+	if len(ts) == 0 && len(list) == 0 {
 		return b, nil
 	}
-	b = append(b[:len(b)-1], `,"turns":[`...)
-	for i, t := range r.Turns {
+	b = append(append(append(b[:len(b)-1], `,"`...), field...), `":[`...)
+	for i, t := range ts {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendTurn(b, t)
 	}
-	return append(b, "]}"...), nil
+	if len(ts) > 0 && len(list) > 0 {
+		b = append(b, ',')
+	}
+	return append(append(b, list...), "]}"...), nil
 }
 
 // decodeRecord decodes stored bytes. The Key comes from the storage key, which
