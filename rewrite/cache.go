@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"sync"
+	"unsafe"
 )
 
 // DefaultCacheBytes is the memory bound of a Pipeline's caches when
@@ -88,25 +89,10 @@ func newKey(kind byte, parts ...string) cacheKey {
 	return k
 }
 
-// bytesKey is newKey(kind, part, string(b)), without the copy.
+// bytesKey is newKey(kind, part, string(b)), without the copy: newKey
+// only reads its parts, and keeps nothing of them.
 func bytesKey(kind byte, part string, b []byte) cacheKey {
-	var k cacheKey
-	if 2+len(part)+len(b) <= 256 {
-		var buf [256]byte
-		whole := append(append(append(append(buf[:0], kind), part...), 0), b...)
-		for j, seed := range keySeeds {
-			binary.LittleEndian.PutUint64(k[8*j:], maphash.Bytes(seed, whole))
-		}
-		return k
-	}
-	var buf [24]byte
-	for j, seed := range keySeeds {
-		h := append(buf[:0], kind)
-		h = binary.LittleEndian.AppendUint64(h, maphash.String(seed, part))
-		h = binary.LittleEndian.AppendUint64(h, maphash.Bytes(seed, b))
-		binary.LittleEndian.PutUint64(k[8*j:], maphash.Bytes(seed, h))
-	}
-	return k
+	return newKey(kind, part, unsafe.String(unsafe.SliceData(b), len(b)))
 }
 
 // lru is a least-recently-used cache bounded by the approximate bytes of its
