@@ -54,9 +54,11 @@ type recorder struct {
 	// answer ends, still finds its line and the previous turn's usage and
 	// calibration.
 	pending map[state.Key]pendingTurns // guarded by pendingMu
-	// unwritten counts the turns queued and not yet written (or lost), for
-	// wait.
-	unwritten sync.WaitGroup
+	// written is signalled, on pendingMu, when pending empties: every turn
+	// queued is written (or lost). Not a WaitGroup: a streamed turn is
+	// queued once its client has read the answer's end, so wait may
+	// already be waiting when it is queued (a WaitGroup forbids that).
+	allWritten *sync.Cond
 
 	warn warnLimiter
 	// onStoreFailure counts a failed write (metrics); nil: none.
@@ -64,7 +66,13 @@ type recorder struct {
 }
 
 // wait blocks until every turn queued so far is written (or lost).
-func (r *recorder) wait() { r.unwritten.Wait() }
+func (r *recorder) wait() {
+	r.pendingMu.Lock()
+	defer r.pendingMu.Unlock()
+	for len(r.pending) > 0 {
+		r.allWritten.Wait()
+	}
+}
 
 // warnLimiter logs a recurring failure once per warnEvery, with how many
 // happened since the last line.
@@ -93,6 +101,7 @@ func newRecorder(store state.Store, log zerolog.Logger, now func() time.Time, wr
 func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool), queue int, wait time.Duration) *recorder {
 	r := &recorder{store: store, log: log, now: now, queue: make(chan turnRecord, queue), queueWait: wait, done: make(chan struct{}),
 		pending: map[state.Key]pendingTurns{}, written: written}
+	r.allWritten = sync.NewCond(&r.pendingMu)
 	go r.run()
 	return r
 }
@@ -104,7 +113,6 @@ func (r *recorder) record(tr turnRecord) {
 		return
 	}
 	r.pendingMu.Lock()
-	r.unwritten.Add(1)
 	p := r.pending[tr.turn.key]
 	p.n++
 	p.lines = p.lines.with(tr)
@@ -172,12 +180,14 @@ func (ls pendingLines) with(tr turnRecord) pendingLines {
 func (r *recorder) done1(key state.Key) {
 	r.pendingMu.Lock()
 	defer r.pendingMu.Unlock()
-	defer r.unwritten.Done()
 	if p := r.pending[key]; p.n > 1 {
 		p.n--
 		r.pending[key] = p
 	} else {
 		delete(r.pending, key)
+	}
+	if len(r.pending) == 0 {
+		r.allWritten.Broadcast()
 	}
 }
 
