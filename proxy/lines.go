@@ -124,17 +124,19 @@ type lineEditor struct {
 // to every line it touches: one of these, named rather than a func so that
 // the line edited stays off the heap.
 type lineEdit struct {
-	dedupsOf *turn       // keepDedups
-	cache    *wire.Usage // observeCache
-	observe  *turnRecord // observe
+	dedupsOf *turn        // keepDedups
+	caches   []wire.Usage // observeCache of each, in order
+	observe  *turnRecord  // observe
 }
 
 func (ed lineEdit) apply(rec *state.Record, l *state.Line) {
 	switch {
 	case ed.dedupsOf != nil:
 		keepDedups(l, ed.dedupsOf)
-	case ed.cache != nil:
-		observeCache(l, *ed.cache)
+	case ed.caches != nil:
+		for _, u := range ed.caches {
+			observeCache(l, u)
+		}
 	case ed.observe != nil:
 		observe(rec, l, *ed.observe)
 	}

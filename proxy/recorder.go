@@ -29,6 +29,7 @@ const warnEvery = time.Minute
 type turnRecord struct {
 	turn  turn
 	usage wire.Usage
+	at    time.Time // when it was answered (queued): its time in the record
 }
 
 // recorder writes conversation records from one goroutine, off the request
@@ -40,7 +41,15 @@ type recorder struct {
 	queue chan turnRecord
 	// queueWait bounds a request's wait for room in a full queue.
 	queueWait time.Duration
-	done      chan struct{}
+	// every is the shortest time between two writes while turns keep
+	// coming (recordEvery).
+	every time.Duration
+	// waiters counts callers of wait: while there are any, the writer
+	// writes what is queued without waiting for its interval's end; flush
+	// wakes it to see them.
+	waiters atomic.Int32
+	flush   chan struct{}
+	done    chan struct{}
 	// written, when set, is told of each record written and whether the
 	// turn opened its breaker (events, metrics).
 	written func(rec state.Record, tripped bool)
@@ -65,8 +74,15 @@ type recorder struct {
 	onStoreFailure func(op string)
 }
 
-// wait blocks until every turn queued so far is written (or lost).
+// wait blocks until every turn queued so far is written (or lost), which
+// it asks for at once rather than at the end of the writer's interval.
 func (r *recorder) wait() {
+	r.waiters.Add(1)
+	defer r.waiters.Add(-1)
+	select {
+	case r.flush <- struct{}{}:
+	default: // a flush is already asked for
+	}
 	r.pendingMu.Lock()
 	defer r.pendingMu.Unlock()
 	for len(r.pending) > 0 {
@@ -93,14 +109,15 @@ func (w *warnLimiter) warn(at time.Time, log zerolog.Logger, msg string, err err
 }
 
 func newRecorder(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool)) *recorder {
-	return newRecorderSized(store, log, now, written, recordQueue, recordQueueWait)
+	return newRecorderSized(store, log, now, written, recordQueue, recordQueueWait, recordEvery)
 }
 
-// newRecorderSized is newRecorder with its queue's length and longest wait
-// for room.
-func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool), queue int, wait time.Duration) *recorder {
+// newRecorderSized is newRecorder with its queue's length, longest wait
+// for room and shortest interval between writes.
+func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool),
+	queue int, wait, every time.Duration) *recorder {
 	r := &recorder{store: store, log: log, now: now, queue: make(chan turnRecord, queue), queueWait: wait, done: make(chan struct{}),
-		pending: map[state.Key]pendingTurns{}, written: written}
+		every: every, flush: make(chan struct{}, 1), pending: map[state.Key]pendingTurns{}, written: written}
 	r.allWritten = sync.NewCond(&r.pendingMu)
 	go r.run()
 	return r
@@ -112,6 +129,7 @@ func (r *recorder) record(tr turnRecord) {
 	if r.closed {
 		return
 	}
+	tr.at = r.now()
 	r.pendingMu.Lock()
 	p := r.pending[tr.turn.key]
 	p.n++
@@ -208,8 +226,8 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	for i := range lines {
 		l := &lines[i]
 		e.update(l.newest.line, now, lineEdit{dedupsOf: l.newest})
-		for j := range l.earlier {
-			e.update(l.newest.line, now, lineEdit{cache: &l.earlier[j]})
+		if len(l.earlier) > 0 { // one edit: touching the line again changes nothing
+			e.update(l.newest.line, now, lineEdit{caches: l.earlier})
 		}
 		if l.usage != nil {
 			tr := *l.usage
@@ -219,31 +237,86 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	}
 }
 
-// maxRecordBatch bounds how many queued turns one transaction writes.
-const maxRecordBatch = 256
+// maxRecordBatch bounds how many queued turns one transaction writes: the
+// queue's length, so a full gather empties the queue.
+const maxRecordBatch = recordQueue
 
-// run writes queued turns, as many as are waiting in one transaction: one
-// disk sync per batch instead of per turn, so the writer keeps up with
-// thousands of turns a second.
+// recordEvery is the shortest time from one of the writer's transactions
+// to the next while turns keep coming. A busy proxy then writes each
+// conversation once per interval with all of its turns (a record decoded,
+// encoded and put once, one disk sync for them all) instead of once per
+// turn; the turns in between are still seen by every request (overlay). A
+// SIGKILL loses at most the turns of the last interval and a write.
+const recordEvery = 10 * time.Millisecond
+
+// gatherUntil is until when the writer, holding turns to write, waits for
+// more: recordEvery after its previous transaction began. A turn after a
+// quiet interval is written at once (the result is not after now).
+func gatherUntil(lastWrite, now time.Time, every time.Duration) time.Time {
+	if due := lastWrite.Add(every); due.After(now) {
+		return due
+	}
+	return now
+}
+
+// run writes queued turns, all that came in an interval in one
+// transaction (gatherUntil): one disk sync and one write per conversation
+// per batch, so the writer keeps up with tens of thousands of turns a
+// second.
 func (r *recorder) run() {
 	defer close(r.done)
 	batch := make([]turnRecord, 0, maxRecordBatch)
+	wake := time.NewTimer(time.Hour)
+	wake.Stop()
+	var lastWrite time.Time
 	for tr := range r.queue {
 		batch = append(batch[:0], tr)
-	drain:
-		for len(batch) < maxRecordBatch {
-			select {
-			case next, ok := <-r.queue:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, next)
-			default:
-				break drain
-			}
-		}
+		batch = r.gather(batch, gatherUntil(lastWrite, time.Now(), r.every), wake)
+		lastWrite = time.Now()
 		r.write(batch)
 	}
+}
+
+// gather adds queued turns to batch until it is full, the queue closes,
+// a flush is asked for or until has passed with the queue empty.
+func (r *recorder) gather(batch []turnRecord, until time.Time, wake *time.Timer) []turnRecord {
+	waiting := false
+	defer func() {
+		if waiting {
+			wake.Stop()
+		}
+	}()
+	for len(batch) < maxRecordBatch {
+		select {
+		case next, ok := <-r.queue:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, next)
+			continue
+		default:
+		}
+		wait := time.Until(until)
+		if wait <= 0 || r.waiters.Load() > 0 {
+			return batch
+		}
+		if !waiting {
+			wake.Reset(wait)
+			waiting = true
+		}
+		select {
+		case next, ok := <-r.queue:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, next)
+		case <-wake.C:
+			waiting = false
+			return batch
+		case <-r.flush: // the queue is emptied first
+		}
+	}
+	return batch
 }
 
 // write stores a batch in one UpdateMany with one mutation per
@@ -257,11 +330,10 @@ func (r *recorder) write(batch []turnRecord) {
 	after := make([]state.Record, len(batch))
 	groups := groupByKey(batch)
 	muts := make([]state.Mutation, len(groups))
-	now := r.now()
 	for g, idx := range groups {
-		muts[g] = state.Mutation{Key: batch[idx[0]].turn.key, Fn: func(rec *state.Record) error {
+		muts[g] = state.Mutation{Key: batch[idx[0]].turn.key, At: batch[idx[len(idx)-1]].at, Fn: func(rec *state.Record) error {
 			for _, i := range idx {
-				opened[i] = applyTurn(rec, batch[i], now)
+				opened[i] = applyTurn(rec, batch[i], batch[i].at)
 				after[i] = *rec
 			}
 			return nil

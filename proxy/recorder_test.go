@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -97,7 +98,7 @@ func TestBurstPastTheRecordQueueLosesNoTurn(t *testing.T) {
 	}
 	t.Cleanup(func() { bolt.Close() })
 	st := &batchStore{Store: bolt, entered: make(chan struct{}, 64), release: make(chan struct{}, 64)}
-	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, 2, time.Hour)
+	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, 2, time.Hour, recordEvery)
 	key := state.NewKey([]byte("Bearer k"), "burst")
 	line := lineRef{id: state.ChainHash{0xb}, tip: state.ChainHash{0xb, 1}, messages: 1}
 	send := func() { r.record(turnRecord{turn: turn{key: key, line: line, model: "m", forwarded: true}}) }
@@ -119,5 +120,69 @@ func TestBurstPastTheRecordQueueLosesNoTurn(t *testing.T) {
 	}
 	if rec.Requests != burst+1 {
 		t.Fatalf("%d turns recorded of %d: the burst past the queue was dropped", rec.Requests, burst+1)
+	}
+}
+
+func TestGatherUntil(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	every := 10 * time.Millisecond
+	for _, tc := range []struct {
+		rule      string
+		lastWrite time.Time
+		now       time.Time
+		want      time.Time
+	}{
+		{"the first turn is written at once", time.Time{}, t0, t0},
+		{"a turn after a quiet interval is written at once", t0, t0.Add(time.Second), t0.Add(time.Second)},
+		{"a turn just past the interval is written at once", t0, t0.Add(every), t0.Add(every)},
+		{"a turn within the interval waits for its end", t0, t0.Add(3 * time.Millisecond), t0.Add(every)},
+		{"a turn right after a write waits the whole interval", t0, t0, t0.Add(every)},
+	} {
+		if got := gatherUntil(tc.lastWrite, tc.now, every); !got.Equal(tc.want) {
+			t.Errorf("%s: gatherUntil = %v, want %v", tc.rule, got.Sub(t0), tc.want.Sub(t0))
+		}
+	}
+}
+
+// A busy proxy wrote a conversation's record once per turn (decoded,
+// encoded and put again, one disk sync each). Now turns that come within
+// the writer's interval after a write are written together at its end:
+// one mutation per conversation. Someone waiting for the turns (WaitIdle)
+// and Shutdown do not wait for the interval's end.
+func TestTurnsWithinTheIntervalAreWrittenTogether(t *testing.T) {
+	bolt, err := state.OpenBolt(filepath.Join(t.TempDir(), "r.db"), state.BoltOptions{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bolt.Close() })
+	st := &batchStore{Store: bolt, entered: make(chan struct{}, 8), release: make(chan struct{}, 8)}
+	for range 8 {
+		st.release <- struct{}{}
+	}
+	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, recordQueue, recordQueueWait, time.Hour)
+	a, b := state.NewKey([]byte("Bearer k"), "a"), state.NewKey([]byte("Bearer k"), "b")
+	line := lineRef{id: state.ChainHash{0xa}, tip: state.ChainHash{0xa, 1}, messages: 1}
+	send := func(key state.Key) {
+		r.record(turnRecord{turn: turn{key: key, line: line, model: "m", forwarded: true}})
+	}
+	send(a)
+	<-st.entered // the first turn is written at once
+	send(a)
+	for len(r.queue) > 0 { // the writer has taken the turn: it waits for more
+		runtime.Gosched()
+	}
+	for range 3 {
+		send(a)
+	}
+	send(b)
+	r.wait() // within the hour: written when asked for
+	send(a)
+	r.close() // and at shutdown
+	want := [][]state.Key{{a}, {a, b}, {a}}
+	if !slices.EqualFunc(st.batches, want, slices.Equal) {
+		t.Fatalf("batches %v; want %v: a's four turns of the interval in one mutation", st.batches, want)
+	}
+	if rec, ok, err := bolt.Get(a); err != nil || !ok || rec.Requests != 6 {
+		t.Errorf("a's record: %d requests (%v, %v); want 6", rec.Requests, ok, err)
 	}
 }

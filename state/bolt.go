@@ -418,7 +418,7 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 				return fn(r)
 			}
 			k := m.Key.encode()
-			rec, turns, err := s.apply(tx, m.Key, k, now, userFn)
+			rec, turns, err := s.apply(tx, m.Key, k, m.at(now), userFn)
 			var ue errUser
 			if errors.As(err, &ue) {
 				errs[i] = ue.err

@@ -33,6 +33,7 @@ var contractCases = []struct {
 	{"RoundTripAllFields", testRoundTrip},
 	{"UpdateErrorWritesNothing", testUpdateError},
 	{"UpdateMany", testUpdateMany},
+	{"UpdateManyStampsEachChangesTime", testUpdateManyAt},
 	{"UpdateKeepsKeyAndCreatedAt", testUpdateKeepsKey},
 	{"NonFiniteCalibration", testNonFiniteCalibration},
 	{"Delete", testDelete},
@@ -558,5 +559,36 @@ func testUpdateMany(t *testing.T, im impl) {
 	}
 	if _, ok, _ := s.Get(keyB); ok {
 		t.Fatal("a failed mutation was written")
+	}
+}
+
+// Changes gathered and written together keep when each happened (At), so
+// the list stays newest first; a mutation without At gets the store's
+// clock.
+func testUpdateManyAt(t *testing.T, im impl) {
+	clock := newClock()
+	s := im.open(t, testOptions{Now: clock.Now})
+	inc := func(r *Record) error { r.Requests++; return nil }
+	keyC := Key{Namespace: keyA.Namespace, ID: "chat-3"}
+	recs, errs, err := s.UpdateMany([]Mutation{
+		{Key: keyA, Fn: inc, At: t0.Add(-3 * time.Second)},
+		{Key: keyB, Fn: inc, At: t0.Add(-time.Second)},
+		{Key: keyC, Fn: inc},
+	})
+	if err != nil || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatal(err, errs)
+	}
+	for i, want := range []time.Time{t0.Add(-3 * time.Second), t0.Add(-time.Second), t0} {
+		if !recs[i].UpdatedAt.Equal(want) || !recs[i].CreatedAt.Equal(want) {
+			t.Errorf("mutation %d: created %v, updated %v; want both %v", i, recs[i].CreatedAt, recs[i].UpdatedAt, want)
+		}
+	}
+	list, err := s.List(ListOptions{})
+	if err != nil || len(list) != 3 || list[0].Key != keyC || list[1].Key != keyB || list[2].Key != keyA {
+		ids := make([]string, len(list))
+		for i, r := range list {
+			ids[i] = r.Key.String()
+		}
+		t.Fatalf("List = %v (%v); want chat-3, bob's chat-1, alice's chat-1: newest first", ids, err)
 	}
 }

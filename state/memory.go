@@ -68,6 +68,11 @@ func (s *memStore) Get(key Key) (Record, bool, error) {
 }
 
 func (s *memStore) Update(key Key, fn func(*Record) error) (Record, error) {
+	return s.update(Mutation{Key: key, Fn: fn})
+}
+
+func (s *memStore) update(m Mutation) (Record, error) {
+	key, fn := m.Key, m.Fn
 	if err := key.Validate(); err != nil {
 		return Record{}, err
 	}
@@ -77,7 +82,7 @@ func (s *memStore) Update(key Key, fn func(*Record) error) (Record, error) {
 		return Record{}, errClosed("update")
 	}
 	k := string(key.encode())
-	rec, data, err := applyUpdate(key, s.records[k], s.now(), fn)
+	rec, data, err := applyUpdate(key, s.records[k], m.at(s.now()), fn)
 	var ue errUser
 	if errors.As(err, &ue) {
 		return Record{}, ue.err
@@ -92,7 +97,7 @@ func (s *memStore) Update(key Key, fn func(*Record) error) (Record, error) {
 func (s *memStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 	recs, errs := make([]Record, len(muts)), make([]error, len(muts))
 	for i, m := range muts {
-		recs[i], errs[i] = s.Update(m.Key, m.Fn)
+		recs[i], errs[i] = s.update(m)
 		if errors.Is(errs[i], ErrClosed) {
 			return recs, errs, errs[i]
 		}

@@ -299,6 +299,7 @@ func (s *redisStore) writePending(ctx context.Context, pending []*pendingKey, mu
 		p    *pendingKey
 		data []byte
 		recs map[int]Record
+		at   time.Time // the written record's UpdatedAt: its index score
 	}
 	var writes []write
 	for _, p := range pending {
@@ -308,7 +309,7 @@ func (s *redisStore) writePending(ctx context.Context, pending []*pendingKey, mu
 			errs[i] = nil
 			// Each mutation decodes its own copy: fn may keep slices of
 			// the record it was given.
-			rec, data, err := applyUpdate(p.key, cur, now, muts[i].Fn)
+			rec, data, err := applyUpdate(p.key, cur, muts[i].at(now), muts[i].Fn)
 			var ue errUser
 			if errors.As(err, &ue) {
 				errs[i] = ue.err
@@ -317,7 +318,7 @@ func (s *redisStore) writePending(ctx context.Context, pending []*pendingKey, mu
 			if err != nil {
 				return nil, err
 			}
-			w.recs[i], w.data, cur = rec, data, data
+			w.recs[i], w.data, w.at, cur = rec, data, rec.UpdatedAt, data
 		}
 		if w.data != nil {
 			writes = append(writes, w)
@@ -329,7 +330,7 @@ func (s *redisStore) writePending(ctx context.Context, pending []*pendingKey, mu
 	_, err := s.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		for _, w := range writes {
 			w.p.cmd = casScript.EvalSha(ctx, pipe, []string{s.recordKey([]byte(w.p.k)), s.indexKey()},
-				digest(w.p.old), w.data, ttl, score(now), w.p.k)
+				digest(w.p.old), w.data, ttl, score(w.at), w.p.k)
 		}
 		return nil
 	})

@@ -227,4 +227,16 @@ func (s *sweeper) Stop() {
 type Mutation struct {
 	Key Key
 	Fn  func(*Record) error
+	// At, when set, is when the change happened: the record's UpdatedAt
+	// (and CreatedAt when it is new) instead of the store's clock, so a
+	// writer that gathers changes keeps their order (List is newest first).
+	At time.Time
+}
+
+// at is the time the mutation stamps on its record: At, or now.
+func (m Mutation) at(now time.Time) time.Time {
+	if m.At.IsZero() {
+		return now
+	}
+	return m.At
 }
