@@ -45,11 +45,11 @@ type recorder struct {
 	// coming (recordEvery).
 	every time.Duration
 	// waiters counts callers of wait: while there are any, the writer
-	// writes what is queued without waiting for its interval's end; flush
-	// wakes it to see them.
+	// writes what is queued without waiting for its interval's end.
 	waiters atomic.Int32
-	flush   chan struct{}
-	done    chan struct{}
+	// flush wakes a sleeping writer to write what is queued (askFlush).
+	flush chan struct{}
+	done  chan struct{}
 	// written, when set, is told of each record written and whether the
 	// turn opened its breaker (events, metrics).
 	written func(rec state.Record, tripped bool)
@@ -79,10 +79,7 @@ type recorder struct {
 func (r *recorder) wait() {
 	r.waiters.Add(1)
 	defer r.waiters.Add(-1)
-	select {
-	case r.flush <- struct{}{}:
-	default: // a flush is already asked for
-	}
+	r.askFlush()
 	r.pendingMu.Lock()
 	defer r.pendingMu.Unlock()
 	for len(r.pending) > 0 {
@@ -138,9 +135,13 @@ func (r *recorder) record(tr turnRecord) {
 	r.pendingMu.Unlock()
 	select {
 	case r.queue <- tr:
+		if len(r.queue) > cap(r.queue)/2 {
+			r.askFlush() // before a request has to wait for room
+		}
 		return
 	default:
 	}
+	r.askFlush()
 	wait := time.NewTimer(r.queueWait)
 	defer wait.Stop()
 	select {
@@ -277,15 +278,19 @@ func (r *recorder) run() {
 	}
 }
 
-// gather adds queued turns to batch until it is full, the queue closes,
-// a flush is asked for or until has passed with the queue empty.
+// gather returns batch with the turns queued until until: the writer
+// sleeps meanwhile instead of waking for every turn (a wake-up costs more
+// than taking the turn), unless someone waits for the turns; a flush (a
+// waiter, the queue half full or closed) ends the sleep early.
 func (r *recorder) gather(batch []turnRecord, until time.Time, wake *time.Timer) []turnRecord {
-	waiting := false
-	defer func() {
-		if waiting {
+	if wait := time.Until(until); wait > 0 && r.waiters.Load() == 0 {
+		wake.Reset(wait)
+		select {
+		case <-wake.C:
+		case <-r.flush:
 			wake.Stop()
 		}
-	}()
+	}
 	for len(batch) < maxRecordBatch {
 		select {
 		case next, ok := <-r.queue:
@@ -293,30 +298,19 @@ func (r *recorder) gather(batch []turnRecord, until time.Time, wake *time.Timer)
 				return batch
 			}
 			batch = append(batch, next)
-			continue
 		default:
-		}
-		wait := time.Until(until)
-		if wait <= 0 || r.waiters.Load() > 0 {
 			return batch
-		}
-		if !waiting {
-			wake.Reset(wait)
-			waiting = true
-		}
-		select {
-		case next, ok := <-r.queue:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, next)
-		case <-wake.C:
-			waiting = false
-			return batch
-		case <-r.flush: // the queue is emptied first
 		}
 	}
 	return batch
+}
+
+// askFlush asks the writer to write what is queued now.
+func (r *recorder) askFlush() {
+	select {
+	case r.flush <- struct{}{}:
+	default: // asked already
+	}
 }
 
 // write stores a batch in one UpdateMany with one mutation per
@@ -448,6 +442,7 @@ func (r *recorder) close() {
 	if !r.closed {
 		r.closed = true
 		close(r.queue)
+		r.askFlush()
 	}
 	r.mu.Unlock()
 	<-r.done

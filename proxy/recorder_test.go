@@ -186,3 +186,37 @@ func TestTurnsWithinTheIntervalAreWrittenTogether(t *testing.T) {
 		t.Errorf("a's record: %d requests (%v, %v); want 6", rec.Requests, ok, err)
 	}
 }
+
+// The writer sleeps through its interval rather than waking for every
+// turn; a queue filling up past half wakes it, so a burst never makes a
+// request wait for room while the writer sleeps.
+func TestAFillingQueueWakesTheSleepingWriter(t *testing.T) {
+	bolt, err := state.OpenBolt(filepath.Join(t.TempDir(), "r.db"), state.BoltOptions{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bolt.Close() })
+	st := &batchStore{Store: bolt, entered: make(chan struct{}, 8), release: make(chan struct{}, 8)}
+	for range 8 {
+		st.release <- struct{}{}
+	}
+	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, 4, time.Hour, time.Hour)
+	t.Cleanup(r.close)
+	key := state.NewKey([]byte("Bearer k"), "fill")
+	line := lineRef{id: state.ChainHash{0xf}, tip: state.ChainHash{0xf, 1}, messages: 1}
+	send := func() { r.record(turnRecord{turn: turn{key: key, line: line, model: "m", forwarded: true}}) }
+	send()
+	<-st.entered // the first turn is written at once
+	send()
+	for len(r.queue) > 0 { // the writer has taken it and sleeps for the hour
+		runtime.Gosched()
+	}
+	for range 3 { // three of four slots: past half
+		send()
+	}
+	select {
+	case <-st.entered:
+	case <-time.After(time.Minute): // a hang guard, not a timing
+		t.Fatal("the writer slept on while the queue filled")
+	}
+}
