@@ -176,7 +176,16 @@ type analysis struct {
 	facts   []*facts
 	hashes  []contentHash // of each message's bytes as sent
 	results []resultRef   // every tool result item, in body order
+	// A short request's facts and hashes live here: one allocation for
+	// the analysis, not three.
+	smallFacts  [smallAnalysis]*facts
+	smallHashes [smallAnalysis]contentHash
 }
+
+// smallAnalysis is how many messages an analysis holds without
+// allocating their facts and hashes apart (a system prompt, a question
+// and a few turns).
+const smallAnalysis = 4
 
 // resultRef is one tool result item of a request and the call it answers:
 // dedup finds, keys and replaces results one by one, as a message may
@@ -334,10 +343,11 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 			ncalls++
 		}
 	}
-	a := &analysis{
-		facts:   make([]*facts, n),
-		hashes:  make([]contentHash, n),
-		results: make([]resultRef, 0, nres),
+	a := &analysis{results: make([]resultRef, 0, nres)}
+	if n <= smallAnalysis {
+		a.facts, a.hashes = a.smallFacts[:n], a.smallHashes[:n]
+	} else {
+		a.facts, a.hashes = make([]*facts, n), make([]contentHash, n)
 	}
 	// The calls by id point into their messages' facts, which are
 	// immutable (cached): a pointer, not a copy of each call, per entry.
