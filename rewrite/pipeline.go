@@ -281,7 +281,8 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 	if !parsed.chat {
 		return res
 	}
-	req := p.counter.request(parsed.conv, parsed.format)
+	v := &view{own: p.counter.request(parsed.conv, parsed.format)}
+	req := &v.own
 	res.Understood, res.Model, res.Stream, res.Messages = true, req.Model, req.Stream, len(req.Messages)
 	if res.ServerHistory = req.ServerHistory; res.ServerHistory {
 		// The provider holds the rest of this history: a summary, a cut,
@@ -291,8 +292,8 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 		opts = Options{PrevDedups: opts.PrevDedups}
 	}
 	enc := EncodingForModel(req.Model)
-	a := p.analyse(enc, &req)
-	v := p.newView(enc, &req, a, opts)
+	a := p.analyse(enc, req)
+	p.newView(enc, v, a, opts)
 	v.selectHistory(opts.Branches, opts.MaxHistoryMessages)
 	res.Lead, res.CompactCommand = v.lead, v.command
 	if len(opts.Branches) > 0 {
@@ -306,8 +307,8 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 			res.Trimmed--
 		}
 	}
-	prev, prevPrunes := p.prevDedups(&req, a, opts.PrevDedups), p.prevPrunes(&req, a, opts.PrevPrunes)
-	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, prev, opts.Economics)
+	prev, prevPrunes := p.prevDedups(req, a, opts.PrevDedups), p.prevPrunes(req, a, opts.PrevPrunes)
+	plan := p.planDedup(enc, req, a, v.lead, v.dropTo, prev, opts.Economics)
 	v.prune = p.planPrune(v, &plan, prev, prevPrunes, opts.Economics)
 	v.forwarded(plan)
 	if opts.FitTokens > 0 && v.fit(opts.FitTokens) {
@@ -315,14 +316,14 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 		if v.branch != nil {
 			res.FitDropped -= v.branch.Covered
 		}
-		plan = p.planDedup(enc, &req, a, v.lead, v.dropTo, prev, opts.Economics)
+		plan = p.planDedup(enc, req, a, v.lead, v.dropTo, prev, opts.Economics)
 		v.prune = p.planPrune(v, &plan, prev, prevPrunes, opts.Economics)
 		v.forwarded(plan)
 	}
 	v.render(plan, &res)
-	res.Dedups = p.dedupMarks(&req, a, plan)
+	res.Dedups = p.dedupMarks(req, a, plan)
 	v.prune.account(&res, a)
-	res.Prunes = p.pruneMarks(&req, a, v.prune, prevPrunes, prev)
+	res.Prunes = p.pruneMarks(req, a, v.prune, prevPrunes, prev)
 	res.view = v
 	return res
 }
