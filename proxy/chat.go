@@ -171,7 +171,8 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 	if !ok {
 		return nil, false
 	}
-	id := s.pipeline.IdentifyParsed(func(name string) []byte { return ctx.Request.Header.Peek(name) }, parsed)
+	// fasthttp finds a header whatever the case of its name.
+	id := s.pipeline.IdentifyParsedFold(func(name string) []byte { return ctx.Request.Header.Peek(name) }, parsed)
 	if len(id.Rejected) > 0 {
 		s.log.Warn().Strs("sources", id.Rejected).Msg("ignored a conversation id that is too long or not printable")
 	}

@@ -18,6 +18,7 @@ type Pipeline struct {
 	squasher Squasher         // nil: no squash
 	shell    *squash.Squasher // knows the shell tools, which commands only look (dedup), what squash keeps whole and the pruned lines (prune)
 	headers  []headerName     // the conversation headers as IdentifyParsed looks them up; immutable
+	folded   []headerName     // headers, one spelling each (IdentifyParsedFold); immutable
 }
 
 // New returns a Pipeline for cfg. cfg should have passed Validate; an
@@ -41,6 +42,7 @@ func New(cfg Config) *Pipeline {
 		squasher: cfg.Squasher,
 		shell:    squash.New(shellConfig(cfg.Squash)),
 		headers:  headerNamesOf(cfg.Identify),
+		folded:   foldedNames(headerNamesOf(cfg.Identify)),
 	}
 	if p.squasher == nil && cfg.Squash != nil {
 		sc := *cfg.Squash
@@ -77,6 +79,13 @@ func (p *Pipeline) Counter() *Counter { return p.counter }
 // already parsed.
 func (p *Pipeline) IdentifyParsed(header func(name string) []byte, parsed *Parsed) Identity {
 	return identify(p.cfg.Identify, p.headers, header, func() *Parsed { return parsed })
+}
+
+// IdentifyParsedFold is IdentifyParsed for a header lookup that ignores
+// the case of names (fasthttp's, net/http's): every spelling of a name
+// finds the same value there, so each name is looked up once.
+func (p *Pipeline) IdentifyParsedFold(header func(name string) []byte, parsed *Parsed) Identity {
+	return identify(p.cfg.Identify, p.folded, header, func() *Parsed { return parsed })
 }
 
 // Result is the outcome of Rewrite and RewriteWith.
