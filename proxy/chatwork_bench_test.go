@@ -120,22 +120,3 @@ func (s *Server) handle0(ctx *fasthttp.RequestCtx, answer []byte) {
 	x.bytesOut = int64(len(answer))
 	s.finish(x)
 }
-
-// TestTurnHeaderNamesAreWrittenAsFasthttpWritesThem: the turn headers are
-// set under names taken as canonical (nothing normalises them), so each
-// must be the spelling fasthttp gives it.
-func TestTurnHeaderNamesAreWrittenAsFasthttpWritesThem(t *testing.T) {
-	for _, name := range [][]byte{turnHeaderKeys.tokensBefore, turnHeaderKeys.tokensAfter, turnHeaderKeys.compacted, turnHeaderKeys.conversation} {
-		var h fasthttp.ResponseHeader
-		h.Set(strings.ToLower(string(name)), "1")
-		var got string
-		h.VisitAll(func(k, _ []byte) {
-			if strings.EqualFold(string(k), string(name)) {
-				got = string(k)
-			}
-		})
-		if got != string(name) {
-			t.Errorf("fasthttp writes %q as %q", name, got)
-		}
-	}
-}
