@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unsafe"
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -66,7 +67,8 @@ type turn struct {
 // turnRun is one understood conversation request on its way through the
 // handler: what it learnt (record, line) and what it decided to forward.
 type turnRun struct {
-	t      *turn
+	t      *turn // &own: one allocation for both
+	own    turn
 	api    *api // its wire format
 	parsed *rewrite.Parsed
 	rec    state.Record
@@ -77,11 +79,15 @@ type turnRun struct {
 	// rewritten at all, and its calibrated estimate.
 	plan rewrite.Plan
 	// compactable: compaction is on and the request has a record
-	// (plan.Compactable); creds are then the client's, for a summary call
-	// (see input).
+	// (plan.Compactable).
 	compactable bool
-	creds       clientCreds
-	o           outcome
+	// creds are the client's, for a summary call (see input), read off
+	// header (the client's request, alive while the handler runs) when a
+	// compaction first needs them: most turns compact nothing.
+	header    *fasthttp.RequestHeader
+	creds     clientCreds
+	credsRead bool
+	o         outcome
 }
 
 // handleTurn runs the rewrite pipeline on a conversation request of api's
@@ -139,12 +145,19 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 // an upstream's answer and on ctxpress's own answer to "/compact" alike.
 func setTurnHeaders(h *fasthttp.ResponseHeader, t *turn, compacted bool) {
 	var n [20]byte // the numbers are copied in: no string per answer
-	h.SetBytesV(HeaderTokensBefore, strconv.AppendInt(n[:0], int64(t.tokensBefore), 10))
-	h.SetBytesV(HeaderTokensAfter, strconv.AppendInt(n[:0], int64(t.tokensAfter), 10))
-	h.Set(HeaderCompacted, strconv.FormatBool(compacted))
+	h.SetCanonical(turnHeaderKeys.tokensBefore, strconv.AppendInt(n[:0], int64(t.tokensBefore), 10))
+	h.SetCanonical(turnHeaderKeys.tokensAfter, strconv.AppendInt(n[:0], int64(t.tokensAfter), 10))
+	h.SetCanonical(turnHeaderKeys.compacted, strconv.AppendBool(n[:0], compacted))
 	if t.id.ID != "" {
-		h.Set(HeaderConversation, t.id.ID)
+		// SetCanonical copies the value: a view of the id is enough.
+		h.SetCanonical(turnHeaderKeys.conversation, unsafe.Slice(unsafe.StringData(t.id.ID), len(t.id.ID)))
 	}
+}
+
+// turnHeaderKeys are the turn headers' names, canonical already (as
+// fasthttp would write them), so that setting them normalises nothing.
+var turnHeaderKeys = struct{ tokensBefore, tokensAfter, compacted, conversation []byte }{
+	[]byte(HeaderTokensBefore), []byte(HeaderTokensAfter), []byte(HeaderCompacted), []byte(HeaderConversation),
 }
 
 // prepareTurn parses (as api's format) and identifies the request, loads
@@ -158,11 +171,13 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 	if !ok {
 		return nil, false
 	}
-	id := s.pipeline.IdentifyParsed(func(name string) []byte { return ctx.Request.Header.Peek(name) }, parsed)
+	// fasthttp finds a header whatever the case of its name.
+	id := s.pipeline.IdentifyParsedFold(func(name string) []byte { return ctx.Request.Header.Peek(name) }, parsed)
 	if len(id.Rejected) > 0 {
 		s.log.Warn().Strs("sources", id.Rejected).Msg("ignored a conversation id that is too long or not printable")
 	}
-	c := &turnRun{api: a, parsed: parsed, t: &turn{id: id, ephemeral: string(ctx.Request.Header.Peek(HeaderEphemeral)) == "1"}}
+	c := &turnRun{api: a, parsed: parsed, header: &ctx.Request.Header}
+	c.t, c.own = &c.own, turn{id: id, ephemeral: string(ctx.Request.Header.Peek(HeaderEphemeral)) == "1"}
 	if id.ID != "" {
 		c.t.key = state.NewKey(x.credential, id.ID)
 		if s.store != nil {
@@ -198,7 +213,6 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 	if c.plan.Compactable {
 		c.compactable = true
 		c.t.trigger = c.plan.Trigger
-		c.creds = credsOf(&ctx.Request.Header)
 	}
 	return c, true
 }
@@ -207,6 +221,9 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 // made when a compaction needs it, not on every turn: it holds a copy of
 // the record, the line's numbers and the result (a kilobyte and more).
 func (c *turnRun) input(res rewrite.Result) turnInput {
+	if !c.credsRead {
+		c.creds, c.credsRead = credsOf(c.header), true
+	}
 	return turnInput{api: c.api, key: c.t.key, rec: c.rec, line: c.t.line, nums: c.nums, parsed: c.parsed, res: res,
 		trigger: c.t.trigger, creds: c.creds}
 }

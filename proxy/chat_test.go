@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
 )
 
 // bigLog is a build log large enough to be squashed.
@@ -216,5 +217,24 @@ func TestRereadStubKeepsTheFileContent(t *testing.T) {
 	}
 	if sent := gjson.GetBytes(up.Last(t).Body, "messages.3.content").String(); sent != file.String() {
 		t.Fatalf("the first read was replaced (%d of %d bytes): %.200s", len(sent), file.Len(), sent)
+	}
+}
+
+// TestTurnHeaderNamesAreWrittenAsFasthttpWritesThem: the turn headers are
+// set under names taken as canonical (nothing normalises them), so each
+// must be the spelling fasthttp gives it.
+func TestTurnHeaderNamesAreWrittenAsFasthttpWritesThem(t *testing.T) {
+	for _, name := range [][]byte{turnHeaderKeys.tokensBefore, turnHeaderKeys.tokensAfter, turnHeaderKeys.compacted, turnHeaderKeys.conversation} {
+		var h fasthttp.ResponseHeader
+		h.Set(strings.ToLower(string(name)), "1")
+		var got string
+		h.VisitAll(func(k, _ []byte) {
+			if strings.EqualFold(string(k), string(name)) {
+				got = string(k)
+			}
+		})
+		if got != string(name) {
+			t.Errorf("fasthttp writes %q as %q", name, got)
+		}
 	}
 }

@@ -60,7 +60,7 @@ func (s *Server) fitTurn(c *turnRun, why string) {
 	if !c.plan.MayRewrite {
 		return
 	}
-	if c.plan.Effective <= s.comp.cfg.Trigger.ContextWindow(c.res.Model)/2 {
+	if c.plan.Effective <= c.plan.Window/2 { // the window of c.res's model
 		// fitLimit is over half the window whatever the body reserves for
 		// the answer: no need to read the body for it.
 		return

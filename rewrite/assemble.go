@@ -47,8 +47,13 @@ func (v *view) render(plan dedupPlan, res *Result) {
 	}
 	sysAdds, userAdds := v.additions(block, v.branch != nil, v.dropTo)
 	var edits []wire.Edit
-	sys, newSys, tokens := req.f.AddInstructions(req.Conversation, sysAdds, req.count, v.counted, true)
-	res.TokensAfter += tokens
+	var sys *wire.Edit
+	var newSys []byte
+	if len(sysAdds) > 0 { // else nothing to add, and no method value of v to make
+		var tokens int
+		sys, newSys, tokens = req.f.AddInstructions(req.Conversation, sysAdds, req.count, v.counted, true)
+		res.TokensAfter += tokens
+	}
 	if sys != nil {
 		edits = append(edits, *sys)
 	}

@@ -83,9 +83,17 @@ func (c TriggerConfig) Trigger(model string) int {
 	if c.ThresholdTokens > 0 {
 		return c.ThresholdTokens
 	}
+	return c.triggerOf(c.ContextWindow(model))
+}
+
+// triggerOf is Trigger for a model whose context window is window.
+func (c TriggerConfig) triggerOf(window int) int {
+	if c.ThresholdTokens > 0 {
+		return c.ThresholdTokens
+	}
 	ratio := c.ThresholdRatio
 	if ratio <= 0 {
 		ratio = DefaultThresholdRatio
 	}
-	return int(ratio * float64(c.ContextWindow(model)))
+	return int(ratio * float64(window))
 }

@@ -141,7 +141,8 @@ func chainStep(prev, digest [sha256.Size]byte) [sha256.Size]byte {
 type view struct {
 	p       *Pipeline
 	enc     Encoding
-	req     *request // the conversation, its format and counter
+	req     *request // &own: the conversation, its format and counter
+	own     request  // the view and its request are one allocation
 	a       *analysis
 	user    bool // the block goes at the head of a user message (PlacementUser, resolved)
 	concise bool
@@ -158,18 +159,21 @@ type view struct {
 
 	fitNote string // FitNote when FitTokens left messages out, else ""
 
-	fixed int       // tokens of the request besides its messages
-	fwd   []int     // tokens of each message as forwarded (squashed, deduped)
-	dedup dedupPlan // the tool results dedup replaces (and prune's, as stubs)
-	prune prunePlan // which of them prune replaced
+	fixed int   // tokens of the request besides its messages
+	fwd   []int // tokens of each message as forwarded (squashed, deduped)
+	// fwdSmall backs fwd for a request of up to smallAnalysis messages.
+	fwdSmall [smallAnalysis]int
+	dedup    dedupPlan // the tool results dedup replaces (and prune's, as stubs)
+	prune    prunePlan // which of them prune replaced
 }
 
-// newView derives the leading system messages, the resolved placement,
-// the /compact exchanges to leave out and the command of req. It builds no
-// per-message skeleton: only the history limit, fit and a compaction need
-// one (skeleton), and most requests use neither.
-func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options) *view {
-	v := &view{p: p, enc: enc, req: req, a: a, applied: -1, resend: -1, concise: opts.ConciseOutput}
+// newView sets v up for its request (v.own): the leading system messages,
+// the resolved placement, the /compact exchanges to leave out and the
+// command. It builds no per-message skeleton: only the history limit, fit
+// and a compaction need one (skeleton), and most requests use neither.
+func (p *Pipeline) newView(enc Encoding, v *view, a *analysis, opts Options) {
+	v.p, v.enc, v.req, v.a, v.applied, v.resend, v.concise = p, enc, &v.own, a, -1, -1, opts.ConciseOutput
+	req := v.req
 	n := len(req.Messages)
 	v.lead = req.Lead
 	v.dropTo = v.lead
@@ -195,7 +199,6 @@ func (p *Pipeline) newView(enc Encoding, req *request, a *analysis, opts Options
 		}
 	}
 	v.command = opts.ForceCommand && n > 0 && isCommand(req, n-1)
-	return v
 }
 
 // omitted reports whether message i is part of a /compact exchange, which
@@ -362,7 +365,12 @@ func (p *Pipeline) messageDigest(req *request, i int, h contentHash) [sha256.Siz
 // squashed; for an Omit message: 0).
 func (v *view) forwarded(plan dedupPlan) {
 	v.dedup = plan
-	v.fwd = make([]int, len(v.a.facts))
+	if n := len(v.a.facts); n <= len(v.fwdSmall) {
+		v.fwd = v.fwdSmall[:n]
+		clear(v.fwd) // a fit forwards again
+	} else {
+		v.fwd = make([]int, n)
+	}
 	for i, f := range v.a.facts {
 		switch {
 		case v.omitted(i):

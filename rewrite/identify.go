@@ -114,6 +114,16 @@ func headerNamesOf(cfg IdentifyConfig) []headerName {
 	return out
 }
 
+// foldedNames are names with their first spelling only, for a lookup
+// that ignores case.
+func foldedNames(names []headerName) []headerName {
+	out := make([]headerName, len(names))
+	for i, n := range names {
+		out[i] = headerName{src: n.src, spellings: n.spellings[:1]}
+	}
+	return out
+}
+
 // identify parses the body only when no header names the conversation.
 func identify(cfg IdentifyConfig, names []headerName, header func(name string) []byte, parsed func() *Parsed) Identity {
 	var id Identity

@@ -79,6 +79,14 @@ func TestIdentify(t *testing.T) {
 			if viaPipeline.ID != got.ID || viaPipeline.Source != got.Source || strings.Join(viaPipeline.Rejected, ",") != strings.Join(got.Rejected, ",") {
 				t.Errorf("IdentifyParsed = %+v, Identify = %+v", viaPipeline, got)
 			}
+			// A lookup that ignores case finds each name in its first
+			// spelling as in any other.
+			if !strings.HasPrefix(tt.name, "case-sensitive lookup") {
+				folded := New(Config{Format: chatFormat, Identify: tt.cfg}).IdentifyParsedFold(tt.header, Parse(chatFormat, tt.body))
+				if folded.ID != got.ID || folded.Source != got.Source || strings.Join(folded.Rejected, ",") != strings.Join(got.Rejected, ",") {
+					t.Errorf("IdentifyParsedFold = %+v, Identify = %+v", folded, got)
+				}
+			}
 		})
 	}
 }

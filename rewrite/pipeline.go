@@ -18,6 +18,7 @@ type Pipeline struct {
 	squasher Squasher         // nil: no squash
 	shell    *squash.Squasher // knows the shell tools, which commands only look (dedup), what squash keeps whole and the pruned lines (prune)
 	headers  []headerName     // the conversation headers as IdentifyParsed looks them up; immutable
+	folded   []headerName     // headers, one spelling each (IdentifyParsedFold); immutable
 }
 
 // New returns a Pipeline for cfg. cfg should have passed Validate; an
@@ -41,6 +42,7 @@ func New(cfg Config) *Pipeline {
 		squasher: cfg.Squasher,
 		shell:    squash.New(shellConfig(cfg.Squash)),
 		headers:  headerNamesOf(cfg.Identify),
+		folded:   foldedNames(headerNamesOf(cfg.Identify)),
 	}
 	if p.squasher == nil && cfg.Squash != nil {
 		sc := *cfg.Squash
@@ -77,6 +79,13 @@ func (p *Pipeline) Counter() *Counter { return p.counter }
 // already parsed.
 func (p *Pipeline) IdentifyParsed(header func(name string) []byte, parsed *Parsed) Identity {
 	return identify(p.cfg.Identify, p.headers, header, func() *Parsed { return parsed })
+}
+
+// IdentifyParsedFold is IdentifyParsed for a header lookup that ignores
+// the case of names (fasthttp's, net/http's): every spelling of a name
+// finds the same value there, so each name is looked up once.
+func (p *Pipeline) IdentifyParsedFold(header func(name string) []byte, parsed *Parsed) Identity {
+	return identify(p.cfg.Identify, p.folded, header, func() *Parsed { return parsed })
 }
 
 // Result is the outcome of Rewrite and RewriteWith.
@@ -176,7 +185,16 @@ type analysis struct {
 	facts   []*facts
 	hashes  []contentHash // of each message's bytes as sent
 	results []resultRef   // every tool result item, in body order
+	// A short request's facts and hashes live here: one allocation for
+	// the analysis, not three.
+	smallFacts  [smallAnalysis]*facts
+	smallHashes [smallAnalysis]contentHash
 }
+
+// smallAnalysis is how many messages an analysis holds without
+// allocating their facts and hashes apart (a system prompt, a question
+// and a few turns).
+const smallAnalysis = 4
 
 // resultRef is one tool result item of a request and the call it answers:
 // dedup finds, keys and replaces results one by one, as a message may
@@ -272,7 +290,8 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 	if !parsed.chat {
 		return res
 	}
-	req := p.counter.request(parsed.conv, parsed.format)
+	v := &view{own: p.counter.request(parsed.conv, parsed.format)}
+	req := &v.own
 	res.Understood, res.Model, res.Stream, res.Messages = true, req.Model, req.Stream, len(req.Messages)
 	if res.ServerHistory = req.ServerHistory; res.ServerHistory {
 		// The provider holds the rest of this history: a summary, a cut,
@@ -282,8 +301,8 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 		opts = Options{PrevDedups: opts.PrevDedups}
 	}
 	enc := EncodingForModel(req.Model)
-	a := p.analyse(enc, &req)
-	v := p.newView(enc, &req, a, opts)
+	a := p.analyse(enc, req)
+	p.newView(enc, v, a, opts)
 	v.selectHistory(opts.Branches, opts.MaxHistoryMessages)
 	res.Lead, res.CompactCommand = v.lead, v.command
 	if len(opts.Branches) > 0 {
@@ -297,8 +316,8 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 			res.Trimmed--
 		}
 	}
-	prev, prevPrunes := p.prevDedups(&req, a, opts.PrevDedups), p.prevPrunes(&req, a, opts.PrevPrunes)
-	plan := p.planDedup(enc, &req, a, v.lead, v.dropTo, prev, opts.Economics)
+	prev, prevPrunes := p.prevDedups(req, a, opts.PrevDedups), p.prevPrunes(req, a, opts.PrevPrunes)
+	plan := p.planDedup(enc, req, a, v.lead, v.dropTo, prev, opts.Economics)
 	v.prune = p.planPrune(v, &plan, prev, prevPrunes, opts.Economics)
 	v.forwarded(plan)
 	if opts.FitTokens > 0 && v.fit(opts.FitTokens) {
@@ -306,14 +325,14 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 		if v.branch != nil {
 			res.FitDropped -= v.branch.Covered
 		}
-		plan = p.planDedup(enc, &req, a, v.lead, v.dropTo, prev, opts.Economics)
+		plan = p.planDedup(enc, req, a, v.lead, v.dropTo, prev, opts.Economics)
 		v.prune = p.planPrune(v, &plan, prev, prevPrunes, opts.Economics)
 		v.forwarded(plan)
 	}
 	v.render(plan, &res)
-	res.Dedups = p.dedupMarks(&req, a, plan)
+	res.Dedups = p.dedupMarks(req, a, plan)
 	v.prune.account(&res, a)
-	res.Prunes = p.pruneMarks(&req, a, v.prune, prevPrunes, prev)
+	res.Prunes = p.pruneMarks(req, a, v.prune, prevPrunes, prev)
 	res.view = v
 	return res
 }
@@ -334,10 +353,11 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 			ncalls++
 		}
 	}
-	a := &analysis{
-		facts:   make([]*facts, n),
-		hashes:  make([]contentHash, n),
-		results: make([]resultRef, 0, nres),
+	a := &analysis{results: make([]resultRef, 0, nres)}
+	if n <= smallAnalysis {
+		a.facts, a.hashes = a.smallFacts[:n], a.smallHashes[:n]
+	} else {
+		a.facts, a.hashes = make([]*facts, n), make([]contentHash, n)
 	}
 	// The calls by id point into their messages' facts, which are
 	// immutable (cached): a pointer, not a copy of each call, per entry.

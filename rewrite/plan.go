@@ -196,7 +196,8 @@ type Plan struct {
 //
 // No compaction starts within StoreRetry of a failed store write.
 func (p Policy) PlanTurn(t TurnFacts, now time.Time) Plan {
-	pl := Plan{Trigger: p.Trigger.Trigger(t.Model), Window: p.Trigger.ContextWindow(t.Model),
+	window := p.Trigger.ContextWindow(t.Model) // once: a table walk by prefix
+	pl := Plan{Trigger: p.Trigger.triggerOf(window), Window: window,
 		Effective: t.Line.Calibration.Upstream(t.Tokens), Economics: t.Economics, SummaryReusesCache: t.SummaryReusesCache}
 	pl.precompactBar = p.precompactRatio(t.Economics != nil) * float64(pl.Trigger)
 	pl.MayRewrite = p.Enabled && !t.Ephemeral && !t.ServerHistory

@@ -32,6 +32,19 @@ func SkipSpace(b []byte, i int) int {
 // StringEnd returns the index just past the JSON string that opens at b[i].
 func StringEnd(b []byte, i int) int {
 	j := i + 1
+	// Most strings are short (keys, roles, ids, counts' names): a plain
+	// loop ends them before a call to IndexByte would have started.
+	for lim := min(len(b), j+shortString); j < lim; j++ {
+		switch b[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			j++ // the escaped byte, a quote too
+		}
+	}
+	if j >= len(b) {
+		return len(b)
+	}
 	for {
 		q := bytes.IndexByte(b[j:], '"')
 		if q < 0 {
@@ -50,6 +63,10 @@ func StringEnd(b []byte, i int) int {
 		j++
 	}
 }
+
+// shortString is how many bytes of a string StringEnd reads one by one
+// before it looks for the closing quote with IndexByte.
+const shortString = 24
 
 // ValueEnd returns the index just past the JSON value that starts at b[i].
 func ValueEnd(b []byte, i int) int {

@@ -134,12 +134,21 @@ func fieldByName(name string) int {
 // object with a `messages` array. For duplicate keys the first one wins,
 // as with gjson.Get.
 func (Format) Parse(body []byte) (*wire.Conversation, bool) {
-	// The conversation and its two Counted spans are one allocation.
-	cc := &struct {
-		wire.Conversation
-		counted [2]wire.Span
-	}{Conversation: wire.Conversation{Body: body, Priming: replyPriming}}
-	c := &cc.Conversation
+	// The conversation and its two Counted spans are one allocation; a
+	// small request's first messages and items too (smallConversation).
+	var c *wire.Conversation
+	var counted *[2]wire.Span
+	var small *smallConversation
+	if firstMessages(len(body)) <= smallMessages {
+		small = &smallConversation{Conversation: wire.Conversation{Body: body, Priming: replyPriming}}
+		c, counted = &small.Conversation, &small.counted
+	} else {
+		cc := &struct {
+			wire.Conversation
+			counted [2]wire.Span
+		}{Conversation: wire.Conversation{Body: body, Priming: replyPriming}}
+		c, counted = &cc.Conversation, &cc.counted
+	}
 	i := wire.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return c, false
@@ -172,8 +181,12 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 			}
 			seenMessages = true
 			first := firstMessages(len(body) - vs)
-			c.Messages = make([]wire.Message, 0, first)
-			c.Items = make([]wire.Item, 0, 2*first)
+			if small != nil {
+				c.Messages, c.Items = small.messages[:0:first], small.items[:0:2*first]
+			} else {
+				c.Messages = make([]wire.Message, 0, first)
+				c.Items = make([]wire.Item, 0, 2*first)
+			}
 			ve := wire.WalkArray(body, vs, func(es int) int {
 				if len(c.Messages) == cap(c.Messages) {
 					growFor(c, &ns, es-vs, len(body)-es)
@@ -194,11 +207,25 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 		return wire.ValueEnd(body, vs)
 	})
 	ns.decode(body, c.Items)
-	cc.counted = [2]wire.Span{tools, functions}
-	c.Counted = cc.counted[:]
+	*counted = [2]wire.Span{tools, functions}
+	c.Counted = counted[:]
 	c.Lead = leadingSystem(c.Messages)
 	return c, array.Exists()
 }
+
+// smallConversation is a small request's conversation (one whose
+// firstMessages is at most smallMessages) with the room for its first
+// messages and items: one allocation for a short request, as a
+// question with its system prompt is.
+type smallConversation struct {
+	wire.Conversation
+	counted  [2]wire.Span
+	messages [smallMessages]wire.Message
+	items    [2 * smallMessages]wire.Item
+}
+
+// smallMessages is firstMessages of a body under 2 KiB.
+const smallMessages = 3
 
 // firstMessages is the room Parse makes for the messages of an array of
 // at most size bytes before it can tell how many there are: one per KiB
