@@ -161,7 +161,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 // answer, adding ctxpress's own.
 func (s *Server) answerHeaders(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, o forwardOpts) {
 	resp.Header.CopyTo(&ctx.Response.Header)
-	removeHopHeaders(&ctx.Response.Header)
+	removeHops(&ctx.Response.Header, answerHops(&resp.Header))
 	if o.headers != nil {
 		o.headers(&ctx.Response.Header)
 	}
