@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/logline"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
@@ -306,12 +307,16 @@ func (s *Server) logExchange(x *exchange) {
 	if x.err != nil {
 		lvl = zerolog.WarnLevel
 	}
-	ev := s.log.WithLevel(lvl).
-		Str("method", x.method).
+	ev := s.log.WithLevel(lvl)
+	if ev == nil {
+		s.hintMissingV1(x) // the level is off
+		return
+	}
+	ev = ev.Str("method", x.method).
 		Str("path", x.path).
-		Int("status", x.status).
-		Dur("dur", time.Since(x.start)).
-		Dur("upstream", x.upstream).
+		Int("status", x.status)
+	ev = logline.Dur(ev, "dur", time.Since(x.start))
+	ev = logline.Dur(ev, "upstream", x.upstream).
 		Int("bytes_in", x.bytesIn).
 		Int64("bytes_out", x.bytesOut)
 	if x.stream {
