@@ -136,7 +136,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 	var err error
 	if cancellable {
 		var gone bool
-		x.release, gone, err = s.up.doCancellable(req, resp, ctx.Conn())
+		x.release, gone, err = s.up.doCancellable(req, resp, ctx.Conn(), t0)
 		if gone {
 			fasthttp.ReleaseRequest(req)
 			fasthttp.ReleaseResponse(resp)
@@ -145,7 +145,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 			return nil, false
 		}
 	} else {
-		err = s.up.do(req, resp)
+		err = s.up.do(req, resp, t0)
 	}
 	x.upstream += time.Since(t0)
 	fasthttp.ReleaseRequest(req)

@@ -29,7 +29,7 @@ var hopHeaders = [...]string{
 // upstreamClient sends requests to the one upstream over pooled connections.
 type upstreamClient struct {
 	url     upstreamURL
-	client  *fasthttp.Client
+	client  *fasthttp.HostClient
 	leases  *leases // for requests a gone client should cancel
 	watch   *clientWatch
 	conns   *connRegistry
@@ -60,38 +60,31 @@ func newUpstreamClient(cfg Config) (*upstreamClient, error) {
 		}
 		return conns.track(c), nil
 	}
-	c := &fasthttp.Client{
-		// Stream every answer: Do returns once headers are in, so SSE can be
-		// relayed as it arrives.
-		StreamResponseBody:       true,
-		NoDefaultUserAgentHeader: true, // the client's own User-Agent goes through
-		DisablePathNormalizing:   true, // forward the path byte-exact
-		MaxConnsPerHost:          cfg.MaxConnsPerHost,
-		// Shorter than the usual upstream keep-alive (LM Studio, nginx: 5s+),
-		// so a pooled connection is rarely one the upstream already closed.
-		MaxIdleConnDuration: idleConnDuration,
-		ReadBufferSize:      upstreamBufferSize, // also the response-header size limit
-		WriteBufferSize:     upstreamBufferSize,
-		Dial:                tracked,
-		RetryIfErr:          retryStale,
-	}
 	isTLS := u.scheme == "https"
 	addr := fasthttp.AddMissingPort(u.host, isTLS)
-	newHC := func(dial fasthttp.DialFunc) *fasthttp.HostClient {
+	newHC := func(dial fasthttp.DialFunc, maxConns int) *fasthttp.HostClient {
 		return &fasthttp.HostClient{
-			Addr: addr, IsTLS: isTLS, MaxConns: 1,
+			Addr: addr, IsTLS: isTLS, MaxConns: maxConns,
+			// Stream every answer: Do returns once headers are in, so SSE
+			// can be relayed as it arrives.
 			StreamResponseBody:       true,
-			NoDefaultUserAgentHeader: true,
-			DisablePathNormalizing:   true,
-			MaxIdleConnDuration:      idleConnDuration,
-			ReadBufferSize:           upstreamBufferSize,
-			WriteBufferSize:          upstreamBufferSize,
-			Dial:                     dial,
-			RetryIfErr:               retryStale,
+			NoDefaultUserAgentHeader: true, // the client's own User-Agent goes through
+			DisablePathNormalizing:   true, // forward the path byte-exact
+			// Shorter than the usual upstream keep-alive (LM Studio, nginx:
+			// 5s+), so a pooled connection is rarely one the upstream
+			// already closed.
+			MaxIdleConnDuration: idleConnDuration,
+			ReadBufferSize:      upstreamBufferSize, // also the response-header size limit
+			WriteBufferSize:     upstreamBufferSize,
+			Dial:                dial,
+			RetryIfErr:          retryStale,
 		}
 	}
+	// One upstream, one host client: a fasthttp.Client would look it up
+	// by the request's host on every request (a shared lock, a map).
+	c := newHC(tracked, cfg.MaxConnsPerHost)
 	return &upstreamClient{url: u, client: c, conns: conns, timeout: cfg.UpstreamTimeout, watch: newClientWatch(clientWatchInterval),
-		leases: newLeases(max(cfg.MaxConnsPerHost, 1), tracked, newHC)}, nil
+		leases: newLeases(max(cfg.MaxConnsPerHost, 1), tracked, func(dial fasthttp.DialFunc) *fasthttp.HostClient { return newHC(dial, 1) })}, nil
 }
 
 const (
@@ -106,10 +99,11 @@ func retryStale(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
 	return false, attempts < 2 && isStaleConn(err)
 }
 
-// do sends req and waits for the response headers, at most the header timeout.
+// do sends req and waits for the response headers, at most the header
+// timeout from sent (the caller's clock reading, shared: one fewer).
 // The body of resp is left streaming; the caller closes it.
-func (u *upstreamClient) do(req *fasthttp.Request, resp *fasthttp.Response) error {
-	return u.client.DoDeadline(req, resp, time.Now().Add(u.timeout))
+func (u *upstreamClient) do(req *fasthttp.Request, resp *fasthttp.Response, sent time.Time) error {
+	return u.client.DoDeadline(req, resp, sent.Add(u.timeout))
 }
 
 // releaseDeadline lifts the header deadline from the connection resp arrived
@@ -129,16 +123,16 @@ func (u *upstreamClient) releaseDeadline(resp *fasthttp.Response) {
 // clientConn goes away before the headers come. release must be called
 // once resp's body is read or abandoned. gone reports an abort; without a
 // free lease (or a client connection) it is plain do.
-func (u *upstreamClient) doCancellable(req *fasthttp.Request, resp *fasthttp.Response, clientConn net.Conn) (release func(), gone bool, err error) {
+func (u *upstreamClient) doCancellable(req *fasthttp.Request, resp *fasthttp.Response, clientConn net.Conn, sent time.Time) (release func(), gone bool, err error) {
 	var l *lease
 	if clientConn != nil {
 		l = u.leases.get()
 	}
 	if l == nil {
-		return func() {}, false, u.do(req, resp)
+		return func() {}, false, u.do(req, resp, sent)
 	}
 	stop := u.watch.watch(clientConn, l)
-	err = l.hc.DoDeadline(req, resp, time.Now().Add(u.timeout))
+	err = l.hc.DoDeadline(req, resp, sent.Add(u.timeout))
 	gone = stop()
 	return func() { u.leases.put(l) }, gone, err
 }
