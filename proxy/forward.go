@@ -259,14 +259,10 @@ func (s *Server) relayHeld(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp
 
 // relayRest passes held and then the rest of the body to the client as it
 // arrives, at its own pace (fasthttp copies it after the handler returns).
+// The body is the exchange's own (x.body): no allocation of its own.
 func (s *Server) relayRest(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError, held []byte) {
-	b := &bodyCloser{body: stream, held: held}
-	b.done = func() {
-		x.bytesOut = b.n
-		fasthttp.ReleaseResponse(resp)
-		s.finish(x)
-	}
-	ctx.Response.SetBodyStream(b, resp.Header.ContentLength())
+	x.body = bodyCloser{body: stream, held: held, s: s, x: x, resp: resp}
+	ctx.Response.SetBodyStream(&x.body, resp.Header.ContentLength())
 }
 
 // bodyCloser is an upstream body being copied to the client: held (read
@@ -277,8 +273,11 @@ type bodyCloser struct {
 	body fasthttp.ReadCloserWithError
 	held []byte
 	n    int64
-	done func()
 	once bool
+	// Once closed: x gets the count, resp is released, and s finishes x.
+	s    *Server
+	x    *exchange
+	resp *fasthttp.Response
 }
 
 func (b *bodyCloser) Read(p []byte) (int, error) {
@@ -302,7 +301,9 @@ func (b *bodyCloser) CloseWithError(err error) error {
 	}
 	b.once = true
 	cerr := b.body.CloseWithError(err)
-	b.done()
+	b.x.bytesOut = b.n
+	fasthttp.ReleaseResponse(b.resp)
+	b.s.finish(b.x)
 	return cerr
 }
 

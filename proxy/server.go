@@ -168,10 +168,11 @@ type exchange struct {
 	stream       bool
 	usage        wire.Usage
 	err          error
-	turn         *turn  // conversation requests ctxpress understood
-	release      func() // returns the upstream lease, once the answer is done
-	gate         func() // returns the local gate's share (see localGate), once the answer is done
-	finished     bool   // finish ran
+	turn         *turn      // conversation requests ctxpress understood
+	release      func()     // returns the upstream lease, once the answer is done
+	gate         func()     // returns the local gate's share (see localGate), once the answer is done
+	finished     bool       // finish ran
+	body         bodyCloser // the answer's body, when relayed as it arrives (relayRest)
 	// credential names the client's conversation namespace: its
 	// Authorization header, or its ctxpress key (see authenticate).
 	credential []byte
