@@ -179,10 +179,16 @@ type exchange struct {
 }
 
 func newExchange(ctx *fasthttp.RequestCtx) *exchange {
+	// fasthttp read the clock as the request came in: the same start, one
+	// clock reading fewer (60 ns each in a VM).
+	start := ctx.Time()
+	if start.IsZero() { // a ctx no fasthttp server made
+		start = time.Now()
+	}
 	return &exchange{
 		method:  methodName(ctx.Method()),
 		path:    string(ctx.Path()),
-		start:   time.Now(),
+		start:   start,
 		bytesIn: len(ctx.Request.Body()),
 	}
 }
