@@ -136,7 +136,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 	var err error
 	if cancellable {
 		var gone bool
-		x.release, gone, err = s.up.doCancellable(req, resp, ctx.Conn())
+		x.release, gone, err = s.up.doCancellable(req, resp, ctx.Conn(), t0)
 		if gone {
 			fasthttp.ReleaseRequest(req)
 			fasthttp.ReleaseResponse(resp)
@@ -145,7 +145,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 			return nil, false
 		}
 	} else {
-		err = s.up.do(req, resp)
+		err = s.up.do(req, resp, t0)
 	}
 	x.upstream += time.Since(t0)
 	fasthttp.ReleaseRequest(req)
@@ -161,7 +161,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 // answer, adding ctxpress's own.
 func (s *Server) answerHeaders(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, o forwardOpts) {
 	resp.Header.CopyTo(&ctx.Response.Header)
-	removeHopHeaders(&ctx.Response.Header)
+	removeHops(&ctx.Response.Header, answerHops(&resp.Header))
 	if o.headers != nil {
 		o.headers(&ctx.Response.Header)
 	}
@@ -259,14 +259,10 @@ func (s *Server) relayHeld(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp
 
 // relayRest passes held and then the rest of the body to the client as it
 // arrives, at its own pace (fasthttp copies it after the handler returns).
+// The body is the exchange's own (x.body): no allocation of its own.
 func (s *Server) relayRest(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError, held []byte) {
-	b := &bodyCloser{body: stream, held: held}
-	b.done = func() {
-		x.bytesOut = b.n
-		fasthttp.ReleaseResponse(resp)
-		s.finish(x)
-	}
-	ctx.Response.SetBodyStream(b, resp.Header.ContentLength())
+	x.body = bodyCloser{body: stream, held: held, s: s, x: x, resp: resp}
+	ctx.Response.SetBodyStream(&x.body, resp.Header.ContentLength())
 }
 
 // bodyCloser is an upstream body being copied to the client: held (read
@@ -277,8 +273,11 @@ type bodyCloser struct {
 	body fasthttp.ReadCloserWithError
 	held []byte
 	n    int64
-	done func()
 	once bool
+	// Once closed: x gets the count, resp is released, and s finishes x.
+	s    *Server
+	x    *exchange
+	resp *fasthttp.Response
 }
 
 func (b *bodyCloser) Read(p []byte) (int, error) {
@@ -302,7 +301,9 @@ func (b *bodyCloser) CloseWithError(err error) error {
 	}
 	b.once = true
 	cerr := b.body.CloseWithError(err)
-	b.done()
+	b.x.bytesOut = b.n
+	fasthttp.ReleaseResponse(b.resp)
+	b.s.finish(b.x)
 	return cerr
 }
 

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -26,9 +27,10 @@ type metrics struct {
 
 	requests        *prometheus.CounterVec   // path, status
 	upstreamLatency *prometheus.HistogramVec // path
-	requestSeries   sync.Map                 // requestKey -> prometheus.Counter
-	latencySeries   sync.Map                 // path -> prometheus.Observer
-	activeStreams   prometheus.Gauge
+	// paths are requests' and upstreamLatency's series of each path
+	// label (pathLabels' order), looked up once each.
+	paths         [len(pathLabels)]pathSeries
+	activeStreams prometheus.Gauge
 
 	tokensBefore, tokensAfter, tokensSaved prometheus.Counter
 	reqTokensBefore, reqTokensAfter        prometheus.Histogram
@@ -106,6 +108,9 @@ func newMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeli
 			"What the reported usage cost at per-model prices, by kind: agent (conversation requests) or summary (ctxpress's summary calls). A local upstream is priced in millions of prefill-token equivalents instead.", "kind"),
 		storeFailures: f.counterVec("ctxpress_store_failures_total",
 			"Failed operations on the conversation store (a Redis down or slow, a full disk), by op: read, write (turn records, summaries, admin edits), lease (the compaction lease across replicas). Logged once per interval; requests go on without the record.", "op"),
+	}
+	for i := range m.paths {
+		m.paths[i].label = pathLabels[i]
 	}
 	m.compactionsNow = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compactions_in_flight",
 		Help: "Compactions (summary calls) running now."}, func() float64 { return float64(inflight()) })
@@ -189,39 +194,47 @@ func (f factory) histogramVec(name, help string, buckets []float64, labels ...st
 	return h
 }
 
-// knownEndpoints are the first path segments (after /v1) that get their own
-// path label; anything else is "other", so a client cannot grow the label
-// set without bound.
-var knownEndpoints = map[string]bool{
-	"chat": true, "completions": true, "embeddings": true, "models": true, "responses": true,
-	"moderations": true, "images": true, "audio": true, "files": true, "batches": true,
-	"messages": true, "rerank": true, "tokenize": true, "health": true,
+// pathLabels are the path label values of ctxpress_requests_total and
+// ctxpress_upstream_latency_seconds: /v1/<endpoint> for the first path
+// segments (after /v1) that get their own, "other" for anything else, so
+// a client cannot grow the label set without bound.
+var pathLabels = [...]string{
+	"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses",
+	"/v1/moderations", "/v1/images", "/v1/audio", "/v1/files", "/v1/batches",
+	"/v1/messages", "/v1/rerank", "/v1/tokenize", "/v1/health", "other",
 }
 
-// endpointLabels are knownEndpoints' path labels, built once: a request's
-// label costs a map lookup, not a string concatenation.
-var endpointLabels = func() map[string]string {
-	m := make(map[string]string, len(knownEndpoints))
-	for seg := range knownEndpoints {
-		m[seg] = "/v1/" + seg
+// Indexes in pathLabels.
+const (
+	pathChatIndex  = 0
+	pathOtherIndex = len(pathLabels) - 1
+)
+
+// endpointIndex maps a known first segment to its label's index; chat is
+// known only as /chat/completions.
+var endpointIndex = func() map[string]int {
+	m := make(map[string]int, len(pathLabels))
+	for i, label := range pathLabels[1:pathOtherIndex] {
+		m[strings.TrimPrefix(label, "/v1/")] = i + 1
 	}
 	return m
 }()
 
-var chatCompletionsLabel = "/v1" + pathChatCompletions
-
 // metricPath is the path label of a proxied request: /v1/<endpoint> for a
 // known endpoint (with or without the client's /v1), "other" else.
-func metricPath(path string) string {
+func metricPath(path string) string { return pathLabels[metricPathIndex(path)] }
+
+// metricPathIndex is metricPath's index in pathLabels.
+func metricPathIndex(path string) int {
 	p := strings.TrimPrefix(path, "/v1")
 	if p == pathChatCompletions {
-		return chatCompletionsLabel
+		return pathChatIndex
 	}
 	seg, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
-	if label, ok := endpointLabels[seg]; ok && seg != "chat" {
-		return label
+	if i, ok := endpointIndex[seg]; ok {
+		return i
 	}
-	return "other"
+	return pathOtherIndex
 }
 
 // exchange counts one proxied request once its answer is sent, and what
@@ -230,10 +243,10 @@ func metricPath(path string) string {
 // counters agree; they differ only by turns no record keeps: ephemeral
 // ones and those without a conversation id).
 func (m *metrics) exchange(x *exchange) {
-	path := metricPath(x.path)
-	m.requestCounter(path, x.status).Inc()
+	ps := &m.paths[metricPathIndex(x.path)]
+	ps.counter(m.requests, x.status).Inc()
 	if x.upstream > 0 {
-		m.latencyObserver(path).Observe(x.upstream.Seconds())
+		ps.latency.get(m.upstreamLatency, ps.label).Observe(x.upstream.Seconds())
 	}
 	if x.turn != nil && x.status >= 200 && x.status < 300 && x.err == nil {
 		m.turn(x.turn)
@@ -244,33 +257,45 @@ func (m *metrics) exchange(x *exchange) {
 	}
 }
 
-// requestKey is one series of ctxpress_requests_total.
-type requestKey struct {
-	path   string
-	status int
+// pathSeries are one path label's series, each looked up on its first use
+// (when WithLabelValues creates it, so that /metrics shows only series
+// that counted something) and then kept: the vectors' own lookups hash the
+// label values on every request.
+type pathSeries struct {
+	label   string
+	latency lazyObserver
+	// byStatus holds the request counters of statuses 0-599 (every HTTP
+	// status); another one (an upstream may send any three digits) is
+	// looked up in the vector each time.
+	byStatus [600]atomic.Pointer[prometheus.Counter]
 }
 
-// requestCounter is the series of path and status, looked up once: the
-// vector's own lookup hashes the label values on every request. The label
-// set is bounded (known paths, HTTP statuses), so is the cache.
-func (m *metrics) requestCounter(path string, status int) prometheus.Counter {
-	k := requestKey{path, status}
-	if c, ok := m.requestSeries.Load(k); ok {
-		return c.(prometheus.Counter)
+// counter is the series of ps's path and status in vec.
+func (ps *pathSeries) counter(vec *prometheus.CounterVec, status int) prometheus.Counter {
+	if status < 0 || status >= len(ps.byStatus) {
+		return vec.WithLabelValues(ps.label, strconv.Itoa(status))
 	}
-	c := m.requests.WithLabelValues(path, strconv.Itoa(status))
-	m.requestSeries.Store(k, c)
+	slot := &ps.byStatus[status]
+	if c := slot.Load(); c != nil {
+		return *c
+	}
+	// Two first requests may both look it up: WithLabelValues gives both
+	// the same series.
+	c := vec.WithLabelValues(ps.label, strconv.Itoa(status))
+	slot.Store(&c)
 	return c
 }
 
-// latencyObserver is the upstream latency series of path, looked up once.
-func (m *metrics) latencyObserver(path string) prometheus.Observer {
-	if o, ok := m.latencySeries.Load(path); ok {
-		return o.(prometheus.Observer)
-	}
-	o := m.upstreamLatency.WithLabelValues(path)
-	m.latencySeries.Store(path, o)
-	return o
+// lazyObserver is one series of a histogram vector, looked up on its first
+// use and then kept.
+type lazyObserver struct {
+	once sync.Once
+	o    prometheus.Observer
+}
+
+func (l *lazyObserver) get(vec *prometheus.HistogramVec, label string) prometheus.Observer {
+	l.once.Do(func() { l.o = vec.WithLabelValues(label) })
+	return l.o
 }
 
 // turn counts the tokens and savings of one answered chat turn.

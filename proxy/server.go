@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/logline"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
@@ -167,20 +168,27 @@ type exchange struct {
 	stream       bool
 	usage        wire.Usage
 	err          error
-	turn         *turn  // conversation requests ctxpress understood
-	release      func() // returns the upstream lease, once the answer is done
-	gate         func() // returns the local gate's share (see localGate), once the answer is done
-	finished     bool   // finish ran
+	turn         *turn      // conversation requests ctxpress understood
+	release      func()     // returns the upstream lease, once the answer is done
+	gate         func()     // returns the local gate's share (see localGate), once the answer is done
+	finished     bool       // finish ran
+	body         bodyCloser // the answer's body, when relayed as it arrives (relayRest)
 	// credential names the client's conversation namespace: its
 	// Authorization header, or its ctxpress key (see authenticate).
 	credential []byte
 }
 
 func newExchange(ctx *fasthttp.RequestCtx) *exchange {
+	// fasthttp read the clock as the request came in: the same start, one
+	// clock reading fewer (60 ns each in a VM).
+	start := ctx.Time()
+	if start.IsZero() { // a ctx no fasthttp server made
+		start = time.Now()
+	}
 	return &exchange{
 		method:  methodName(ctx.Method()),
 		path:    string(ctx.Path()),
-		start:   time.Now(),
+		start:   start,
 		bytesIn: len(ctx.Request.Body()),
 	}
 }
@@ -306,12 +314,16 @@ func (s *Server) logExchange(x *exchange) {
 	if x.err != nil {
 		lvl = zerolog.WarnLevel
 	}
-	ev := s.log.WithLevel(lvl).
-		Str("method", x.method).
+	ev := s.log.WithLevel(lvl)
+	if ev == nil {
+		s.hintMissingV1(x) // the level is off
+		return
+	}
+	ev = ev.Str("method", x.method).
 		Str("path", x.path).
-		Int("status", x.status).
-		Dur("dur", time.Since(x.start)).
-		Dur("upstream", x.upstream).
+		Int("status", x.status)
+	ev = logline.Dur(ev, "dur", time.Since(x.start))
+	ev = logline.Dur(ev, "upstream", x.upstream).
 		Int("bytes_in", x.bytesIn).
 		Int64("bytes_out", x.bytesOut)
 	if x.stream {

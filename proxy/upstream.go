@@ -14,7 +14,7 @@ import (
 // hopHeaders are hop-by-hop headers (RFC 9110 section 7.6.1, plus the older
 // ones net/http/httputil also drops): they describe one connection and are
 // never forwarded. Headers named in a Connection header are dropped too.
-var hopHeaders = []string{
+var hopHeaders = [...]string{
 	"Connection",
 	"Proxy-Connection",
 	"Keep-Alive",
@@ -29,7 +29,7 @@ var hopHeaders = []string{
 // upstreamClient sends requests to the one upstream over pooled connections.
 type upstreamClient struct {
 	url     upstreamURL
-	client  *fasthttp.Client
+	client  *fasthttp.HostClient
 	leases  *leases // for requests a gone client should cancel
 	watch   *clientWatch
 	conns   *connRegistry
@@ -60,38 +60,31 @@ func newUpstreamClient(cfg Config) (*upstreamClient, error) {
 		}
 		return conns.track(c), nil
 	}
-	c := &fasthttp.Client{
-		// Stream every answer: Do returns once headers are in, so SSE can be
-		// relayed as it arrives.
-		StreamResponseBody:       true,
-		NoDefaultUserAgentHeader: true, // the client's own User-Agent goes through
-		DisablePathNormalizing:   true, // forward the path byte-exact
-		MaxConnsPerHost:          cfg.MaxConnsPerHost,
-		// Shorter than the usual upstream keep-alive (LM Studio, nginx: 5s+),
-		// so a pooled connection is rarely one the upstream already closed.
-		MaxIdleConnDuration: idleConnDuration,
-		ReadBufferSize:      upstreamBufferSize, // also the response-header size limit
-		WriteBufferSize:     upstreamBufferSize,
-		Dial:                tracked,
-		RetryIfErr:          retryStale,
-	}
 	isTLS := u.scheme == "https"
 	addr := fasthttp.AddMissingPort(u.host, isTLS)
-	newHC := func(dial fasthttp.DialFunc) *fasthttp.HostClient {
+	newHC := func(dial fasthttp.DialFunc, maxConns int) *fasthttp.HostClient {
 		return &fasthttp.HostClient{
-			Addr: addr, IsTLS: isTLS, MaxConns: 1,
+			Addr: addr, IsTLS: isTLS, MaxConns: maxConns,
+			// Stream every answer: Do returns once headers are in, so SSE
+			// can be relayed as it arrives.
 			StreamResponseBody:       true,
-			NoDefaultUserAgentHeader: true,
-			DisablePathNormalizing:   true,
-			MaxIdleConnDuration:      idleConnDuration,
-			ReadBufferSize:           upstreamBufferSize,
-			WriteBufferSize:          upstreamBufferSize,
-			Dial:                     dial,
-			RetryIfErr:               retryStale,
+			NoDefaultUserAgentHeader: true, // the client's own User-Agent goes through
+			DisablePathNormalizing:   true, // forward the path byte-exact
+			// Shorter than the usual upstream keep-alive (LM Studio, nginx:
+			// 5s+), so a pooled connection is rarely one the upstream
+			// already closed.
+			MaxIdleConnDuration: idleConnDuration,
+			ReadBufferSize:      upstreamBufferSize, // also the response-header size limit
+			WriteBufferSize:     upstreamBufferSize,
+			Dial:                dial,
+			RetryIfErr:          retryStale,
 		}
 	}
+	// One upstream, one host client: a fasthttp.Client would look it up
+	// by the request's host on every request (a shared lock, a map).
+	c := newHC(tracked, cfg.MaxConnsPerHost)
 	return &upstreamClient{url: u, client: c, conns: conns, timeout: cfg.UpstreamTimeout, watch: newClientWatch(clientWatchInterval),
-		leases: newLeases(max(cfg.MaxConnsPerHost, 1), tracked, newHC)}, nil
+		leases: newLeases(max(cfg.MaxConnsPerHost, 1), tracked, func(dial fasthttp.DialFunc) *fasthttp.HostClient { return newHC(dial, 1) })}, nil
 }
 
 const (
@@ -106,10 +99,11 @@ func retryStale(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
 	return false, attempts < 2 && isStaleConn(err)
 }
 
-// do sends req and waits for the response headers, at most the header timeout.
+// do sends req and waits for the response headers, at most the header
+// timeout from sent (the caller's clock reading, shared: one fewer).
 // The body of resp is left streaming; the caller closes it.
-func (u *upstreamClient) do(req *fasthttp.Request, resp *fasthttp.Response) error {
-	return u.client.DoDeadline(req, resp, time.Now().Add(u.timeout))
+func (u *upstreamClient) do(req *fasthttp.Request, resp *fasthttp.Response, sent time.Time) error {
+	return u.client.DoDeadline(req, resp, sent.Add(u.timeout))
 }
 
 // releaseDeadline lifts the header deadline from the connection resp arrived
@@ -129,16 +123,16 @@ func (u *upstreamClient) releaseDeadline(resp *fasthttp.Response) {
 // clientConn goes away before the headers come. release must be called
 // once resp's body is read or abandoned. gone reports an abort; without a
 // free lease (or a client connection) it is plain do.
-func (u *upstreamClient) doCancellable(req *fasthttp.Request, resp *fasthttp.Response, clientConn net.Conn) (release func(), gone bool, err error) {
+func (u *upstreamClient) doCancellable(req *fasthttp.Request, resp *fasthttp.Response, clientConn net.Conn, sent time.Time) (release func(), gone bool, err error) {
 	var l *lease
 	if clientConn != nil {
 		l = u.leases.get()
 	}
 	if l == nil {
-		return func() {}, false, u.do(req, resp)
+		return func() {}, false, u.do(req, resp, sent)
 	}
 	stop := u.watch.watch(clientConn, l)
-	err = l.hc.DoDeadline(req, resp, time.Now().Add(u.timeout))
+	err = l.hc.DoDeadline(req, resp, sent.Add(u.timeout))
 	gone = stop()
 	return func() { u.leases.put(l) }, gone, err
 }
@@ -197,7 +191,7 @@ func (c *trackedConn) Close() error {
 // removed, so the upstream sees one credential, ctxpress's).
 func (u *upstreamClient) buildUpstreamRequest(ctx *fasthttp.RequestCtx, req *fasthttp.Request, body []byte, apiKey string) {
 	ctx.Request.Header.CopyTo(&req.Header)
-	removeHopHeaders(&req.Header)
+	removeHops(&req.Header, clientHops(&ctx.Request.Header))
 	switch {
 	case apiKey == "":
 	case messagesPath(ctx.Path()):
@@ -214,26 +208,129 @@ func (u *upstreamClient) buildUpstreamRequest(ctx *fasthttp.RequestCtx, req *fas
 	req.SetBodyRaw(body)
 }
 
-// removeHopHeaders drops hop-by-hop headers and those a Connection header names.
-func removeHopHeaders(h interface {
+// hopSet is a set of hopHeaders, bit i for hopHeaders[i].
+type hopSet uint16
+
+// allHops is every hop-by-hop header: what a header that cannot be read
+// ahead may hold.
+const allHops = hopSet(1)<<len(hopHeaders) - 1
+
+// headerDeleter is a request's or an answer's header.
+type headerDeleter interface {
 	Peek(string) []byte
 	Del(string)
 	DelBytes([]byte)
-}) {
-	if c := h.Peek(fasthttp.HeaderConnection); len(c) > 0 {
-		// Read in place, no copies: deleting other headers leaves the
-		// Connection value's bytes where they are.
-		for rest := c; len(rest) > 0; {
-			var name []byte
-			name, rest, _ = bytes.Cut(rest, []byte(","))
-			if name = trimSpace(name); len(name) > 0 {
-				h.DelBytes(name)
+}
+
+// removeHopHeaders drops hop-by-hop headers and those a Connection header names.
+func removeHopHeaders(h headerDeleter) { removeHops(h, allHops) }
+
+// removeHops drops the hop-by-hop headers of set, and those a Connection
+// header names when set holds Connection. Deleting an absent header costs
+// as much as deleting a present one (a key normalised, the fields
+// scanned), so the caller passes the ones present (clientHops, answerHops).
+func removeHops(h headerDeleter, set hopSet) {
+	if set&1 != 0 { // hopHeaders[0]: Connection
+		if c := h.Peek(fasthttp.HeaderConnection); len(c) > 0 {
+			// Read in place, no copies: deleting other headers leaves the
+			// Connection value's bytes where they are.
+			for rest := c; len(rest) > 0; {
+				var name []byte
+				name, rest, _ = bytes.Cut(rest, []byte(","))
+				if name = trimSpace(name); len(name) > 0 {
+					h.DelBytes(name)
+				}
 			}
 		}
 	}
-	for _, name := range hopHeaders {
-		h.Del(name)
+	for i, name := range hopHeaders {
+		if set&(1<<i) != 0 {
+			h.Del(name)
+		}
 	}
+}
+
+// clientHops is the set of hop-by-hop headers in the client's request h,
+// read from the raw header block it was parsed from: Connection too when
+// the connection is to close without one (HTTP/1.0), and all of them when
+// the block is gone or a trailer may follow (a body of unknown length).
+func clientHops(h *fasthttp.RequestHeader) hopSet {
+	raw := h.RawHeaders()
+	if len(raw) == 0 || h.ContentLength() < 0 {
+		return allHops
+	}
+	var set hopSet
+	if h.ConnectionClose() {
+		set |= 1
+	}
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		// A folded line's continuation (a space or tab first) names nothing.
+		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
+			continue
+		}
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			set |= hopOf(trimSpace(line[:i]))
+		}
+	}
+	return set
+}
+
+// answerHops is clientHops for an upstream answer's headers, which keep no
+// raw block: their fields are visited instead.
+func answerHops(h *fasthttp.ResponseHeader) hopSet {
+	if h.ContentLength() < 0 {
+		return allHops
+	}
+	var set hopSet
+	if h.ConnectionClose() {
+		set |= 1
+	}
+	for name := range h.All() {
+		set |= hopOf(name)
+	}
+	return set
+}
+
+// hopOf is the set of the one hop-by-hop header called name (any case), or
+// the empty set.
+func hopOf(name []byte) hopSet {
+	switch len(name) {
+	case 2, 7, 10, 16, 17, 18, 19: // the lengths of hopHeaders' names
+	default:
+		return 0
+	}
+	for i, h := range hopHeaders {
+		if equalFold(name, h) {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+// equalFold is strings.EqualFold for ASCII names.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c, d := b[i], s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
 }
 
 func trimSpace(b []byte) []byte {
