@@ -26,6 +26,10 @@ type api struct {
 	// streamAsks reports what a forwarded body asks of its answer: a
 	// stream, and usage in that stream.
 	streamAsks func(body []byte) (stream, usage bool)
+	// parseSeesStream: the format's parse reads "stream" as streamAsks
+	// does (the first member, as gjson), so a turn it parsed as not
+	// streamed asks for no stream and its body is not read for it again.
+	parseSeesStream bool
 	// askStreamUsage, when set, makes a streamed body ask for its usage
 	// and reports whether it changed the body (chat's
 	// stream_options.include_usage; the usage chunk the client did not ask
@@ -63,7 +67,7 @@ type streamWatch interface {
 var (
 	// chatAPI is OpenAI chat completions (POST /v1/chat/completions).
 	chatAPI = &api{
-		name: apiChat, format: chat.Format{}, streamAsks: chat.StreamAsks,
+		name: apiChat, format: chat.Format{}, streamAsks: chat.StreamAsks, parseSeesStream: true,
 		askStreamUsage: chat.EnsureStreamUsage, streamOptionsRefused: chat.StreamOptionsRefused,
 		usageFromJSON: chat.UsageFromJSON,
 		watch:         func() streamWatch { return &chatWatch{} },

@@ -135,6 +135,7 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 	}
 	s.forward(ctx, x, out, forwardOpts{
 		api:         a,
+		unstreamed:  a.parseSeesStream && !c.res.Stream,
 		cancellable: true,
 		retry:       firstHook(retry, s.rescueHook(c)),
 		headers:     func(h *fasthttp.ResponseHeader) { setTurnHeaders(h, t, c.o.compacted) },

@@ -25,6 +25,9 @@ type forwardOpts struct {
 	// retry, given for a request ctxpress changed, sees a non-2xx answer
 	// before any of it is relayed and may send another body instead.
 	retry refusalHook
+	// unstreamed: the body is known to ask for no stream (its parse said
+	// so, api.parseSeesStream).
+	unstreamed bool
 }
 
 // refusalHook is given a non-2xx answer to a request ctxpress changed, read
@@ -48,7 +51,10 @@ const (
 
 // forward sends the request upstream with body and relays the answer.
 func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o forwardOpts) {
-	a := answerAsks(ctx, body, o.api)
+	a := asks{turn: true}
+	if !o.unstreamed {
+		a = answerAsks(ctx, body, o.api)
+	}
 	resp, ok := s.roundTrip(ctx, x, body, a, o.cancellable)
 	if !ok {
 		return

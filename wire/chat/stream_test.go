@@ -87,3 +87,32 @@ func TestStreamOptionsRefused(t *testing.T) {
 		}
 	}
 }
+
+// The proxy trusts a chat request's parse to say it is not streamed and
+// then does not look for "stream" again (api.parseSeesStream): the parse
+// must read it exactly as StreamAsks does, duplicates and odd values too.
+func TestParseReadsStreamAsStreamAsks(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	for _, body := range []string{
+		`{` + msgs + `}`,
+		`{"stream":true,` + msgs + `}`,
+		`{"stream":false,` + msgs + `}`,
+		`{` + msgs + `,"stream": true }`,
+		`{"stream":false,` + msgs + `,"stream":true}`,
+		`{"stream":true,` + msgs + `,"stream":false}`,
+		`{"stream":"true",` + msgs + `}`,
+		`{"stream":1,` + msgs + `}`,
+		`{"stream":null,` + msgs + `}`,
+		`{"str\u0065am":true,` + msgs + `}`,
+		`{"Stream":true,` + msgs + `}`,
+		`{"messages":[{"role":"user","content":"hi","stream":true}]}`,
+	} {
+		c, ok := Format{}.Parse([]byte(body))
+		if !ok {
+			t.Fatalf("%s: not parsed", body)
+		}
+		if stream, _ := StreamAsks([]byte(body)); c.Stream != stream {
+			t.Errorf("%s: parsed Stream %v, StreamAsks %v", body, c.Stream, stream)
+		}
+	}
+}
