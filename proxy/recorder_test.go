@@ -22,6 +22,22 @@ type batchStore struct {
 	batches          [][]state.Key
 }
 
+// newBatchStore is a batchStore over a bbolt file of t's, and the file's
+// store; the first released batches pass at once, the others wait for a
+// release.
+func newBatchStore(t *testing.T, released int) (*batchStore, state.Store) {
+	bolt, err := state.OpenBolt(filepath.Join(t.TempDir(), "r.db"), state.BoltOptions{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bolt.Close() })
+	st := &batchStore{Store: bolt, entered: make(chan struct{}, 64), release: make(chan struct{}, 64)}
+	for range released {
+		st.release <- struct{}{}
+	}
+	return st, bolt
+}
+
 func (s *batchStore) UpdateMany(muts []state.Mutation) ([]state.Record, []error, error) {
 	s.entered <- struct{}{}
 	<-s.release
@@ -41,12 +57,7 @@ func (s *batchStore) UpdateMany(muts []state.Mutation) ([]state.Record, []error,
 // writes each conversation once, with all of its turns, and every turn
 // still gets its own event, in order.
 func TestTurnsOfOneConversationInABatchAreWrittenOnce(t *testing.T) {
-	bolt, err := state.OpenBolt(filepath.Join(t.TempDir(), "r.db"), state.BoltOptions{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bolt.Close() })
-	st := &batchStore{Store: bolt, entered: make(chan struct{}, 8), release: make(chan struct{}, 8)}
+	st, bolt := newBatchStore(t, 0)
 	var mu sync.Mutex
 	var events []string
 	written := func(rec state.Record, _ bool) {
@@ -92,12 +103,7 @@ func TestTurnsOfOneConversationInABatchAreWrittenOnce(t *testing.T) {
 // batch: the requests past the queue wait for room instead of dropping
 // their records, and every turn is written once the store catches up.
 func TestBurstPastTheRecordQueueLosesNoTurn(t *testing.T) {
-	bolt, err := state.OpenBolt(filepath.Join(t.TempDir(), "r.db"), state.BoltOptions{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bolt.Close() })
-	st := &batchStore{Store: bolt, entered: make(chan struct{}, 64), release: make(chan struct{}, 64)}
+	st, bolt := newBatchStore(t, 0)
 	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, 2, time.Hour, recordEvery)
 	key := state.NewKey([]byte("Bearer k"), "burst")
 	line := lineRef{id: state.ChainHash{0xb}, tip: state.ChainHash{0xb, 1}, messages: 1}
@@ -150,15 +156,7 @@ func TestGatherUntil(t *testing.T) {
 // one mutation per conversation. Someone waiting for the turns (WaitIdle)
 // and Shutdown do not wait for the interval's end.
 func TestTurnsWithinTheIntervalAreWrittenTogether(t *testing.T) {
-	bolt, err := state.OpenBolt(filepath.Join(t.TempDir(), "r.db"), state.BoltOptions{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bolt.Close() })
-	st := &batchStore{Store: bolt, entered: make(chan struct{}, 8), release: make(chan struct{}, 8)}
-	for range 8 {
-		st.release <- struct{}{}
-	}
+	st, bolt := newBatchStore(t, 8)
 	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, recordQueue, recordQueueWait, time.Hour)
 	a, b := state.NewKey([]byte("Bearer k"), "a"), state.NewKey([]byte("Bearer k"), "b")
 	line := lineRef{id: state.ChainHash{0xa}, tip: state.ChainHash{0xa, 1}, messages: 1}
@@ -191,15 +189,7 @@ func TestTurnsWithinTheIntervalAreWrittenTogether(t *testing.T) {
 // turn; a queue filling up past half wakes it, so a burst never makes a
 // request wait for room while the writer sleeps.
 func TestAFillingQueueWakesTheSleepingWriter(t *testing.T) {
-	bolt, err := state.OpenBolt(filepath.Join(t.TempDir(), "r.db"), state.BoltOptions{SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bolt.Close() })
-	st := &batchStore{Store: bolt, entered: make(chan struct{}, 8), release: make(chan struct{}, 8)}
-	for range 8 {
-		st.release <- struct{}{}
-	}
+	st, _ := newBatchStore(t, 8)
 	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, 4, time.Hour, time.Hour)
 	t.Cleanup(r.close)
 	key := state.NewKey([]byte("Bearer k"), "fill")
