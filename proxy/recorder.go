@@ -30,6 +30,7 @@ type turnRecord struct {
 	turn  turn
 	usage wire.Usage
 	at    time.Time // when it was answered (queued): its time in the record
+	seq   uint64    // its place among its key's queued turns (from 1)
 }
 
 // recorder writes conversation records from one goroutine, off the request
@@ -130,6 +131,8 @@ func (r *recorder) record(tr turnRecord) {
 	r.pendingMu.Lock()
 	p := r.pending[tr.turn.key]
 	p.n++
+	p.seq++
+	tr.seq = p.seq
 	p.lines = p.lines.with(tr)
 	r.pending[tr.turn.key] = p
 	r.pendingMu.Unlock()
@@ -147,7 +150,7 @@ func (r *recorder) record(tr turnRecord) {
 	select {
 	case r.queue <- tr:
 	case <-wait.C:
-		r.done1(tr.turn.key)
+		r.done1(tr.turn.key, 0)
 		r.failed("record queue full; turn not recorded", nil)
 	}
 }
@@ -158,6 +161,7 @@ func (r *recorder) record(tr turnRecord) {
 // an app-wide id) each find their own line while the store is slow.
 type pendingTurns struct {
 	n     int
+	seq   uint64 // the last queued turn's seq
 	lines pendingLines
 }
 
@@ -173,9 +177,23 @@ type pendingLine struct {
 	newest *turn
 	usage  *turnRecord
 	// earlier are the usages of the line's queued turns before usage's,
-	// oldest first: the cost model counts every turn and what each said
-	// of the cache, not only the latest.
-	earlier []wire.Usage
+	// oldest first, and their seqs: the cost model counts every turn and
+	// what each said of the cache, not only the latest. Those written are
+	// dropped (sinceWritten): a busy key may never have none queued, and
+	// its written turns are in the record already.
+	earlier    []wire.Usage
+	earlierSeq []uint64
+}
+
+// sinceWritten drops from l's earlier usages those of turns up to seq,
+// which are written. Only the start moves: a copy of l (overlay) keeps
+// reading what it saw, and appends go past its end.
+func (l *pendingLine) sinceWritten(seq uint64) {
+	n := 0
+	for n < len(l.earlierSeq) && l.earlierSeq[n] <= seq {
+		n++
+	}
+	l.earlier, l.earlierSeq = l.earlier[n:], l.earlierSeq[n:]
 }
 
 // with returns ls with tr queued on its line.
@@ -189,18 +207,22 @@ func (ls pendingLines) with(tr turnRecord) pendingLines {
 	if tr.usage.Found {
 		if ls[i].usage != nil {
 			ls[i].earlier = append(ls[i].earlier, ls[i].usage.usage)
+			ls[i].earlierSeq = append(ls[i].earlierSeq, ls[i].usage.seq)
 		}
 		ls[i].usage = queued
 	}
 	return ls
 }
 
-// done1 counts one pending turn of key as written (or lost).
-func (r *recorder) done1(key state.Key) {
+// done1 counts one pending turn of key as written (its seq; 0: lost).
+func (r *recorder) done1(key state.Key, seq uint64) {
 	r.pendingMu.Lock()
 	defer r.pendingMu.Unlock()
 	if p := r.pending[key]; p.n > 1 {
 		p.n--
+		for i := range p.lines {
+			p.lines[i].sinceWritten(seq)
+		}
 		r.pending[key] = p
 	} else {
 		delete(r.pending, key)
@@ -338,7 +360,7 @@ func (r *recorder) write(batch []turnRecord) {
 		for _, i := range idx {
 			// A reader between the commit and here may apply this turn's
 			// usage twice to its copy; it comes out the same.
-			r.done1(batch[i].turn.key)
+			r.done1(batch[i].turn.key, batch[i].seq)
 			switch {
 			case err != nil:
 				r.failed("cannot write the conversation record", err)

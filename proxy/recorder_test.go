@@ -210,3 +210,41 @@ func TestAFillingQueueWakesTheSleepingWriter(t *testing.T) {
 		t.Fatal("the writer slept on while the queue filled")
 	}
 }
+
+// A conversation busy enough to always have a turn queued kept every
+// queued usage since its queue was last empty, written or not, and each
+// request's look at the queue counted them all again: its line's turns
+// and cache evidence ran ahead of the truth and the look grew with the
+// conversation (half of the CPU of one hot conversation at 12k req/s).
+// Now the usages of written turns are dropped from the queue's view.
+func TestAHotConversationsWrittenTurnsAreNotCountedAgain(t *testing.T) {
+	st, bolt := newBatchStore(t, 0)
+	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, recordQueue, recordQueueWait, 0)
+	key := state.NewKey([]byte("Bearer k"), "hot")
+	line := lineRef{id: state.ChainHash{0x40}, tip: state.ChainHash{0x40, 1}, messages: 1}
+	send := func(n int) {
+		r.record(turnRecord{turn: turn{key: key, line: line, model: "m", forwarded: true},
+			usage: wire.Usage{Found: true, InputTokens: 100 * n, CachedTokens: 50 * n}})
+	}
+	send(1)
+	<-st.entered // turn 1's batch is held: 2-4 queue behind it
+	send(2)
+	send(3)
+	send(4)
+	st.release <- struct{}{}
+	<-st.entered // 2-4 in one batch, held: 5 queues behind it
+	send(5)
+	st.release <- struct{}{}
+	<-st.entered // 5's batch, held: 2-4 are written, 5 is queued
+	rec, ok, err := bolt.Get(key)
+	if err != nil || !ok || rec.Requests != 4 {
+		t.Fatalf("stored: %d requests (%v, %v); want 4", rec.Requests, ok, err)
+	}
+	stored := rec.Lines[0].Turns
+	r.overlay(key, &rec)
+	if got := rec.Lines[0].Turns; got != stored+1 {
+		t.Errorf("line turns %d with the queue's view, %d stored: want one more (turn 5), not the written ones again", got, stored)
+	}
+	st.release <- struct{}{}
+	r.close()
+}
