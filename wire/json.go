@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"sort"
+	"unsafe"
 
 	"github.com/ctxpress/ctxpress/internal/jsonstr"
 	"github.com/tidwall/gjson"
@@ -122,10 +123,15 @@ func StringValue(b []byte, s Span) (string, bool) {
 
 // KeyIs reports whether the member key k (a JSON string span, quotes
 // included) names name; an escaped key is decoded first, as gjson would.
-func KeyIs(b []byte, k Span, name string) bool {
+func KeyIs(b []byte, k Span, name string) bool { return KeyName(b, k) == name }
+
+// KeyName is the member key k (a JSON string span, quotes included) as a
+// name, decoded as gjson would when escaped. An unescaped key is b's bytes
+// viewed as a string, not copied: compare it, don't keep it.
+func KeyName(b []byte, k Span) string {
 	raw := b[k.Start+1 : k.End-1]
 	if bytes.IndexByte(raw, '\\') >= 0 {
-		return gjson.Parse(string(b[k.Start:k.End])).Str == name
+		return gjson.Parse(string(b[k.Start:k.End])).Str
 	}
-	return string(raw) == name
+	return unsafe.String(unsafe.SliceData(raw), len(raw))
 }

@@ -83,15 +83,7 @@ const (
 
 // fieldOf returns which member the key span names; an escaped key is
 // decoded first, as gjson would.
-func fieldOf(b []byte, k wire.Span) int {
-	raw := b[k.Start+1 : k.End-1]
-	for _, c := range raw {
-		if c == '\\' {
-			return fieldByName(gjson.Parse(string(b[k.Start:k.End])).Str)
-		}
-	}
-	return fieldByName(string(raw))
-}
+func fieldOf(b []byte, k wire.Span) int { return fieldByName(wire.KeyName(b, k)) }
 
 func fieldByName(name string) int {
 	switch name {

@@ -31,7 +31,7 @@ func readUsage(b []byte) Usage {
 	wire.WalkObject(b, 0, func(k wire.Span, vs int) int {
 		ve := wire.ValueEnd(b, vs)
 		v := wire.Span{Start: vs, End: ve}
-		switch usageName(b, k) {
+		switch wire.KeyName(b, k) {
 		case "prompt_tokens":
 			in[0].keep(v)
 		case "input_tokens":
@@ -56,19 +56,6 @@ func readUsage(b []byte) Usage {
 	return Usage{InputTokens: intValue(b, inTokens), OutputTokens: intValue(b, outTokens), CachedTokens: intValue(b, cachedTokens), Found: true}
 }
 
-// usageName is the member key k of b as a name: its raw bytes viewed as a
-// string (the names compared are plain), decoded as gjson would when
-// escaped.
-func usageName(b []byte, k wire.Span) string {
-	raw := b[k.Start+1 : k.End-1]
-	for _, c := range raw {
-		if c == '\\' {
-			return gjson.Parse(string(b[k.Start:k.End])).Str
-		}
-	}
-	return unsafe.String(unsafe.SliceData(raw), len(raw))
-}
-
 // cachedTokens is the span of the first "cached_tokens" member of the
 // details object at v of b; absent when v is no object or lacks one.
 func cachedTokens(b []byte, v wire.Span) wire.Span {
@@ -78,7 +65,7 @@ func cachedTokens(b []byte, v wire.Span) wire.Span {
 	var s wire.Span
 	wire.WalkObject(b, v.Start, func(k wire.Span, vs int) int {
 		ve := wire.ValueEnd(b, vs)
-		if usageName(b, k) == "cached_tokens" {
+		if wire.KeyName(b, k) == "cached_tokens" {
 			s = wire.Span{Start: vs, End: ve}
 			return -1
 		}
@@ -152,7 +139,7 @@ func UsageFromJSON(body []byte) Usage {
 	var u wire.Span
 	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
 		ve := wire.ValueEnd(body, vs)
-		if usageName(body, k) == "usage" {
+		if wire.KeyName(body, k) == "usage" {
 			u = wire.Span{Start: vs, End: ve}
 			return -1
 		}
