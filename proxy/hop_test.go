@@ -8,6 +8,11 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// removeHopHeaders drops every hop-by-hop header and those a Connection
+// header names, present or not: what ctxpress did before it looked which
+// are present, the reference removeHops of the present ones must equal.
+func removeHopHeaders(h headerDeleter) { removeHops(h, allHops) }
+
 func TestHopOfKnowsEveryHopByHopHeaderInAnyCase(t *testing.T) {
 	for _, row := range []struct {
 		name string

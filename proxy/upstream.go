@@ -222,9 +222,6 @@ type headerDeleter interface {
 	DelBytes([]byte)
 }
 
-// removeHopHeaders drops hop-by-hop headers and those a Connection header names.
-func removeHopHeaders(h headerDeleter) { removeHops(h, allHops) }
-
 // removeHops drops the hop-by-hop headers of set, and those a Connection
 // header names when set holds Connection. Deleting an absent header costs
 // as much as deleting a present one (a key normalised, the fields
