@@ -113,6 +113,9 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 	}
 	t.setResult(c.res, c.nums)
 	x.turn = t
+	if s.recordable(t) {
+		s.rec.answer() // finish queues it
+	}
 	if c.res.CompactCommand {
 		if c.o.compacted {
 			// Recorded as the turn it is: what the conversation costs now.
@@ -332,6 +335,12 @@ func (s *Server) recoverPipeline(ok *bool) {
 	}
 }
 
+// recordable reports whether t's answer is recorded when it succeeds: it
+// has a conversation and is not a side request, and there is a store.
+func (s *Server) recordable(t *turn) bool {
+	return s.rec != nil && t.id.ID != "" && !t.ephemeral
+}
+
 // finish is the one way a request ends, once, whoever answered it (the
 // upstream, ctxpress's own /compact reply or error, a refused client key,
 // the 500 of a recovered panic): it returns the request's lease and gate
@@ -351,15 +360,18 @@ func (s *Server) finish(x *exchange) {
 	}
 	t := x.turn
 	s.metrics.exchange(x)
-	if t != nil && s.rec != nil && t.id.ID != "" && !t.ephemeral && x.status >= 200 && x.status < 300 && x.err == nil {
-		tr := turnRecord{turn: *t, usage: x.usage}
-		// The precompaction's body copy is for precompact below; a queued
-		// record must not pin it (up to a thousand queued bodies under load).
-		tr.turn.precompact = nil
-		s.rec.record(tr)
-		if pc := t.precompact; pc != nil && t.precompactPlan.PrecompactAfter(x.usage.InputTokens, x.usage.Found) {
-			s.comp.precompact(*pc)
+	if t != nil && s.recordable(t) {
+		if x.status >= 200 && x.status < 300 && x.err == nil {
+			tr := turnRecord{turn: *t, usage: x.usage}
+			// The precompaction's body copy is for precompact below; a queued
+			// record must not pin it (up to a thousand queued bodies under load).
+			tr.turn.precompact = nil
+			s.rec.record(tr)
+			if pc := t.precompact; pc != nil && t.precompactPlan.PrecompactAfter(x.usage.InputTokens, x.usage.Found) {
+				s.comp.precompact(*pc)
+			}
 		}
+		s.rec.answered()
 	}
 	s.logExchange(x)
 }

@@ -69,23 +69,46 @@ type recorder struct {
 	// queued once its client has read the answer's end, so wait may
 	// already be waiting when it is queued (a WaitGroup forbids that).
 	allWritten *sync.Cond
+	// answering counts turns being answered that will be queued (record)
+	// or given up (answered) when their exchange ends: a streamed turn
+	// ends after its client has read the answer's last event, so the
+	// client's next step (a WaitIdle) can come before it is queued.
+	answering atomic.Int64
 
 	warn warnLimiter
 	// onStoreFailure counts a failed write (metrics); nil: none.
 	onStoreFailure func(op string)
 }
 
-// wait blocks until every turn queued so far is written (or lost), which
-// it asks for at once rather than at the end of the writer's interval.
+// wait blocks until every turn being answered or queued so far is written
+// (or lost), which it asks for at once rather than at the end of the
+// writer's interval.
 func (r *recorder) wait() {
 	r.waiters.Add(1)
 	defer r.waiters.Add(-1)
-	r.askFlush()
 	r.pendingMu.Lock()
 	defer r.pendingMu.Unlock()
-	for len(r.pending) > 0 {
+	for len(r.pending) > 0 || r.answering.Load() > 0 {
+		r.askFlush() // again for a turn queued while this waited
 		r.allWritten.Wait()
 	}
+}
+
+// answer counts a turn being answered, which its exchange's end queues
+// (record) or gives up, and then says so (answered).
+func (r *recorder) answer() { r.answering.Add(1) }
+
+// answered ends a turn that answer counted, after its record was queued
+// or given up.
+func (r *recorder) answered() {
+	if r.answering.Add(-1) > 0 {
+		return
+	}
+	r.pendingMu.Lock()
+	if len(r.pending) == 0 {
+		r.allWritten.Broadcast()
+	}
+	r.pendingMu.Unlock()
 }
 
 // warnLimiter logs a recurring failure once per warnEvery, with how many
@@ -227,7 +250,7 @@ func (r *recorder) done1(key state.Key, seq uint64) {
 	} else {
 		delete(r.pending, key)
 	}
-	if len(r.pending) == 0 {
+	if len(r.pending) == 0 && r.answering.Load() == 0 {
 		r.allWritten.Broadcast()
 	}
 }

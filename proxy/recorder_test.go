@@ -248,3 +248,31 @@ func TestAHotConversationsWrittenTurnsAreNotCountedAgain(t *testing.T) {
 	st.release <- struct{}{}
 	r.close()
 }
+
+// A streamed turn is queued once its client has read the answer's end, so
+// the client's next step (a replay's or a test's WaitIdle) came before it
+// and found nothing to wait for: the turn's record, or the failure to
+// write it, showed up afterwards (CI's flake of
+// TestRedisDownTurnsStillGoThroughAndFailuresAreCounted). A turn being
+// answered is now waited for too.
+func TestWaitWaitsForATurnStillBeingAnswered(t *testing.T) {
+	st, bolt := newBatchStore(t, 1)
+	r := newRecorder(st, zerolog.Nop(), time.Now, nil)
+	defer r.close()
+	key := state.NewKey([]byte("Bearer k"), "streamed")
+	r.answer()
+	found := make(chan int64, 1)
+	go func() {
+		r.wait()
+		rec, _, _ := bolt.Get(key)
+		found <- rec.Requests
+	}()
+	for r.waiters.Load() == 0 && len(found) == 0 {
+		runtime.Gosched()
+	}
+	r.record(turnRecord{turn: turn{key: key, line: lineRef{id: state.ChainHash{1}, tip: state.ChainHash{1, 1}, messages: 1}, model: "m"}})
+	r.answered()
+	if n := <-found; n != 1 {
+		t.Fatalf("wait returned with %d turns of the streamed conversation written, want 1", n)
+	}
+}
