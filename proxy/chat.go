@@ -112,10 +112,7 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 		s.fitTurn(c, "")
 	}
 	t.setResult(c.res, c.nums)
-	x.turn = t
-	if s.recordable(t) {
-		s.rec.answer() // finish queues it
-	}
+	s.answerTurn(x, t)
 	if c.res.CompactCommand {
 		if c.o.compacted {
 			// Recorded as the turn it is: what the conversation costs now.
@@ -332,6 +329,14 @@ func (s *Server) recoverPipeline(ok *bool) {
 	if p := recover(); p != nil {
 		s.log.Error().Str("panic", fmt.Sprint(p)).Msg("rewrite failed; forwarding the request unchanged")
 		*ok = false
+	}
+}
+
+// answerTurn makes t the turn x answers, which finish records.
+func (s *Server) answerTurn(x *exchange, t *turn) {
+	x.turn = t
+	if s.recordable(t) {
+		s.rec.answer() // until finish queues it
 	}
 }
 

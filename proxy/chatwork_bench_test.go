@@ -113,7 +113,7 @@ func (s *Server) handle0(ctx *fasthttp.RequestCtx, answer []byte) {
 	}
 	s.fitTurn(c, "")
 	t.setResult(c.res, c.nums)
-	x.turn = t
+	s.answerTurn(x, t)
 	setTurnHeaders(&ctx.Response.Header, t, c.o.compacted)
 	x.status = fasthttp.StatusOK
 	x.usage = usageFromBody(a, answer, nil)
