@@ -43,8 +43,10 @@ type recorder struct {
 	// queueWait bounds a request's wait for room in a full queue.
 	queueWait time.Duration
 	// every is the shortest time between two writes while turns keep
-	// coming (recordEvery).
+	// coming (recordEvery); a slow write stretches it (writeInterval).
 	every time.Duration
+	// everyMost bounds the stretched interval (longestInterval).
+	everyMost time.Duration
 	// waiters counts callers of wait: while there are any, the writer
 	// writes what is queued without waiting for its interval's end.
 	waiters atomic.Int32
@@ -138,7 +140,7 @@ func newRecorder(store state.Store, log zerolog.Logger, now func() time.Time, wr
 func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool),
 	queue int, wait, every time.Duration) *recorder {
 	r := &recorder{store: store, log: log, now: now, queue: make(chan turnRecord, queue), queueWait: wait, done: make(chan struct{}),
-		every: every, flush: make(chan struct{}, 1), pending: map[state.Key]pendingTurns{}, written: written}
+		every: every, everyMost: longestInterval(every), flush: make(chan struct{}, 1), pending: map[state.Key]pendingTurns{}, written: written}
 	r.allWritten = sync.NewCond(&r.pendingMu)
 	go r.run()
 	return r
@@ -295,11 +297,39 @@ const maxRecordBatch = recordQueue
 // SIGKILL loses at most the turns of the last interval and a write.
 const recordEvery = 10 * time.Millisecond
 
+// Under sustained load the interval stretches so that writing takes at
+// most 1/writeShare of the writer's time: a write that took d is followed
+// by at least writeShare×d of gathering, up to recordEveryMost. At 14k
+// turns a second over 64 conversations a write takes ~2 ms, and a writer
+// at 10 ms was a sixth of the proxy's CPU; an agent's few turns a second
+// write in well under a millisecond and keep the 10 ms (and so the
+// SIGKILL window).
+const (
+	writeShare      = 20
+	recordEveryMost = 100 * time.Millisecond
+)
+
+// writeInterval is the gathering interval after a write that took took,
+// for a shortest interval every and a longest most.
+func writeInterval(took, every, most time.Duration) time.Duration {
+	return max(every, min(writeShare*took, most))
+}
+
+// longestInterval is how far a shortest interval every may stretch:
+// recordEveryMost, or every when that is longer or 0 (a test's writer
+// that never waits).
+func longestInterval(every time.Duration) time.Duration {
+	if every == 0 {
+		return 0
+	}
+	return max(every, recordEveryMost)
+}
+
 // gatherUntil is until when the writer, holding turns to write, waits for
-// more: recordEvery after its previous transaction began. A turn after a
+// more: interval after its previous transaction began. A turn after a
 // quiet interval is written at once (the result is not after now).
-func gatherUntil(lastWrite, now time.Time, every time.Duration) time.Time {
-	if due := lastWrite.Add(every); due.After(now) {
+func gatherUntil(lastWrite, now time.Time, interval time.Duration) time.Time {
+	if due := lastWrite.Add(interval); due.After(now) {
 		return due
 	}
 	return now
@@ -315,11 +345,13 @@ func (r *recorder) run() {
 	wake := time.NewTimer(time.Hour)
 	wake.Stop()
 	var lastWrite time.Time
+	interval := r.every
 	for tr := range r.queue {
 		batch = append(batch[:0], tr)
-		batch = r.gather(batch, gatherUntil(lastWrite, time.Now(), r.every), wake)
+		batch = r.gather(batch, gatherUntil(lastWrite, time.Now(), interval), wake)
 		lastWrite = time.Now()
 		r.write(batch)
+		interval = writeInterval(time.Since(lastWrite), r.every, r.everyMost)
 	}
 }
 

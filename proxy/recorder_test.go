@@ -129,6 +129,25 @@ func TestBurstPastTheRecordQueueLosesNoTurn(t *testing.T) {
 	}
 }
 
+func TestWriteInterval(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		rule        string
+		took, every time.Duration
+		want        time.Duration
+	}{
+		{"a quick write keeps the shortest interval", 200 * time.Microsecond, 10 * ms, 10 * ms},
+		{"a write of half a millisecond still does", 500 * time.Microsecond, 10 * ms, 10 * ms},
+		{"a 2 ms write is followed by 40 ms of gathering: a twentieth of the time writing", 2 * ms, 10 * ms, 40 * ms},
+		{"a slow disk's write stretches it to the longest", 30 * ms, 10 * ms, 100 * ms},
+		{"a writer that never waits never does", 2 * ms, 0, 0},
+	} {
+		if got := writeInterval(tc.took, tc.every, longestInterval(tc.every)); got != tc.want {
+			t.Errorf("%s: writeInterval(%v) = %v, want %v", tc.rule, tc.took, got, tc.want)
+		}
+	}
+}
+
 func TestGatherUntil(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	every := 10 * time.Millisecond
