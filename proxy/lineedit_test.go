@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
 )
@@ -64,7 +65,7 @@ func editOf(i int, ref lineRef) lineEdit {
 	u := wire.Usage{Found: true, InputTokens: 1000 + 100*i, CachedTokens: 50 * i}
 	switch i % 3 {
 	case 0:
-		return lineEdit{caches: []wire.Usage{u, {Found: true, InputTokens: u.InputTokens + 10}}}
+		return lineEdit{caches: rewrite.UsageTally{}.Add(cacheUsage(u)).Add(rewrite.Usage{Input: u.InputTokens + 10})}
 	case 1:
 		return lineEdit{observe: &turnRecord{turn: turn{line: ref, model: "gpt-4o", rawAfter: 900 + 10*i}, usage: u}}
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire"
 )
 
 // lineRef names the line of history a request belongs to (see state.Line)
@@ -124,19 +123,17 @@ type lineEditor struct {
 // to every line it touches: one of these, named rather than a func so that
 // the line edited stays off the heap.
 type lineEdit struct {
-	dedupsOf *turn        // keepDedups
-	caches   []wire.Usage // observeCache of each, in order
-	observe  *turnRecord  // observe
+	dedupsOf *turn              // keepDedups
+	caches   rewrite.UsageTally // observeCaches
+	observe  *turnRecord        // observe
 }
 
 func (ed lineEdit) apply(rec *state.Record, l *state.Line) {
 	switch {
 	case ed.dedupsOf != nil:
 		keepDedups(l, ed.dedupsOf)
-	case ed.caches != nil:
-		for _, u := range ed.caches {
-			observeCache(l, u)
-		}
+	case ed.caches.Turns > 0:
+		observeCaches(l, ed.caches)
 	case ed.observe != nil:
 		observe(rec, l, *ed.observe)
 	}

@@ -205,9 +205,12 @@ type pendingLine struct {
 	// oldest first, and their seqs: the cost model counts every turn and
 	// what each said of the cache, not only the latest. Those written are
 	// dropped (sinceWritten): a busy key may never have none queued, and
-	// its written turns are in the record already.
+	// its written turns are in the record already. tally sums them, so a
+	// request folds them in at once however many a busy line has queued
+	// (hundreds while the writer gathers under load).
 	earlier    []wire.Usage
 	earlierSeq []uint64
+	tally      rewrite.UsageTally
 }
 
 // sinceWritten drops from l's earlier usages those of turns up to seq,
@@ -216,6 +219,7 @@ type pendingLine struct {
 func (l *pendingLine) sinceWritten(seq uint64) {
 	n := 0
 	for n < len(l.earlierSeq) && l.earlierSeq[n] <= seq {
+		l.tally = l.tally.Remove(cacheUsage(l.earlier[n]))
 		n++
 	}
 	l.earlier, l.earlierSeq = l.earlier[n:], l.earlierSeq[n:]
@@ -233,6 +237,7 @@ func (ls pendingLines) with(tr turnRecord) pendingLines {
 		if ls[i].usage != nil {
 			ls[i].earlier = append(ls[i].earlier, ls[i].usage.usage)
 			ls[i].earlierSeq = append(ls[i].earlierSeq, ls[i].usage.seq)
+			ls[i].tally = ls[i].tally.Add(cacheUsage(ls[i].usage.usage))
 		}
 		ls[i].usage = queued
 	}
@@ -274,8 +279,8 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 	for i := range lines {
 		l := &lines[i]
 		e.update(l.newest.line, now, lineEdit{dedupsOf: l.newest})
-		if len(l.earlier) > 0 { // one edit: touching the line again changes nothing
-			e.update(l.newest.line, now, lineEdit{caches: l.earlier})
+		if l.tally.Turns > 0 { // one edit: touching the line again changes nothing
+			e.update(l.newest.line, now, lineEdit{caches: l.tally})
 		}
 		if l.usage != nil {
 			tr := *l.usage
@@ -497,13 +502,18 @@ func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 	return opened
 }
 
-// observeCache counts on l a turn that reported u: what the cost model
-// reads of it (rewrite.Observe does the same for the turn it observes).
-func observeCache(l *state.Line, u wire.Usage) {
+// observeCaches counts on l the turns tallied in t: what the cost model
+// reads of them (rewrite.Observe does the same for the turn it observes).
+func observeCaches(l *state.Line, t rewrite.UsageTally) {
 	n := numbersOf(*l)
-	n.Turns++
-	n.Cache = n.Cache.Observe(rewrite.Usage{Input: u.InputTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens})
+	n.Turns += t.Turns
+	n.Cache = n.Cache.ObserveTally(t)
 	setNumbers(l, n)
+}
+
+// cacheUsage is what the cost model reads of u.
+func cacheUsage(u wire.Usage) rewrite.Usage {
+	return rewrite.Usage{Input: u.InputTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens}
 }
 
 func (r *recorder) failed(msg string, err error) {
