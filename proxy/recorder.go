@@ -45,8 +45,6 @@ type recorder struct {
 	// every is the shortest time between two writes while turns keep
 	// coming (recordEvery); a slow write stretches it (writeInterval).
 	every time.Duration
-	// everyMost bounds the stretched interval (longestInterval).
-	everyMost time.Duration
 	// waiters counts callers of wait: while there are any, the writer
 	// writes what is queued without waiting for its interval's end.
 	waiters atomic.Int32
@@ -140,7 +138,7 @@ func newRecorder(store state.Store, log zerolog.Logger, now func() time.Time, wr
 func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool),
 	queue int, wait, every time.Duration) *recorder {
 	r := &recorder{store: store, log: log, now: now, queue: make(chan turnRecord, queue), queueWait: wait, done: make(chan struct{}),
-		every: every, everyMost: longestInterval(every), flush: make(chan struct{}, 1), pending: map[state.Key]pendingTurns{}, written: written}
+		every: every, flush: make(chan struct{}, 1), pending: map[state.Key]pendingTurns{}, written: written}
 	r.allWritten = sync.NewCond(&r.pendingMu)
 	go r.run()
 	return r
@@ -208,7 +206,7 @@ type pendingLine struct {
 	// its written turns are in the record already. tally sums them, so a
 	// request folds them in at once however many a busy line has queued
 	// (hundreds while the writer gathers under load).
-	earlier    []wire.Usage
+	earlier    []rewrite.Usage
 	earlierSeq []uint64
 	tally      rewrite.UsageTally
 }
@@ -219,7 +217,7 @@ type pendingLine struct {
 func (l *pendingLine) sinceWritten(seq uint64) {
 	n := 0
 	for n < len(l.earlierSeq) && l.earlierSeq[n] <= seq {
-		l.tally = l.tally.Remove(cacheUsage(l.earlier[n]))
+		l.tally = l.tally.Remove(l.earlier[n])
 		n++
 	}
 	l.earlier, l.earlierSeq = l.earlier[n:], l.earlierSeq[n:]
@@ -235,9 +233,10 @@ func (ls pendingLines) with(tr turnRecord) pendingLines {
 	ls[i].newest = &queued.turn
 	if tr.usage.Found {
 		if ls[i].usage != nil {
-			ls[i].earlier = append(ls[i].earlier, ls[i].usage.usage)
+			u := cacheUsage(ls[i].usage.usage)
+			ls[i].earlier = append(ls[i].earlier, u)
 			ls[i].earlierSeq = append(ls[i].earlierSeq, ls[i].usage.seq)
-			ls[i].tally = ls[i].tally.Add(cacheUsage(ls[i].usage.usage))
+			ls[i].tally = ls[i].tally.Add(u)
 		}
 		ls[i].usage = queued
 	}
@@ -350,13 +349,13 @@ func (r *recorder) run() {
 	wake := time.NewTimer(time.Hour)
 	wake.Stop()
 	var lastWrite time.Time
-	interval := r.every
+	interval, most := r.every, longestInterval(r.every)
 	for tr := range r.queue {
 		batch = append(batch[:0], tr)
 		batch = r.gather(batch, gatherUntil(lastWrite, time.Now(), interval), wake)
 		lastWrite = time.Now()
 		r.write(batch)
-		interval = writeInterval(time.Since(lastWrite), r.every, r.everyMost)
+		interval = writeInterval(time.Since(lastWrite), r.every, most)
 	}
 }
 
