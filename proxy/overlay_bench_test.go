@@ -19,7 +19,7 @@ func BenchmarkOverlay(b *testing.B) {
 	for _, queued := range []int{1, 4, 16, 512} {
 		b.Run(fmt.Sprintf("queued=%d", queued), func(b *testing.B) {
 			// No writer: the turns stay queued.
-			r := &recorder{log: zerolog.Nop(), now: time.Now, queue: make(chan turnRecord, queued),
+			r := &recorder{log: zerolog.Nop(), now: time.Now, queue: make(chan *turnRecord, queued),
 				queueWait: time.Second, pending: map[state.Key]pendingTurns{}}
 			key := state.NewKey([]byte("Bearer sk"), "bench")
 			var rec state.Record

@@ -16,9 +16,14 @@ import (
 // waits for room, at most recordQueueWait (a burst the writer absorbs
 // within a batch or two loses no turn), and only then is its record
 // dropped (and said so): a store that far behind is failing, and the
-// answer must not wait on it.
+// answer must not wait on it. It is long enough that under sustained load
+// the writer's interval, not the queue, bounds a batch: a half-full queue
+// cuts the gathering short, and at 1,024 it did so every ~40 ms at 12k
+// turns a second, where recordEveryMost allows 100 (two disk syncs per
+// batch, each holding the writer's thread and, with one P, the whole
+// proxy). The queue holds pointers, so its length costs 8 bytes a slot.
 const (
-	recordQueue     = 1024
+	recordQueue     = 8192
 	recordQueueWait = time.Second
 )
 
@@ -39,7 +44,7 @@ type recorder struct {
 	store state.Store
 	log   zerolog.Logger
 	now   func() time.Time // the clock of turn times and warnings
-	queue chan turnRecord
+	queue chan *turnRecord // each read-only once queued: pending shares it
 	// queueWait bounds a request's wait for room in a full queue.
 	queueWait time.Duration
 	// every is the shortest time between two writes while turns keep
@@ -137,7 +142,7 @@ func newRecorder(store state.Store, log zerolog.Logger, now func() time.Time, wr
 // for room and shortest interval between writes.
 func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool),
 	queue int, wait, every time.Duration) *recorder {
-	r := &recorder{store: store, log: log, now: now, queue: make(chan turnRecord, queue), queueWait: wait, done: make(chan struct{}),
+	r := &recorder{store: store, log: log, now: now, queue: make(chan *turnRecord, queue), queueWait: wait, done: make(chan struct{}),
 		every: every, flush: make(chan struct{}, 1), pending: map[state.Key]pendingTurns{}, written: written}
 	r.allWritten = sync.NewCond(&r.pendingMu)
 	go r.run()
@@ -150,17 +155,18 @@ func (r *recorder) record(tr turnRecord) {
 	if r.closed {
 		return
 	}
-	tr.at = r.now()
+	queued := &tr // one copy, for the queue and the pending lines alike
+	queued.at = r.now()
 	r.pendingMu.Lock()
 	p := r.pending[tr.turn.key]
 	p.n++
 	p.seq++
-	tr.seq = p.seq
-	p.lines = p.lines.with(tr)
+	queued.seq = p.seq
+	p.lines = p.lines.with(queued)
 	r.pending[tr.turn.key] = p
 	r.pendingMu.Unlock()
 	select {
-	case r.queue <- tr:
+	case r.queue <- queued:
 		if len(r.queue) > cap(r.queue)/2 {
 			r.askFlush() // before a request has to wait for room
 		}
@@ -171,7 +177,7 @@ func (r *recorder) record(tr turnRecord) {
 	wait := time.NewTimer(r.queueWait)
 	defer wait.Stop()
 	select {
-	case r.queue <- tr:
+	case r.queue <- queued:
 	case <-wait.C:
 		r.done1(tr.turn.key, 0)
 		r.failed("record queue full; turn not recorded", nil)
@@ -223,13 +229,13 @@ func (l *pendingLine) sinceWritten(seq uint64) {
 	l.earlier, l.earlierSeq = l.earlier[n:], l.earlierSeq[n:]
 }
 
-// with returns ls with tr queued on its line.
-func (ls pendingLines) with(tr turnRecord) pendingLines {
+// with returns ls with queued on its line.
+func (ls pendingLines) with(queued *turnRecord) pendingLines {
+	tr := queued
 	i := slices.IndexFunc(ls, func(l pendingLine) bool { return l.newest.line.id == tr.turn.line.id })
 	if i < 0 {
 		ls, i = append(ls, pendingLine{}), len(ls)
 	}
-	queued := &tr
 	ls[i].newest = &queued.turn
 	if tr.usage.Found {
 		if ls[i].usage != nil {
@@ -345,7 +351,7 @@ func gatherUntil(lastWrite, now time.Time, interval time.Duration) time.Time {
 // second.
 func (r *recorder) run() {
 	defer close(r.done)
-	batch := make([]turnRecord, 0, maxRecordBatch)
+	batch := make([]*turnRecord, 0, maxRecordBatch)
 	wake := time.NewTimer(time.Hour)
 	wake.Stop()
 	var lastWrite time.Time
@@ -363,7 +369,7 @@ func (r *recorder) run() {
 // sleeps meanwhile instead of waking for every turn (a wake-up costs more
 // than taking the turn), unless someone waits for the turns; a flush (a
 // waiter, the queue half full or closed) ends the sleep early.
-func (r *recorder) gather(batch []turnRecord, until time.Time, wake *time.Timer) []turnRecord {
+func (r *recorder) gather(batch []*turnRecord, until time.Time, wake *time.Timer) []*turnRecord {
 	if wait := time.Until(until); wait > 0 && r.waiters.Load() == 0 {
 		wake.Reset(wait)
 		select {
@@ -398,7 +404,7 @@ func (r *recorder) askFlush() {
 // conversation: its turns of the batch applied in order, so a
 // conversation answered several times since the last write is decoded,
 // encoded and written once.
-func (r *recorder) write(batch []turnRecord) {
+func (r *recorder) write(batch []*turnRecord) {
 	opened := make([]bool, len(batch))
 	// after[i] is the record as turn i left it, for written: the last
 	// turn of its Turns is turn i's.
@@ -408,7 +414,7 @@ func (r *recorder) write(batch []turnRecord) {
 	for g, idx := range groups {
 		muts[g] = state.Mutation{Key: batch[idx[0]].turn.key, At: batch[idx[len(idx)-1]].at, Fn: func(rec *state.Record) error {
 			for _, i := range idx {
-				opened[i] = applyTurn(rec, batch[i], batch[i].at)
+				opened[i] = applyTurn(rec, *batch[i], batch[i].at)
 				after[i] = *rec
 			}
 			return nil
@@ -436,7 +442,7 @@ func (r *recorder) write(batch []turnRecord) {
 
 // groupByKey returns the indexes of batch's turns grouped by conversation,
 // the groups in the order of their first turn, each in queue order.
-func groupByKey(batch []turnRecord) [][]int {
+func groupByKey(batch []*turnRecord) [][]int {
 	var groups [][]int
 	at := make(map[state.Key]int, len(batch))
 	for i, tr := range batch {

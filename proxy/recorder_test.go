@@ -204,6 +204,34 @@ func TestTurnsWithinTheIntervalAreWrittenTogether(t *testing.T) {
 	}
 }
 
+// Under sustained load the writer's interval was cut short by the queue:
+// at 1,024 slots a half-full queue woke it every ~40 ms at 12k turns a
+// second, two disk syncs each, where its interval allows 100 ms. Now the
+// queue holds what an interval gathers at such rates, and a batch is
+// bounded by the interval: 3,000 turns queued while the writer sleeps are
+// written in one transaction when asked for.
+func TestTheIntervalNotTheQueueBoundsABatchUnderLoad(t *testing.T) {
+	st, bolt := newBatchStore(t, 8)
+	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, recordQueue, recordQueueWait, time.Hour) // gathers until asked
+	key := state.NewKey([]byte("Bearer k"), "busy")
+	line := lineRef{id: state.ChainHash{0xb}, tip: state.ChainHash{0xb, 1}, messages: 1}
+	send := func() { r.record(turnRecord{turn: turn{key: key, line: line, model: "m", forwarded: true}}) }
+	send()
+	<-st.entered // the first turn is written at once
+	const burst = 3000
+	for range burst {
+		send()
+	}
+	r.wait()
+	r.close()
+	if len(st.batches) != 2 {
+		t.Fatalf("%d transactions for 1+%d turns; want 2: the queue woke the writer before its interval's end", len(st.batches), burst)
+	}
+	if rec, ok, err := bolt.Get(key); err != nil || !ok || rec.Requests != burst+1 {
+		t.Errorf("record: %d requests (%v, %v); want %d", rec.Requests, ok, err, burst+1)
+	}
+}
+
 // The writer sleeps through its interval rather than waking for every
 // turn; a queue filling up past half wakes it, so a burst never makes a
 // request wait for room while the writer sleeps.
