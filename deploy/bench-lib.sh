@@ -11,6 +11,17 @@ trap cleanup EXIT
 user=""
 [ "$(id -u)" = 0 ] && user="user root;" # workers as nobody could not write $dir
 
+# PIN=1 splits the cores: the load generator (wrk) on CPU 0, the servers
+# (the fake upstream, nginx, ctxpress) on the others. Each then competes
+# only with its own side, so the figures move a few percent between
+# rounds instead of ten; and ctxpress runs with the one P Go gives a
+# process allowed one CPU on a 2-core machine, as in a container limited
+# to one CPU. on_servers and on_load prefix the commands.
+on_servers="" on_load=""
+if [ "${PIN:-0}" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+	on_servers="taskset -c 1-$(($(nproc) - 1))" on_load="taskset -c 0"
+fi
+
 # nginx_at DIR PORT WORKERS HTTP-BLOCK SERVER-BLOCK: an nginx of its own in
 # DIR, listening on 127.0.0.1:PORT.
 nginx_at() {
@@ -31,6 +42,6 @@ http {
   server { listen 127.0.0.1:$2; $5 }
 }
 CONF
-	nginx -p "$1" -c "$1/nginx.conf" -g 'daemon off;' &
+	$on_servers nginx -p "$1" -c "$1/nginx.conf" -g 'daemon off;' &
 	pids+=($!)
 }

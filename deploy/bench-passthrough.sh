@@ -20,6 +20,8 @@
 #   DB=file                  file: each ctxpress its own bolt db (the default
 #                            config's kind of store); memory: no db
 #   PORT_BASE=18300          the five ports used are PORT_BASE..PORT_BASE+4
+#   PIN=1                    wrk on CPU 0, the servers on the other CPUs
+#                            (see bench-lib.sh): steadier figures
 # Each round prints the 1-minute load average: others' work on the machine
 # moves every column, so compare columns within a round.
 set -euo pipefail
@@ -52,7 +54,7 @@ ctxpress_at() {
 	# shellcheck disable=SC2086
 	local db="$dir/$1.db"
 	[ "${DB:-file}" = memory ] && db=""
-	CTXPRESS_CONFIG= "$2" serve --listen "127.0.0.1:$3" --upstream "http://127.0.0.1:$p_up/v1" \
+	CTXPRESS_CONFIG= $on_servers "$2" serve --listen "127.0.0.1:$3" --upstream "http://127.0.0.1:$p_up/v1" \
 		--db="$db" ${CTXPRESS_ARGS:-} 2>"$dir/$1.log" &
 	pids+=($!)
 }
@@ -102,7 +104,7 @@ request = function()
 end
 LUA
 
-echo "wrk -t$threads -c$conns -d$duration, ${body_bytes}-byte bodies, nginx workers $workers, $(nproc) cores"
+echo "wrk -t$threads -c$conns -d$duration, ${body_bytes}-byte bodies, nginx workers $workers, $(nproc) cores${on_load:+, wrk on CPU 0 and the servers on the rest}"
 for path in ${paths//,/ }; do
 	declare -A rps=() cpu=()
 	ratio="" base_ratio="" loads=""
@@ -110,7 +112,7 @@ for path in ${paths//,/ }; do
 		for s in "${setups[@]}"; do
 			name="${s%=*}"
 			t0=$(cpu_ticks "$name")
-			out=$(wrk -t"$threads" -c"$conns" -d"$duration" -s "$dir/$path.lua" "http://127.0.0.1:${s#*=}")
+			out=$($on_load wrk -t"$threads" -c"$conns" -d"$duration" -s "$dir/$path.lua" "http://127.0.0.1:${s#*=}")
 			t1=$(cpu_ticks "$name")
 			n=$(awk '/Requests\/sec/ {printf "%.0f", $2}' <<<"$out")
 			total=$(awk '/requests in/ {print $1}' <<<"$out")

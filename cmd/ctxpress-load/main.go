@@ -38,6 +38,7 @@ type options struct {
 	rssTolerance        float64
 	compareTurns        int
 	keep                bool
+	pin                 bool
 	skipAgents, noNginx bool
 }
 
@@ -60,7 +61,14 @@ func main() {
 	flag.Float64Var(&o.rssTolerance, "rss-tolerance", 0.20, "allowed RSS growth from warm-up to end")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (db, configs, nginx logs)")
 	flag.BoolVar(&o.skipAgents, "skip-agents", false, "only the comparison")
+	flag.BoolVar(&o.pin, "pin", false, "run this tool (its clients and fake upstream) on CPU 0 and ctxpress and nginx on the other CPUs: steadier comparisons (Linux, taskset)")
 	flag.Parse()
+	if o.pin {
+		if err := pinCPUs(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 	os.Exit(run(o))
 }
 
