@@ -128,7 +128,7 @@ func impls() []impl {
 				m := s.(*memStore)
 				m.mu.Lock()
 				defer m.mu.Unlock()
-				m.records[string(key.encode())] = data
+				m.records[string(key.encode())] = decodedMemRecord(key, data)
 			},
 		},
 		redisImpl(),
