@@ -50,13 +50,9 @@ func logSettings(c logConfig, w io.Writer) (logSetting, error) {
 	return s, nil
 }
 
-// isTerminal says whether w is a character device (a terminal; /dev/null
-// too, where the format does not matter), without a dependency.
+// isTerminal says whether w is a terminal (isTerminalFile), without a
+// dependency.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && isTerminalFile(f)
 }
