@@ -180,12 +180,15 @@ func compare(o options, dir string, up *fakeUpstream, cxURL string) bool {
 	targets = append(targets, target{"ctxpress", cxURL})
 	embed := []byte(`{"model":"text-embedding-3-small","input":"` + strings.Repeat("The quick brown fox jumps over the lazy dog. ", 20) + `"}`)
 	ok := true
+	// target is the ratio to nginx each path aims at: pass-through does
+	// nginx's work, the chat path parses, counts and records besides.
 	for _, w := range []struct {
 		title, path string
 		body        []byte
+		target      float64
 	}{
-		{"pass-through (POST /v1/embeddings, forwarded untouched)", "/embeddings", embed},
-		{"chat path (POST /v1/chat/completions: parsed, counted, identified, recorded; no rewrite needed)", "/chat/completions", comparisonBody(o.compareTurns)},
+		{"pass-through (POST /v1/embeddings, forwarded untouched)", "/embeddings", embed, 0.8},
+		{"chat path (POST /v1/chat/completions: parsed, counted, identified, recorded; no rewrite needed)", "/chat/completions", comparisonBody(o.compareTurns), 0.6},
 	} {
 		fmt.Printf("\n== %s\n   the same %d-byte request, %d concurrent clients, %v per target\n", w.title, len(w.body), o.conc, o.compare)
 		res := map[string]summary{}
@@ -203,10 +206,10 @@ func compare(o options, dir string, up *fakeUpstream, cxURL string) bool {
 		fmt.Printf("   ratio ctxpress/direct %.2fx", cx.rps/res["direct"].rps)
 		if n, found := res["nginx"]; found {
 			verdict := "meets"
-			if cx.rps < 0.8*n.rps {
+			if cx.rps < w.target*n.rps {
 				verdict = "below"
 			}
-			fmt.Printf("   ctxpress/nginx %.2fx (%s 0.8x)   nginx/direct %.2fx", cx.rps/n.rps, verdict, n.rps/res["direct"].rps)
+			fmt.Printf("   ctxpress/nginx %.2fx (%s %.1fx)   nginx/direct %.2fx", cx.rps/n.rps, verdict, w.target, n.rps/res["direct"].rps)
 		}
 		fmt.Println()
 		if o.latency <= 0 {
