@@ -17,13 +17,13 @@ type MemoryOptions struct {
 	OnSweep       func(removed int, err error)
 }
 
-// memStore is the Store in memory. Records are kept encoded, exactly as the
-// bolt store keeps them, so both behave alike, and decoded beside it, as the
-// bolt store's record cache keeps them: a busy conversation's record (up to
-// MaxTurns turns) was decoded on every read and write, and the chat path on
-// a memory store took 1.7x the CPU it takes on a bolt file. Readers get a
-// copy (Record.clone) whose shared arrays are copied on write, as from the
-// bolt store's cache.
+// memStore is the Store in memory. Records are kept decoded, as the bolt
+// store's record cache keeps them (normalized as a write to the file leaves
+// them): a busy conversation's record (up to MaxTurns turns) was kept
+// encoded, decoded on every read and write and encoded again, and the chat
+// path on a memory store took 1.7x the CPU it takes on a bolt file.
+// Readers get a copy (Record.clone) whose shared arrays are copied on
+// write, as from the bolt store's cache.
 type memStore struct {
 	now     func() time.Time
 	sweeper *sweeper // nil when disabled
@@ -33,19 +33,31 @@ type memStore struct {
 	closed  bool
 }
 
-// memRecord is a stored record: its encoding (what List and Sweep read)
-// and the record it decodes to, or why it does not (err).
+// memRecord is a stored record, or, for bytes put raw that do not decode
+// (a test's), the bytes and why.
 type memRecord struct {
-	data []byte
-	rec  Record
-	err  error
+	rec Record
+	raw []byte // set with err only
+	err error
 }
 
 // decodedMemRecord is the memRecord of an encoding from elsewhere (a test's
 // raw bytes).
 func decodedMemRecord(key Key, data []byte) memRecord {
 	rec, err := decodeRecord(key, data)
-	return memRecord{data: data, rec: rec, err: err}
+	if err != nil {
+		return memRecord{raw: data, err: err}
+	}
+	return memRecord{rec: rec}
+}
+
+// stamp is when r was last written, as List and Sweep read it; false when
+// it cannot be told.
+func (r memRecord) stamp() (time.Time, bool) {
+	if r.err != nil {
+		return decodeStamp(r.raw)
+	}
+	return r.rec.UpdatedAt, true
 }
 
 var _ Store = (*memStore)(nil)
@@ -105,7 +117,7 @@ func (s *memStore) update(m Mutation) (Record, error) {
 	if old, ok := s.records[k]; ok && old.err == nil { // an undecodable one starts afresh
 		base = old.rec.clone()
 	}
-	rec, data, err := applyTo(base, key, now, fn)
+	rec, err := applyRecord(base, key, now, fn)
 	var ue errUser
 	if errors.As(err, &ue) {
 		return Record{}, ue.err
@@ -113,7 +125,7 @@ func (s *memStore) update(m Mutation) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("state: update: %w", err)
 	}
-	s.records[k] = memRecord{data: data, rec: rec}
+	s.records[k] = memRecord{rec: rec}
 	return rec.clone(), nil
 }
 
@@ -158,15 +170,14 @@ func (s *memStore) List(opts ListOptions) ([]Record, error) {
 		if !strings.HasPrefix(k, prefix) || !opts.matches([]byte(k)) {
 			continue
 		}
-		if at, ok := decodeStamp(v.data); ok {
+		if at, ok := v.stamp(); ok {
 			entries = append(entries, listEntry{key: []byte(k), updatedAt: at})
 		}
 	}
 	var out []Record
 	for _, e := range opts.page(entries) {
-		key, _ := decodeKey(e.key)
-		if rec, err := decodeRecord(key, s.records[string(e.key)].data); err == nil {
-			out = append(out, rec)
+		if r := s.records[string(e.key)]; r.err == nil {
+			out = append(out, r.rec.clone())
 		}
 	}
 	return out, nil
@@ -180,7 +191,7 @@ func (s *memStore) Sweep(olderThan time.Time) (int, error) {
 	}
 	n := 0
 	for k, v := range s.records {
-		if at, ok := decodeStamp(v.data); !ok || at.Before(olderThan) {
+		if at, ok := v.stamp(); !ok || at.Before(olderThan) {
 			delete(s.records, k)
 			n++
 		}
