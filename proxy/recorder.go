@@ -231,13 +231,12 @@ func (l *pendingLine) sinceWritten(seq uint64) {
 
 // with returns ls with queued on its line.
 func (ls pendingLines) with(queued *turnRecord) pendingLines {
-	tr := queued
-	i := slices.IndexFunc(ls, func(l pendingLine) bool { return l.newest.line.id == tr.turn.line.id })
+	i := slices.IndexFunc(ls, func(l pendingLine) bool { return l.newest.line.id == queued.turn.line.id })
 	if i < 0 {
 		ls, i = append(ls, pendingLine{}), len(ls)
 	}
 	ls[i].newest = &queued.turn
-	if tr.usage.Found {
+	if queued.usage.Found {
 		if ls[i].usage != nil {
 			u := cacheUsage(ls[i].usage.usage)
 			ls[i].earlier = append(ls[i].earlier, u)
