@@ -2,6 +2,8 @@ package state
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -36,6 +38,10 @@ var (
 	bucketConversations = []byte("conversations")
 	metaSchemaVersion   = []byte("schema_version") // decimal ASCII
 	metaApp             = []byte("app")            // "ctxpress"
+	// metaJournalThrough is the seq up to which the journal's changes are
+	// written (uint64, little-endian), put in the transaction that wrote
+	// them.
+	metaJournalThrough = []byte("journal_through")
 )
 
 // fileMode is the permission of a database file OpenBolt creates.
@@ -68,6 +74,11 @@ type BoltOptions struct {
 	// MapResident bounds the bytes of the db file's map kept in RSS (see
 	// trimMapping); 0 means DefaultMapResident (16 MiB), negative no bound.
 	MapResident int64
+	// JournalBytes is the size of the journal file beside the database
+	// (its path with "-journal" added; see Journaled); 0 means
+	// DefaultJournalBytes, a negative value keeps no journal. A read-only
+	// store keeps none.
+	JournalBytes int
 }
 
 // boltStore is the Store on a bbolt file.
@@ -85,11 +96,23 @@ type boltStore struct {
 	// broken holds the first error of a bbolt panic; see run.
 	broken atomic.Pointer[error]
 
+	// journal, when kept, holds the writer's changes until they are
+	// written (Journaled); unjournaled are those recovered at open.
+	journal     *journal
+	unjournaled []JournalEntry
+	through     uint64 // the mark at open, or the last recovered entry's seq
+
 	closeOnce sync.Once
 	closeErr  error // result of the first Close
 }
 
 var _ Store = (*boltStore)(nil)
+
+// journaledBolt is a bolt store that keeps a journal: OpenBolt returns it
+// as the Store, so that a writer finds Journaled only when there is one.
+type journaledBolt struct{ *boltStore }
+
+var _ Journaled = journaledBolt{}
 
 // OpenBolt opens the database at path, creating it (mode 0600, and missing
 // parent directories with mode 0700) unless opts.ReadOnly. It starts the
@@ -102,6 +125,7 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 		return nil, fmt.Errorf("state: open database: empty path: %w", fs.ErrInvalid)
 	}
 	fi, err := os.Stat(path)
+	created := false
 	switch {
 	case err == nil && fi.IsDir():
 		return nil, fmt.Errorf("state: open database %s: is a directory: %w", path, ErrNotDatabase)
@@ -110,6 +134,7 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 	case errors.Is(err, fs.ErrNotExist) && opts.ReadOnly:
 		return nil, fmt.Errorf("state: open database read-only: %w", err)
 	case errors.Is(err, fs.ErrNotExist):
+		created = true
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("state: create database directory: %w", err)
 		}
@@ -135,11 +160,74 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 
 	rs := resolveRetention(opts.Retention, opts.SweepInterval, opts.Now, opts.OnSweep)
 	s := &boltStore{db: db, path: path, readOnly: opts.ReadOnly, now: rs.now, records: newRecordCache()}
+	if !opts.ReadOnly && opts.JournalBytes >= 0 {
+		if err := s.openJournal(cmp.Or(opts.JournalBytes, DefaultJournalBytes), created); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
 	if !opts.ReadOnly {
 		s.sweeper = startSweeper(rs, s.Sweep)
 	}
 	s.trimmer = startMapTrimmer(s, opts.MapResident)
+	if s.journal != nil {
+		return journaledBolt{s}, nil
+	}
 	return s, nil
+}
+
+// openJournal opens the journal beside the database, of size bytes, and
+// keeps the entries its mark does not cover for Unjournaled. A database
+// just created replays nothing (a journal left beside a deleted database
+// is not its). Where files cannot be mapped, the store keeps none.
+func (s *boltStore) openJournal(size int, created bool) error {
+	var mark uint64
+	if err := s.view("open journal", func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(metaJournalThrough); len(v) == 8 {
+			mark = binary.LittleEndian.Uint64(v)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	j, entries, err := openJournal(s.path+"-journal", size, created)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.through = mark
+	for _, e := range entries {
+		if e.Seq > mark {
+			s.unjournaled = append(s.unjournaled, e)
+		}
+		s.through = max(s.through, e.Seq)
+	}
+	j.resume(s.through+1, mark)
+	s.journal = j
+	return nil
+}
+
+// Journal implements Journaled.
+func (s journaledBolt) Journal(payload []byte) (uint64, error) {
+	return s.journal.append(payload)
+}
+
+// Unjournaled implements Journaled.
+func (s journaledBolt) Unjournaled() ([]JournalEntry, uint64) {
+	entries := s.unjournaled
+	s.unjournaled = nil
+	return entries, s.through
+}
+
+// UpdateManyThrough implements Journaled.
+func (s journaledBolt) UpdateManyThrough(muts []Mutation, through uint64) ([]Record, []error, error) {
+	recs, errs, err := s.updateMany(muts, &through)
+	if err == nil {
+		s.journal.release(through)
+	}
+	return recs, errs, err
 }
 
 // lockTimeout is bbolt's wait for the file lock for BoltOptions.Timeout.
@@ -393,6 +481,12 @@ func (s *boltStore) Update(key Key, fn func(*Record) error) (Record, error) {
 }
 
 func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
+	return s.updateMany(muts, nil)
+}
+
+// updateMany is UpdateMany that also puts the journal's mark through, when
+// set, in its transaction.
+func (s *boltStore) updateMany(muts []Mutation, through *uint64) ([]Record, []error, error) {
 	recs, errs := make([]Record, len(muts)), make([]error, len(muts))
 	if s.readOnly {
 		return recs, errs, fmt.Errorf("state: update: %w", ErrReadOnly)
@@ -429,6 +523,9 @@ func (s *boltStore) UpdateMany(muts []Mutation) ([]Record, []error, error) {
 			}
 			recs[i] = rec
 			w.put(s.records, k, rec, turns)
+		}
+		if through != nil {
+			return tx.Bucket(bucketMeta).Put(metaJournalThrough, binary.LittleEndian.AppendUint64(nil, *through))
 		}
 		return nil
 	})
@@ -592,6 +689,11 @@ func (s *boltStore) Close() error {
 		}
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("state: close %s: %w", s.path, err)
+		}
+		if s.journal != nil {
+			if err := s.journal.close(); err != nil && s.closeErr == nil {
+				s.closeErr = fmt.Errorf("state: close %s journal: %w", s.path, err)
+			}
 		}
 	})
 	return s.closeErr

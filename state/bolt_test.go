@@ -67,7 +67,7 @@ func TestBoltFileLayout(t *testing.T) {
 	}
 
 	var buckets []string
-	err = s.(*boltStore).db.View(func(tx *bolt.Tx) error {
+	err = boltOf(s).db.View(func(tx *bolt.Tx) error {
 		if v := string(tx.Bucket(bucketMeta).Get(metaSchemaVersion)); v != "2" {
 			t.Errorf("schema_version = %q, want 2", v)
 		}

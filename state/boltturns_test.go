@@ -40,7 +40,7 @@ func TestATurnWritesItsChunkNotTheConversationsHistory(t *testing.T) {
 			return nil
 		}}
 	}
-	db := s.(*boltStore).db
+	db := boltOf(s).db
 	var perTurn int64
 	for range 3 { // the first turns after the full writes settle the freelist
 		st := db.Stats()
@@ -179,7 +179,7 @@ func TestDeletedAndSweptRecordsLeaveNoTurnChunks(t *testing.T) {
 		t.Fatalf("Sweep = %d, %v; want keys[0] swept", n, err)
 	}
 	want := []int{0, 0, 0, MaxTurns / turnChunk}
-	_ = s.(*boltStore).db.View(func(tx *bolt.Tx) error {
+	_ = boltOf(s).db.View(func(tx *bolt.Tx) error {
 		for i, k := range keys {
 			if n := countChunks(tx, k); n != want[i] {
 				t.Errorf("%s: %d chunks, want %d", k, n, want[i])
@@ -220,7 +220,7 @@ func TestStoredTurnsFollowEveryUpdate(t *testing.T) {
 			return nil
 		})
 		if step%50 == 49 { // a cold read too
-			s.(*boltStore).records.clear(0)
+			boltOf(s).records.clear(0)
 			if got := mustGet(t, s, keyA); !reflect.DeepEqual(got.Turns, want.Turns) {
 				t.Fatalf("step %d: read %d turns, want %d", step, len(got.Turns), len(want.Turns))
 			}
@@ -233,7 +233,7 @@ func TestStoredTurnsFollowEveryUpdate(t *testing.T) {
 	if got := mustGet(t, again, keyA); !reflect.DeepEqual(got.Turns, want.Turns) {
 		t.Fatalf("reopened: %d turns, want %d", len(got.Turns), len(want.Turns))
 	}
-	_ = again.(*boltStore).db.View(func(tx *bolt.Tx) error {
+	_ = boltOf(again).db.View(func(tx *bolt.Tx) error {
 		if n, most := countChunks(tx, keyA), (len(want.Turns)+turnChunk-1)/turnChunk+1; n > most {
 			t.Errorf("%d chunks for %d turns, want at most %d", n, len(want.Turns), most)
 		}

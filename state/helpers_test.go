@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -102,7 +103,7 @@ func impls() []impl {
 			},
 			putRaw: func(t *testing.T, s Store, key Key, data []byte) {
 				t.Helper()
-				bs := s.(*boltStore)
+				bs := boltOf(s)
 				var txid uint64
 				err := bs.db.Update(func(tx *bolt.Tx) error {
 					txid = uint64(tx.ID())
@@ -210,4 +211,24 @@ func fullRecord(key Key) Record {
 		},
 		CreatedAt: at,
 	}
+}
+
+// asBolt is the bolt store behind s, with or without its journal.
+func asBolt(s Store) (*boltStore, bool) {
+	switch b := s.(type) {
+	case *boltStore:
+		return b, true
+	case journaledBolt:
+		return b.boltStore, true
+	}
+	return nil, false
+}
+
+// boltOf is the bolt store behind s, which must be one.
+func boltOf(s Store) *boltStore {
+	b, ok := asBolt(s)
+	if !ok {
+		panic(fmt.Sprintf("%T is not a bolt store", s))
+	}
+	return b
 }

@@ -63,7 +63,7 @@ func TestDBMapKeepsWithinItsResidentBound(t *testing.T) {
 	const bound = 256 << 10
 	path := filepath.Join(t.TempDir(), "ctxpress.db")
 	s := openTestBolt(t, path, BoltOptions{SweepInterval: -1, MapResident: -1})
-	bs := s.(*boltStore)
+	bs := boltOf(s)
 	var keys []Key
 	for i := range 300 {
 		key := NewKey([]byte("Bearer k"), "conv-"+strings.Repeat("x", i%7)+string(rune('A'+i%50))+string(rune('a'+i/50)))

@@ -136,7 +136,7 @@ func BenchmarkStoreTurnPerConversation(b *testing.B) {
 				muts[i] = Mutation{Key: k, Fn: turn}
 			}
 			var pages func() int64
-			if bs, ok := s.(*boltStore); ok {
+			if bs, ok := asBolt(s); ok {
 				pages = func() int64 { st := bs.db.Stats(); return st.TxStats.GetPageAlloc() }
 			}
 			var before int64
