@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -293,4 +294,82 @@ func TestSIGKILLDuringCompactions(t *testing.T) {
 	if withSummary == 0 {
 		t.Fatal("no conversation got its summary after the restarts")
 	}
+}
+
+// ctxpress SIGKILLed while agents keep it busy loses no turn it answered:
+// each turn is journaled before its answer goes out (a held answer before
+// it is written, a stream before its last chunk), and the next start
+// writes what the writer had not. Three kills land wherever the load is;
+// at the end every agent's record counts every turn it was answered, and
+// at most one more per kill (a turn journaled whose answer the kill cut).
+func TestSIGKILLLosesNoAnsweredTurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the binary")
+	}
+	up := openaitest.New(t)
+	dbPath := filepath.Join(t.TempDir(), "ctxpress.db")
+	bin := buildBinary(t)
+	agents := make([]*simAgent, 8)
+	for i := range agents {
+		agents[i] = newSimAgent(fmt.Sprintf("kill-%d", i))
+	}
+	const kills, turnsPerCycle = 3, 160
+	start := func() (*exec.Cmd, string) {
+		cmd, url, logs := startBinary(t, bin, "--db", dbPath, "--upstream", up.BaseURL())
+		go func() {
+			for logs.Scan() {
+			}
+		}()
+		return cmd, url
+	}
+	cmd, url := start()
+	for cycle := range kills {
+		var answered atomic.Int64
+		busy := make(chan struct{}) // closed once the cycle's turns are answered
+		var once sync.Once
+		var wg sync.WaitGroup
+		for _, a := range agents {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for a.turn(url) == nil { // until the process is gone
+					if answered.Add(1) == turnsPerCycle {
+						once.Do(func() { close(busy) })
+					}
+				}
+			}()
+		}
+		select {
+		case <-busy:
+		case <-time.After(2 * time.Minute): // a deadlock guard, not a timing bound
+			t.Fatalf("cycle %d: only %d turns answered", cycle, answered.Load())
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		wg.Wait()
+		cmd, url = start() // writes what the journal holds before it serves
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	st, err := state.OpenBolt(dbPath, state.BoltOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	total := 0
+	for _, a := range agents {
+		rec, _, err := st.Get(state.NewKey([]byte("Bearer sk-kill"), a.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := int(rec.Requests); n < a.sent || n > a.sent+kills {
+			t.Errorf("%s: %d turns answered, %d recorded", a.id, a.sent, rec.Requests)
+		}
+		total += a.sent
+	}
+	t.Logf("%d turns answered over %d kills", total, kills)
 }

@@ -36,6 +36,7 @@ type turnRecord struct {
 	usage wire.Usage
 	at    time.Time // when it was answered (queued): its time in the record
 	seq   uint64    // its place among its key's queued turns (from 1)
+	jseq  uint64    // its journal entry's seq (0: not journaled)
 }
 
 // recorder writes conversation records from one goroutine, off the request
@@ -83,6 +84,43 @@ type recorder struct {
 	warn warnLimiter
 	// onStoreFailure counts a failed write (metrics); nil: none.
 	onStoreFailure func(op string)
+
+	// journal, when the store keeps one, has each turn before its answer
+	// is sent, until a transaction writes it (state.Journaled): a crash
+	// then loses no turn answered. seqs follows which are written.
+	journal     state.Journaled
+	seqs        journalSeqs
+	journalWarn warnLimiter
+}
+
+// journalSeqs follows which journaled turns are written or given up, for
+// the mark each transaction puts: the seq up to which all of them are.
+// Turns are journaled in one order and may reach the queue in another.
+type journalSeqs struct {
+	mu      sync.Mutex
+	through uint64
+	ahead   map[uint64]bool // done, past through
+}
+
+// done counts the turn journaled as seq (0: none) as written or given up,
+// and returns the mark.
+func (p *journalSeqs) done(seq uint64) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case seq == p.through+1:
+		p.through++
+		for p.ahead[p.through+1] {
+			delete(p.ahead, p.through+1)
+			p.through++
+		}
+	case seq > p.through:
+		if p.ahead == nil {
+			p.ahead = map[uint64]bool{}
+		}
+		p.ahead[seq] = true
+	}
+	return p.through
 }
 
 // wait blocks until every turn being answered or queued so far is written
@@ -145,9 +183,56 @@ func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Tim
 	r := &recorder{store: store, log: log, now: now, queue: make(chan *turnRecord, queue), queueWait: wait, done: make(chan struct{}),
 		every: every, flush: make(chan struct{}, 1), pending: map[state.Key]pendingTurns{}, written: written}
 	r.allWritten = sync.NewCond(&r.pendingMu)
+	if j, ok := store.(state.Journaled); ok {
+		r.journal = j
+		r.replay(j.Unjournaled())
+	}
 	go r.run()
 	return r
 }
+
+// replay writes the turns journaled before the last exit that no
+// transaction wrote (a crash's), before any request is served, so that
+// the requests read records with them.
+func (r *recorder) replay(entries []state.JournalEntry, through uint64) {
+	r.seqs.through = through
+	if len(entries) == 0 {
+		return
+	}
+	batch := make([]*turnRecord, 0, len(entries))
+	for _, e := range entries {
+		tr, err := readJournalEntry(e.Payload)
+		if err != nil {
+			r.log.Warn().Uint64("seq", e.Seq).Err(err).Msg("journal entry not replayed")
+			continue
+		}
+		tr.jseq = e.Seq
+		batch = append(batch, &tr)
+	}
+	// One transaction, its mark through the last: none is replayed twice.
+	r.writeBatch(batch, false)
+	r.log.Info().Int("turns", len(batch)).Int("unreadable", len(entries)-len(batch)).
+		Msg("recorded the turns answered before the last exit and not yet written (journal)")
+}
+
+// journalTurn journals tr, before its answer is sent, and returns its
+// seq; 0 when the journal has no room (the turn is then kept as before
+// there were journals: in memory until written).
+func (r *recorder) journalTurn(tr *turnRecord) uint64 {
+	bp := journalBufs.Get().(*[]byte)
+	*bp = appendJournalEntry((*bp)[:0], tr)
+	seq, err := r.journal.Journal(*bp)
+	journalBufs.Put(bp)
+	if err != nil {
+		r.journalWarn.warn(r.now(), r.log, "cannot journal a turn; it is lost if ctxpress dies before it is written", err)
+		return 0
+	}
+	return seq
+}
+
+// journalBufs are the buffers turns' entries are encoded in (the journal
+// copies them).
+var journalBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 func (r *recorder) record(tr turnRecord) {
 	r.mu.RLock()
@@ -157,6 +242,9 @@ func (r *recorder) record(tr turnRecord) {
 	}
 	queued := &tr // one copy, for the queue and the pending lines alike
 	queued.at = r.now()
+	if r.journal != nil {
+		queued.jseq = r.journalTurn(queued)
+	}
 	r.pendingMu.Lock()
 	p := r.pending[tr.turn.key]
 	p.n++
@@ -180,6 +268,7 @@ func (r *recorder) record(tr turnRecord) {
 	case r.queue <- queued:
 	case <-wait.C:
 		r.done1(tr.turn.key, 0)
+		r.seqs.done(queued.jseq)
 		r.failed("record queue full; turn not recorded", nil)
 	}
 }
@@ -404,6 +493,12 @@ func (r *recorder) askFlush() {
 // conversation answered several times since the last write is decoded,
 // encoded and written once.
 func (r *recorder) write(batch []*turnRecord) {
+	r.writeBatch(batch, true)
+}
+
+// writeBatch is write, telling written of each record when notify. With a
+// journal, its transaction marks the batch's turns written.
+func (r *recorder) writeBatch(batch []*turnRecord, notify bool) {
 	opened := make([]bool, len(batch))
 	// after[i] is the record as turn i left it, for written: the last
 	// turn of its Turns is turn i's.
@@ -419,7 +514,18 @@ func (r *recorder) write(batch []*turnRecord) {
 			return nil
 		}}
 	}
-	recs, errs, err := r.store.UpdateMany(muts)
+	var recs []state.Record
+	var errs []error
+	var err error
+	if r.journal != nil {
+		through := r.seqs.done(0) // the mark so far: a batch may have no turn journaled
+		for _, tr := range batch {
+			through = r.seqs.done(tr.jseq)
+		}
+		recs, errs, err = r.journal.UpdateManyThrough(muts, through)
+	} else {
+		recs, errs, err = r.store.UpdateMany(muts)
+	}
 	for g, idx := range groups {
 		for _, i := range idx {
 			// A reader between the commit and here may apply this turn's
@@ -430,7 +536,7 @@ func (r *recorder) write(batch []*turnRecord) {
 				r.failed("cannot write the conversation record", err)
 			case errs[g] != nil:
 				r.failed("cannot write the conversation record", errs[g])
-			case r.written != nil:
+			case notify && r.written != nil:
 				rec := after[i]
 				rec.Key, rec.CreatedAt, rec.UpdatedAt = recs[g].Key, recs[g].CreatedAt, recs[g].UpdatedAt
 				r.written(rec, opened[i])

@@ -1,0 +1,197 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/ctxpress/ctxpress/state"
+)
+
+// A turn's journal entry holds what applyTurn reads of it, so that a turn
+// answered before a crash is applied at the next start as the writer
+// would have: the key, the line it took, its numbers, dedups and prunes,
+// and what the upstream reported. Version 1:
+//
+//	1 | ns | id | at (unix ns) | model | flags | line id | tip | messages |
+//	chain (n, hashes) | applied (flag bit, hash) | tokens before, after,
+//	raw after | trigger | usage (input, output, cached, cache write) |
+//	dedups (n; index, result, digest) | prunes (n; index, result, digest, turn)
+//
+// with strings and counts as uvarints and numbers as varints.
+const journalVersion = 1
+
+const (
+	jForwarded = 1 << iota
+	jCompacted
+	jServerHistory
+	jUsageFound
+	jApplied
+)
+
+// appendJournalEntry appends tr's journal entry to dst.
+func appendJournalEntry(dst []byte, tr *turnRecord) []byte {
+	t := &tr.turn
+	dst = append(dst, journalVersion)
+	dst = appendString(dst, t.key.Namespace)
+	dst = appendString(dst, t.key.ID)
+	dst = binary.AppendVarint(dst, tr.at.UnixNano())
+	dst = appendString(dst, t.model)
+	dst = append(dst, flag(t.forwarded, jForwarded)|flag(t.compacted, jCompacted)|flag(t.serverHistory, jServerHistory)|
+		flag(tr.usage.Found, jUsageFound)|flag(t.applied != nil, jApplied))
+	dst = append(dst, t.line.id[:]...)
+	dst = append(dst, t.line.tip[:]...)
+	dst = binary.AppendUvarint(dst, uint64(t.line.messages))
+	dst = binary.AppendUvarint(dst, uint64(len(t.line.chain)))
+	for _, h := range t.line.chain {
+		dst = append(dst, h[:]...)
+	}
+	if t.applied != nil {
+		dst = append(dst, t.applied[:]...)
+	}
+	for _, n := range [...]int{t.tokensBefore, t.tokensAfter, t.rawAfter, t.trigger,
+		tr.usage.InputTokens, tr.usage.OutputTokens, tr.usage.CachedTokens, tr.usage.CacheWriteTokens} {
+		dst = binary.AppendVarint(dst, int64(n))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(t.dedups)))
+	for _, d := range t.dedups {
+		dst = binary.AppendVarint(dst, int64(d.Index))
+		dst = binary.AppendVarint(dst, int64(d.Result))
+		dst = append(dst, d.Digest[:]...)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(t.prunes)))
+	for _, p := range t.prunes {
+		dst = binary.AppendVarint(dst, int64(p.Index))
+		dst = binary.AppendVarint(dst, int64(p.Result))
+		dst = append(dst, p.Digest[:]...)
+		dst = binary.AppendVarint(dst, int64(p.Turn))
+	}
+	return dst
+}
+
+// flag is bit when on, else 0.
+func flag(on bool, bit byte) byte {
+	if on {
+		return bit
+	}
+	return 0
+}
+
+func appendString(dst []byte, s string) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+}
+
+var errJournalEntry = errors.New("not a turn's journal entry")
+
+// journalReader reads an entry's fields in order; the first short or
+// malformed one sets err and every later read is zero.
+type journalReader struct {
+	b   []byte
+	err error
+}
+
+func (r *journalReader) fail() {
+	r.err, r.b = errJournalEntry, nil
+}
+
+func (r *journalReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *journalReader) varint() int {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return int(v)
+}
+
+func (r *journalReader) bytes(n uint64) []byte {
+	if n > uint64(len(r.b)) {
+		r.fail()
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *journalReader) string() string { return string(r.bytes(r.uvarint())) }
+
+func (r *journalReader) hash() (h [32]byte) {
+	copy(h[:], r.bytes(32))
+	return h
+}
+
+// count reads a count of items each at least min bytes long: one the
+// rest of the entry cannot hold is malformed (and would allocate).
+func (r *journalReader) count(min int) int {
+	n := r.uvarint()
+	if n > uint64(len(r.b)/min) {
+		r.fail()
+		return 0
+	}
+	return int(n)
+}
+
+// readJournalEntry reads an entry appendJournalEntry wrote.
+func readJournalEntry(b []byte) (turnRecord, error) {
+	if len(b) == 0 || b[0] != journalVersion {
+		return turnRecord{}, errJournalEntry
+	}
+	r := journalReader{b: b[1:]}
+	var tr turnRecord
+	t := &tr.turn
+	t.key = state.Key{Namespace: r.string(), ID: r.string()}
+	t.id.ID = t.key.ID
+	tr.at = time.Unix(0, int64(r.varint()))
+	t.model = r.string()
+	flags := r.bytes(1)
+	t.line.id, t.line.tip = r.hash(), r.hash()
+	t.line.messages = int(r.uvarint())
+	if n := r.count(32); n > 0 {
+		t.line.chain = make([][32]byte, n)
+		for i := range t.line.chain {
+			t.line.chain[i] = r.hash()
+		}
+	}
+	if len(flags) == 1 {
+		f := flags[0]
+		t.forwarded, t.compacted, t.serverHistory, tr.usage.Found = f&jForwarded != 0, f&jCompacted != 0, f&jServerHistory != 0, f&jUsageFound != 0
+		if f&jApplied != 0 {
+			applied := state.ChainHash(r.hash())
+			t.applied = &applied
+		}
+	}
+	for _, n := range [...]*int{&t.tokensBefore, &t.tokensAfter, &t.rawAfter, &t.trigger,
+		&tr.usage.InputTokens, &tr.usage.OutputTokens, &tr.usage.CachedTokens, &tr.usage.CacheWriteTokens} {
+		*n = r.varint()
+	}
+	if n := r.count(34); n > 0 {
+		t.dedups = make([]state.DedupMark, n)
+		for i := range t.dedups {
+			t.dedups[i] = state.DedupMark{Index: r.varint(), Result: r.varint(), Digest: r.hash()}
+		}
+	}
+	if n := r.count(35); n > 0 {
+		t.prunes = make([]state.PruneMark, n)
+		for i := range t.prunes {
+			t.prunes[i] = state.PruneMark{Index: r.varint(), Result: r.varint(), Digest: r.hash(), Turn: r.varint()}
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail()
+	}
+	if r.err == nil && t.key.Validate() != nil {
+		r.fail()
+	}
+	return tr, r.err
+}

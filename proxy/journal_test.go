@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire"
+	"github.com/rs/zerolog"
+)
+
+// journalTurns are turns of every kind applyTurn reads: a new line with its
+// chain, a known line with dedups and prunes and a summary applied,
+// a compaction, an answer without usage, one on history the provider keeps,
+// a /compact answered by ctxpress (not forwarded).
+func journalTurns(key state.Key, at time.Time) []turnRecord {
+	l1 := lineRef{id: state.ChainHash{1}, tip: state.ChainHash{1, 1}, messages: 3, chain: [][32]byte{{9}, {8}, {7}, {1, 1}}}
+	l2 := lineRef{id: state.ChainHash{1}, tip: state.ChainHash{1, 2}, messages: 5}
+	applied := state.ChainHash{0xab}
+	return []turnRecord{
+		{turn: turn{key: key, line: l1, model: "gpt-4o", tokensBefore: 1200, tokensAfter: 1100, rawAfter: 1000, forwarded: true},
+			usage: wire.Usage{InputTokens: 1150, OutputTokens: 40, Found: true}, at: at},
+		{turn: turn{key: key, line: l2, model: "gpt-4o", tokensBefore: 5000, tokensAfter: 3000, rawAfter: 2900, forwarded: true,
+			applied: &applied, trigger: 4000, compacted: true,
+			dedups: []state.DedupMark{{Index: 3, Result: 4, Digest: state.ChainHash{5}}},
+			prunes: []state.PruneMark{{Index: 2, Result: 3, Digest: state.ChainHash{6}, Turn: 1}}},
+			usage: wire.Usage{InputTokens: 3100, OutputTokens: 12, CachedTokens: 2048, CacheWriteTokens: 7, Found: true}, at: at.Add(time.Millisecond)},
+		{turn: turn{key: key, line: l2, model: "gpt-4o", tokensBefore: 3300, tokensAfter: 3300, rawAfter: 3200, forwarded: true},
+			at: at.Add(2 * time.Millisecond)},
+		{turn: turn{key: key, line: l2, model: "o3", serverHistory: true, forwarded: true, tokensBefore: 10, tokensAfter: 10},
+			usage: wire.Usage{InputTokens: 9000, Found: true}, at: at.Add(3 * time.Millisecond)},
+		{turn: turn{key: key, line: l2, model: "gpt-4o", tokensBefore: 3300, tokensAfter: 900}, at: at.Add(4 * time.Millisecond)},
+	}
+}
+
+// A turn's journal entry reads back as the turn applyTurn would have
+// written; an entry cut short or of another version is refused, never
+// half read.
+func TestJournalEntryReadsBackTheTurn(t *testing.T) {
+	at := time.Unix(1764000000, 123456789)
+	for i, tr := range journalTurns(state.NewKey([]byte("Bearer k"), "conv-1"), at) {
+		entry := appendJournalEntry(nil, &tr)
+		got, err := readJournalEntry(entry)
+		if err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+		want := tr
+		want.turn.id.ID = tr.turn.key.ID
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("turn %d reads back as\n%+v\nwant\n%+v", i, got, want)
+		}
+		for n := range len(entry) {
+			if _, err := readJournalEntry(entry[:n]); err == nil {
+				t.Fatalf("turn %d: its first %d of %d bytes read as a whole entry", i, n, len(entry))
+			}
+		}
+		if _, err := readJournalEntry(append(entry, 0)); err == nil {
+			t.Fatalf("turn %d: an entry with a byte too many is read", i)
+		}
+	}
+	if _, err := readJournalEntry([]byte{2, 0, 0}); err == nil {
+		t.Fatal("an entry of version 2 is read")
+	}
+}
+
+// The mark is the seq up to which every journaled turn is written, however
+// the turns came to the writer; an unjournaled turn (0) moves nothing.
+func TestJournalMarkIsTheWrittenPrefix(t *testing.T) {
+	var p journalSeqs
+	p.through = 10
+	for _, step := range []struct {
+		seq, want uint64
+	}{{0, 10}, {12, 10}, {13, 10}, {11, 13}, {9, 13}, {15, 13}, {14, 15}, {16, 16}} {
+		if got := p.done(step.seq); got != step.want {
+			t.Fatalf("done(%d) = %d, want %d", step.seq, got, step.want)
+		}
+	}
+	if len(p.ahead) != 0 {
+		t.Fatalf("seqs left ahead of the mark: %v", p.ahead)
+	}
+}
+
+// Turns answered and queued, not written when the process died (here the
+// writer sleeps through its interval and the store is closed under it, as
+// a kill leaves the files), are written at the next start from the
+// journal, before any request is served: the record is the one a writer
+// that had written them would have left.
+func TestJournaledTurnsAreWrittenAtTheNextStart(t *testing.T) {
+	at := time.Unix(1764000000, 0).UTC()
+	clock := func() time.Time { return at }
+	key := state.NewKey([]byte("Bearer k"), "conv-1")
+	turns := journalTurns(key, at)
+
+	want := recordAfter(t, filepath.Join(t.TempDir(), "want.db"), clock, turns, true)
+
+	path := filepath.Join(t.TempDir(), "crash.db")
+	crashed := recordAfter(t, path, clock, turns, false)
+	if crashed.Requests != 1 {
+		t.Fatalf("before the restart the record has %d requests; the writer was to write the first turn only", crashed.Requests)
+	}
+	st, err := state.OpenBolt(path, state.BoltOptions{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := newRecorderSized(st, zerolog.Nop(), clock, nil, recordQueue, recordQueueWait, time.Hour)
+	defer r.close()
+	got, _, err := st.Get(key) // no wait: replayed before the recorder is made
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(exportedFields(got), exportedFields(want)) {
+		t.Fatalf("after the restart the record is\n%+v\nwant\n%+v", got, want)
+	}
+	if entries, _ := st.(state.Journaled).Unjournaled(); len(entries) != 0 {
+		t.Fatalf("%d entries left to replay again", len(entries))
+	}
+}
+
+// recordAfter records turns on a bolt store at path: all written when
+// written, else the first only, the rest left queued while the store is
+// closed under the writer (as a kill would leave the files). It returns
+// the record as stored.
+func recordAfter(t *testing.T, path string, clock func() time.Time, turns []turnRecord, written bool) state.Record {
+	t.Helper()
+	st, err := state.OpenBolt(path, state.BoltOptions{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRecorderSized(st, zerolog.Nop(), clock, nil, recordQueue, recordQueueWait, time.Hour)
+	r.record(turns[0])
+	r.wait()
+	for _, tr := range turns[1:] {
+		r.record(tr)
+	}
+	if written {
+		r.wait()
+	}
+	rec, _, err := st.Get(turns[0].turn.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	t.Cleanup(r.close) // writes to the closed store: lost, as in the crash
+	return rec
+}
+
+// Encoding a turn's entry is on the request path (the copy into the ring
+// is state's BenchmarkJournalAppend).
+func BenchmarkJournalEntryEncode(b *testing.B) {
+	tr := journalTurns(state.NewKey([]byte("Bearer k"), "bench"), time.Now())[1]
+	buf := make([]byte, 0, 512)
+	for b.Loop() {
+		buf = appendJournalEntry(buf[:0], &tr)
+	}
+}
+
+// exportedFields are rec's exported fields: what a reader of it sees (its
+// unexported ones hold how the store keeps its turns).
+func exportedFields(rec state.Record) map[string]any {
+	v := reflect.ValueOf(rec)
+	out := map[string]any{}
+	for i := range v.NumField() {
+		if f := v.Type().Field(i); f.IsExported() {
+			out[f.Name] = v.Field(i).Interface()
+		}
+	}
+	return out
+}
