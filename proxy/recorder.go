@@ -392,7 +392,8 @@ const maxRecordBatch = recordQueue
 // conversation once per interval with all of its turns (a record decoded,
 // encoded and put once, one disk sync for them all) instead of once per
 // turn; the turns in between are still seen by every request (overlay). A
-// SIGKILL loses at most the turns of the last interval and a write.
+// SIGKILL loses none of them where the store keeps a journal (the next
+// start writes them), else at most the last interval's and a write's.
 const recordEvery = 10 * time.Millisecond
 
 // Under sustained load the interval stretches so that writing takes at
@@ -400,8 +401,8 @@ const recordEvery = 10 * time.Millisecond
 // by at least writeShare×d of gathering, up to recordEveryMost. At 14k
 // turns a second over 64 conversations a write takes ~2 ms, and a writer
 // at 10 ms was a sixth of the proxy's CPU; an agent's few turns a second
-// write in well under a millisecond and keep the 10 ms (and so the
-// SIGKILL window).
+// write in well under a millisecond and keep the 10 ms (and so, without a
+// journal, the SIGKILL window).
 const (
 	writeShare      = 20
 	recordEveryMost = 100 * time.Millisecond
