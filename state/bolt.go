@@ -79,6 +79,11 @@ type BoltOptions struct {
 	// DefaultJournalBytes, a negative value keeps no journal. A read-only
 	// store keeps none.
 	JournalBytes int
+	// OnJournalError, when set, is told why the store keeps no journal
+	// although asked to (the file cannot be made or mapped there: a full
+	// disk, a file system without shared maps). The store works without
+	// one: a crash loses the writer's last interval, as before journals.
+	OnJournalError func(error)
 }
 
 // boltStore is the Store on a bbolt file.
@@ -161,9 +166,8 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 	rs := resolveRetention(opts.Retention, opts.SweepInterval, opts.Now, opts.OnSweep)
 	s := &boltStore{db: db, path: path, readOnly: opts.ReadOnly, now: rs.now, records: newRecordCache()}
 	if !opts.ReadOnly && opts.JournalBytes >= 0 {
-		if err := s.openJournal(cmp.Or(opts.JournalBytes, DefaultJournalBytes), created); err != nil {
-			_ = db.Close()
-			return nil, err
+		if err := s.openJournal(cmp.Or(opts.JournalBytes, DefaultJournalBytes), created); err != nil && opts.OnJournalError != nil {
+			opts.OnJournalError(err)
 		}
 	}
 	if !opts.ReadOnly {
@@ -179,7 +183,8 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 // openJournal opens the journal beside the database, of size bytes, and
 // keeps the entries its mark does not cover for Unjournaled. A database
 // just created replays nothing (a journal left beside a deleted database
-// is not its). Where files cannot be mapped, the store keeps none.
+// is not its). On an error the store keeps none; where files cannot be
+// mapped at all, it keeps none and says nothing.
 func (s *boltStore) openJournal(size int, created bool) error {
 	var mark uint64
 	if err := s.view("open journal", func(tx *bolt.Tx) error {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -254,5 +255,48 @@ func BenchmarkJournalAppend(b *testing.B) {
 		if i%1000 == 999 {
 			j.release(seq)
 		}
+	}
+}
+
+// A journal that cannot be made (here its path is a directory; a full disk
+// or a file system without shared maps does the same) does not stop the
+// store: it opens without one and says why.
+func TestAStoreWhoseJournalCannotBeMadeWorksWithout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	if err := os.Mkdir(path+"-journal", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var why error
+	s, err := OpenBolt(path, BoltOptions{SweepInterval: -1, OnJournalError: func(err error) { why = err }})
+	if err != nil {
+		t.Fatalf("the store does not open: %v", err)
+	}
+	defer s.Close()
+	if _, ok := s.(Journaled); ok || why == nil {
+		t.Fatalf("journaled %v, told %v: want no journal and the reason", ok, why)
+	}
+	if _, err := s.Update(Key{Namespace: "n", ID: "a"}, func(r *Record) error { r.Requests++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The journal's file is written out, not sparse: a store into a hole of a
+// mapped file on a full disk is a SIGBUS.
+func TestJournalFileIsAllocated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := allocate(f, DefaultJournalBytes); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != DefaultJournalBytes || st.Blocks*512 < DefaultJournalBytes {
+		t.Fatalf("%d of %d bytes allocated", st.Blocks*512, st.Size)
 	}
 }

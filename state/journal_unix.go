@@ -25,7 +25,7 @@ func openJournal(path string, size int, fresh bool) (*journal, []JournalEntry, e
 	}
 	if fi.Size() != int64(size) {
 		fresh = true
-		if err := f.Truncate(int64(size)); err != nil {
+		if err := allocate(f, size); err != nil {
 			return nil, nil, fmt.Errorf("state: size journal: %w", err)
 		}
 	}
@@ -41,4 +41,20 @@ func openJournal(path string, size int, fresh bool) (*journal, []JournalEntry, e
 		entries, j.live, j.head = recoverJournal(buf)
 	}
 	return j, entries, nil
+}
+
+// allocate makes f size bytes of zeros written out, not a sparse file: a
+// store into a mapped hole needs a block, and on a full disk the kernel
+// answers with SIGBUS, which would kill the process.
+func allocate(f *os.File, size int) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	zeros := make([]byte, 64<<10)
+	for off := 0; off < size; off += len(zeros) {
+		if _, err := f.WriteAt(zeros[:min(len(zeros), size-off)], int64(off)); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
 }
