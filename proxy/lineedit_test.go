@@ -60,14 +60,19 @@ func TestLineEditorEditsAsUpdateLineDoes(t *testing.T) {
 
 // editOf is the i-th edit of a run, each kind in turn: the cache
 // evidence of a queued turn, a turn's usage (which reads the calibration
-// of the record's other lines of its model), its dedups.
+// of the record's other lines of its model), its dedups, all of a turn
+// answered (the writer's).
 func editOf(i int, ref lineRef) lineEdit {
 	u := wire.Usage{Found: true, InputTokens: 1000 + 100*i, CachedTokens: 50 * i}
-	switch i % 3 {
+	switch i % 4 {
 	case 0:
 		return lineEdit{caches: rewrite.UsageTally{}.Add(cacheUsage(u)).Add(rewrite.Usage{Input: u.InputTokens + 10})}
 	case 1:
 		return lineEdit{observe: &turnRecord{turn: turn{line: ref, model: "gpt-4o", rawAfter: 900 + 10*i}, usage: u}}
+	case 3: // the writer's (applyTurn)
+		tr := &turnRecord{turn: turn{line: ref, model: "gpt-4o", rawAfter: 900 + 10*i, forwarded: true, tokensBefore: 1000,
+			dedups: []state.DedupMark{{Index: i}}}, usage: u}
+		return lineEdit{answered: tr, line: ref, opened: new(bool)}
 	}
 	return lineEdit{dedupsOf: &turn{line: ref, forwarded: true, dedups: []state.DedupMark{{Index: i}}}}
 }

@@ -126,6 +126,11 @@ type lineEdit struct {
 	dedupsOf *turn              // keepDedups
 	caches   rewrite.UsageTally // observeCaches
 	observe  *turnRecord        // observe
+	// answered is applyAnswered's turn, on its line as relinked; opened
+	// is told whether it opened the breaker.
+	answered *turnRecord
+	line     lineRef
+	opened   *bool
 }
 
 func (ed lineEdit) apply(rec *state.Record, l *state.Line) {
@@ -136,6 +141,8 @@ func (ed lineEdit) apply(rec *state.Record, l *state.Line) {
 		observeCaches(l, ed.caches)
 	case ed.observe != nil:
 		observe(rec, l, *ed.observe)
+	case ed.answered != nil:
+		*ed.opened = applyAnswered(rec, l, ed.answered, ed.line)
 	}
 }
 

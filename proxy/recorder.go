@@ -508,10 +508,7 @@ func (r *recorder) writeBatch(batch []*turnRecord, notify bool) {
 	muts := make([]state.Mutation, len(groups))
 	for g, idx := range groups {
 		muts[g] = state.Mutation{Key: batch[idx[0]].turn.key, At: batch[idx[len(idx)-1]].at, Fn: func(rec *state.Record) error {
-			for _, i := range idx {
-				opened[i] = applyTurn(rec, *batch[i], batch[i].at)
-				after[i] = *rec
-			}
+			applyTurns(rec, batch, idx, opened, after)
 			return nil
 		}}
 	}
@@ -546,6 +543,20 @@ func (r *recorder) writeBatch(batch []*turnRecord, notify bool) {
 	}
 }
 
+// applyTurns applies batch's turns idx, of one conversation, to its
+// record rec in order: opened[i] says whether turn i opened its breaker,
+// after[i] is the record as turn i left it.
+// Their lines are cloned once, not at every turn (lineEditor), so after's
+// records hold none.
+func applyTurns(rec *state.Record, batch []*turnRecord, idx []int, opened []bool, after []state.Record) {
+	e := lineEditor{rec: rec}
+	for _, i := range idx {
+		opened[i] = e.applyTurn(batch[i], batch[i].at)
+		after[i] = *rec
+		after[i].Lines = nil // edited in place by the next turn
+	}
+}
+
 // groupByKey returns the indexes of batch's turns grouped by conversation,
 // the groups in the order of their first turn, each in queue order.
 func groupByKey(batch []*turnRecord) [][]int {
@@ -568,22 +579,37 @@ func groupByKey(batch []*turnRecord) [][]int {
 // and its line's numbers. It reports whether the turn opened the line's
 // breaker.
 func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
-	t := tr.turn
+	e := lineEditor{rec: rec}
+	return e.applyTurn(&tr, now)
+}
+
+// applyTurn is applyTurn on e's record, one of a run of edits.
+func (e *lineEditor) applyTurn(tr *turnRecord, now time.Time) (opened bool) {
+	rec, t := e.rec, &tr.turn
 	if t.model != "" {
 		rec.Model = t.model
 	}
 	if t.applied != nil {
 		rec.TouchBranch(*t.applied, now)
 	}
-	relinkNew(rec, &t.line)
-	updateLine(rec, t.line, now, func(l *state.Line) {
-		keepDedups(l, &t)
-		opened = observe(rec, l, tr)
-		countUsage(rec, l, &t, tr.usage)
-	})
+	ref := t.line
+	relinkNew(rec, &ref)
+	e.update(ref, now, lineEdit{answered: tr, line: ref, opened: &opened})
 	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
 		InputTokens: tr.usage.InputTokens, CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
 		Compacted: t.compacted})
+	return opened
+}
+
+// applyAnswered is what a turn answered does to its line l (applyTurn):
+// its dedups, what the upstream reported, its usage; ref is the turn's
+// line as relinked. It reports whether the breaker opened.
+func applyAnswered(rec *state.Record, l *state.Line, tr *turnRecord, ref lineRef) (opened bool) {
+	t := tr.turn
+	t.line = ref
+	keepDedups(l, &t)
+	opened = observe(rec, l, *tr)
+	countUsage(rec, l, &t, tr.usage)
 	return opened
 }
 
