@@ -72,7 +72,7 @@ func editOf(i int, ref lineRef) lineEdit {
 	case 3: // the writer's (applyTurn)
 		tr := &turnRecord{turn: turn{line: ref, model: "gpt-4o", rawAfter: 900 + 10*i, forwarded: true, tokensBefore: 1000,
 			dedups: []state.DedupMark{{Index: i}}}, usage: u}
-		return lineEdit{answered: tr, line: ref, opened: new(bool)}
+		return lineEdit{answered: tr, opened: new(bool)}
 	}
 	return lineEdit{dedupsOf: &turn{line: ref, forwarded: true, dedups: []state.DedupMark{{Index: i}}}}
 }

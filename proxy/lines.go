@@ -126,10 +126,9 @@ type lineEdit struct {
 	dedupsOf *turn              // keepDedups
 	caches   rewrite.UsageTally // observeCaches
 	observe  *turnRecord        // observe
-	// answered is applyAnswered's turn, on its line as relinked; opened
-	// is told whether it opened the breaker.
+	// answered is applyAnswered's turn; opened is told whether it opened
+	// the breaker.
 	answered *turnRecord
-	line     lineRef
 	opened   *bool
 }
 
@@ -142,7 +141,7 @@ func (ed lineEdit) apply(rec *state.Record, l *state.Line) {
 	case ed.observe != nil:
 		observe(rec, l, *ed.observe)
 	case ed.answered != nil:
-		*ed.opened = applyAnswered(rec, l, ed.answered, ed.line)
+		*ed.opened = applyAnswered(rec, l, ed.answered)
 	}
 }
 

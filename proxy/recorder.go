@@ -360,8 +360,11 @@ func (r *recorder) done1(key state.Key, seq uint64) {
 // calibration of each line's latest: O(lines) however many are queued,
 // under a short lock.
 func (r *recorder) overlay(key state.Key, rec *state.Record) {
+	// A copy (record changes them in place), on the stack for a key's
+	// usual few lines.
+	var few [4]pendingLine
 	r.pendingMu.Lock()
-	lines := slices.Clone(r.pending[key].lines) // record changes them in place
+	lines := append(few[:0], r.pending[key].lines...)
 	r.pendingMu.Unlock()
 	if len(lines) == 0 {
 		return
@@ -594,7 +597,7 @@ func (e *lineEditor) applyTurn(tr *turnRecord, now time.Time) (opened bool) {
 	}
 	ref := t.line
 	relinkNew(rec, &ref)
-	e.update(ref, now, lineEdit{answered: tr, line: ref, opened: &opened})
+	e.update(ref, now, lineEdit{answered: tr, opened: &opened})
 	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
 		InputTokens: tr.usage.InputTokens, CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
 		Compacted: t.compacted})
@@ -602,14 +605,12 @@ func (e *lineEditor) applyTurn(tr *turnRecord, now time.Time) (opened bool) {
 }
 
 // applyAnswered is what a turn answered does to its line l (applyTurn):
-// its dedups, what the upstream reported, its usage; ref is the turn's
-// line as relinked. It reports whether the breaker opened.
-func applyAnswered(rec *state.Record, l *state.Line, tr *turnRecord, ref lineRef) (opened bool) {
-	t := tr.turn
-	t.line = ref
-	keepDedups(l, &t)
+// its dedups, what the upstream reported, its usage. It reports whether
+// the breaker opened.
+func applyAnswered(rec *state.Record, l *state.Line, tr *turnRecord) (opened bool) {
+	keepDedups(l, &tr.turn)
 	opened = observe(rec, l, *tr)
-	countUsage(rec, l, &t, tr.usage)
+	countUsage(rec, l, &tr.turn, tr.usage)
 	return opened
 }
 

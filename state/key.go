@@ -38,7 +38,9 @@ func Namespace(authorization []byte) string {
 		return AnonymousNamespace
 	}
 	sum := sha256.Sum256(authorization)
-	return hex.EncodeToString(sum[:8])
+	var digits [16]byte
+	hex.Encode(digits[:], sum[:8])
+	return string(digits[:]) // one allocation: EncodeToString makes two
 }
 
 // NewKey returns the Key for a conversation id sent with the given
