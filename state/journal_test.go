@@ -300,3 +300,32 @@ func TestJournalFileIsAllocated(t *testing.T) {
 		t.Fatalf("%d of %d bytes allocated", st.Blocks*512, st.Size)
 	}
 }
+
+// Whatever a journal file holds (a kill mid-write, a disk's garbage), its
+// recovery reads without a panic and returns whole entries with seqs that
+// follow on, from where the next entry can go.
+func FuzzJournalRecovery(f *testing.F) {
+	buf := make([]byte, minJournalBytes)
+	formatJournal(buf)
+	j := &journal{buf: buf, head: journalHeader, unmap: func() error { return nil }}
+	j.resume(7, 0)
+	for _, p := range []string{"one", "two", "three"} {
+		j.append([]byte(p))
+	}
+	f.Add(buf[journalHintAt:journalHintAt+8], buf[journalHeader:journalHeader+128])
+	f.Fuzz(func(t *testing.T, hint, ring []byte) {
+		b := make([]byte, minJournalBytes)
+		formatJournal(b)
+		copy(b[journalHintAt:journalHintAt+8], hint)
+		copy(b[journalHeader:], ring)
+		entries, spans, head := recoverJournal(b)
+		if head < journalHeader || head > len(b) || len(spans) != len(entries) {
+			t.Fatalf("head %d, %d spans for %d entries", head, len(spans), len(entries))
+		}
+		for i := 1; i < len(entries); i++ {
+			if entries[i].Seq != entries[i-1].Seq+1 {
+				t.Fatalf("seqs %d then %d", entries[i-1].Seq, entries[i].Seq)
+			}
+		}
+	})
+}
