@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/rs/zerolog"
 )
 
 const conversationsUsage = `Usage:
@@ -204,6 +205,9 @@ func openBackend(f convFlags, write bool) (backend, error) {
 	}
 	st, err := state.OpenBolt(db, state.BoltOptions{ReadOnly: !write, Timeout: lockWait, SweepInterval: -1})
 	if err == nil {
+		// The turns a crash left in the journal first, so that what this
+		// changes is the whole record (a forgotten one stays forgotten).
+		proxy.ReplayJournal(st, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
 		return newDBBackend(st, proxy.PricingOf(c.proxyConfig())), nil
 	}
 	if !errors.Is(err, state.ErrLocked) {

@@ -188,3 +188,37 @@ func FuzzJournalEntry(f *testing.F) {
 		}
 	})
 }
+
+// A conversation forgotten by a process that opens the store without
+// serving (ReplayJournal first) stays forgotten: the journal's turns of it
+// are not written again at the next start.
+func TestAForgottenConversationDoesNotComeBackFromTheJournal(t *testing.T) {
+	at := time.Unix(1764000000, 0).UTC()
+	key := state.NewKey([]byte("Bearer k"), "conv-1")
+	path := filepath.Join(t.TempDir(), "crash.db")
+	recordAfter(t, path, func() time.Time { return at }, journalTurns(key, at), false)
+
+	st, err := state.OpenBolt(path, state.BoltOptions{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ReplayJournal(st, zerolog.Nop())
+	if rec, _, _ := st.Get(key); rec.Requests != 5 {
+		t.Fatalf("replayed: %d requests, want 5", rec.Requests)
+	}
+	if ok, err := st.Delete(key); !ok || err != nil {
+		t.Fatalf("forget: %v %v", ok, err)
+	}
+	st.Close()
+
+	st, err = state.OpenBolt(path, state.BoltOptions{SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := newRecorder(st, zerolog.Nop(), time.Now, nil)
+	defer r.close()
+	if rec, ok, _ := st.Get(key); ok {
+		t.Fatalf("the forgotten conversation came back with %d requests", rec.Requests)
+	}
+}

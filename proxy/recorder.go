@@ -191,6 +191,16 @@ func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Tim
 	return r
 }
 
+// ReplayJournal writes to store the turns its journal holds that no
+// transaction wrote (a crash's), for a process that opens the store to
+// change it without serving (the conversations command): a conversation
+// it forgets does not come back from the journal at the next start.
+func ReplayJournal(store state.Store, log zerolog.Logger) {
+	if _, ok := store.(state.Journaled); ok {
+		newRecorder(store, log, time.Now, nil).close()
+	}
+}
+
 // replay writes the turns journaled before the last exit that no
 // transaction wrote (a crash's), before any request is served, so that
 // the requests read records with them.
