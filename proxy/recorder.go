@@ -351,8 +351,31 @@ func (ls pendingLines) with(queued *turnRecord) pendingLines {
 func (r *recorder) done1(key state.Key, seq uint64) {
 	r.pendingMu.Lock()
 	defer r.pendingMu.Unlock()
-	if p := r.pending[key]; p.n > 1 {
-		p.n--
+	r.doneLocked(key, 1, seq)
+	r.wakeIfAllWritten()
+}
+
+// doneBatch counts a written batch's turns as done1 would one by one,
+// under one lock rather than one per turn: requests wait on that lock
+// (overlay, record), and each hand-off of it wakes a goroutine.
+func (r *recorder) doneBatch(batch []*turnRecord, groups [][]int) {
+	r.pendingMu.Lock()
+	defer r.pendingMu.Unlock()
+	for _, idx := range groups {
+		var seq uint64
+		for _, i := range idx {
+			seq = max(seq, batch[i].seq)
+		}
+		r.doneLocked(batch[idx[0]].turn.key, len(idx), seq)
+	}
+	r.wakeIfAllWritten()
+}
+
+// doneLocked counts n pending turns of key as written, the latest seq;
+// pendingMu is held.
+func (r *recorder) doneLocked(key state.Key, n int, seq uint64) {
+	if p := r.pending[key]; p.n > n {
+		p.n -= n
 		for i := range p.lines {
 			p.lines[i].sinceWritten(seq)
 		}
@@ -360,6 +383,11 @@ func (r *recorder) done1(key state.Key, seq uint64) {
 	} else {
 		delete(r.pending, key)
 	}
+}
+
+// wakeIfAllWritten wakes wait's callers when no turn is pending any more;
+// pendingMu is held.
+func (r *recorder) wakeIfAllWritten() {
 	if len(r.pending) == 0 && r.answering.Load() == 0 {
 		r.allWritten.Broadcast()
 	}
@@ -537,11 +565,11 @@ func (r *recorder) writeBatch(batch []*turnRecord, notify bool) {
 	} else {
 		recs, errs, err = r.store.UpdateMany(muts)
 	}
+	// A reader between the commit and here may apply a turn's usage twice
+	// to its copy; it comes out the same.
+	r.doneBatch(batch, groups)
 	for g, idx := range groups {
 		for _, i := range idx {
-			// A reader between the commit and here may apply this turn's
-			// usage twice to its copy; it comes out the same.
-			r.done1(batch[i].turn.key, batch[i].seq)
 			switch {
 			case err != nil:
 				r.failed("cannot write the conversation record", err)
