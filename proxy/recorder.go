@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/rs/zerolog"
@@ -93,36 +91,6 @@ type recorder struct {
 	journalWarn warnLimiter
 }
 
-// journalSeqs follows which journaled turns are written or given up, for
-// the mark each transaction puts: the seq up to which all of them are.
-// Turns are journaled in one order and may reach the queue in another.
-type journalSeqs struct {
-	mu      sync.Mutex
-	through uint64
-	ahead   map[uint64]bool // done, past through
-}
-
-// done counts the turn journaled as seq (0: none) as written or given up,
-// and returns the mark.
-func (p *journalSeqs) done(seq uint64) uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case seq == p.through+1:
-		p.through++
-		for p.ahead[p.through+1] {
-			delete(p.ahead, p.through+1)
-			p.through++
-		}
-	case seq > p.through:
-		if p.ahead == nil {
-			p.ahead = map[uint64]bool{}
-		}
-		p.ahead[seq] = true
-	}
-	return p.through
-}
-
 // wait blocks until every turn being answered or queued so far is written
 // (or lost), which it asks for at once rather than at the end of the
 // writer's interval.
@@ -191,59 +159,6 @@ func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Tim
 	return r
 }
 
-// ReplayJournal writes to store the turns its journal holds that no
-// transaction wrote (a crash's), for a process that opens the store to
-// change it without serving (the conversations command): a conversation
-// it forgets does not come back from the journal at the next start.
-func ReplayJournal(store state.Store, log zerolog.Logger) {
-	if _, ok := store.(state.Journaled); ok {
-		newRecorder(store, log, time.Now, nil).close()
-	}
-}
-
-// replay writes the turns journaled before the last exit that no
-// transaction wrote (a crash's), before any request is served, so that
-// the requests read records with them.
-func (r *recorder) replay(entries []state.JournalEntry, through uint64) {
-	r.seqs.through = through
-	if len(entries) == 0 {
-		return
-	}
-	batch := make([]*turnRecord, 0, len(entries))
-	for _, e := range entries {
-		tr, err := readJournalEntry(e.Payload)
-		if err != nil {
-			r.log.Warn().Uint64("seq", e.Seq).Err(err).Msg("journal entry not replayed")
-			continue
-		}
-		tr.jseq = e.Seq
-		batch = append(batch, &tr)
-	}
-	// One transaction, its mark through the last: none is replayed twice.
-	r.writeBatch(batch, false)
-	r.log.Info().Int("turns", len(batch)).Int("unreadable", len(entries)-len(batch)).
-		Msg("recorded the turns answered before the last exit and not yet written (journal)")
-}
-
-// journalTurn journals tr, before its answer is sent, and returns its
-// seq; 0 when the journal has no room (the turn is then kept as before
-// there were journals: in memory until written).
-func (r *recorder) journalTurn(tr *turnRecord) uint64 {
-	bp := journalBufs.Get().(*[]byte)
-	*bp = appendJournalEntry((*bp)[:0], tr)
-	seq, err := r.journal.Journal(*bp)
-	journalBufs.Put(bp)
-	if err != nil {
-		r.journalWarn.warn(r.now(), r.log, "cannot journal a turn; it is lost if ctxpress dies before it is written", err)
-		return 0
-	}
-	return seq
-}
-
-// journalBufs are the buffers turns' entries are encoded in (the journal
-// copies them).
-var journalBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
 func (r *recorder) record(tr turnRecord) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -280,147 +195,6 @@ func (r *recorder) record(tr turnRecord) {
 		r.done1(tr.turn.key, 0)
 		r.seqs.done(queued.jseq)
 		r.failed("record queue full; turn not recorded", nil)
-	}
-}
-
-// pendingTurns is what a request needs of its conversation's turns that are
-// queued but not written yet: how many, and for each line they extend,
-// what pendingLine keeps. Two histories under one key (runs of one agent,
-// an app-wide id) each find their own line while the store is slow.
-type pendingTurns struct {
-	n     int
-	seq   uint64 // the last queued turn's seq
-	lines pendingLines
-}
-
-// pendingLines are the lines of a key's queued turns, in the order they
-// were first queued.
-type pendingLines []pendingLine
-
-// pendingLine is what a line's queued turns tell its next request: the
-// latest (where it took the line, its dedups), and the latest with usage
-// (nil: none). Both are read-only once queued, so a request copies the
-// pointers, not the turns.
-type pendingLine struct {
-	newest *turn
-	usage  *turnRecord
-	// earlier are the usages of the line's queued turns before usage's,
-	// oldest first, and their seqs: the cost model counts every turn and
-	// what each said of the cache, not only the latest. Those written are
-	// dropped (sinceWritten): a busy key may never have none queued, and
-	// its written turns are in the record already. tally sums them, so a
-	// request folds them in at once however many a busy line has queued
-	// (hundreds while the writer gathers under load).
-	earlier    []rewrite.Usage
-	earlierSeq []uint64
-	tally      rewrite.UsageTally
-}
-
-// sinceWritten drops from l's earlier usages those of turns up to seq,
-// which are written. Only the start moves: a copy of l (overlay) keeps
-// reading what it saw, and appends go past its end.
-func (l *pendingLine) sinceWritten(seq uint64) {
-	n := 0
-	for n < len(l.earlierSeq) && l.earlierSeq[n] <= seq {
-		l.tally = l.tally.Remove(l.earlier[n])
-		n++
-	}
-	l.earlier, l.earlierSeq = l.earlier[n:], l.earlierSeq[n:]
-}
-
-// with returns ls with queued on its line.
-func (ls pendingLines) with(queued *turnRecord) pendingLines {
-	i := slices.IndexFunc(ls, func(l pendingLine) bool { return l.newest.line.id == queued.turn.line.id })
-	if i < 0 {
-		ls, i = append(ls, pendingLine{}), len(ls)
-	}
-	ls[i].newest = &queued.turn
-	if queued.usage.Found {
-		if ls[i].usage != nil {
-			u := cacheUsage(ls[i].usage.usage)
-			ls[i].earlier = append(ls[i].earlier, u)
-			ls[i].earlierSeq = append(ls[i].earlierSeq, ls[i].usage.seq)
-			ls[i].tally = ls[i].tally.Add(u)
-		}
-		ls[i].usage = queued
-	}
-	return ls
-}
-
-// done1 counts one pending turn of key as written (its seq; 0: lost).
-func (r *recorder) done1(key state.Key, seq uint64) {
-	r.pendingMu.Lock()
-	defer r.pendingMu.Unlock()
-	r.doneLocked(key, 1, seq)
-	r.wakeIfAllWritten()
-}
-
-// doneBatch counts a written batch's turns as done1 would one by one,
-// under one lock rather than one per turn: requests wait on that lock
-// (overlay, record), and each hand-off of it wakes a goroutine.
-func (r *recorder) doneBatch(batch []*turnRecord, groups [][]int) {
-	r.pendingMu.Lock()
-	defer r.pendingMu.Unlock()
-	for _, idx := range groups {
-		var seq uint64
-		for _, i := range idx {
-			seq = max(seq, batch[i].seq)
-		}
-		r.doneLocked(batch[idx[0]].turn.key, len(idx), seq)
-	}
-	r.wakeIfAllWritten()
-}
-
-// doneLocked counts n pending turns of key as written, the latest seq;
-// pendingMu is held.
-func (r *recorder) doneLocked(key state.Key, n int, seq uint64) {
-	if p := r.pending[key]; p.n > n {
-		p.n -= n
-		for i := range p.lines {
-			p.lines[i].sinceWritten(seq)
-		}
-		r.pending[key] = p
-	} else {
-		delete(r.pending, key)
-	}
-}
-
-// wakeIfAllWritten wakes wait's callers when no turn is pending any more;
-// pendingMu is held.
-func (r *recorder) wakeIfAllWritten() {
-	if len(r.pending) == 0 && r.answering.Load() == 0 {
-		r.allWritten.Broadcast()
-	}
-}
-
-// overlay gives rec, a record just read from the store, the lines of key's
-// turns that are queued but not yet written, with the usage and
-// calibration of each line's latest: O(lines) however many are queued,
-// under a short lock.
-func (r *recorder) overlay(key state.Key, rec *state.Record) {
-	// A copy (record changes them in place), on the stack for a key's
-	// usual few lines.
-	var few [4]pendingLine
-	r.pendingMu.Lock()
-	lines := append(few[:0], r.pending[key].lines...)
-	r.pendingMu.Unlock()
-	if len(lines) == 0 {
-		return
-	}
-	now := r.now()
-	// rec is the caller's copy, read from the store just now.
-	e := lineEditor{rec: rec}
-	for i := range lines {
-		l := &lines[i]
-		e.update(l.newest.line, now, lineEdit{dedupsOf: l.newest})
-		if l.tally.Turns > 0 { // one edit: touching the line again changes nothing
-			e.update(l.newest.line, now, lineEdit{caches: l.tally})
-		}
-		if l.usage != nil {
-			tr := *l.usage
-			tr.turn.compacted = false // the breaker is the writer's business
-			e.update(tr.turn.line, now, lineEdit{observe: &tr})
-		}
 	}
 }
 
@@ -557,11 +331,7 @@ func (r *recorder) writeBatch(batch []*turnRecord, notify bool) {
 	var errs []error
 	var err error
 	if r.journal != nil {
-		through := r.seqs.done(0) // the mark so far: a batch may have no turn journaled
-		for _, tr := range batch {
-			through = r.seqs.done(tr.jseq)
-		}
-		recs, errs, err = r.journal.UpdateManyThrough(muts, through)
+		recs, errs, err = r.journal.UpdateManyThrough(muts, r.seqs.doneAll(batch))
 	} else {
 		recs, errs, err = r.store.UpdateMany(muts)
 	}
@@ -584,20 +354,6 @@ func (r *recorder) writeBatch(batch []*turnRecord, notify bool) {
 	}
 }
 
-// applyTurns applies batch's turns idx, of one conversation, to its
-// record rec in order: opened[i] says whether turn i opened its breaker,
-// after[i] is the record as turn i left it.
-// Their lines are cloned once, not at every turn (lineEditor), so after's
-// records hold none.
-func applyTurns(rec *state.Record, batch []*turnRecord, idx []int, opened []bool, after []state.Record) {
-	e := lineEditor{rec: rec}
-	for _, i := range idx {
-		opened[i] = e.applyTurn(batch[i], batch[i].at)
-		after[i] = *rec
-		after[i].Lines = nil // edited in place by the next turn
-	}
-}
-
 // groupByKey returns the indexes of batch's turns grouped by conversation,
 // the groups in the order of their first turn, each in queue order.
 func groupByKey(batch []*turnRecord) [][]int {
@@ -613,83 +369,6 @@ func groupByKey(batch []*turnRecord) [][]int {
 		groups[g] = append(groups[g], i)
 	}
 	return groups
-}
-
-// applyTurn folds one answered turn into its conversation's record: the
-// counters and turn list, the summary it used (so LRU eviction keeps it),
-// and its line's numbers. It reports whether the turn opened the line's
-// breaker.
-func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
-	e := lineEditor{rec: rec}
-	return e.applyTurn(&tr, now)
-}
-
-// applyTurn is applyTurn on e's record, one of a run of edits.
-func (e *lineEditor) applyTurn(tr *turnRecord, now time.Time) (opened bool) {
-	rec, t := e.rec, &tr.turn
-	if t.model != "" {
-		rec.Model = t.model
-	}
-	if t.applied != nil {
-		rec.TouchBranch(*t.applied, now)
-	}
-	ref := t.line
-	relinkNew(rec, &ref)
-	e.update(ref, now, lineEdit{answered: tr, opened: &opened})
-	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
-		InputTokens: tr.usage.InputTokens, CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
-		Compacted: t.compacted})
-	return opened
-}
-
-// applyAnswered is what a turn answered does to its line l (applyTurn):
-// its dedups, what the upstream reported, its usage. It reports whether
-// the breaker opened.
-func applyAnswered(rec *state.Record, l *state.Line, tr *turnRecord) (opened bool) {
-	keepDedups(l, &tr.turn)
-	opened = observe(rec, l, *tr)
-	countUsage(rec, l, &tr.turn, tr.usage)
-	return opened
-}
-
-// keepDedups makes the dedups and prunes of t's forwarded request its
-// line's, when t is the line's newest request.
-func keepDedups(l *state.Line, t *turn) {
-	if t.forwarded && l.Tip == t.line.tip && l.Messages == t.line.messages {
-		l.Dedups, l.Prunes = t.dedups, t.prunes
-	}
-}
-
-// observe folds what the upstream reported for a turn into the turn's
-// line l of rec (rewrite.Observe: calibration per model, breaker). Only a
-// request of the line comes here, so a side request under the same key (a
-// title, a sub-agent) never moves the main line's numbers. It reports
-// whether the breaker opened.
-func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
-	t := tr.turn
-	n, opened := rewrite.Observe(numbersOf(*l), rewrite.Observation{
-		Model: t.model, ModelRatio: rec.CalibrationFor(t.model), Raw: t.rawAfter,
-		// The upstream's count of a request whose history it keeps is not
-		// of what ctxpress counted: it calibrates nothing.
-		UsageFound: tr.usage.Found && !t.serverHistory, InputTokens: tr.usage.InputTokens, Compacted: t.compacted, Trigger: t.trigger,
-		CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
-	})
-	setNumbers(l, n)
-	return opened
-}
-
-// observeCaches counts on l the turns tallied in t: what the cost model
-// reads of them (rewrite.Observe does the same for the turn it observes).
-func observeCaches(l *state.Line, t rewrite.UsageTally) {
-	n := numbersOf(*l)
-	n.Turns += t.Turns
-	n.Cache = n.Cache.ObserveTally(t)
-	setNumbers(l, n)
-}
-
-// cacheUsage is what the cost model reads of u.
-func cacheUsage(u wire.Usage) rewrite.Usage {
-	return rewrite.Usage{Input: u.InputTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens}
 }
 
 func (r *recorder) failed(msg string, err error) {

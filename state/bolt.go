@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,12 +112,6 @@ type boltStore struct {
 
 var _ Store = (*boltStore)(nil)
 
-// journaledBolt is a bolt store that keeps a journal: OpenBolt returns it
-// as the Store, so that a writer finds Journaled only when there is one.
-type journaledBolt struct{ *boltStore }
-
-var _ Journaled = journaledBolt{}
-
 // OpenBolt opens the database at path, creating it (mode 0600, and missing
 // parent directories with mode 0700) unless opts.ReadOnly. It starts the
 // background sweep unless disabled or read-only. Errors wrap ErrNotDatabase
@@ -180,97 +173,6 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 	return s, nil
 }
 
-// openJournal opens the journal beside the database, of size bytes, and
-// keeps the entries its mark does not cover for Unjournaled. A database
-// just created replays nothing (a journal left beside a deleted database
-// is not its). On an error the store keeps none; where files cannot be
-// mapped at all, it keeps none and says nothing.
-func (s *boltStore) openJournal(size int, created bool) error {
-	var mark uint64
-	if err := s.view("open journal", func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketMeta).Get(metaJournalThrough); len(v) == 8 {
-			mark = binary.LittleEndian.Uint64(v)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	j, entries, err := openJournal(s.path+"-journal", size, created)
-	if errors.Is(err, errors.ErrUnsupported) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	s.through = mark
-	for _, e := range entries {
-		if e.Seq > mark {
-			s.unjournaled = append(s.unjournaled, e)
-		}
-		s.through = max(s.through, e.Seq)
-	}
-	j.resume(s.through+1, mark)
-	s.journal = j
-	return nil
-}
-
-// Journal implements Journaled.
-func (s journaledBolt) Journal(payload []byte) (uint64, error) {
-	return s.journal.append(payload)
-}
-
-// Unjournaled implements Journaled.
-func (s journaledBolt) Unjournaled() ([]JournalEntry, uint64) {
-	entries := s.unjournaled
-	s.unjournaled = nil
-	return entries, s.through
-}
-
-// UpdateManyThrough implements Journaled.
-func (s journaledBolt) UpdateManyThrough(muts []Mutation, through uint64) ([]Record, []error, error) {
-	recs, errs, err := s.updateMany(muts, &through)
-	if err == nil {
-		s.journal.release(through)
-	}
-	return recs, errs, err
-}
-
-// lockTimeout is bbolt's wait for the file lock for BoltOptions.Timeout.
-func lockTimeout(d time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return DefaultLockTimeout
-	case d < 0:
-		return time.Nanosecond // bbolt: 0 would wait forever
-	}
-	return d
-}
-
-// openBoltFile is bolt.Open that turns a panic or a memory fault on a corrupt
-// file (bbolt reads the file through mmap, so a page past the end of a
-// truncated file is a SIGBUS) into an error. It closes the file, but when the
-// fault happens after bbolt mapped it, the mapping keeps the file (and its
-// lock) open until the process exits; checkTruncated catches the common case
-// first.
-func openBoltFile(path string, o *bolt.Options) (db *bolt.DB, err error) {
-	var file *os.File
-	o.OpenFile = func(name string, flag int, perm fs.FileMode) (*os.File, error) {
-		f, err := os.OpenFile(name, flag, perm)
-		file = f
-		return f, err
-	}
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if p := recover(); p != nil {
-			if file != nil {
-				_ = file.Close()
-			}
-			db, err = nil, fmt.Errorf("%w: %v", bolterrors.ErrInvalid, p)
-		}
-	}()
-	return bolt.Open(path, fileMode, o)
-}
-
 // userPanic carries a panic of the caller's update function through guard,
 // which re-raises it: only bbolt's own panics become errors.
 type userPanic struct{ v any }
@@ -291,78 +193,6 @@ func guard(f func() error) (err error, panicked bool) {
 		}
 	}()
 	return f(), false
-}
-
-// classifyOpenError wraps an error of bolt.Open in the package's sentinels.
-func classifyOpenError(path string, err error, timeout time.Duration) error {
-	switch {
-	case errors.Is(err, bolterrors.ErrTimeout):
-		return fmt.Errorf("state: open database %s: no lock after %v: %w", path, timeout, ErrLocked)
-	case errors.Is(err, bolterrors.ErrInvalid),
-		errors.Is(err, bolterrors.ErrChecksum),
-		errors.Is(err, bolterrors.ErrVersionMismatch),
-		errors.Is(err, bolterrors.ErrInvalidMapping):
-		return fmt.Errorf("state: open database %s: %w (%v)", path, ErrNotDatabase, err)
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("state: open database: %w", err)
-	default:
-		// bbolt reports other malformed files with plain errors ("file size
-		// too small", mmap failures).
-		return fmt.Errorf("state: open database %s: %w (%w)", path, ErrNotDatabase, err)
-	}
-}
-
-// checkSchema verifies (and on a new file writes) the meta bucket.
-func checkSchema(db *bolt.DB, readOnly bool) error {
-	check := func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil {
-			empty := true
-			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-			if !empty {
-				return fmt.Errorf("%w: a bbolt file without ctxpress metadata (written by another program?)", ErrNotDatabase)
-			}
-			if readOnly {
-				return nil // an empty bbolt file: nothing to read
-			}
-			var err error
-			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
-				return err
-			}
-			if err := meta.Put(metaApp, []byte("ctxpress")); err != nil {
-				return err
-			}
-			if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(boltSchemaVersion))); err != nil {
-				return err
-			}
-		}
-		raw := meta.Get(metaSchemaVersion)
-		v, err := strconv.Atoi(string(raw))
-		if err != nil || v < 1 {
-			return fmt.Errorf("%w: bad schema version %q", ErrNotDatabase, raw)
-		}
-		if v > boltSchemaVersion {
-			return fmt.Errorf("%w: schema version %d, this ctxpress reads up to %d", ErrSchemaTooNew, v, boltSchemaVersion)
-		}
-		if readOnly {
-			return nil
-		}
-		if v < boltSchemaVersion {
-			// 1 to 2: records move their turns when next written.
-			if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(boltSchemaVersion))); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.CreateBucketIfNotExists(bucketTurns); err != nil {
-			return err
-		}
-		_, err = tx.CreateBucketIfNotExists(bucketConversations)
-		return err
-	}
-	if readOnly {
-		return db.View(check)
-	}
-	return db.Update(check)
 }
 
 // view runs fn in a read transaction; see run.

@@ -2,10 +2,18 @@ package state
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"io/fs"
 	"os"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // bbolt's on-disk meta page, read by checkTruncated before bbolt maps the
@@ -71,4 +79,112 @@ func checkTruncated(path string) error {
 		return check(ps1, pages1)
 	}
 	return nil
+}
+
+// lockTimeout is bbolt's wait for the file lock for BoltOptions.Timeout.
+func lockTimeout(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultLockTimeout
+	case d < 0:
+		return time.Nanosecond // bbolt: 0 would wait forever
+	}
+	return d
+}
+
+// openBoltFile is bolt.Open that turns a panic or a memory fault on a corrupt
+// file (bbolt reads the file through mmap, so a page past the end of a
+// truncated file is a SIGBUS) into an error. It closes the file, but when the
+// fault happens after bbolt mapped it, the mapping keeps the file (and its
+// lock) open until the process exits; checkTruncated catches the common case
+// first.
+func openBoltFile(path string, o *bolt.Options) (db *bolt.DB, err error) {
+	var file *os.File
+	o.OpenFile = func(name string, flag int, perm fs.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, perm)
+		file = f
+		return f, err
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if file != nil {
+				_ = file.Close()
+			}
+			db, err = nil, fmt.Errorf("%w: %v", bolterrors.ErrInvalid, p)
+		}
+	}()
+	return bolt.Open(path, fileMode, o)
+}
+
+// classifyOpenError wraps an error of bolt.Open in the package's sentinels.
+func classifyOpenError(path string, err error, timeout time.Duration) error {
+	switch {
+	case errors.Is(err, bolterrors.ErrTimeout):
+		return fmt.Errorf("state: open database %s: no lock after %v: %w", path, timeout, ErrLocked)
+	case errors.Is(err, bolterrors.ErrInvalid),
+		errors.Is(err, bolterrors.ErrChecksum),
+		errors.Is(err, bolterrors.ErrVersionMismatch),
+		errors.Is(err, bolterrors.ErrInvalidMapping):
+		return fmt.Errorf("state: open database %s: %w (%v)", path, ErrNotDatabase, err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("state: open database: %w", err)
+	default:
+		// bbolt reports other malformed files with plain errors ("file size
+		// too small", mmap failures).
+		return fmt.Errorf("state: open database %s: %w (%w)", path, ErrNotDatabase, err)
+	}
+}
+
+// checkSchema verifies (and on a new file writes) the meta bucket.
+func checkSchema(db *bolt.DB, readOnly bool) error {
+	check := func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			empty := true
+			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+			if !empty {
+				return fmt.Errorf("%w: a bbolt file without ctxpress metadata (written by another program?)", ErrNotDatabase)
+			}
+			if readOnly {
+				return nil // an empty bbolt file: nothing to read
+			}
+			var err error
+			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
+				return err
+			}
+			if err := meta.Put(metaApp, []byte("ctxpress")); err != nil {
+				return err
+			}
+			if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(boltSchemaVersion))); err != nil {
+				return err
+			}
+		}
+		raw := meta.Get(metaSchemaVersion)
+		v, err := strconv.Atoi(string(raw))
+		if err != nil || v < 1 {
+			return fmt.Errorf("%w: bad schema version %q", ErrNotDatabase, raw)
+		}
+		if v > boltSchemaVersion {
+			return fmt.Errorf("%w: schema version %d, this ctxpress reads up to %d", ErrSchemaTooNew, v, boltSchemaVersion)
+		}
+		if readOnly {
+			return nil
+		}
+		if v < boltSchemaVersion {
+			// 1 to 2: records move their turns when next written.
+			if err := meta.Put(metaSchemaVersion, []byte(strconv.Itoa(boltSchemaVersion))); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketTurns); err != nil {
+			return err
+		}
+		_, err = tx.CreateBucketIfNotExists(bucketConversations)
+		return err
+	}
+	if readOnly {
+		return db.View(check)
+	}
+	return db.Update(check)
 }

@@ -1,0 +1,100 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire"
+)
+
+// applyTurns applies batch's turns idx, of one conversation, to its
+// record rec in order: opened[i] says whether turn i opened its breaker,
+// after[i] is the record as turn i left it.
+// Their lines are cloned once, not at every turn (lineEditor), so after's
+// records hold none.
+func applyTurns(rec *state.Record, batch []*turnRecord, idx []int, opened []bool, after []state.Record) {
+	e := lineEditor{rec: rec}
+	for _, i := range idx {
+		opened[i] = e.applyTurn(batch[i], batch[i].at)
+		after[i] = *rec
+		after[i].Lines = nil // edited in place by the next turn
+	}
+}
+
+// applyTurn folds one answered turn into its conversation's record: the
+// counters and turn list, the summary it used (so LRU eviction keeps it),
+// and its line's numbers. It reports whether the turn opened the line's
+// breaker.
+func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
+	e := lineEditor{rec: rec}
+	return e.applyTurn(&tr, now)
+}
+
+// applyTurn is applyTurn on e's record, one of a run of edits.
+func (e *lineEditor) applyTurn(tr *turnRecord, now time.Time) (opened bool) {
+	rec, t := e.rec, &tr.turn
+	if t.model != "" {
+		rec.Model = t.model
+	}
+	if t.applied != nil {
+		rec.TouchBranch(*t.applied, now)
+	}
+	ref := t.line
+	relinkNew(rec, &ref)
+	e.update(ref, now, lineEdit{answered: tr, opened: &opened})
+	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
+		InputTokens: tr.usage.InputTokens, CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
+		Compacted: t.compacted})
+	return opened
+}
+
+// applyAnswered is what a turn answered does to its line l (applyTurn):
+// its dedups, what the upstream reported, its usage. It reports whether
+// the breaker opened.
+func applyAnswered(rec *state.Record, l *state.Line, tr *turnRecord) (opened bool) {
+	keepDedups(l, &tr.turn)
+	opened = observe(rec, l, *tr)
+	countUsage(rec, l, &tr.turn, tr.usage)
+	return opened
+}
+
+// keepDedups makes the dedups and prunes of t's forwarded request its
+// line's, when t is the line's newest request.
+func keepDedups(l *state.Line, t *turn) {
+	if t.forwarded && l.Tip == t.line.tip && l.Messages == t.line.messages {
+		l.Dedups, l.Prunes = t.dedups, t.prunes
+	}
+}
+
+// observe folds what the upstream reported for a turn into the turn's
+// line l of rec (rewrite.Observe: calibration per model, breaker). Only a
+// request of the line comes here, so a side request under the same key (a
+// title, a sub-agent) never moves the main line's numbers. It reports
+// whether the breaker opened.
+func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
+	t := tr.turn
+	n, opened := rewrite.Observe(numbersOf(*l), rewrite.Observation{
+		Model: t.model, ModelRatio: rec.CalibrationFor(t.model), Raw: t.rawAfter,
+		// The upstream's count of a request whose history it keeps is not
+		// of what ctxpress counted: it calibrates nothing.
+		UsageFound: tr.usage.Found && !t.serverHistory, InputTokens: tr.usage.InputTokens, Compacted: t.compacted, Trigger: t.trigger,
+		CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
+	})
+	setNumbers(l, n)
+	return opened
+}
+
+// observeCaches counts on l the turns tallied in t: what the cost model
+// reads of them (rewrite.Observe does the same for the turn it observes).
+func observeCaches(l *state.Line, t rewrite.UsageTally) {
+	n := numbersOf(*l)
+	n.Turns += t.Turns
+	n.Cache = n.Cache.ObserveTally(t)
+	setNumbers(l, n)
+}
+
+// cacheUsage is what the cost model reads of u.
+func cacheUsage(u wire.Usage) rewrite.Usage {
+	return rewrite.Usage{Input: u.InputTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens}
+}
