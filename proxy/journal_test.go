@@ -60,6 +60,10 @@ func TestJournalEntryReadsBackTheTurn(t *testing.T) {
 			t.Fatalf("turn %d: an entry with a byte too many is read", i)
 		}
 	}
+	negative := turnRecord{turn: turn{key: state.NewKey(nil, "n"), trigger: -7, tokensBefore: -1}, at: at}
+	if got, err := readJournalEntry(appendJournalEntry(nil, &negative)); err != nil || got.turn.trigger != -7 || got.turn.tokensBefore != -1 {
+		t.Fatalf("negative numbers read back as %d, %d (%v)", got.turn.trigger, got.turn.tokensBefore, err)
+	}
 	if _, err := readJournalEntry([]byte{2, 0, 0}); err == nil {
 		t.Fatal("an entry of version 2 is read")
 	}

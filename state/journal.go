@@ -240,18 +240,20 @@ func (j *journal) room(need int) (int, bool) {
 func (j *journal) release(through uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.unmap == nil {
-		return
+	if j.unmap != nil && j.releaseLocked(through) {
+		j.storeTail()
 	}
+}
+
+// releaseLocked drops the live entries up to seq through, with mu held,
+// and reports whether there were any.
+func (j *journal) releaseLocked(through uint64) bool {
 	n := 0
 	for n < len(j.live) && j.live[n].seq <= through {
 		n++
 	}
-	if n == 0 {
-		return
-	}
 	j.live = append(j.live[:0], j.live[n:]...)
-	j.storeTail()
+	return n > 0
 }
 
 // storeTail writes the tail to the header: the oldest live entry, or
@@ -268,11 +270,9 @@ func (j *journal) storeTail() {
 // (recovered, and written before the last exit) are released.
 func (j *journal) resume(next, mark uint64) {
 	j.mu.Lock()
-	j.next = next
-	j.mu.Unlock()
-	j.release(mark)
-	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.next = next
+	j.releaseLocked(mark)
 	j.storeTail()
 }
 
