@@ -15,17 +15,30 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// BenchmarkChatTurnWork is a chat turn's own work without the network:
-// the request of deploy/bench-passthrough.sh (a system and a ~1 KiB user
-// message, X-Session-ID over 64 conversations) authenticated, prepared
-// (parse, identify, record, rewrite, plan) and finished on a small
-// non-streamed answer (usage, metrics, record queued, log line), with the
-// default compaction config and a bbolt store. The recorder's writes are
-// drained with the timer stopped every 64 turns, so ns/op is the turn's
-// own work (B/op and allocs/op still count what the writer allocates
-// while the timer runs).
+// BenchmarkChatTurnWork is a chat turn's own work without the network,
+// with the default compaction config and a bbolt store: authenticated,
+// prepared (parse, identify, record, rewrite, plan) and finished on a
+// small non-streamed answer (usage, metrics, record queued, log line).
+// Two requests: "session" is deploy/bench-passthrough.sh's (a system and
+// a ~1 KiB user message, X-Session-ID over 64 conversations), "agent" the
+// load tool's comparison request (tools, a tool call and its result,
+// identified by its opening, as most agents are: one conversation). The
+// recorder's writes are drained with the timer stopped every 64 turns, so
+// ns/op is the turn's own work (B/op and allocs/op still count what the
+// writer allocates while the timer runs).
 // Run: go test -run '^$' -bench ChatTurnWork -benchmem ./proxy/
 func BenchmarkChatTurnWork(b *testing.B) {
+	unit := "The build fails in pkg/server with undefined: handler. "
+	session := []byte(`{"model":"gpt-4o","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"` +
+		strings.Repeat(unit, 16) + `"}]}`)
+	agent := []byte(`{"model":"gpt-4o","stream":false,"tools":[{"type":"function","function":{"name":"bash","description":"Run a shell command","parameters":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}},{"type":"function","function":{"name":"read_file","description":"Read a file","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}],` +
+		`"messages":[{"role":"system","content":"You are a coding agent working in a Go repository. Use the tools to inspect files, run commands and fix bugs. Keep answers short."},{"role":"user","content":"Task 1000000-1: the test suite fails after the last refactor; find the cause and fix it."},` +
+		`{"role":"assistant","content":"Checking.","tool_calls":[{"id":"call_1_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"git status --short # 1\"}"}}]},{"role":"tool","tool_call_id":"call_1_1","content":" M parse/date.go\n M parse/date_test.go\n?? parse/leap_1.go"}]}`)
+	b.Run("session", func(b *testing.B) { benchmarkChatTurnWork(b, session, true) })
+	b.Run("agent", func(b *testing.B) { benchmarkChatTurnWork(b, agent, false) })
+}
+
+func benchmarkChatTurnWork(b *testing.B, body []byte, sessions bool) {
 	deps, _ := chatDeps(b)
 	cfg := Config{Upstream: "http://127.0.0.1:1/v1", Compaction: CompactionConfig{Enabled: true,
 		Trigger:     rewrite.TriggerConfig{ThresholdRatio: rewrite.DefaultThresholdRatio, DefaultContextWindow: rewrite.DefaultContextWindow},
@@ -35,9 +48,6 @@ func BenchmarkChatTurnWork(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.rec.close() })
-	unit := "The build fails in pkg/server with undefined: handler. "
-	body := []byte(`{"model":"gpt-4o","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"` +
-		strings.Repeat(unit, 16) + `"}]}`)
 	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":250,"completion_tokens":1,"total_tokens":251}}`)
 	ctxs := make([]*fasthttp.RequestCtx, 64)
 	for i := range ctxs {
@@ -46,7 +56,9 @@ func BenchmarkChatTurnWork(b *testing.B) {
 		ctx.Request.Header.SetMethod(fasthttp.MethodPost)
 		ctx.Request.Header.SetContentType("application/json")
 		ctx.Request.Header.Set("Authorization", "Bearer sk-bench")
-		ctx.Request.Header.Set("X-Session-ID", "bench-"+strconv.Itoa(i))
+		if sessions {
+			ctx.Request.Header.Set("X-Session-ID", "bench-"+strconv.Itoa(i))
+		}
 		ctxs[i] = ctx
 	}
 	turn := func(ctx *fasthttp.RequestCtx) {

@@ -25,6 +25,7 @@ const (
 	kindMessage   byte = 'm'
 	kindCanonical byte = 'c'
 	kindPrune     byte = 'p'
+	kindOpening   byte = 'f' // a conversation's fingerprint
 )
 
 // contentHash identifies a message's bytes within this process: two

@@ -82,7 +82,7 @@ type Identity struct {
 // finds the common spellings. body may be anything; a body that is not JSON
 // gives only header ids.
 func Identify(cfg IdentifyConfig, f wire.Format, header func(name string) []byte, body []byte) Identity {
-	return identify(cfg, headerNamesOf(cfg), header, func() *Parsed { return Parse(f, body) })
+	return identify(cfg, headerNamesOf(cfg), header, func() *Parsed { return Parse(f, body) }, fingerprint)
 }
 
 // headerName is a configured conversation header as identify asks for it:
@@ -125,7 +125,8 @@ func foldedNames(names []headerName) []headerName {
 }
 
 // identify parses the body only when no header names the conversation.
-func identify(cfg IdentifyConfig, names []headerName, header func(name string) []byte, parsed func() *Parsed) Identity {
+func identify(cfg IdentifyConfig, names []headerName, header func(name string) []byte, parsed func() *Parsed,
+	fingerprint func(*wire.Conversation, wire.Format) string) Identity {
 	var id Identity
 	if header != nil {
 		for _, name := range names {
@@ -227,6 +228,18 @@ func validID(v []byte) bool {
 		}
 	}
 	return true
+}
+
+// openingEnd is where the messages fingerprint reads end in c's body: at
+// its first user message, else at its last message. A span from the first
+// message to there holds every byte fingerprint reads.
+func openingEnd(c *wire.Conversation) int {
+	for i := range c.Messages {
+		if c.Messages[i].Role == wire.RoleUser {
+			return c.Messages[i].End
+		}
+	}
+	return c.Messages[len(c.Messages)-1].End
 }
 
 // fingerprint returns "fp-" + 16 hex digits identifying the opening of the

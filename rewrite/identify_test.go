@@ -134,6 +134,38 @@ func TestIdentifyCorpusFingerprints(t *testing.T) {
 	}
 }
 
+// A Pipeline remembers fingerprints by the opening's raw bytes: what it
+// answers must be what the fingerprint of that very body is, when the
+// opening repeats, changes, or repeats with a different rest.
+func TestPipelineFingerprintIsTheBodysOwn(t *testing.T) {
+	sys := `{"role":"system","content":"You are a coding agent.\nBe brief."}`
+	user := `{"role":"user","content":"fix the bug"}`
+	bodies := [][]byte{
+		chat("gpt-4o", sys, user),
+		chat("gpt-4o", sys, user, callMsg("c1", "bash", jsonString(`{"command":"ls"}`)), resultMsg("c1", "a.go")),
+		chat("gpt-4o", sys, `{"role":"user","content":"write docs"}`),
+		chat("gpt-4o", `{"role":"system","content":"You are a coding agent.\nBe brief!"}`, user),
+		chat("gpt-4o", sys, `{"role":"assistant","content":"hi"}`, `{"role":"system","content":"late"}`, user),
+		chat("gpt-4o", sys, `{"role":"assistant","content":"hi"}`, `{"role":"system","content":"other"}`, user),
+		chat("gpt-4o", sys),
+		chat("gpt-4o", `{"role":"assistant","content":"no opening"}`),
+		chat("gpt-4o", `{"role":"user","content":[{"type":"text","text":"fix the bug"}]}`),
+	}
+	for _, tr := range loadTraces(t) {
+		bodies = append(bodies, tr.body)
+	}
+	p := New(Config{Format: chatFormat})
+	for round := range 2 { // the second finds every opening remembered
+		for i, body := range bodies {
+			got := p.IdentifyParsed(nil, Parse(chatFormat, body))
+			want := Identify(IdentifyConfig{}, chatFormat, nil, body)
+			if got.ID != want.ID || got.Source != want.Source {
+				t.Errorf("round %d, body %d: %+v, want %+v", round, i, got, want)
+			}
+		}
+	}
+}
+
 func TestIdentifyConfigValidate(t *testing.T) {
 	for _, c := range []IdentifyConfig{{}, {Mode: ModeAuto}, {Mode: ModeHeader, Headers: []string{"X-A"}}} {
 		if err := c.Validate(); err != nil {
@@ -184,5 +216,36 @@ func TestIdentifyClaudeCodeSessionFromTheBody(t *testing.T) {
 	last := Identify(IdentifyConfig{}, messages.Format{}, nil, messagesCapture(t, "turn6"))
 	if first.ID != "e6861593-2e9a-4093-88fe-b8dea4fa358a" || last.ID != first.ID || last.Source != "body:metadata.user_id" {
 		t.Errorf("turn 1 %+v, turn 6 %+v", first, last)
+	}
+}
+
+// BenchmarkIdentifyFingerprint identifies the corpus traces by their
+// opening, side by side: "memo" as a Pipeline does on every turn after the
+// first, "sha256" decoding and hashing the opening each time.
+// Run: go test -run '^$' -bench IdentifyFingerprint -benchmem ./rewrite/
+func BenchmarkIdentifyFingerprint(b *testing.B) {
+	traces := loadTraces(b)
+	parsed := make([]*Parsed, len(traces))
+	opening := 0
+	for i, tr := range traces {
+		parsed[i] = Parse(chatFormat, tr.body)
+		opening += openingEnd(parsed[i].conv) - parsed[i].conv.Messages[0].Start
+	}
+	p := New(Config{Format: chatFormat})
+	for name, identify := range map[string]func(*Parsed) Identity{
+		"memo": func(pr *Parsed) Identity { return p.IdentifyParsed(nil, pr) },
+		"sha256": func(pr *Parsed) Identity {
+			return identify(IdentifyConfig{}, nil, nil, func() *Parsed { return pr }, fingerprint)
+		},
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(opening / len(parsed)))
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if identify(parsed[i%len(parsed)]).ID == "" {
+					b.Fatal("no fingerprint")
+				}
+			}
+		})
 	}
 }

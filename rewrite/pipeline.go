@@ -78,14 +78,32 @@ func (p *Pipeline) Counter() *Counter { return p.counter }
 // IdentifyParsed is Identify, with the pipeline's IdentifyConfig, on a body
 // already parsed.
 func (p *Pipeline) IdentifyParsed(header func(name string) []byte, parsed *Parsed) Identity {
-	return identify(p.cfg.Identify, p.headers, header, func() *Parsed { return parsed })
+	return identify(p.cfg.Identify, p.headers, header, func() *Parsed { return parsed }, p.fingerprint)
 }
 
 // IdentifyParsedFold is IdentifyParsed for a header lookup that ignores
 // the case of names (fasthttp's, net/http's): every spelling of a name
 // finds the same value there, so each name is looked up once.
 func (p *Pipeline) IdentifyParsedFold(header func(name string) []byte, parsed *Parsed) Identity {
-	return identify(p.cfg.Identify, p.folded, header, func() *Parsed { return parsed })
+	return identify(p.cfg.Identify, p.folded, header, func() *Parsed { return parsed }, p.fingerprint)
+}
+
+// fingerprint is the package's fingerprint memoized on the bytes of the
+// opening messages it reads: an agent sends the same opening on every turn
+// of a conversation, and its system prompt (tens of kilobytes for some)
+// would be decoded and run through sha256 each time, where the memo's key
+// is two maphashes of its raw bytes.
+func (p *Pipeline) fingerprint(c *wire.Conversation, f wire.Format) string {
+	if len(c.Messages) == 0 {
+		return ""
+	}
+	key := bytesKey(kindOpening, f.Name(), c.Body[c.Messages[0].Start:openingEnd(c)])
+	if v, ok := p.cache.get(key); ok {
+		return v.(string)
+	}
+	fp := fingerprint(c, f)
+	p.cache.add(key, fp, int64(len(fp)))
+	return fp
 }
 
 // Result is the outcome of Rewrite and RewriteWith.
