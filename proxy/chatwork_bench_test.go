@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ctxpress/ctxpress/internal/corpustest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
@@ -34,11 +35,22 @@ func BenchmarkChatTurnWork(b *testing.B) {
 	agent := []byte(`{"model":"gpt-4o","stream":false,"tools":[{"type":"function","function":{"name":"bash","description":"Run a shell command","parameters":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}},{"type":"function","function":{"name":"read_file","description":"Read a file","parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}],` +
 		`"messages":[{"role":"system","content":"You are a coding agent working in a Go repository. Use the tools to inspect files, run commands and fix bugs. Keep answers short."},{"role":"user","content":"Task 1000000-1: the test suite fails after the last refactor; find the cause and fix it."},` +
 		`{"role":"assistant","content":"Checking.","tool_calls":[{"id":"call_1_1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"git status --short # 1\"}"}}]},{"role":"tool","tool_call_id":"call_1_1","content":" M parse/date.go\n M parse/date_test.go\n?? parse/leap_1.go"}]}`)
-	b.Run("session", func(b *testing.B) { benchmarkChatTurnWork(b, session, true) })
-	b.Run("agent", func(b *testing.B) { benchmarkChatTurnWork(b, agent, false) })
+	b.Run("session", func(b *testing.B) { benchmarkChatTurnWork(b, [][]byte{session}, true) })
+	b.Run("agent", func(b *testing.B) { benchmarkChatTurnWork(b, [][]byte{agent}, false) })
+	// The corpus's agent requests (real histories of up to hundreds of
+	// messages), each its own conversation, each turn seen before.
+	b.Run("corpus", func(b *testing.B) {
+		var bodies [][]byte
+		for _, tr := range corpustest.Traces(b) {
+			bodies = append(bodies, tr.Body)
+		}
+		benchmarkChatTurnWork(b, bodies, false)
+	})
 }
 
-func benchmarkChatTurnWork(b *testing.B, body []byte, sessions bool) {
+// benchmarkChatTurnWork runs turns of bodies in turn, 64 conversations
+// (each with its own X-Session-ID when sessions) or one per body.
+func benchmarkChatTurnWork(b *testing.B, bodies [][]byte, sessions bool) {
 	deps, _ := chatDeps(b)
 	cfg := Config{Upstream: "http://127.0.0.1:1/v1", Compaction: CompactionConfig{Enabled: true,
 		Trigger:     rewrite.TriggerConfig{ThresholdRatio: rewrite.DefaultThresholdRatio, DefaultContextWindow: rewrite.DefaultContextWindow},
@@ -49,7 +61,7 @@ func benchmarkChatTurnWork(b *testing.B, body []byte, sessions bool) {
 	}
 	b.Cleanup(func() { s.rec.close() })
 	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":250,"completion_tokens":1,"total_tokens":251}}`)
-	ctxs := make([]*fasthttp.RequestCtx, 64)
+	ctxs := make([]*fasthttp.RequestCtx, max(64, len(bodies)))
 	for i := range ctxs {
 		ctx := &fasthttp.RequestCtx{}
 		ctx.Request.SetRequestURI("/v1/chat/completions")
@@ -61,13 +73,14 @@ func benchmarkChatTurnWork(b *testing.B, body []byte, sessions bool) {
 		}
 		ctxs[i] = ctx
 	}
-	turn := func(ctx *fasthttp.RequestCtx) {
-		ctx.Request.SetBodyRaw(body)
+	turn := func(i int) {
+		ctx := ctxs[i%len(ctxs)]
+		ctx.Request.SetBodyRaw(bodies[i%len(bodies)])
 		ctx.Response.Reset()
 		s.handle0(ctx, answer)
 	}
 	for i := range 2 * len(ctxs) {
-		turn(ctxs[i%len(ctxs)])
+		turn(i)
 	}
 	s.rec.wait()
 	// The turns run on one thread, whose CPU time is the turn's own work
@@ -81,7 +94,7 @@ func benchmarkChatTurnWork(b *testing.B, body []byte, sessions bool) {
 	b.ResetTimer()
 	t0 := threadCPU()
 	for i := range b.N {
-		turn(ctxs[i%len(ctxs)])
+		turn(i)
 		if i%len(ctxs) == len(ctxs)-1 {
 			cpu += threadCPU() - t0
 			b.StopTimer()

@@ -26,6 +26,7 @@ const (
 	kindCanonical byte = 'c'
 	kindPrune     byte = 'p'
 	kindOpening   byte = 'f' // a conversation's fingerprint
+	kindChain     byte = 'h' // a history's chain hashes
 )
 
 // contentHash identifies a message's bytes within this process: two

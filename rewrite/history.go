@@ -3,6 +3,8 @@ package rewrite
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
+	"hash/maphash"
 	"slices"
 	"strings"
 
@@ -339,12 +341,65 @@ func (v *view) selectHistory(branches []Branch, maxHistory int) {
 
 // extendChain returns chain (h_0 … h_j) extended to h_k. It appends to
 // chain, so callers that share chain pass it clipped.
+//
+// An agent re-sends its history with a message or two more each turn, and
+// each step is a sha256 and a digest lookup: a 200-message history took
+// ~60 us a turn. So whole chains are remembered by the bytes of the
+// messages they cover (chainKeys: a rolling hash over the messages'
+// content hashes, a few ns a message), and a turn steps only past the
+// longest of the last chainLookback prefixes that was remembered.
 func (v *view) extendChain(chain [][sha256.Size]byte, k int) [][sha256.Size]byte {
-	for i := len(chain) - 1; i < k; i++ {
-		j := v.lead + i
-		chain = append(chain, chainStep(chain[i], v.p.messageDigest(v.req, j, v.a.hashes[j])))
+	j := len(chain) - 1
+	if j >= k {
+		return chain
+	}
+	var small [16]cacheKey
+	keys := small[:0]
+	if k+1 > len(small) {
+		keys = make([]cacheKey, 0, k+1)
+	}
+	keys = v.chainKeys(keys, k)
+	from := j
+	for m := k; m > j && m > k-chainLookback; m-- {
+		if got, ok := v.p.cache.get(keys[m]); ok {
+			chain = append(chain, got.([][sha256.Size]byte)[j+1:m+1]...)
+			from = m
+			break
+		}
+	}
+	for i := from; i < k; i++ {
+		jm := v.lead + i
+		chain = append(chain, chainStep(chain[i], v.p.messageDigest(v.req, jm, v.a.hashes[jm])))
+	}
+	if from < k {
+		// Its own copy: the caller may append to chain.
+		kept := slices.Clone(chain)
+		v.p.cache.add(keys[k], kept, int64(len(kept))*sha256.Size)
 	}
 	return chain
+}
+
+// chainLookback is how many of a request's longest prefixes extendChain
+// looks up: a turn adds a few messages, a retry none.
+const chainLookback = 8
+
+// chainKeys appends to keys the memo keys of chains h_0 … h_m for m = 0 … k:
+// the format, then the content hashes of messages lead … lead+m-1, folded
+// one by one, so a key names the exact bytes its chain was made from.
+func (v *view) chainKeys(keys []cacheKey, k int) []cacheKey {
+	key := newKey(kindChain, v.req.f.Name())
+	keys = append(keys, key)
+	var buf [1 + len(cacheKey{}) + len(contentHash{})]byte
+	buf[0] = kindChain
+	for i := 0; i < k; i++ {
+		copy(buf[1:], key[:])
+		copy(buf[1+len(key):], v.a.hashes[v.lead+i][:])
+		for s, seed := range keySeeds {
+			binary.LittleEndian.PutUint64(key[8*s:], maphash.Bytes(seed, buf[:]))
+		}
+		keys = append(keys, key)
+	}
+	return keys
 }
 
 // messageDigest is the format's canonical digest of message i, whose
