@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -118,10 +119,22 @@ func TestConversationAlternatingTwoReplicasCompactsAsOnOne(t *testing.T) {
 	_, b := startReplica(t, bin, shared, up.URL+"/b/v1")
 	lb := startNginx(t, hostOf(t, a), hostOf(t, b))
 	two := newToolAgent("alternating")
+	st, err := state.OpenRedis(state.RedisOptions{URL: rds.URL(), Prefix: "two:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
 	for i := range clusterTurns {
 		if status, err := two.turn(lb); err != nil || status != http.StatusOK {
 			t.Fatalf("turn %d through nginx: status %d, %v", i, status, err)
 		}
+		// A turn is recorded after its answer, within the writer's
+		// interval; an agent takes longer than that to send its next turn
+		// (the model's answer, the tool's run). Without this wait, the next
+		// turn on the other replica can read the record before this one's
+		// usage lands and judge its trigger on older numbers, a timing
+		// this test is not about.
+		awaitCond(t, fmt.Sprintf("turn %d recorded", i), func() bool { return requestsIn(st) == int64(i+1) })
 	}
 
 	_, solo := startReplica(t, bin, replicaConfig(t, rds.URL(), "solo:", clusterThreshold), up.URL+"/solo/v1")
@@ -152,6 +165,20 @@ func TestConversationAlternatingTwoReplicasCompactsAsOnOne(t *testing.T) {
 	}
 	t.Logf("%d turns, %d summary calls on either; forwarded bodies equal turn by turn; lines in the record: %d on two replicas, %d on one",
 		clusterTurns, summariesOne, linesIn(t, rds.URL(), "two:"), linesIn(t, rds.URL(), "solo:"))
+}
+
+// requestsIn is how many requests the one record in st counts (0 when
+// there is none yet).
+func requestsIn(st state.Store) int64 {
+	recs, err := st.List(state.ListOptions{})
+	if err != nil || len(recs) != 1 {
+		return 0
+	}
+	rec, ok, err := st.Get(recs[0].Key)
+	if err != nil || !ok {
+		return 0
+	}
+	return rec.Requests
 }
 
 // linesIn is how many lines the one record under prefix has. A turn that
