@@ -61,6 +61,23 @@ func (s *stats) summary() summary {
 	return out
 }
 
+// mergedSummary is the summary of rounds taken as one run: their requests
+// over their summed time, percentiles over all their latencies.
+func mergedSummary(rounds []*stats) summary {
+	all := &stats{}
+	var d time.Duration
+	for _, r := range rounds {
+		all.add(r.lat)
+		all.errs.Add(r.errs.Load())
+		if e, ok := r.firstErr.Load().(string); ok {
+			all.firstErr.CompareAndSwap(nil, e)
+		}
+		d += r.stop.Sub(r.start)
+	}
+	all.stop = all.start.Add(d)
+	return all.summary()
+}
+
 func newClient(conc int) *fasthttp.Client {
 	return &fasthttp.Client{
 		MaxConnsPerHost:     conc * 2,

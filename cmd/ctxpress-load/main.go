@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -158,6 +159,45 @@ func comparisonBody(turns int) []byte {
 
 type target struct{ name, url string }
 
+// compareRounds is how many rounds a comparison's time per target is cut
+// into, the targets taking turns within each: run one after another for
+// the whole time, targets met different phases of the machine's load (the
+// same build measured 0.55x to 0.70x nginx in five runs).
+const compareRounds = 4
+
+// roundRatios is cx's rate over base's, round by round.
+func roundRatios(cx, base []*stats) []float64 {
+	out := make([]float64, 0, len(cx))
+	for i := range min(len(cx), len(base)) {
+		if b := base[i].summary().rps; b > 0 {
+			out = append(out, cx[i].summary().rps/b)
+		}
+	}
+	return out
+}
+
+// medianOf is the median of xs (the mean of the middle two for an even
+// count), 0 for none.
+func medianOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func formatRatios(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, " ")
+}
+
 func compare(o options, dir string, up *fakeUpstream, cxURL string) bool {
 	targets := []target{{"direct", up.BaseURL()}}
 	switch bin := findNginx(o.nginx); {
@@ -190,11 +230,21 @@ func compare(o options, dir string, up *fakeUpstream, cxURL string) bool {
 		{"pass-through (POST /v1/embeddings, forwarded untouched)", "/embeddings", embed, 0.8},
 		{"chat path (POST /v1/chat/completions: parsed, counted, identified, recorded; no rewrite needed)", "/chat/completions", comparisonBody(o.compareTurns), 0.6},
 	} {
-		fmt.Printf("\n== %s\n   the same %d-byte request, %d concurrent clients, %v per target\n", w.title, len(w.body), o.conc, o.compare)
-		res := map[string]summary{}
+		fmt.Printf("\n== %s\n   the same %d-byte request, %d concurrent clients, %v per target in %d interleaved rounds\n",
+			w.title, len(w.body), o.conc, o.compare, compareRounds)
 		for _, t := range targets {
 			fixedLoad(t.url, w.path, w.body, o.conc, 2*time.Second) // warm connection pools
-			s := fixedLoad(t.url, w.path, w.body, o.conc, o.compare).summary()
+		}
+		rounds := map[string][]*stats{}
+		for r := range compareRounds {
+			for i := range targets {
+				t := targets[(i+r)%len(targets)] // each target leads in turn
+				rounds[t.name] = append(rounds[t.name], fixedLoad(t.url, w.path, w.body, o.conc, o.compare/compareRounds))
+			}
+		}
+		res := map[string]summary{}
+		for _, t := range targets {
+			s := mergedSummary(rounds[t.name])
 			res[t.name] = s
 			fmt.Printf("   %-9s %9.0f req/s   p50 %9v   p99 %9v   errors %d\n", t.name, s.rps, s.p50.Round(time.Microsecond), s.p99.Round(time.Microsecond), s.errs)
 			if s.errs > 0 {
@@ -204,12 +254,16 @@ func compare(o options, dir string, up *fakeUpstream, cxURL string) bool {
 		}
 		cx := res["ctxpress"]
 		fmt.Printf("   ratio ctxpress/direct %.2fx", cx.rps/res["direct"].rps)
-		if n, found := res["nginx"]; found {
+		if _, found := res["nginx"]; found {
+			// The verdict is the median round's: the machine's load moves
+			// every target's rate, and a round compares them within seconds.
+			ratios := roundRatios(rounds["ctxpress"], rounds["nginx"])
+			median := medianOf(ratios)
 			verdict := "meets"
-			if cx.rps < w.target*n.rps {
+			if median < w.target {
 				verdict = "below"
 			}
-			fmt.Printf("   ctxpress/nginx %.2fx (%s %.1fx)   nginx/direct %.2fx", cx.rps/n.rps, verdict, w.target, n.rps/res["direct"].rps)
+			fmt.Printf("   ctxpress/nginx %.2fx, rounds %s (median %s %.1fx)   nginx/direct %.2fx", cx.rps/res["nginx"].rps, formatRatios(ratios), verdict, w.target, res["nginx"].rps/res["direct"].rps)
 		}
 		fmt.Println()
 		if o.latency <= 0 {
