@@ -263,7 +263,8 @@ func compare(o options, dir string, up *fakeUpstream, cxURL string) bool {
 			if median < w.target {
 				verdict = "below"
 			}
-			fmt.Printf("   ctxpress/nginx %.2fx, rounds %s (median %s %.1fx)   nginx/direct %.2fx", cx.rps/res["nginx"].rps, formatRatios(ratios), verdict, w.target, res["nginx"].rps/res["direct"].rps)
+			fmt.Printf("   ctxpress/nginx %.2fx, rounds %s: median %.2fx (%s %.1fx)   nginx/direct %.2fx",
+				cx.rps/res["nginx"].rps, formatRatios(ratios), median, verdict, w.target, res["nginx"].rps/res["direct"].rps)
 		}
 		fmt.Println()
 		if o.latency <= 0 {
