@@ -79,6 +79,18 @@ var usageAnswers = []string{
 	`{"usage":{"prompt_tokens":1}`,
 	`not json`,
 	``,
+	// Usage last, as servers write it, after content with escapes, braces
+	// and the word usage, and names that mean usage only once decoded.
+	`{"choices":[{"message":{"content":"a \\\"quoted\\\" {brace} [x] \\\\"}}],"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":2},"x":[{"y":"}"}]}}`,
+	`{"choices":[{"message":{"content":"the \"usage\" field"}}],"usage" :  {"prompt_tokens":6}  }`,
+	`{"choices":[{"message":{"content":"usage"}}],"object":"usage","usage":{"prompt_tokens":7}}`,
+	`{"us\u0061ge":null,"usage":{"prompt_tokens":8}}`,
+	`{"usage":null,"usage":{"prompt_tokens":9}}`,
+	`{"content":"caf\u00e9","usage":{"prompt_tokens":10}}`,
+	`{"a":{"usage":{"prompt_tokens":11}}}`,
+	`{"a":"\\","usage":{"prompt_tokens":12}}`,
+	`{"usage":{}}`,
+	`{"x":1,"usage":{"completion_tokens":1}}`,
 }
 
 // TestUsageFromJSONReadsWhatGjsonReads: reading the usage in place changes

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -44,13 +45,24 @@ func TestReadUsageReadsWhatEachNamingReports(t *testing.T) {
 }
 
 // BenchmarkUsageFromJSON reads the usage of a whole chat answer, as every
-// answered turn does.
+// non-streamed turn does: a short one, and one with 8 KB of code in its
+// content (newlines and quotes escaped), as a coding agent's answers are.
 func BenchmarkUsageFromJSON(b *testing.B) {
-	body := []byte(`{"id":"c","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Done."},"finish_reason":"stop"}],"usage":{"prompt_tokens":260,"completion_tokens":2,"total_tokens":262}}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if !UsageFromJSON(body).Found {
-			b.Fatal("no usage")
-		}
+	short := []byte(`{"id":"c","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Done."},"finish_reason":"stop"}],"usage":{"prompt_tokens":260,"completion_tokens":2,"total_tokens":262}}`)
+	code := strings.Repeat(`func handler(w http.ResponseWriter, r *http.Request) {\n\tfmt.Fprintf(w, \"hello %s\", r.URL.Path)\n}\n`, 90)
+	long := []byte(`{"id":"c","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"` + code + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":260,"completion_tokens":2,"total_tokens":262}}`)
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"short", short}, {"long", long}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if !UsageFromJSON(c.body).Found {
+					b.Fatal("no usage")
+				}
+			}
+		})
 	}
 }
