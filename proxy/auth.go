@@ -3,7 +3,9 @@ package proxy
 import (
 	"crypto/subtle"
 	"fmt"
+	"github.com/ctxpress/ctxpress/state"
 	"strings"
+	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
 )
@@ -138,4 +140,24 @@ func (m namespaceMode) credential(dst []byte, h *fasthttp.RequestHeader) []byte 
 		return append(append(dst, "x-api-key\x00"...), h.Peek(HeaderAPIKey)...)
 	}
 	return append(dst, h.Peek(m.header)...)
+}
+
+// namespaceMemo remembers the namespace of the last credential it was
+// asked about: a proxy mostly serves one client key, and the namespace is
+// a sha256 of it (state.Namespace), which every identified request made
+// again, with an allocation for its digits.
+type namespaceMemo struct {
+	last atomic.Pointer[namespaced]
+}
+
+type namespaced struct{ credential, namespace string }
+
+// of is state.Namespace(credential).
+func (m *namespaceMemo) of(credential []byte) string {
+	if p := m.last.Load(); p != nil && p.credential == string(credential) {
+		return p.namespace
+	}
+	ns := state.Namespace(credential)
+	m.last.Store(&namespaced{credential: string(credential), namespace: ns})
+	return ns
 }

@@ -180,7 +180,7 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 	c := &turnRun{api: a, parsed: parsed, header: &ctx.Request.Header}
 	c.t, c.own = &c.own, turn{id: id, ephemeral: string(ctx.Request.Header.Peek(HeaderEphemeral)) == "1"}
 	if id.ID != "" {
-		c.t.key = state.NewKey(x.credential, id.ID)
+		c.t.key = state.Key{Namespace: s.namespaces.of(x.credential), ID: id.ID}
 		if s.store != nil {
 			var err error
 			if c.rec, _, err = s.store.Get(c.t.key); err != nil {

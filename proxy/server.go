@@ -34,7 +34,8 @@ type Server struct {
 	events   *eventBus
 	metrics  *metrics // private registry behind /metrics
 	// namespace is cfg.Namespace, parsed.
-	namespace namespaceMode
+	namespace  namespaceMode
+	namespaces namespaceMemo
 	// gate keeps summary calls and live chat requests to a local upstream
 	// apart; nil for a hosted one.
 	gate *localGate
