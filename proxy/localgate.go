@@ -19,9 +19,20 @@ import (
 type localGate struct {
 	mu      sync.RWMutex
 	waiting atomic.Int64 // live requests waiting for a summary call, for metrics
+	// unlockLive is mu.RUnlock as a func made once: a request's share is
+	// given back through the exchange (x.gate, cleared once called), and
+	// wrapping it per request (sync.OnceFunc) allocated on every turn.
+	unlockLive func()
 }
 
-// live takes a live request's share; release gives it back, once.
+func newLocalGate() *localGate {
+	g := &localGate{}
+	g.unlockLive = g.mu.RUnlock
+	return g
+}
+
+// live takes a live request's share; release gives it back. The caller
+// calls release once (the exchange clears it when it has).
 func (g *localGate) live() (release func()) {
 	if g == nil {
 		return func() {}
@@ -31,7 +42,7 @@ func (g *localGate) live() (release func()) {
 		g.mu.RLock()
 		g.waiting.Add(-1)
 	}
-	return sync.OnceFunc(g.mu.RUnlock)
+	return g.unlockLive
 }
 
 // summary takes the gate for one summary call; release gives it back, once.

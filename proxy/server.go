@@ -73,7 +73,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, up: up, pipeline: deps.Pipeline, store: deps.Store}
 	s.namespace, _ = parseNamespace(cfg.Namespace) // Validate checked it
 	if local := isLocalHost(up.url.host); (cfg.LocalUpstream == nil && local) || (cfg.LocalUpstream != nil && *cfg.LocalUpstream) {
-		s.gate = &localGate{}
+		s.gate = newLocalGate()
 		s.cfg.Cost.Local = true
 	}
 	s.events = newEventBus(log, cfg.Compaction.WebhookURL, cfg.Replica)
