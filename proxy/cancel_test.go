@@ -201,10 +201,10 @@ func TestClientWatchTellsEachRequestItsOwnFate(t *testing.T) {
 	// change nothing, and its goroutine ends soon after the last stop.
 	cw := newClientWatch(10 * time.Millisecond)
 	var leases [n]*lease
-	var stops [n]func() bool
+	var waiters [n]*clientWaiter
 	for i := range n {
 		leases[i] = &lease{}
-		stops[i] = cw.watch(served[i], leases[i])
+		waiters[i] = cw.watch(served[i], leases[i])
 	}
 	cw.mu.Lock()
 	waiting := append([]*clientWaiter(nil), cw.waiting...)
@@ -213,7 +213,7 @@ func TestClientWatchTellsEachRequestItsOwnFate(t *testing.T) {
 		w.look()
 	}
 	for _, i := range []int{3, 0, 5, 1, 4, 2} {
-		gone := stops[i]()
+		gone := waiters[i].stop(cw)
 		leases[i].mu.Lock()
 		aborted := leases[i].aborted
 		leases[i].mu.Unlock()

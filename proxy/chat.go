@@ -355,10 +355,7 @@ func (s *Server) recordable(t *turn) bool {
 // writes the access-log line.
 func (s *Server) finish(x *exchange) {
 	x.finished = true
-	if x.release != nil {
-		x.release()
-		x.release = nil
-	}
+	s.releaseLease(x)
 	if x.gate != nil {
 		x.gate()
 		x.gate = nil

@@ -80,10 +80,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 		if next, again := o.retry(status, &resp.Header, plain); again {
 			_ = stream.CloseWithError(nil)
 			fasthttp.ReleaseResponse(resp)
-			if x.release != nil {
-				x.release()
-				x.release = nil
-			}
+			s.releaseLease(x)
 			o.retry = nil // once
 			s.forward(ctx, x, next, o)
 			return
@@ -142,7 +139,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 	var err error
 	if cancellable {
 		var gone bool
-		x.release, gone, err = s.up.doCancellable(req, resp, ctx.Conn(), t0)
+		x.lease, gone, err = s.up.doCancellable(req, resp, ctx.Conn(), t0)
 		if gone {
 			fasthttp.ReleaseRequest(req)
 			fasthttp.ReleaseResponse(resp)

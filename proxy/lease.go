@@ -153,9 +153,9 @@ func newClientWatch(every time.Duration) *clientWatch {
 	return &clientWatch{every: every}
 }
 
-// watch watches the client behind conn until stop is called, aborting l
-// if it goes; stop reports whether it did.
-func (cw *clientWatch) watch(conn net.Conn, l *lease) (stop func() bool) {
+// watch watches the client behind conn until its waiter's stop is
+// called, aborting l if it goes.
+func (cw *clientWatch) watch(conn net.Conn, l *lease) *clientWaiter {
 	w := &clientWaiter{conn: conn, l: l}
 	cw.mu.Lock()
 	w.at = len(cw.waiting)
@@ -165,27 +165,27 @@ func (cw *clientWatch) watch(conn net.Conn, l *lease) (stop func() bool) {
 		go cw.run()
 	}
 	cw.mu.Unlock()
-	return w.stop(cw)
+	return w
 }
 
-func (w *clientWaiter) stop(cw *clientWatch) func() bool {
-	return func() bool {
-		w.mu.Lock()
-		again := w.stopped
-		w.stopped = true
-		gone := w.gone
-		w.mu.Unlock()
-		if again {
-			return gone
-		}
-		cw.mu.Lock()
-		last := len(cw.waiting) - 1
-		cw.waiting[w.at], cw.waiting[last].at = cw.waiting[last], w.at
-		cw.waiting[last] = nil
-		cw.waiting = cw.waiting[:last]
-		cw.mu.Unlock()
+// stop ends w's watch by cw and reports whether its client went. A
+// second call changes nothing and reports the same.
+func (w *clientWaiter) stop(cw *clientWatch) bool {
+	w.mu.Lock()
+	again := w.stopped
+	w.stopped = true
+	gone := w.gone
+	w.mu.Unlock()
+	if again {
 		return gone
 	}
+	cw.mu.Lock()
+	last := len(cw.waiting) - 1
+	cw.waiting[w.at], cw.waiting[last].at = cw.waiting[last], w.at
+	cw.waiting[last] = nil
+	cw.waiting = cw.waiting[:last]
+	cw.mu.Unlock()
+	return gone
 }
 
 // run looks at every waiting request's client once per interval, until

@@ -170,13 +170,16 @@ type exchange struct {
 	usage        wire.Usage
 	err          error
 	turn         *turn      // conversation requests ctxpress understood
-	release      func()     // returns the upstream lease, once the answer is done
+	lease        *lease     // the upstream lease, put back once the answer is done (releaseLease)
 	gate         func()     // returns the local gate's share (see localGate), once the answer is done
 	finished     bool       // finish ran
 	body         bodyCloser // the answer's body, when relayed as it arrives (relayRest)
 	// credential names the client's conversation namespace: its
-	// Authorization header, or its ctxpress key (see authenticate).
-	credential []byte
+	// Authorization header, or its ctxpress key (see authenticate). It
+	// starts in credentialBuf, which holds the usual key without an
+	// allocation of its own.
+	credential    []byte
+	credentialBuf [192]byte
 }
 
 func newExchange(ctx *fasthttp.RequestCtx) *exchange {
@@ -186,11 +189,35 @@ func newExchange(ctx *fasthttp.RequestCtx) *exchange {
 	if start.IsZero() { // a ctx no fasthttp server made
 		start = time.Now()
 	}
-	return &exchange{
+	x := &exchange{
 		method:  methodName(ctx.Method()),
-		path:    string(ctx.Path()),
+		path:    pathName(ctx.Path()),
 		start:   start,
 		bytesIn: len(ctx.Request.Body()),
+	}
+	x.credential = x.credentialBuf[:0]
+	return x
+}
+
+// pathName is the request's path as a string, without an allocation for
+// the API paths agents call on every turn.
+func pathName(p []byte) string {
+	for _, known := range knownPaths {
+		if string(p) == known {
+			return known
+		}
+	}
+	return string(p)
+}
+
+var knownPaths = [...]string{"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings", "/v1/models",
+	"/chat/completions", "/responses", "/messages"}
+
+// releaseLease puts x's upstream lease back, once.
+func (s *Server) releaseLease(x *exchange) {
+	if x.lease != nil {
+		s.up.leases.put(x.lease)
+		x.lease = nil
 	}
 }
 

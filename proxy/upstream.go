@@ -120,21 +120,21 @@ func (u *upstreamClient) releaseDeadline(resp *fasthttp.Response) {
 
 // doCancellable is do on a lease of its own, so that the request is
 // aborted, its upstream connection closed, when the client behind
-// clientConn goes away before the headers come. release must be called
-// once resp's body is read or abandoned. gone reports an abort; without a
-// free lease (or a client connection) it is plain do.
-func (u *upstreamClient) doCancellable(req *fasthttp.Request, resp *fasthttp.Response, clientConn net.Conn, sent time.Time) (release func(), gone bool, err error) {
-	var l *lease
+// clientConn goes away before the headers come. The lease (nil: none)
+// must be put back (leases.put) once resp's body is read or abandoned.
+// gone reports an abort; without a free lease (or a client connection) it
+// is plain do.
+func (u *upstreamClient) doCancellable(req *fasthttp.Request, resp *fasthttp.Response, clientConn net.Conn, sent time.Time) (l *lease, gone bool, err error) {
 	if clientConn != nil {
 		l = u.leases.get()
 	}
 	if l == nil {
-		return func() {}, false, u.do(req, resp, sent)
+		return nil, false, u.do(req, resp, sent)
 	}
-	stop := u.watch.watch(clientConn, l)
+	w := u.watch.watch(clientConn, l)
 	err = l.hc.DoDeadline(req, resp, sent.Add(u.timeout))
-	gone = stop()
-	return func() { u.leases.put(l) }, gone, err
+	gone = w.stop(u.watch)
+	return l, gone, err
 }
 
 // clientWatchInterval is how often a waiting chat request checks that its
