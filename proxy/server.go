@@ -200,18 +200,16 @@ func newExchange(ctx *fasthttp.RequestCtx) *exchange {
 }
 
 // pathName is the request's path as a string, without an allocation for
-// the API paths agents call on every turn.
+// the endpoints the metrics name (pathLabels: the agents' API paths among
+// them, with /v1 as clients send it).
 func pathName(p []byte) string {
-	for _, known := range knownPaths {
+	for _, known := range pathLabels[:pathOtherIndex] {
 		if string(p) == known {
 			return known
 		}
 	}
 	return string(p)
 }
-
-var knownPaths = [...]string{"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings", "/v1/models",
-	"/chat/completions", "/responses", "/messages"}
 
 // releaseLease puts x's upstream lease back, once.
 func (s *Server) releaseLease(x *exchange) {

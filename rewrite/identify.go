@@ -124,9 +124,10 @@ func foldedNames(names []headerName) []headerName {
 	return out
 }
 
-// identify parses the body only when no header names the conversation.
+// identify parses the body only when no header names the conversation;
+// fingerprintOf is fingerprint or a Pipeline's memo of it.
 func identify(cfg IdentifyConfig, names []headerName, header func(name string) []byte, parsed func() *Parsed,
-	fingerprint func(*wire.Conversation, wire.Format) string) Identity {
+	fingerprintOf func(*wire.Conversation, wire.Format) string) Identity {
 	var id Identity
 	if header != nil {
 		for _, name := range names {
@@ -167,7 +168,7 @@ func identify(cfg IdentifyConfig, names []headerName, header func(name string) [
 	if cfg.Mode == ModeHeader || !p.chat {
 		return id
 	}
-	if fp := fingerprint(p.conv, p.format); fp != "" {
+	if fp := fingerprintOf(p.conv, p.format); fp != "" {
 		id.ID, id.Source = fp, "fingerprint"
 	}
 	return id

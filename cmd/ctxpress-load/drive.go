@@ -44,6 +44,16 @@ type summary struct {
 	firstErr string
 }
 
+// rate is the requests answered per second.
+func (s *stats) rate() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.stop.Sub(s.start).Seconds(); d > 0 {
+		return float64(len(s.lat)) / d
+	}
+	return 0
+}
+
 func (s *stats) summary() summary {
 	s.mu.Lock()
 	defer s.mu.Unlock()

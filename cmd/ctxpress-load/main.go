@@ -169,8 +169,8 @@ const compareRounds = 4
 func roundRatios(cx, base []*stats) []float64 {
 	out := make([]float64, 0, len(cx))
 	for i := range min(len(cx), len(base)) {
-		if b := base[i].summary().rps; b > 0 {
-			out = append(out, cx[i].summary().rps/b)
+		if b := base[i].rate(); b > 0 {
+			out = append(out, cx[i].rate()/b)
 		}
 	}
 	return out
