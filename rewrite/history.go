@@ -159,6 +159,12 @@ type view struct {
 	chain   [][sha256.Size]byte  // h_0 … h_k for the k matching needed; capacity clipped
 	h0      [1][sha256.Size]byte // h_0, chain's first backing array: no allocation of its own
 
+	// keys are the chain memo's keys of the whole history (chainKeys),
+	// made while matching branches so that HistoryChain, which extends the
+	// same chain to the end, does not hash the history again; nil when no
+	// branch was matched.
+	keys []cacheKey
+
 	fitNote string // FitNote when FitTokens left messages out, else ""
 
 	fixed int   // tokens of the request besides its messages
@@ -315,6 +321,8 @@ func (v *view) selectHistory(branches []Branch, maxHistory int) {
 		}
 	}
 	if longest > 0 {
+		whole := n - v.lead
+		v.keys = v.chainKeys(make([]cacheKey, 0, whole+1), whole)
 		v.chain = slices.Clip(v.extendChain(v.chain, longest))
 		for i := range branches {
 			b := &branches[i]
@@ -353,15 +361,18 @@ func (v *view) extendChain(chain [][sha256.Size]byte, k int) [][sha256.Size]byte
 	if j >= k {
 		return chain
 	}
-	var small [16]cacheKey
-	keys := small[:0]
-	if k+1 > len(small) {
-		keys = make([]cacheKey, 0, k+1)
+	keys := v.keys
+	if len(keys) <= k {
+		var small [16]cacheKey
+		keys = small[:0]
+		if k+1 > len(small) {
+			keys = make([]cacheKey, 0, k+1)
+		}
+		keys = v.chainKeys(keys, k)
 	}
-	keys = v.chainKeys(keys, k)
 	from := j
 	for m := k; m > j && m > k-chainLookback; m-- {
-		if got, ok := v.p.cache.get(keys[m]); ok {
+		if got, ok := v.p.cache.get(keys[m]); ok && len(got.([][sha256.Size]byte)) > m {
 			chain = append(chain, got.([][sha256.Size]byte)[j+1:m+1]...)
 			from = m
 			break
