@@ -29,3 +29,24 @@ func FuzzValid(f *testing.F) {
 		}
 	})
 }
+
+// resumePrefix is the start of a request up to the end of its second
+// message: ValidAfterElement's state at its end.
+const resumePrefix = `{"model":"m","messages":[{"role":"user","content":"a\"b"} , {"role":"tool","content":[1,{"x":null}]}`
+
+// FuzzValidAfterElement checks that reading a body from the end of a
+// message on (ValidAfterElement) answers what reading it whole does, for
+// any bytes after that message.
+func FuzzValidAfterElement(f *testing.F) {
+	for _, s := range []string{"]}", "] }  ", `,{"role":"assistant"}],"stream":true}`, "]", "}", "]}x", "],}", ",]}", `]}]`,
+		`,"k":1]}`, ` ,[[]] ] , "tools" : [ ] } `, "", " "} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, rest []byte) {
+		data := append([]byte(resumePrefix), rest...)
+		want := gjson.ValidBytes(data)
+		if got := ValidAfterElement(data, len(resumePrefix)); got != want {
+			t.Fatalf("ValidAfterElement(%q, %d) = %v, gjson.ValidBytes = %v", data, len(resumePrefix), got, want)
+		}
+	})
+}

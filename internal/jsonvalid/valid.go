@@ -50,13 +50,30 @@ var isHex = func() (t [256]bool) {
 //   - key: data[i] == '"' starts an object key.
 //
 // Nesting costs a bit of stack (see pushKind), not a goroutine stack frame.
-func Valid(data []byte) bool {
+func Valid(data []byte) bool { return valid(data, 0, false) }
+
+// ValidAfterElement is Valid(data) for data whose first i bytes are those
+// of a valid JSON document in which an element of an array that is a
+// member of the top-level object ends at i (a request's message ends
+// there): the grammar's state at i is then known (inside that array,
+// inside that object, a value just ended), so only data[i:] is read. A
+// long conversation's next request repeats its last one up to there.
+func ValidAfterElement(data []byte, i int) bool { return valid(data, i, true) }
+
+// valid is Valid from the top (afterElement false), or ValidAfterElement.
+func valid(data []byte, i int, afterElement bool) bool {
 	var (
-		i, depth  int  // depth: the number of open containers
+		depth     int  // the number of open containers
 		ok, inObj bool // inObj: the innermost open container is an object (valid if depth > 0)
 		small     [16]uint64
 		stack     = small[:] // the first 1024 levels do not escape
 	)
+	if afterElement {
+		// Depth 2: an array (inObj false) whose enclosing container, at
+		// depth 1, is an object (bit 1, as pushKind sets it).
+		depth, small[0] = 2, 1<<1
+		goto next
+	}
 	i = skipWS(data, 0)
 
 value:

@@ -552,3 +552,39 @@ func TestCorruptedBodies(t *testing.T) {
 		}
 	}
 }
+
+// TestValidAfterElementAtEveryMessageEnd reads generated chat bodies from
+// the end of each of their messages, whole and with one byte after that
+// point corrupted, and expects Valid's answer every time.
+func TestValidAfterElementAtEveryMessageEnd(t *testing.T) {
+	for seed := range uint64(6) {
+		body := smallChatBody(seed)
+		ends := messageEnds(t, body)
+		for _, end := range ends {
+			for k := end; k <= len(body); k += max(1, (len(body)-end)/40) {
+				b := bytes.Clone(body)
+				if k < len(b) {
+					b[k] ^= "\"\\{}[],:x"[k%9]
+				}
+				if got, want := ValidAfterElement(b, end), gjson.ValidBytes(b); got != want {
+					t.Fatalf("seed %d, from %d, byte %d changed: ValidAfterElement = %v, gjson = %v", seed, end, k, got, want)
+				}
+			}
+		}
+	}
+}
+
+// messageEnds is the offset just past each element of body's messages.
+func messageEnds(t *testing.T, body []byte) []int {
+	t.Helper()
+	var ends []int
+	msgs := gjson.GetBytes(body, "messages")
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		ends = append(ends, m.Index+len(m.Raw))
+		return true
+	})
+	if len(ends) == 0 {
+		t.Fatal("no messages")
+	}
+	return ends
+}
