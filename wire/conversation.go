@@ -62,6 +62,9 @@ type Conversation struct {
 	// previous_response_id, conversation): what it carries may be squashed
 	// and counted, but a summary or a cut would rewrite what it cannot see.
 	ServerHistory bool
+	// Resume is what the format that parsed the body keeps for a later
+	// parse to continue from this one (Resumer); nil when it keeps nothing.
+	Resume any
 }
 
 // Role is what a message is in the conversation, whatever the format
@@ -204,6 +207,21 @@ func Splice(body []byte, edits []Edit) []byte {
 // Conversation, answers the questions about it that depend on the format
 // (how a message is counted, what its content says) and writes the core's
 // edits back into the body. It must be pure and safe for concurrent use.
+// Resumer is a Format whose parse can continue an earlier one. Each of
+// its conversations' Messages is an element of an array that is a member
+// of the top-level object (chat: `messages`), so a body whose bytes up to
+// the end of a message are an earlier body's can be validated from there
+// (jsonvalid.ValidAfterElement) and read from there: a conversation's
+// next request repeats the last one up to its new messages.
+type Resumer interface {
+	Format
+	// Resume is Parse for a body (valid JSON) whose first at bytes are
+	// those prev (a parse of this format) was read from, at being the end
+	// of one of prev's messages: the messages up to there are prev's, and
+	// only the rest of the body is read. It never changes prev.
+	Resume(body []byte, prev *Conversation, at int) (*Conversation, bool)
+}
+
 type Format interface {
 	// Name names the format ("chat"); memo keys include it.
 	Name() string

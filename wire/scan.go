@@ -104,7 +104,18 @@ func ValueEnd(b []byte, i int) int {
 // caller that reads the elements scans each byte once. It returns -1 when
 // stopped.
 func WalkArray(b []byte, i int, fn func(vs int) int) int {
-	i = SkipSpace(b, i+1)
+	return walkElements(b, SkipSpace(b, i+1), fn)
+}
+
+// WalkArrayAfter is WalkArray resumed just past an element that ends at
+// b[e]: fn gets the elements after it.
+func WalkArrayAfter(b []byte, e int, fn func(vs int) int) int {
+	return walkElements(b, afterValue(b, e), fn)
+}
+
+// walkElements is WalkArray from i, the start of an element or the
+// array's end.
+func walkElements(b []byte, i int, fn func(vs int) int) int {
 	for i < len(b) && b[i] != ']' {
 		e := fn(i)
 		if e < 0 {
@@ -113,18 +124,36 @@ func WalkArray(b []byte, i int, fn func(vs int) int) int {
 		if e <= i { // not JSON after all: stop rather than spin
 			return len(b)
 		}
-		i = SkipSpace(b, e)
-		if i < len(b) && b[i] == ',' {
-			i = SkipSpace(b, i+1)
-		}
+		i = afterValue(b, e)
 	}
 	return min(i+1, len(b))
+}
+
+// afterValue is where a container's next element or member starts after
+// a value that ends at b[e] (its closer, when none follows).
+func afterValue(b []byte, e int) int {
+	i := SkipSpace(b, e)
+	if i < len(b) && b[i] == ',' {
+		i = SkipSpace(b, i+1)
+	}
+	return i
 }
 
 // WalkObject is WalkArray for an object: fn gets each member's key (a span
 // of the JSON string, quotes included) and the start of its value.
 func WalkObject(b []byte, i int, fn func(key Span, vs int) int) int {
-	i = SkipSpace(b, i+1)
+	return walkMembers(b, SkipSpace(b, i+1), fn)
+}
+
+// WalkObjectAfter is WalkObject resumed just past a member whose value
+// ends at b[e]: fn gets the members after it.
+func WalkObjectAfter(b []byte, e int, fn func(key Span, vs int) int) int {
+	return walkMembers(b, afterValue(b, e), fn)
+}
+
+// walkMembers is WalkObject from i, the start of a member's key or the
+// object's end.
+func walkMembers(b []byte, i int, fn func(key Span, vs int) int) int {
 	for i < len(b) && b[i] == '"' {
 		ke := StringEnd(b, i)
 		j := SkipSpace(b, ke)
@@ -139,10 +168,7 @@ func WalkObject(b []byte, i int, fn func(key Span, vs int) int) int {
 		if ve <= i {
 			return len(b)
 		}
-		i = SkipSpace(b, ve)
-		if i < len(b) && b[i] == ',' {
-			i = SkipSpace(b, i+1)
-		}
+		i = afterValue(b, ve)
 	}
 	return min(i+1, len(b))
 }

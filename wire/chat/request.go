@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/wire"
@@ -126,83 +127,156 @@ func fieldByName(name string) int {
 // object with a `messages` array. For duplicate keys the first one wins,
 // as with gjson.Get.
 func (Format) Parse(body []byte) (*wire.Conversation, bool) {
-	// The conversation and its two Counted spans are one allocation; a
-	// small request's first messages and items too (smallConversation).
-	var c *wire.Conversation
-	var counted *[2]wire.Span
-	var small *smallConversation
-	if firstMessages(len(body)) <= smallMessages {
-		small = &smallConversation{Conversation: wire.Conversation{Body: body, Priming: replyPriming}}
-		c, counted = &small.Conversation, &small.counted
+	p := newParser(body, firstMessages(len(body)) <= smallMessages)
+	i := wire.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return p.c, false
+	}
+	// One pass: the messages array is read element by element as the walk
+	// reaches it, not skipped first and read again.
+	wire.WalkObject(body, i, p.member)
+	return p.finish()
+}
+
+// Resume is Parse continued from prev at the end of one of its messages
+// (see wire.Resumer): the top-level members before `messages` and the
+// messages up to at are prev's; the rest is read from body.
+func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conversation, bool) {
+	prevTop, ok := prev.Resume.(*top)
+	k := sort.Search(len(prev.Messages), func(i int) bool { return prev.Messages[i].End > at })
+	if !ok || k == 0 || prev.Messages[k-1].End != at {
+		return f.Parse(body)
+	}
+	p := newParser(body, false)
+	p.top, p.seenMessages = *prevTop, true
+	*p.res = *prevTop
+	items := prev.Messages[k-1].Items.End
+	if k == len(prev.Messages) {
+		// Appending past the shared messages copies them first: prev is
+		// never changed.
+		p.c.Messages, p.c.Items = prev.Messages[:k:k], prev.Items[:items:items]
+	} else {
+		room := k + firstMessages(len(body)-at)
+		p.c.Messages = append(make([]wire.Message, 0, room), prev.Messages[:k]...)
+		p.c.Items = append(make([]wire.Item, 0, items+2*(room-k)), prev.Items[:items]...)
+	}
+	end := wire.WalkArrayAfter(body, at, p.message)
+	p.array = wire.Span{Start: p.top.array, End: end}
+	wire.WalkObjectAfter(body, end, p.member)
+	return p.finish()
+}
+
+// top is what a parse has read of the top-level members once it reaches
+// `messages`: what Resume starts from.
+type top struct {
+	model                      string
+	seenModel, seenStream      bool
+	stream                     bool
+	tools, functions, cacheKey wire.Span
+	array                      int // where the messages array opens
+}
+
+// parser is one Parse's (or Resume's) state.
+type parser struct {
+	body         []byte
+	c            *wire.Conversation
+	counted      *[2]wire.Span
+	small        *smallConversation // a small request's room for its first messages; nil: none
+	top          top
+	res          *top // where the state at `messages` is kept (the conversation's Resume)
+	seenMessages bool
+	array        wire.Span
+	ns           callNames
+}
+
+// newParser makes a parser and its conversation: with the two Counted
+// spans and the resume state, one allocation; a small request's first
+// messages and items too (smallConversation).
+func newParser(body []byte, small bool) *parser {
+	p := &parser{body: body}
+	if small {
+		p.small = &smallConversation{Conversation: wire.Conversation{Body: body, Priming: replyPriming}}
+		p.c, p.counted, p.res = &p.small.Conversation, &p.small.counted, &p.small.resume
 	} else {
 		cc := &struct {
 			wire.Conversation
 			counted [2]wire.Span
+			resume  top
 		}{Conversation: wire.Conversation{Body: body, Priming: replyPriming}}
-		c, counted = &cc.Conversation, &cc.counted
+		p.c, p.counted, p.res = &cc.Conversation, &cc.counted, &cc.resume
 	}
-	i := wire.SkipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return c, false
-	}
-	var seenModel, seenStream, seenMessages bool
-	var array, tools, functions wire.Span
-	var ns callNames
-	// One pass: the messages array is read element by element as the walk
-	// reaches it, not skipped first and read again.
-	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
-		switch fieldOf(body, k) {
-		case fieldModel:
-			ve := wire.ValueEnd(body, vs)
-			if !seenModel {
-				seenModel = true
-				c.Model, _ = wire.StringValue(body, wire.Span{Start: vs, End: ve})
-			}
-			return ve
-		case fieldStream:
-			ve := wire.ValueEnd(body, vs)
-			if !seenStream {
-				seenStream = true
-				c.Stream = string(body[vs:ve]) == "true"
-			}
-			return ve
-		case fieldMessages:
-			if seenMessages || body[vs] != '[' {
-				seenMessages = true // the first one counts, as with gjson.Get
-				return wire.ValueEnd(body, vs)
-			}
-			seenMessages = true
-			first := firstMessages(len(body) - vs)
-			if small != nil {
-				c.Messages, c.Items = small.messages[:0:first], small.items[:0:2*first]
-			} else {
-				c.Messages = make([]wire.Message, 0, first)
-				c.Items = make([]wire.Item, 0, 2*first)
-			}
-			ve := wire.WalkArray(body, vs, func(es int) int {
-				if len(c.Messages) == cap(c.Messages) {
-					growFor(c, &ns, es-vs, len(body)-es)
-				}
-				m := parseMessage(body, es, &ns)
-				addMessage(c, &m, &ns)
-				return m.End
-			})
-			array = wire.Span{Start: vs, End: ve}
-			return ve
-		case fieldTools:
-			return keepFirst(&tools, vs, wire.ValueEnd(body, vs))
-		case fieldFunctions:
-			return keepFirst(&functions, vs, wire.ValueEnd(body, vs))
-		case fieldPromptCacheKey:
-			return keepFirst(&c.CacheKey, vs, wire.ValueEnd(body, vs))
+	return p
+}
+
+// member reads one top-level member (WalkObject's fn).
+func (p *parser) member(k wire.Span, vs int) int {
+	body := p.body
+	switch fieldOf(body, k) {
+	case fieldModel:
+		ve := wire.ValueEnd(body, vs)
+		if !p.top.seenModel {
+			p.top.seenModel = true
+			p.top.model, _ = wire.StringValue(body, wire.Span{Start: vs, End: ve})
 		}
-		return wire.ValueEnd(body, vs)
-	})
-	ns.decode(body, c.Items)
-	*counted = [2]wire.Span{tools, functions}
-	c.Counted = counted[:]
+		return ve
+	case fieldStream:
+		ve := wire.ValueEnd(body, vs)
+		if !p.top.seenStream {
+			p.top.seenStream = true
+			p.top.stream = string(body[vs:ve]) == "true"
+		}
+		return ve
+	case fieldMessages:
+		if p.seenMessages || body[vs] != '[' {
+			p.seenMessages = true // the first one counts, as with gjson.Get
+			return wire.ValueEnd(body, vs)
+		}
+		p.seenMessages = true
+		p.top.array = vs
+		*p.res = p.top
+		first := firstMessages(len(body) - vs)
+		if p.small != nil {
+			p.c.Messages, p.c.Items = p.small.messages[:0:first], p.small.items[:0:2*first]
+		} else {
+			p.c.Messages = make([]wire.Message, 0, first)
+			p.c.Items = make([]wire.Item, 0, 2*first)
+		}
+		ve := wire.WalkArray(body, vs, p.message)
+		p.array = wire.Span{Start: vs, End: ve}
+		return ve
+	case fieldTools:
+		return keepFirst(&p.top.tools, vs, wire.ValueEnd(body, vs))
+	case fieldFunctions:
+		return keepFirst(&p.top.functions, vs, wire.ValueEnd(body, vs))
+	case fieldPromptCacheKey:
+		return keepFirst(&p.top.cacheKey, vs, wire.ValueEnd(body, vs))
+	}
+	return wire.ValueEnd(body, vs)
+}
+
+// message reads one element of `messages` (WalkArray's fn).
+func (p *parser) message(es int) int {
+	c := p.c
+	if len(c.Messages) == cap(c.Messages) {
+		growFor(c, &p.ns, es-p.top.array, len(p.body)-es)
+	}
+	m := parseMessage(p.body, es, &p.ns)
+	addMessage(c, &m, &p.ns)
+	return m.End
+}
+
+// finish sets what the walk read and returns the conversation.
+func (p *parser) finish() (*wire.Conversation, bool) {
+	c := p.c
+	p.ns.decode(p.body, c.Items)
+	*p.counted = [2]wire.Span{p.top.tools, p.top.functions}
+	c.Counted = p.counted[:]
+	c.Model, c.Stream, c.CacheKey = p.top.model, p.top.stream, p.top.cacheKey
 	c.Lead = leadingSystem(c.Messages)
-	return c, array.Exists()
+	if p.array.Exists() {
+		c.Resume = p.res
+	}
+	return c, p.array.Exists()
 }
 
 // smallConversation is a small request's conversation (one whose
@@ -212,6 +286,7 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 type smallConversation struct {
 	wire.Conversation
 	counted  [2]wire.Span
+	resume   top
 	messages [smallMessages]wire.Message
 	items    [2 * smallMessages]wire.Item
 }
