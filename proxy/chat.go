@@ -316,7 +316,7 @@ func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 // client sent it (ok false).
 func (s *Server) parse(format wire.Format, body []byte) (parsed *rewrite.Parsed, ok bool) {
 	defer s.recoverPipeline(&ok)
-	return rewrite.Parse(format, body), true
+	return s.pipeline.Parse(format, body), true
 }
 
 // rewrite runs the pipeline, with parse's safety net.

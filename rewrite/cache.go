@@ -27,6 +27,8 @@ const (
 	kindPrune     byte = 'p'
 	kindOpening   byte = 'f' // a conversation's fingerprint
 	kindChain     byte = 'h' // a history's chain hashes
+	kindPrefix    byte = 'b' // a block of a body's prefix (parseMemo)
+	kindBody      byte = 'w' // a whole body (parseMemo)
 )
 
 // contentHash identifies a message's bytes within this process: two

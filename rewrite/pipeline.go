@@ -14,6 +14,7 @@ type Pipeline struct {
 	cfg      Config
 	readOnly map[string]bool  // Dedup.ReadOnlyTools as a set; immutable
 	cache    *lru             // squash results, token counts, message memos
+	parses   *parseMemo       // recent parses by their bodies' prefixes; nil: none
 	counter  *Counter         // counts with cache
 	squasher Squasher         // nil: no squash
 	shell    *squash.Squasher // knows the shell tools, which commands only look (dedup), what squash keeps whole and the pruned lines (prune)
@@ -33,9 +34,13 @@ func New(cfg Config) *Pipeline {
 	if size == 0 {
 		size = DefaultCacheBytes
 	}
-	cache := newLRU(size)
+	// The parses share the bound: they hold only what a request's parse
+	// made anyway (its messages and items), one per conversation.
+	parseBytes := size / 16
+	cache := newLRU(size - parseBytes)
 	p := &Pipeline{
 		cfg:      cfg,
+		parses:   newParseMemo(parseBytes),
 		readOnly: cfg.Dedup.readOnlySet(),
 		cache:    cache,
 		counter:  newCounter(cache),
@@ -68,7 +73,12 @@ func shellConfig(sc *squash.Config) squash.Config {
 // account for and the bound on those bytes (Config.CacheBytes).
 func (p *Pipeline) CacheStats() (entries int, bytes, limit int64) {
 	entries, bytes = p.cache.stats()
-	return entries, bytes, max(p.cache.max, 0)
+	pe, pb := p.parses.stats()
+	limit = p.cache.max
+	if p.parses != nil {
+		limit += p.parses.max
+	}
+	return entries + pe, bytes + pb, max(limit, 0)
 }
 
 // Counter returns the pipeline's token counter; it shares the pipeline's

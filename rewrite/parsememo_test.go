@@ -1,0 +1,101 @@
+package rewrite
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestRememberedParseIsTheBodysOwn runs bodies through one Pipeline's
+// Parse, which continues remembered parses, and compares each with a
+// fresh Parse of the same bytes: the conversation (messages, items, call
+// ids, model, stream, counted spans, the state a later parse continues
+// from) and whether the body is valid JSON. The bodies are what agents
+// send: histories growing turn by turn past several prefix blocks, a
+// retry, a rewound one, one with an earlier message edited, members after
+// `messages` that change between turns (an SDK writes `messages` first),
+// corrupted bytes after a shared prefix, and the corpus traces' turns.
+func TestRememberedParseIsTheBodysOwn(t *testing.T) {
+	sys := `{"role":"system","content":"You are a coding agent."}`
+	msgs := []string{sys, `{"role":"user","content":"fix the bug"}`}
+	for i := range 14 {
+		id := fmt.Sprintf("c%d", i)
+		out := strings.Repeat(fmt.Sprintf("line %d of the output\\n", i), 40+60*(i%3)) // 1-2.5 KB
+		msgs = append(msgs, callMsg(id, "bash", jsonString(fmt.Sprintf(`{"command":"step %d"}`, i))), resultMsg(id, out))
+	}
+	edited := slices.Clone(msgs)
+	edited[3] = resultMsg("c0", "output 0, edited")
+	sdk := func(stream string, ms ...string) []byte { // messages first, as openai-go writes them
+		return []byte(`{"messages":[` + strings.Join(ms, ",") + `],"model":"gpt-4o","stream":` + stream + `,"tools":[{"type":"function","function":{"name":"bash"}}]}`)
+	}
+	var bodies [][]byte
+	for _, n := range []int{2, 4, 6, 6, 8, 14, 22, 30, 12, 30, 30} { // growing, retries, rewound
+		bodies = append(bodies, chat("gpt-4o", msgs[:n]...))
+	}
+	bodies = append(bodies, chat("gpt-4o", edited[:30]...), chat("gpt-4o", edited[:8]...), chat("gpt-4o", msgs[:30]...))
+	for _, n := range []int{10, 12, 12, 20} {
+		bodies = append(bodies, sdk("true", msgs[:n]...), sdk("false", msgs[:n]...))
+	}
+	// The next turn with one byte after the shared prefix broken, each
+	// kind of break once, then as sent.
+	next := chat("gpt-4o", msgs[:24]...)
+	for _, cut := range []func([]byte) []byte{
+		func(b []byte) []byte { return b[:len(b)-1] },                            // the closing brace lost
+		func(b []byte) []byte { return append(b, 'x') },                          // trailing bytes
+		func(b []byte) []byte { b[len(b)-300] = '\n'; return b },                 // a raw newline in a string
+		func(b []byte) []byte { return append(b[:len(b)-2:len(b)-2], ",]}"...) }, // a trailing comma
+	} {
+		bodies = append(bodies, cut(slices.Clone(next)))
+	}
+	bodies = append(bodies, next)
+	for _, tr := range loadTraces(t) {
+		req, _ := parseRequest(tr.body)
+		n := len(req.messages)
+		for _, k := range []int{n / 2, n/2 + 2, n, n} {
+			bodies = append(bodies, prefixBody(t, tr.body, k))
+		}
+	}
+	p := New(Config{Format: chatFormat})
+	resumed := 0
+	for i, body := range bodies {
+		if from, same := p.parses.find(prefixKeys(nil, chatFormat, body), chatFormat, len(body)); from != nil && lastMessageEnd(from.conv, same) > 0 {
+			resumed++
+		}
+		got, want := p.Parse(chatFormat, body), Parse(chatFormat, body)
+		if got.valid != want.valid || got.chat != want.chat {
+			t.Fatalf("body %d: valid %v, chat %v; a fresh parse: %v, %v", i, got.valid, got.chat, want.valid, want.chat)
+		}
+		if !reflect.DeepEqual(got.conv, want.conv) {
+			t.Fatalf("body %d: the remembered parse differs from a fresh one:\n%+v\nwant\n%+v", i, got.conv, want.conv)
+		}
+	}
+	// Most bodies repeat an earlier one's prefix: if none was continued,
+	// this test compared fresh parses with themselves.
+	if resumed < len(bodies)/2 {
+		t.Fatalf("%d of %d bodies continued a remembered parse", resumed, len(bodies))
+	}
+}
+
+// The memo holds what its bound allows: many conversations' parses evict
+// the least recently used, and every key of an evicted parse goes with it.
+func TestParseMemoStaysWithinItsBound(t *testing.T) {
+	p := New(Config{Format: chatFormat, CacheBytes: 1 << 20})
+	for i := range 400 {
+		body := chat("gpt-4o", fmt.Sprintf(`{"role":"user","content":"conversation %d %s"}`, i, strings.Repeat("x", 5000)),
+			`{"role":"assistant","content":"ok"}`, `{"role":"user","content":"go on"}`)
+		p.Parse(chatFormat, body)
+	}
+	entries, used := p.parses.stats()
+	if used > p.parses.max || entries == 0 {
+		t.Fatalf("%d parses, %d bytes; bound %d", entries, used, p.parses.max)
+	}
+	keys := 0
+	for e := p.parses.head; e != nil; e = e.next {
+		keys += len(e.keys)
+	}
+	if len(p.parses.byKey) > keys {
+		t.Fatalf("%d keys find a parse, the %d remembered parses have %d", len(p.parses.byKey), entries, keys)
+	}
+}
