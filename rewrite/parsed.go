@@ -17,6 +17,11 @@ type Parsed struct {
 	conv   *wire.Conversation // its conversation, when understood
 	format wire.Format        // the adapter that read it; nil: none
 	chat   bool               // a request of the format (chat: an object with a `messages` array)
+	// prior is the remembered parse this one continued, its first shared
+	// messages being prior's; memo is where this parse is remembered (nil:
+	// it is not), the next one's prior.
+	prior, memo *memoParse
+	shared      int
 }
 
 // Parse validates body and reads the conversation out of it with the
@@ -42,4 +47,17 @@ type request struct {
 	*wire.Conversation
 	f     wire.Format
 	count wire.Count
+}
+
+// priorAnalysis is the analysis kept with the parse p continued, when it
+// counted with enc, and how many of p's first messages it covers.
+func (p *Parsed) priorAnalysis(enc Encoding) (*analysis, int) {
+	if p.prior == nil {
+		return nil, 0
+	}
+	kept := p.prior.analysis.Load()
+	if kept == nil || kept.enc != enc {
+		return nil, 0
+	}
+	return kept.a, min(p.shared, len(kept.a.facts))
 }

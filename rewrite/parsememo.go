@@ -3,6 +3,7 @@ package rewrite
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
@@ -23,42 +24,46 @@ func (p *Pipeline) Parse(f wire.Format, body []byte) *Parsed {
 	var room [8]cacheKey
 	keys := prefixKeys(room[:0], f, body)
 	from, same := p.parses.find(keys, f, len(body))
-	at := 0
+	k := 0
 	if from != nil {
-		at = lastMessageEnd(from.conv, same)
+		k = messagesWithin(from.conv, same)
 	}
-	if at == 0 {
+	if k == 0 {
 		parsed := Parse(f, body)
 		if parsed.chat {
-			p.parses.add(keys, f, parsed.conv, nil)
+			parsed.memo = p.parses.add(keys, f, parsed.conv, nil)
 		}
 		return parsed
 	}
+	at := from.conv.Messages[k-1].End
 	parsed := &Parsed{body: body, format: f}
 	if !jsonvalid.ValidAfterElement(body, at) {
 		return parsed
 	}
 	parsed.valid = true
 	parsed.conv, parsed.chat = r.Resume(body, from.conv, at)
-	if parsed.chat && same < len(body) {
-		// A body that extends from's by whole blocks supersedes it: every
-		// prefix of from's now finds this one.
-		if same/prefixBlock < len(from.keys)-1 {
-			from = nil
-		}
-		p.parses.add(keys, f, parsed.conv, from)
+	if !parsed.chat {
+		return parsed
 	}
+	parsed.prior, parsed.shared = from, k
+	if same == len(body) {
+		parsed.memo = from // a repeat: what is learnt of it is from's
+		return parsed
+	}
+	// A body that extends from's by whole blocks supersedes it: every
+	// prefix of from's now finds this one.
+	drop := from
+	if same/prefixBlock < len(from.keys)-1 {
+		drop = nil
+	}
+	parsed.memo = p.parses.add(keys, f, parsed.conv, drop)
 	return parsed
 }
 
-// lastMessageEnd is the end of the last of c's messages that lies within
-// its first same bytes; 0 when none does.
-func lastMessageEnd(c *wire.Conversation, same int) int {
-	k := sort.Search(len(c.Messages), func(i int) bool { return c.Messages[i].End > same })
-	if k == 0 {
-		return 0
-	}
-	return c.Messages[k-1].End
+// messagesWithin is how many of c's messages lie within its first same
+// bytes.
+func messagesWithin(c *wire.Conversation, same int) int {
+	return sort.Search(len(c.Messages), func(i int) bool { return c.Messages[i].End > same })
 }
 
 // prefixBlock is the stride of a body's prefix keys. A finer one finds a
@@ -99,12 +104,21 @@ type parseMemo struct {
 
 // memoParse is one remembered parse.
 type memoParse struct {
-	format     string             // the format's name
-	conv       *wire.Conversation // its Body is not kept: only offsets are read
-	keys       []cacheKey         // its body's prefixKeys, whole body last; immutable
-	size       int64
-	listed     bool // in the memo's list (guarded by its mu)
+	format string             // the format's name
+	conv   *wire.Conversation // its Body is not kept: only offsets are read
+	keys   []cacheKey         // its body's prefixKeys, whole body last; immutable
+	size   int64
+	listed bool // in the memo's list (guarded by its mu)
+	// analysis is the last analysis of a request parsed as conv, kept
+	// for the next one that shares its messages.
+	analysis   atomic.Pointer[keptAnalysis]
 	prev, next *memoParse
+}
+
+// keptAnalysis is an analysis and the encoding it counted with.
+type keptAnalysis struct {
+	enc Encoding
+	a   *analysis
 }
 
 // newParseMemo returns an empty memo of at most max bytes; nil when max is
@@ -138,17 +152,21 @@ func (m *parseMemo) find(keys []cacheKey, f wire.Format, size int) (*memoParse, 
 }
 
 // add remembers conv, parsed from the body whose prefixKeys are keys, as
-// the parse each of those prefixes finds from now on; drop, when not nil,
-// is a remembered parse it supersedes, forgotten.
-func (m *parseMemo) add(keys []cacheKey, f wire.Format, conv *wire.Conversation, drop *memoParse) {
+// the parse each of those prefixes finds from now on, and returns it (nil
+// when it is too big to keep); drop, when not nil, is a remembered parse
+// it supersedes, forgotten.
+func (m *parseMemo) add(keys []cacheKey, f wire.Format, conv *wire.Conversation, drop *memoParse) *memoParse {
 	c := *conv
 	c.Body = nil
 	e := &memoParse{format: f.Name(), conv: &c, keys: append([]cacheKey(nil), keys...)}
-	e.size = int64(cap(c.Messages))*int64(unsafe.Sizeof(wire.Message{})) +
-		int64(cap(c.Items))*int64(unsafe.Sizeof(wire.Item{})) +
-		int64(len(e.keys))*entryOverhead + entryOverhead
+	// The conversation's messages and items, its keys, and the analysis
+	// kept with it (a fact pointer and a hash per message, a result per
+	// item at most).
+	e.size = int64(cap(c.Messages))*int64(unsafe.Sizeof(wire.Message{})+unsafe.Sizeof(contentHash{})+8) +
+		int64(cap(c.Items))*int64(unsafe.Sizeof(wire.Item{})+unsafe.Sizeof(resultRef{})) +
+		int64(len(e.keys))*entryOverhead + 2*entryOverhead
 	if e.size > m.max/8 {
-		return
+		return nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -163,6 +181,7 @@ func (m *parseMemo) add(keys []cacheKey, f wire.Format, conv *wire.Conversation,
 	for m.used > m.max && m.tail != nil {
 		m.remove(m.tail)
 	}
+	return e
 }
 
 // stats reports the parses remembered and the bytes they account for.

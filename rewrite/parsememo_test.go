@@ -12,7 +12,8 @@ import (
 // Parse, which continues remembered parses, and compares each with a
 // fresh Parse of the same bytes: the conversation (messages, items, call
 // ids, model, stream, counted spans, the state a later parse continues
-// from) and whether the body is valid JSON. The bodies are what agents
+// from), whether the body is valid JSON, and the rewrite of each (which
+// reuses the analysis kept with the parse it continued). The bodies are what agents
 // send: histories growing turn by turn past several prefix blocks, a
 // retry, a rewound one, one with an earlier message edited, members after
 // `messages` that change between turns (an SDK writes `messages` first),
@@ -27,16 +28,16 @@ func TestRememberedParseIsTheBodysOwn(t *testing.T) {
 	}
 	edited := slices.Clone(msgs)
 	edited[3] = resultMsg("c0", "output 0, edited")
-	sdk := func(stream string, ms ...string) []byte { // messages first, as openai-go writes them
-		return []byte(`{"messages":[` + strings.Join(ms, ",") + `],"model":"gpt-4o","stream":` + stream + `,"tools":[{"type":"function","function":{"name":"bash"}}]}`)
+	sdk := func(model string, ms ...string) []byte { // messages first, as openai-go writes them
+		return []byte(`{"messages":[` + strings.Join(ms, ",") + `],"model":"` + model + `","stream":true,"tools":[{"type":"function","function":{"name":"bash"}}]}`)
 	}
 	var bodies [][]byte
 	for _, n := range []int{2, 4, 6, 6, 8, 14, 22, 30, 12, 30, 30} { // growing, retries, rewound
 		bodies = append(bodies, chat("gpt-4o", msgs[:n]...))
 	}
 	bodies = append(bodies, chat("gpt-4o", edited[:30]...), chat("gpt-4o", edited[:8]...), chat("gpt-4o", msgs[:30]...))
-	for _, n := range []int{10, 12, 12, 20} {
-		bodies = append(bodies, sdk("true", msgs[:n]...), sdk("false", msgs[:n]...))
+	for _, n := range []int{10, 12, 12, 20} { // the same messages counted in another encoding
+		bodies = append(bodies, sdk("gpt-4o", msgs[:n]...), sdk("gpt-4", msgs[:n]...))
 	}
 	// The next turn with one byte after the shared prefix broken, each
 	// kind of break once, then as sent.
@@ -57,10 +58,10 @@ func TestRememberedParseIsTheBodysOwn(t *testing.T) {
 			bodies = append(bodies, prefixBody(t, tr.body, k))
 		}
 	}
-	p := New(Config{Format: chatFormat})
+	p := newTestPipeline()
 	resumed := 0
 	for i, body := range bodies {
-		if from, same := p.parses.find(prefixKeys(nil, chatFormat, body), chatFormat, len(body)); from != nil && lastMessageEnd(from.conv, same) > 0 {
+		if from, same := p.parses.find(prefixKeys(nil, chatFormat, body), chatFormat, len(body)); from != nil && messagesWithin(from.conv, same) > 0 {
 			resumed++
 		}
 		got, want := p.Parse(chatFormat, body), Parse(chatFormat, body)
@@ -69,6 +70,13 @@ func TestRememberedParseIsTheBodysOwn(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got.conv, want.conv) {
 			t.Fatalf("body %d: the remembered parse differs from a fresh one:\n%+v\nwant\n%+v", i, got.conv, want.conv)
+		}
+		// The rewrite, with the analysis kept with the parse continued,
+		// is a fresh pipeline's (squash and dedup on).
+		gotRes, wantRes := p.RewriteParsed(got, Options{}), newTestPipeline().RewriteParsed(want, Options{})
+		gotRes.view, wantRes.view = nil, nil
+		if !reflect.DeepEqual(gotRes, wantRes) {
+			t.Fatalf("body %d: rewritten from remembered parses:\n%+v\nfresh:\n%+v", i, gotRes, wantRes)
 		}
 	}
 	// Most bodies repeat an earlier one's prefix: if none was continued,

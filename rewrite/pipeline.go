@@ -329,7 +329,11 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 		opts = Options{PrevDedups: opts.PrevDedups}
 	}
 	enc := EncodingForModel(req.Model)
-	a := p.analyse(enc, req)
+	prior, shared := parsed.priorAnalysis(enc)
+	a := p.analyse(enc, req, prior, shared)
+	if parsed.memo != nil && a != prior {
+		parsed.memo.analysis.Store(&keptAnalysis{enc: enc, a: a})
+	}
 	p.newView(enc, v, a, opts)
 	v.selectHistory(opts.Branches, opts.MaxHistoryMessages)
 	res.Lead, res.CompactCommand = v.lead, v.command
@@ -367,9 +371,18 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 
 // analyse walks the messages in order, resolving each tool result's tool
 // name and dedup key from the assistant calls before it, and derives (or
-// recalls) each message's facts.
-func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
+// recalls) each message's facts. The first shared messages are prior's (an
+// analysis with the same encoding of a request whose messages up to there
+// are these): their hashes and facts are taken from it, and when they are
+// all of req's messages, prior is the analysis.
+func (p *Pipeline) analyse(enc Encoding, req *request, prior *analysis, shared int) *analysis {
 	n := len(req.Messages)
+	if prior == nil {
+		shared = 0
+	} else if shared == n && len(prior.facts) == n {
+		return prior
+	}
+	shared = min(shared, n)
 	// The maps of calls by id are made at their size: a long history has
 	// hundreds of calls, and growing a map is an allocation per doubling.
 	nres, ncalls := 0, 0
@@ -394,7 +407,11 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 	sites := newCallSites(ncalls)
 	var prs []producer // the calls message i's results answer, in order
 	for i := range req.Messages {
-		a.hashes[i] = hashContent(req.Bytes(i))
+		if i < shared {
+			a.hashes[i] = prior.hashes[i]
+		} else {
+			a.hashes[i] = hashContent(req.Bytes(i))
+		}
 		prs = prs[:0]
 		r := req.Messages[i].Items
 		for it := r.Start; it < r.End; it++ {
@@ -410,7 +427,12 @@ func (p *Pipeline) analyse(enc Encoding, req *request) *analysis {
 			a.results = append(a.results, resultRef{msg: i, ord: len(prs), item: it, key: c.key, keyed: keyed, shellRead: c.shellRead, call: pr.call})
 			prs = append(prs, pr)
 		}
-		f := p.messageFacts(enc, prs, req, i, a.hashes[i])
+		var f *facts
+		if i < shared {
+			f = prior.facts[i]
+		} else {
+			f = p.messageFacts(enc, prs, req, i, a.hashes[i])
+		}
 		a.facts[i] = f
 		sites.record(req, i)
 		for j := range f.calls {

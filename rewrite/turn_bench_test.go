@@ -28,9 +28,9 @@ func peekHeaders(kv ...string) func(string) []byte {
 }
 
 // proxyTurn is what the proxy does with a chat request in rewrite: parse
-// it once, identify it, rewrite it.
+// it once (continuing a remembered parse), identify it, rewrite it.
 func proxyTurn(b *testing.B, p *Pipeline, header func(string) []byte, body []byte) {
-	parsed := Parse(chatFormat, body)
+	parsed := p.Parse(chatFormat, body)
 	if id := p.IdentifyParsed(header, parsed); id.ID == "" {
 		b.Fatal("not identified")
 	}
@@ -99,14 +99,15 @@ func TestReusedRequestBufferDoesNotChangeWarmTurns(t *testing.T) {
 	header := peekHeaders("X-Session-ID", "reuse")
 	for _, tr := range traces {
 		buf := append([]byte(nil), tr.body...)
-		parsed := Parse(chatFormat, buf)
+		parsed := p.Parse(chatFormat, buf)
 		p.IdentifyParsed(header, parsed)
 		first := p.RewriteParsed(parsed, Options{ForceCommand: true})
 		want := append([]byte(nil), first.Body...)
 		for i := range buf {
 			buf[i] = 'x' // the next request's bytes
 		}
-		again := p.RewriteParsed(Parse(chatFormat, append([]byte(nil), tr.body...)), Options{ForceCommand: true})
+		// The same body again finds the parse (and its analysis) remembered.
+		again := p.RewriteParsed(p.Parse(chatFormat, append([]byte(nil), tr.body...)), Options{ForceCommand: true})
 		if string(again.Body) != string(want) || again.TokensBefore != first.TokensBefore || again.TokensAfter != first.TokensAfter {
 			t.Errorf("%s: the warm turn after the buffer was reused forwards other bytes or counts (%d/%d tokens, was %d/%d)",
 				tr.name, again.TokensBefore, again.TokensAfter, first.TokensBefore, first.TokensAfter)
