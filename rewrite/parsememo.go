@@ -41,11 +41,14 @@ func (p *Pipeline) Parse(f wire.Format, body []byte) *Parsed {
 		return parsed
 	}
 	parsed.valid = true
-	parsed.conv, parsed.chat = r.Resume(body, from.conv, at)
+	var taken int
+	parsed.conv, parsed.chat, taken = r.Resume(body, from.conv, at)
 	if !parsed.chat {
 		return parsed
 	}
-	parsed.prior, parsed.shared = from, k
+	if taken > 0 {
+		parsed.prior, parsed.shared = from, taken
+	}
 	if same == len(body) {
 		parsed.memo = from // a repeat: what is learnt of it is from's
 		return parsed

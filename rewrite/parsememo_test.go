@@ -1,11 +1,16 @@
 package rewrite
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/wire"
+	"github.com/ctxpress/ctxpress/wire/messages"
+	"github.com/tidwall/gjson"
 )
 
 // TestRememberedParseIsTheBodysOwn runs bodies through one Pipeline's
@@ -58,22 +63,30 @@ func TestRememberedParseIsTheBodysOwn(t *testing.T) {
 			bodies = append(bodies, prefixBody(t, tr.body, k))
 		}
 	}
-	p := newTestPipeline()
+	checkRememberedParses(t, chatFormat, newTestPipeline, bodies)
+}
+
+// checkRememberedParses parses bodies of format f in turn with one
+// pipeline (newPipeline's) and compares each parse, and its rewrite with
+// squash and dedup on, with a fresh pipeline's of the same bytes.
+func checkRememberedParses(t *testing.T, f wire.Format, newPipeline func() *Pipeline, bodies [][]byte) {
+	t.Helper()
+	p := newPipeline()
 	resumed := 0
 	for i, body := range bodies {
-		if from, same := p.parses.find(prefixKeys(nil, chatFormat, body), chatFormat, len(body)); from != nil && messagesWithin(from.conv, same) > 0 {
+		if from, same := p.parses.find(prefixKeys(nil, f, body), f, len(body)); from != nil && messagesWithin(from.conv, same) > 0 {
 			resumed++
 		}
-		got, want := p.Parse(chatFormat, body), Parse(chatFormat, body)
+		got, want := p.Parse(f, body), Parse(f, body)
 		if got.valid != want.valid || got.chat != want.chat {
-			t.Fatalf("body %d: valid %v, chat %v; a fresh parse: %v, %v", i, got.valid, got.chat, want.valid, want.chat)
+			t.Fatalf("body %d: valid %v, understood %v; a fresh parse: %v, %v", i, got.valid, got.chat, want.valid, want.chat)
 		}
 		if !reflect.DeepEqual(got.conv, want.conv) {
 			t.Fatalf("body %d: the remembered parse differs from a fresh one:\n%+v\nwant\n%+v", i, got.conv, want.conv)
 		}
 		// The rewrite, with the analysis kept with the parse continued,
-		// is a fresh pipeline's (squash and dedup on).
-		gotRes, wantRes := p.RewriteParsed(got, Options{}), newTestPipeline().RewriteParsed(want, Options{})
+		// is a fresh pipeline's.
+		gotRes, wantRes := p.RewriteParsed(got, Options{}), newPipeline().RewriteParsed(want, Options{})
 		gotRes.view, wantRes.view = nil, nil
 		if !reflect.DeepEqual(gotRes, wantRes) {
 			t.Fatalf("body %d: rewritten from remembered parses:\n%+v\nfresh:\n%+v", i, gotRes, wantRes)
@@ -84,6 +97,57 @@ func TestRememberedParseIsTheBodysOwn(t *testing.T) {
 	if resumed < len(bodies)/2 {
 		t.Fatalf("%d of %d bodies continued a remembered parse", resumed, len(bodies))
 	}
+}
+
+// arrayPrefix returns body with the array member named key cut to its
+// first k elements: the same bytes up to the end of element k-1, then the
+// original bytes from the array's closing bracket on, as a client
+// replaying turn k would send.
+func arrayPrefix(t *testing.T, body []byte, key string, k int) []byte {
+	t.Helper()
+	arr := gjson.GetBytes(body, key)
+	if !arr.IsArray() {
+		t.Fatalf("no %s array", key)
+	}
+	end := arr.Index + 1
+	for i, e := range arr.Array() {
+		if i == k {
+			break
+		}
+		end = e.Index + len(e.Raw)
+	}
+	closing := arr.Index + len(arr.Raw) - 1
+	return append(append([]byte(nil), body[:end]...), body[closing:]...)
+}
+
+// Claude Code's requests (Messages, captured byte-exact) continue
+// remembered parses as chat's do: each capture's turns growing, retried
+// and rewound, members after `messages` (metadata, thinking), a second
+// `messages` member, and a broken byte after the shared prefix.
+func TestRememberedMessagesParseIsTheBodysOwn(t *testing.T) {
+	var bodies [][]byte
+	for _, name := range []string{"turn1", "turn6", "persisted-output"} {
+		body := messagesCapture(t, name)
+		n := len(gjson.GetBytes(body, "messages").Array())
+		for _, k := range []int{1, n / 2, n/2 + 1, n, n, n / 2} {
+			bodies = append(bodies, arrayPrefix(t, body, "messages", k))
+		}
+	}
+	turn6 := messagesCapture(t, "turn6")
+	for _, tail := range []string{
+		`,"metadata":{"user_id":"{\"session_id\":\"after\"}"}}`,
+		`,"thinking":{"type":"enabled","budget_tokens":2048}}`,
+		`,"messages":[{"role":"user","content":"replaced"}]}`,
+		`,"messages":"not an array"}`,
+		`,"stream":tru}`,
+	} {
+		b := bytes.TrimRight(bytes.TrimSpace(turn6), "}")
+		bodies = append(bodies, turn6, append(slices.Clone(b), tail...))
+	}
+	format := messages.Format{}
+	checkRememberedParses(t, format, func() *Pipeline {
+		return New(Config{Format: format, Squasher: squashWith(truncSquash), Dedup: DefaultDedupConfig()})
+	}, bodies)
 }
 
 // The memo holds what its bound allows: many conversations' parses evict

@@ -218,8 +218,10 @@ type Resumer interface {
 	// Resume is Parse for a body (valid JSON) whose first at bytes are
 	// those prev (a parse of this format) was read from, at being the end
 	// of one of prev's messages: the messages up to there are prev's, and
-	// only the rest of the body is read. It never changes prev.
-	Resume(body []byte, prev *Conversation, at int) (*Conversation, bool)
+	// only the rest of the body is read. taken is how many of prev's
+	// messages begin the result (0: the body was read whole, as when a
+	// later member replaces the messages). It never changes prev.
+	Resume(body []byte, prev *Conversation, at int) (c *Conversation, chat bool, taken int)
 }
 
 type Format interface {

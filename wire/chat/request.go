@@ -141,11 +141,12 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 // Resume is Parse continued from prev at the end of one of its messages
 // (see wire.Resumer): the top-level members before `messages` and the
 // messages up to at are prev's; the rest is read from body.
-func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conversation, bool) {
+func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conversation, bool, int) {
 	prevTop, ok := prev.Resume.(*top)
 	k := sort.Search(len(prev.Messages), func(i int) bool { return prev.Messages[i].End > at })
 	if !ok || k == 0 || prev.Messages[k-1].End != at {
-		return f.Parse(body)
+		c, chat := f.Parse(body)
+		return c, chat, 0
 	}
 	p := newParser(body, false)
 	p.top, p.seenMessages = *prevTop, true
@@ -162,8 +163,9 @@ func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conv
 	}
 	end := wire.WalkArrayAfter(body, at, p.message)
 	p.array = wire.Span{Start: p.top.array, End: end}
-	wire.WalkObjectAfter(body, end, p.member)
-	return p.finish()
+	wire.WalkObjectAfter(body, end, p.member) // a later `messages` is ignored: the first counts
+	c, chat := p.finish()
+	return c, chat, k
 }
 
 // top is what a parse has read of the top-level members once it reaches

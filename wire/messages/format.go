@@ -2,6 +2,7 @@ package messages
 
 import (
 	"crypto/sha256"
+	"sort"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/wire"
@@ -38,7 +39,7 @@ const (
 // a request that asks for thinking (Conversation.Bound).
 type Format struct{}
 
-var _ wire.Format = Format{}
+var _ wire.Resumer = Format{}
 
 // Name names the format.
 func (Format) Name() string { return "messages" }
@@ -50,21 +51,61 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 	if !ok || !req.MessagesArray.Exists() || body[req.MessagesArray.Start] != '[' {
 		return &wire.Conversation{Body: body}, false
 	}
-	c := &wire.Conversation{Body: body, Model: req.Model, Stream: req.Stream, Priming: replyPriming,
-		SystemSlot: true, SessionID: req.SessionID, StandingInstructions: true, Bound: thinkingOn(body, req.Thinking)}
+	c := conversation(req)
+	c.Messages = make([]wire.Message, 0, len(req.Messages))
+	return finish(c, req), true
+}
+
+// Resume is Parse continued from prev at the end of one of its messages
+// (see wire.Resumer): the top-level members before `messages` and the
+// messages up to at are prev's; the rest is read from body.
+func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conversation, bool, int) {
+	t, ok := prev.Resume.(*top)
+	k := sort.Search(len(prev.Messages), func(i int) bool { return prev.Messages[i].End > at })
+	if !ok || k == 0 || prev.Messages[k-1].End != at {
+		c, chat := f.Parse(body)
+		return c, chat, 0
+	}
+	req := &Request{Body: body, Model: t.model, Stream: t.stream, System: t.system, Tools: t.tools,
+		Thinking: t.thinking, SessionID: t.sessionID, top: *t}
+	end := wire.WalkArrayAfter(body, at, req.message)
+	req.MessagesArray = Span{Start: t.array, End: end}
+	wire.WalkObjectAfter(body, end, req.member)
+	if req.MessagesArray.Start != t.array {
+		c, chat := f.Parse(body) // a later `messages` replaces this one
+		return c, chat, 0
+	}
+	c := conversation(req)
+	items := prev.Messages[k-1].Items.End
+	c.Messages = append(make([]wire.Message, 0, k+len(req.Messages)), prev.Messages[:k]...)
+	c.Items = append(make([]wire.Item, 0, items+2*len(req.Messages)), prev.Items[:items]...)
+	return finish(c, req), true, k
+}
+
+// conversation is the conversation of req, a Messages request with a
+// `messages` array, before its messages are added.
+func conversation(req *Request) *wire.Conversation {
+	c := &wire.Conversation{Body: req.Body, Model: req.Model, Stream: req.Stream, Priming: replyPriming,
+		SystemSlot: true, SessionID: req.SessionID, StandingInstructions: true, Resume: &req.top}
 	for _, s := range []Span{req.System, req.Tools} {
 		if s.Exists() {
 			c.Counted = append(c.Counted, s)
 		}
 	}
-	c.Messages = make([]wire.Message, 0, len(req.Messages))
+	return c
+}
+
+// finish adds req's messages to c, and returns c bound when the request
+// asks for thinking or any of its items is bound.
+func finish(c *wire.Conversation, req *Request) *wire.Conversation {
 	for i := range req.Messages {
 		addMessage(c, &req.Messages[i])
 	}
+	c.Bound = thinkingOn(c.Body, req.Thinking)
 	for _, it := range c.Items {
 		c.Bound = c.Bound || it.Bound
 	}
-	return c, true
+	return c
 }
 
 // thinkingOn reports whether the request asks for thinking (type enabled

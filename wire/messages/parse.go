@@ -63,6 +63,18 @@ type Request struct {
 	// Markers counts the cache_control markers in system, tools and
 	// messages: Anthropic refuses more than 4.
 	Markers int
+	// top is the top-level members read when the messages array opened:
+	// where Format.Resume continues from.
+	top top
+}
+
+// top is what the top-level walk has read when `messages` opens.
+type top struct {
+	model                   string
+	stream                  bool
+	system, tools, thinking Span
+	sessionID               string
+	array                   int // where the messages array opens
 }
 
 // Parse reads a Messages request body. ok is false when body is not a JSON
@@ -85,42 +97,51 @@ func parseValid(body []byte) (req *Request, ok bool) {
 		return nil, false
 	}
 	req = &Request{Body: body}
-	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
-		ve := wire.ValueEnd(body, vs)
-		v := Span{Start: vs, End: ve}
-		switch {
-		case wire.KeyIs(body, k, "model"):
-			req.Model, _ = wire.StringValue(body, v)
-		case wire.KeyIs(body, k, "stream"):
-			req.Stream = string(v.Of(body)) == "true"
-		case wire.KeyIs(body, k, "system"):
-			req.System = v
-			req.Markers += markers(body, v)
-		case wire.KeyIs(body, k, "tools"):
-			req.Tools = v
-			req.Markers += markers(body, v)
-		case wire.KeyIs(body, k, "metadata"):
-			req.SessionID = sessionID(body, v)
-		case wire.KeyIs(body, k, "thinking"):
-			req.Thinking = v
-		case wire.KeyIs(body, k, "messages"):
-			req.MessagesArray, req.Messages = v, nil
-			if body[vs] == '[' {
-				wire.WalkArray(body, vs, func(ms int) int {
-					msg := readMessage(body, ms)
-					for _, b := range msg.Blocks {
-						if b.CacheControl {
-							req.Markers++
-						}
-					}
-					req.Messages = append(req.Messages, msg)
-					return msg.Span.End
-				})
-			}
-		}
-		return ve
-	})
+	wire.WalkObject(body, i, req.member)
 	return req, true
+}
+
+// member reads one top-level member of req's body (WalkObject's fn).
+func (req *Request) member(k wire.Span, vs int) int {
+	body := req.Body
+	ve := wire.ValueEnd(body, vs)
+	v := Span{Start: vs, End: ve}
+	switch {
+	case wire.KeyIs(body, k, "model"):
+		req.Model, _ = wire.StringValue(body, v)
+	case wire.KeyIs(body, k, "stream"):
+		req.Stream = string(v.Of(body)) == "true"
+	case wire.KeyIs(body, k, "system"):
+		req.System = v
+		req.Markers += markers(body, v)
+	case wire.KeyIs(body, k, "tools"):
+		req.Tools = v
+		req.Markers += markers(body, v)
+	case wire.KeyIs(body, k, "metadata"):
+		req.SessionID = sessionID(body, v)
+	case wire.KeyIs(body, k, "thinking"):
+		req.Thinking = v
+	case wire.KeyIs(body, k, "messages"):
+		req.MessagesArray, req.Messages = v, nil
+		if body[vs] == '[' {
+			req.top = top{model: req.Model, stream: req.Stream, system: req.System, tools: req.Tools,
+				thinking: req.Thinking, sessionID: req.SessionID, array: vs}
+			wire.WalkArray(body, vs, req.message)
+		}
+	}
+	return ve
+}
+
+// message reads one element of req's messages (WalkArray's fn).
+func (req *Request) message(ms int) int {
+	msg := readMessage(req.Body, ms)
+	for _, b := range msg.Blocks {
+		if b.CacheControl {
+			req.Markers++
+		}
+	}
+	req.Messages = append(req.Messages, msg)
+	return msg.Span.End
 }
 
 // sessionID is metadata.user_id's session_id, when user_id is a JSON
