@@ -38,12 +38,12 @@ func TestCacheBoundIsTheMemoryItHolds(t *testing.T) {
 	// Fill the cache, then keep going so that evictions churn it.
 	for n, extra := 0, 40; extra > 0 && n < 2000; n++ {
 		p.Rewrite(conversation(n))
-		if _, used := p.cache.stats(); used >= bound*19/20 {
+		if _, used, _ := p.CacheStats(); used >= bound*19/20 {
 			extra--
 		}
 	}
 	held := int64(heap()) - int64(before)
-	_, used := p.cache.stats()
+	_, used, _ := p.CacheStats()
 	runtime.KeepAlive(p)
 	if used < bound*9/10 {
 		t.Fatalf("the test did not fill the cache: %d of %d bytes", used, bound)
@@ -124,7 +124,7 @@ func corpusCacheHeap(tb testing.TB, traces []trace, bound int64) (held, used int
 		p.Rewrite(prefixBody(tb, traces[tk[0]].body, tk[1]))
 	}
 	held = heap() - before
-	entries, used = p.cache.stats()
+	entries, used, _ = p.CacheStats()
 	runtime.KeepAlive(p)
 	runtime.KeepAlive(traces)
 	return held, used, entries

@@ -162,12 +162,18 @@ func (m *parseMemo) add(keys []cacheKey, f wire.Format, conv *wire.Conversation,
 	c := *conv
 	c.Body = nil
 	e := &memoParse{format: f.Name(), conv: &c, keys: append([]cacheKey(nil), keys...)}
-	// The conversation's messages and items, its keys, and the analysis
-	// kept with it (a fact pointer and a hash per message, a result per
-	// item at most).
+	// The conversation's messages and items, its keys (each in the slice
+	// and a map slot), and the analysis kept with it (a fact pointer and
+	// a hash per message, a resultRef per tool result).
+	results := 0
+	for i := range c.Items {
+		if c.Items[i].Kind == wire.KindToolResult {
+			results++
+		}
+	}
 	e.size = int64(cap(c.Messages))*int64(unsafe.Sizeof(wire.Message{})+unsafe.Sizeof(contentHash{})+8) +
-		int64(cap(c.Items))*int64(unsafe.Sizeof(wire.Item{})+unsafe.Sizeof(resultRef{})) +
-		int64(len(e.keys))*entryOverhead + 2*entryOverhead
+		int64(cap(c.Items))*int64(unsafe.Sizeof(wire.Item{})) + int64(results)*int64(unsafe.Sizeof(resultRef{})) +
+		int64(len(e.keys))*3*int64(len(cacheKey{})) + 4*entryOverhead
 	if e.size > m.max/8 {
 		return nil
 	}

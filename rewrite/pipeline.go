@@ -307,7 +307,7 @@ func (p *Pipeline) Rewrite(body []byte) Result {
 // body is not modified and may be returned as Result.Body; the Result
 // reads body (Compaction), so body must not change while it is in use.
 func (p *Pipeline) RewriteWith(body []byte, opts Options) Result {
-	return p.RewriteParsed(Parse(p.cfg.Format, body), opts)
+	return p.RewriteParsed(p.Parse(p.cfg.Format, body), opts)
 }
 
 // RewriteParsed is RewriteWith on a body already parsed: the proxy parses

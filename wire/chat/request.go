@@ -191,21 +191,22 @@ type parser struct {
 	ns           callNames
 }
 
-// newParser makes a parser and its conversation: with the two Counted
-// spans and the resume state, one allocation; a small request's first
-// messages and items too (smallConversation).
+// newParser makes a parser and its conversation. The two Counted spans
+// and the resume state are one allocation, with a small request's first
+// messages and items (smallConversation); the conversation, which holds
+// the body, is another: a remembered parse keeps the first and never
+// the body.
 func newParser(body []byte, small bool) *parser {
-	p := &parser{body: body}
+	p := &parser{body: body, c: &wire.Conversation{Body: body, Priming: replyPriming}}
 	if small {
-		p.small = &smallConversation{Conversation: wire.Conversation{Body: body, Priming: replyPriming}}
-		p.c, p.counted, p.res = &p.small.Conversation, &p.small.counted, &p.small.resume
+		p.small = &smallConversation{}
+		p.counted, p.res = &p.small.counted, &p.small.resume
 	} else {
 		cc := &struct {
-			wire.Conversation
 			counted [2]wire.Span
 			resume  top
-		}{Conversation: wire.Conversation{Body: body, Priming: replyPriming}}
-		p.c, p.counted, p.res = &cc.Conversation, &cc.counted, &cc.resume
+		}{}
+		p.counted, p.res = &cc.counted, &cc.resume
 	}
 	return p
 }
@@ -286,7 +287,6 @@ func (p *parser) finish() (*wire.Conversation, bool) {
 // messages and items: one allocation for a short request, as a
 // question with its system prompt is.
 type smallConversation struct {
-	wire.Conversation
 	counted  [2]wire.Span
 	resume   top
 	messages [smallMessages]wire.Message

@@ -85,8 +85,9 @@ func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conv
 // conversation is the conversation of req, a Messages request with a
 // `messages` array, before its messages are added.
 func conversation(req *Request) *wire.Conversation {
+	resume := req.top // not &req.top: a remembered parse keeps it, and never the body
 	c := &wire.Conversation{Body: req.Body, Model: req.Model, Stream: req.Stream, Priming: replyPriming,
-		SystemSlot: true, SessionID: req.SessionID, StandingInstructions: true, Resume: &req.top}
+		SystemSlot: true, SessionID: req.SessionID, StandingInstructions: true, Resume: &resume}
 	for _, s := range []Span{req.System, req.Tools} {
 		if s.Exists() {
 			c.Counted = append(c.Counted, s)
