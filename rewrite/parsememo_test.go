@@ -3,6 +3,8 @@ package rewrite
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/messages"
+	"github.com/ctxpress/ctxpress/wire/responses"
 	"github.com/tidwall/gjson"
 )
 
@@ -141,7 +144,8 @@ func TestRememberedMessagesParseIsTheBodysOwn(t *testing.T) {
 		`,"messages":"not an array"}`,
 		`,"stream":tru}`,
 	} {
-		b := bytes.TrimRight(bytes.TrimSpace(turn6), "}")
+		b := bytes.TrimSpace(turn6)
+		b = b[:len(b)-1] // its closing brace
 		bodies = append(bodies, turn6, append(slices.Clone(b), tail...))
 	}
 	format := messages.Format{}
@@ -170,4 +174,62 @@ func TestParseMemoStaysWithinItsBound(t *testing.T) {
 	if len(p.parses.byKey) > keys {
 		t.Fatalf("%d keys find a parse, the %d remembered parses have %d", len(p.parses.byKey), entries, keys)
 	}
+}
+
+// codex's requests (Responses, captured byte-exact) continue remembered
+// parses too: each capture's input growing, retried and rewound, a turn
+// ended by a reasoning item and continued (the reasoning item then goes
+// with the item after it), members after `input`, a second `input`
+// member, a plain-text input, and a broken byte after the shared prefix.
+func TestRememberedResponsesParseIsTheBodysOwn(t *testing.T) {
+	var bodies [][]byte
+	files, err := filepath.Glob(filepath.Join("..", "internal", "responsestest", "testdata", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatal("no captures", err)
+	}
+	for _, name := range files {
+		body, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(gjson.GetBytes(body, "input").Array())
+		for _, k := range []int{1, n / 2, n/2 + 1, n, n, n / 2} {
+			bodies = append(bodies, arrayPrefix(t, body, "input", k))
+		}
+	}
+	// Members after `input` on a capture (the bodies above end with the
+	// same prefix).
+	exec, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tail := range []string{
+		`,"store":false,"prompt_cache_key":"k"}`,
+		`,"input":[{"role":"user","content":"replaced"}]}`,
+		`,"input":"text now"}`,
+		`,"previous_response_id":"resp_1"}`,
+		`,"stream":tru}`,
+	} {
+		b := bytes.TrimSpace(exec)
+		b = b[:len(b)-1] // its closing brace
+		bodies = append(bodies, exec, append(slices.Clone(b), tail...))
+	}
+	user := `{"role":"user","content":[{"type":"input_text","text":"go on"}]}`
+	reasoning := `{"type":"reasoning","summary":[],"encrypted_content":"gAAA"}`
+	call := `{"type":"function_call","call_id":"c1","name":"shell","arguments":"{\"command\":[\"ls\"]}"}`
+	out := `{"type":"function_call_output","call_id":"c1","output":"a.go\nb.go"}`
+	resp := func(tail string, items ...string) []byte {
+		return []byte(`{"model":"gpt-5","instructions":"be brief","input":[` + strings.Join(items, ",") + `]` + tail + `}`)
+	}
+	bodies = append(bodies,
+		resp("", user, reasoning), resp("", user, reasoning, call, out), resp("", user, reasoning, call, out),
+		resp(`,"store":false,"prompt_cache_key":"k"`, user, reasoning, call, out, user),
+		resp(`,"input":[{"role":"user","content":"replaced"}]`, user, reasoning, call, out, user),
+		resp(`,"input":"text now"`, user, reasoning, call, out, user),
+		resp(`,"previous_response_id":"resp_1"`, user, reasoning, call, out, user),
+		resp(`,"stream":tru`, user, reasoning, call, out, user, user))
+	format := responses.Format{}
+	checkRememberedParses(t, format, func() *Pipeline {
+		return New(Config{Format: format, Squasher: squashWith(truncSquash), Dedup: DefaultDedupConfig()})
+	}, bodies)
 }

@@ -2,6 +2,7 @@ package responses
 
 import (
 	"crypto/sha256"
+	"sort"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
@@ -24,7 +25,7 @@ const (
 // without its required following item", so no cut may fall between them.
 type Format struct{}
 
-var _ wire.Format = Format{}
+var _ wire.Resumer = Format{}
 
 // Name names the format.
 func (Format) Name() string { return "responses" }
@@ -36,25 +37,81 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 	if !ok || !req.Input.Exists() {
 		return &wire.Conversation{Body: body}, false
 	}
-	c := &wire.Conversation{Body: body, Model: req.Model, Stream: req.Stream, Priming: replyPriming,
-		CacheKey: req.PromptCacheKeySpan, Counted: []wire.Span{req.Instructions, req.Tools},
-		ServerHistory: req.PreviousResponseID != "" || req.Conversation}
+	c := conversation(req)
 	if req.InputIsText {
 		c.Counted = append(c.Counted, req.Input)
 		return c, true
 	}
-	for i := 0; i < len(req.Items); {
+	return finish(c, req.Items), true
+}
+
+// Resume is Parse continued from prev at the end of one of its messages
+// (see wire.Resumer): the top-level members before `input` and the
+// messages up to at are prev's; the rest is read from body.
+func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conversation, bool, int) {
+	t, ok := prev.Resume.(*top)
+	k := sort.Search(len(prev.Messages), func(i int) bool { return prev.Messages[i].End > at })
+	if ok && k > 0 && prev.Messages[k-1].End == at && reasoningLast(body, prev, k-1) {
+		// A reasoning item that ended prev goes with the item after it
+		// here: its message is read again.
+		k--
+		at = prev.Messages[max(k-1, 0)].End
+	}
+	if !ok || k == 0 || prev.Messages[k-1].End != at || at <= t.array {
+		c, chat := f.Parse(body)
+		return c, chat, 0
+	}
+	req := &Request{Body: body, Model: t.model, Stream: t.stream, Store: t.store, Stored: t.stored,
+		PreviousResponseID: t.previousResponseID, Conversation: t.conversation, PromptCacheKey: t.promptCacheKey,
+		PromptCacheKeySpan: t.promptCacheKeySpan, Instructions: t.instructions, Tools: t.tools, top: *t}
+	end := wire.WalkArrayAfter(body, at, req.item)
+	req.Input = Span{Start: t.array, End: end}
+	wire.WalkObjectAfter(body, end, req.member)
+	if req.Input.Start != t.array {
+		c, chat := f.Parse(body) // a later `input` is the one that counts
+		return c, chat, 0
+	}
+	c := conversation(req)
+	items := prev.Messages[k-1].Items.End
+	c.Messages = append(make([]wire.Message, 0, k+len(req.Items)), prev.Messages[:k]...)
+	c.Items = append(make([]wire.Item, 0, items+len(req.Items)), prev.Items[:items]...)
+	return finish(c, req.Items), true, k
+}
+
+// reasoningLast reports whether message m of c ends with a reasoning item.
+func reasoningLast(body []byte, c *wire.Conversation, m int) bool {
+	r := c.Messages[m].Items
+	return r.End > r.Start && gjson.GetBytes(c.Items[r.End-1].Span.Of(body), "type").Str == KindReasoning
+}
+
+// conversation is the conversation of req before its messages are added.
+func conversation(req *Request) *wire.Conversation {
+	c := &wire.Conversation{Body: req.Body, Model: req.Model, Stream: req.Stream, Priming: replyPriming,
+		CacheKey: req.PromptCacheKeySpan, Counted: []wire.Span{req.Instructions, req.Tools},
+		ServerHistory: req.PreviousResponseID != "" || req.Conversation}
+	if !req.InputIsText && req.Body[req.Input.Start] == '[' {
+		resume := req.top // a copy: a remembered parse keeps it, and never the body
+		c.Resume = &resume
+	}
+	return c
+}
+
+// finish adds the messages made of items to c: each item one, except that
+// a reasoning item goes with the item after it.
+func finish(c *wire.Conversation, items []Item) *wire.Conversation {
+	for i := 0; i < len(items); {
 		j := i + 1
-		for j-1 < len(req.Items) && req.Items[j-1].Kind == KindReasoning && j < len(req.Items) {
+		for j-1 < len(items) && items[j-1].Kind == KindReasoning && j < len(items) {
 			j++ // a reasoning item goes with the item after it
 		}
-		addMessage(c, req.Items[i:j])
+		addMessage(c, items[i:j])
 		i = j
 	}
+	c.Lead = 0
 	for c.Lead < len(c.Messages) && c.Messages[c.Lead].Role == wire.RoleInstruction {
 		c.Lead++
 	}
-	return c, true
+	return c
 }
 
 // addMessage adds the neutral message made of the input items its.

@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -125,5 +126,25 @@ func TestFormatMarksHistoryTheProviderKeeps(t *testing.T) {
 		if !ok || c.ServerHistory != want {
 			t.Errorf("%s: ok %v, server history %v", body, ok, c.ServerHistory)
 		}
+	}
+}
+
+// A parse continued from the end of a reasoning item that ended the
+// earlier request reads that item again: here an item follows it, and
+// the two are one message.
+func TestResumeAfterTrailingReasoningRegroupsIt(t *testing.T) {
+	user := `{"role":"user","content":"fix it"}`
+	reasoning := `{"type":"reasoning","summary":[],"encrypted_content":"gAAA"}`
+	call := `{"type":"function_call","call_id":"c1","name":"shell","arguments":"{}"}`
+	prevBody := []byte(`{"model":"m","input":[` + user + `,` + reasoning + `]}`)
+	body := []byte(`{"model":"m","input":[` + user + `,` + reasoning + `,` + call + `]}`)
+	prev, ok := Format{}.Parse(prevBody)
+	if !ok || len(prev.Messages) != 2 {
+		t.Fatalf("earlier request: %d messages", len(prev.Messages))
+	}
+	got, ok, taken := Format{}.Resume(body, prev, prev.Messages[1].End)
+	want, _ := Format{}.Parse(body)
+	if !ok || taken != 1 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("resumed (%v, took %d):\n%+v\nparsed:\n%+v", ok, taken, got, want)
 	}
 }

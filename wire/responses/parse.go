@@ -71,6 +71,9 @@ type Request struct {
 	Input       Span
 	InputIsText bool
 	Items       []Item
+	// top is the top-level members read when the (last) input array
+	// opened: where Format.Resume continues from.
+	top top
 }
 
 // Parse reads a Responses request body. ok is false when body is not a
@@ -82,74 +85,111 @@ func Parse(body []byte) (req *Request, ok bool) {
 	return parseValid(body)
 }
 
-// parseValid is Parse of a body already known to be valid JSON.
+// parseValid is Parse of a body already known to be valid JSON. It walks
+// the body without decoding it (wire's scanner): only the short strings
+// it names are decoded, as gjson reads them, and copied, so nothing read
+// holds the body. A member sent twice counts as its last value (input
+// items of every input array are read, as before).
 func parseValid(body []byte) (req *Request, ok bool) {
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
+	i := wire.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
 		return nil, false
 	}
 	req = &Request{Body: body}
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "model":
-			req.Model = v.String()
-		case "stream":
-			req.Stream = v.Type == gjson.True
-		case "store":
-			req.Stored, req.Store = true, v.Type == gjson.True
-		case "previous_response_id":
-			req.PreviousResponseID = v.String()
-		case "conversation":
-			req.Conversation = v.Exists() && v.Type != gjson.Null
-		case "prompt_cache_key":
-			req.PromptCacheKey, req.PromptCacheKeySpan = v.String(), spanOf(v)
-		case "instructions":
-			req.Instructions = spanOf(v)
-		case "tools":
-			req.Tools = spanOf(v)
-		case "input":
-			req.Input = spanOf(v)
-			req.InputIsText = v.Type == gjson.String
-			if v.IsArray() {
-				v.ForEach(func(_, it gjson.Result) bool {
-					req.Items = append(req.Items, readItem(it))
-					return true
-				})
-			}
-		}
-		return true
-	})
+	wire.WalkObject(body, i, req.member)
 	return req, true
 }
 
-// readItem reads one input element.
-func readItem(v gjson.Result) Item {
-	it := Item{Span: spanOf(v)}
-	if !v.IsObject() {
+// top is what the top-level walk has read when the input array opens:
+// where Format.Resume continues from.
+type top struct {
+	model, previousResponseID, promptCacheKey string
+	stream, store, stored, conversation       bool
+	promptCacheKeySpan, instructions, tools   Span
+	array                                     int // where the input array opens
+}
+
+// member reads one top-level member of req's body (WalkObject's fn).
+func (req *Request) member(k wire.Span, vs int) int {
+	body := req.Body
+	ve := wire.ValueEnd(body, vs)
+	v := Span{Start: vs, End: ve}
+	switch wire.KeyName(body, k) {
+	case "model":
+		req.Model = stringOf(body, v)
+	case "stream":
+		req.Stream = string(v.Of(body)) == "true"
+	case "store":
+		req.Stored, req.Store = true, string(v.Of(body)) == "true"
+	case "previous_response_id":
+		req.PreviousResponseID = stringOf(body, v)
+	case "conversation":
+		req.Conversation = string(v.Of(body)) != "null"
+	case "prompt_cache_key":
+		req.PromptCacheKey, req.PromptCacheKeySpan = stringOf(body, v), v
+	case "instructions":
+		req.Instructions = v
+	case "tools":
+		req.Tools = v
+	case "input":
+		req.Input = v
+		req.InputIsText = body[vs] == '"'
+		if body[vs] == '[' {
+			req.top = top{model: req.Model, previousResponseID: req.PreviousResponseID, promptCacheKey: req.PromptCacheKey,
+				stream: req.Stream, store: req.Store, stored: req.Stored, conversation: req.Conversation,
+				promptCacheKeySpan: req.PromptCacheKeySpan, instructions: req.Instructions, tools: req.Tools, array: vs}
+			wire.WalkArray(body, vs, req.item)
+		}
+	}
+	return ve
+}
+
+// item reads one element of req's input (WalkArray's fn).
+func (req *Request) item(es int) int {
+	it := readItem(req.Body, es)
+	req.Items = append(req.Items, it)
+	return it.Span.End
+}
+
+// readItem reads the input element that starts at body[i].
+func readItem(body []byte, i int) Item {
+	it := Item{Span: Span{Start: i, End: wire.ValueEnd(body, i)}}
+	if body[i] != '{' {
 		return it
 	}
 	it.Kind = KindMessage
-	v.ForEach(func(k, f gjson.Result) bool {
-		switch k.Str {
+	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
+		ve := wire.ValueEnd(body, vs)
+		f := Span{Start: vs, End: ve}
+		switch wire.KeyName(body, k) {
 		case "type":
-			it.Kind = f.String()
+			it.Kind = stringOf(body, f)
 		case "role":
-			it.Role = f.String()
+			it.Role = stringOf(body, f)
 		case "call_id":
-			it.CallID = f.String()
+			it.CallID = stringOf(body, f)
 		case "name":
-			it.Name = f.String()
+			it.Name = stringOf(body, f)
 		case "arguments", "input":
-			it.Args = spanOf(f)
+			it.Args = f
 		case "content", "output":
-			it.Content = spanOf(f)
+			it.Content = f
 		}
-		return true
+		return ve
 	})
 	if it.Kind == KindShellCall && it.Name == "" {
 		it.Name = "local_shell"
 	}
 	return it
+}
+
+// stringOf is gjson's Result.String of the value at s, a copy: a string
+// decoded, null "", anything else as gjson renders it.
+func stringOf(body []byte, s Span) string {
+	if v, ok := wire.StringValue(body, s); ok {
+		return v
+	}
+	return gjson.ParseBytes(s.Of(body)).String()
 }
 
 // spanOf is where v's raw bytes sit in the body (gjson's Index is the
