@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"container/list"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -101,8 +102,7 @@ type parseMemo struct {
 	mu    sync.Mutex // guards everything below
 	used  int64
 	byKey map[cacheKey]*memoParse
-	head  *memoParse // most recently used
-	tail  *memoParse
+	order list.List // of *memoParse, most recently used first
 }
 
 // memoParse is one remembered parse.
@@ -111,11 +111,10 @@ type memoParse struct {
 	conv   *wire.Conversation // its Body is not kept: only offsets are read
 	keys   []cacheKey         // its body's prefixKeys, whole body last; immutable
 	size   int64
-	listed bool // in the memo's list (guarded by its mu)
+	elem   *list.Element // its place in the memo's order; nil once forgotten (guarded by its mu)
 	// analysis is the last analysis of a request parsed as conv, kept
 	// for the next one that shares its messages.
-	analysis   atomic.Pointer[keptAnalysis]
-	prev, next *memoParse
+	analysis atomic.Pointer[keptAnalysis]
 }
 
 // keptAnalysis is an analysis and the encoding it counted with.
@@ -145,7 +144,7 @@ func (m *parseMemo) find(keys []cacheKey, f wire.Format, size int) (*memoParse, 
 		if !ok || e.format != f.Name() {
 			continue
 		}
-		m.moveToFront(e)
+		m.order.MoveToFront(e.elem)
 		if i == len(keys)-1 {
 			return e, size
 		}
@@ -179,16 +178,16 @@ func (m *parseMemo) add(keys []cacheKey, f wire.Format, conv *wire.Conversation,
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if drop != nil && drop.listed {
+	if drop != nil && drop.elem != nil {
 		m.remove(drop)
 	}
 	for _, k := range e.keys {
 		m.byKey[k] = e
 	}
 	m.used += e.size
-	m.pushFront(e)
-	for m.used > m.max && m.tail != nil {
-		m.remove(m.tail)
+	e.elem = m.order.PushFront(e)
+	for m.used > m.max && m.order.Len() > 0 {
+		m.remove(m.order.Back().Value.(*memoParse))
 	}
 	return e
 }
@@ -200,11 +199,7 @@ func (m *parseMemo) stats() (entries int, bytes int64) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
-	for e := m.head; e != nil; e = e.next {
-		n++
-	}
-	return n, m.used
+	return m.order.Len(), m.used
 }
 
 // remove forgets e, and each of its keys that still finds it.
@@ -215,37 +210,6 @@ func (m *parseMemo) remove(e *memoParse) {
 		}
 	}
 	m.used -= e.size
-	m.unlink(e)
-}
-
-func (m *parseMemo) moveToFront(e *memoParse) {
-	if m.head != e {
-		m.unlink(e)
-		m.pushFront(e)
-	}
-}
-
-func (m *parseMemo) pushFront(e *memoParse) {
-	e.prev, e.next, e.listed = nil, m.head, true
-	if m.head != nil {
-		m.head.prev = e
-	}
-	m.head = e
-	if m.tail == nil {
-		m.tail = e
-	}
-}
-
-func (m *parseMemo) unlink(e *memoParse) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		m.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		m.tail = e.prev
-	}
-	e.prev, e.next, e.listed = nil, nil, false
+	m.order.Remove(e.elem)
+	e.elem = nil
 }

@@ -168,8 +168,8 @@ func TestParseMemoStaysWithinItsBound(t *testing.T) {
 		t.Fatalf("%d parses, %d bytes; bound %d", entries, used, p.parses.max)
 	}
 	keys := 0
-	for e := p.parses.head; e != nil; e = e.next {
-		keys += len(e.keys)
+	for el := p.parses.order.Front(); el != nil; el = el.Next() {
+		keys += len(el.Value.(*memoParse).keys)
 	}
 	if len(p.parses.byKey) > keys {
 		t.Fatalf("%d keys find a parse, the %d remembered parses have %d", len(p.parses.byKey), entries, keys)
