@@ -208,11 +208,13 @@ func Splice(body []byte, edits []Edit) []byte {
 // (how a message is counted, what its content says) and writes the core's
 // edits back into the body. It must be pure and safe for concurrent use.
 // Resumer is a Format whose parse can continue an earlier one. Each of
-// its conversations' Messages is an element of an array that is a member
-// of the top-level object (chat: `messages`), so a body whose bytes up to
-// the end of a message are an earlier body's can be validated from there
-// (jsonvalid.ValidAfterElement) and read from there: a conversation's
-// next request repeats the last one up to its new messages.
+// its conversations' Messages ends where an element of an array that is a
+// member of the top-level object ends (chat: `messages`; Responses: `input`,
+// whose reasoning item and the item after it are one message), so a body
+// whose bytes up to the end of a message are an earlier body's can be
+// validated (jsonvalid.ValidAfterElement) and read from there: a
+// conversation's next request repeats the last one up to its new
+// messages.
 type Resumer interface {
 	Format
 	// Resume is Parse for a body (valid JSON) whose first at bytes are
