@@ -47,7 +47,7 @@ func (Format) Name() string { return "messages" }
 // Parse reads a Messages body; false when it is not an object with a
 // `messages` array.
 func (Format) Parse(body []byte) (*wire.Conversation, bool) {
-	req, ok := parseValid(body)
+	req, ok := parseValid(body, false)
 	if !ok || !req.MessagesArray.Exists() || body[req.MessagesArray.Start] != '[' {
 		return &wire.Conversation{Body: body}, false
 	}

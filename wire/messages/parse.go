@@ -66,6 +66,9 @@ type Request struct {
 	// top is the top-level members read when the messages array opened:
 	// where Format.Resume continues from.
 	top top
+	// countMarkers: Markers is counted (Parse); the Format's parse does
+	// not read it, and Claude Code's tools would be walked again for it.
+	countMarkers bool
 }
 
 // top is what the top-level walk has read when `messages` opens.
@@ -83,7 +86,7 @@ func Parse(body []byte) (req *Request, ok bool) {
 	if !jsonvalid.Valid(body) {
 		return nil, false
 	}
-	return parseValid(body)
+	return parseValid(body, true)
 }
 
 // parseValid is Parse of a body already known to be valid JSON. It scans
@@ -91,12 +94,12 @@ func Parse(body []byte) (req *Request, ok bool) {
 // strings it names (role, type, ids, names) are decoded, so a turn does
 // not unescape the megabytes of tool output it carries. A member sent
 // twice counts as its last value, as most JSON readers take it.
-func parseValid(body []byte) (req *Request, ok bool) {
+func parseValid(body []byte, countMarkers bool) (req *Request, ok bool) {
 	i := wire.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return nil, false
 	}
-	req = &Request{Body: body}
+	req = &Request{Body: body, countMarkers: countMarkers}
 	wire.WalkObject(body, i, req.member)
 	return req, true
 }
@@ -113,10 +116,14 @@ func (req *Request) member(k wire.Span, vs int) int {
 		req.Stream = string(v.Of(body)) == "true"
 	case wire.KeyIs(body, k, "system"):
 		req.System = v
-		req.Markers += markers(body, v)
+		if req.countMarkers {
+			req.Markers += markers(body, v)
+		}
 	case wire.KeyIs(body, k, "tools"):
 		req.Tools = v
-		req.Markers += markers(body, v)
+		if req.countMarkers {
+			req.Markers += markers(body, v)
+		}
 	case wire.KeyIs(body, k, "metadata"):
 		req.SessionID = sessionID(body, v)
 	case wire.KeyIs(body, k, "thinking"):
@@ -136,7 +143,7 @@ func (req *Request) member(k wire.Span, vs int) int {
 func (req *Request) message(ms int) int {
 	msg := readMessage(req.Body, ms)
 	for _, b := range msg.Blocks {
-		if b.CacheControl {
+		if b.CacheControl && req.countMarkers {
 			req.Markers++
 		}
 	}
