@@ -201,7 +201,7 @@ func (c *compactions) precompact(ti turnInput) {
 			return
 		}
 		ti.rec = rec
-		ti.parsed = rewrite.Parse(ti.api.format, ti.body)
+		ti.parsed = c.pipeline.Parse(ti.api.format, ti.body) // the turn's own body: its parse is remembered
 		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(rec, ti.line.id))
 		if !ti.res.Understood {
 			return
