@@ -20,15 +20,16 @@ const entryOverhead = 128
 // count, a squash result, a message memo and a canonical digest can never
 // share a key.
 const (
-	kindTokens    byte = 't'
-	kindSquash    byte = 's'
-	kindMessage   byte = 'm'
-	kindCanonical byte = 'c'
-	kindPrune     byte = 'p'
-	kindOpening   byte = 'f' // a conversation's fingerprint
-	kindChain     byte = 'h' // a history's chain hashes
-	kindPrefix    byte = 'b' // a block of a body's prefix (parseMemo)
-	kindBody      byte = 'w' // a whole body (parseMemo)
+	kindTokens     byte = 't'
+	kindSquash     byte = 's'
+	kindMessage    byte = 'm'
+	kindCanonical  byte = 'c'
+	kindPrune      byte = 'p'
+	kindOpening    byte = 'f' // a conversation's fingerprint
+	kindChain      byte = 'h' // a history's chain hashes
+	kindPrefix     byte = 'b' // a block of a body's prefix (parseMemo)
+	kindBody       byte = 'w' // a whole body (parseMemo)
+	kindKeepsWhole byte = 'k' // whether squash keeps a call's output whole (prune)
 )
 
 // contentHash identifies a message's bytes within this process: two

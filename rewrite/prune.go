@@ -196,10 +196,27 @@ func (p *Pipeline) prunable(v *view, plan *dedupPlan, pp prunePlan, k int) bool 
 		return false
 	}
 	tokens := a.resultFacts(k).contentAfter
-	if tokens <= p.cfg.Prune.minTokens() || p.shell.KeepsWhole(resultCall(req, r)) {
+	if tokens <= p.cfg.Prune.minTokens() || p.keepsWhole(req, r) {
 		return false
 	}
 	return p.pruneLine(v, k).tokens < tokens
+}
+
+// keepsWhole is squash's KeepsWhole of the call result r answers,
+// remembered by the call's key (its tool and canonical arguments, which
+// give the same command): reading a shell command again for every old
+// result on every turn was a tenth of a long conversation's turn.
+func (p *Pipeline) keepsWhole(req *request, r *resultRef) bool {
+	if !r.keyed || r.call < 0 {
+		return p.shell.KeepsWhole(resultCall(req, r))
+	}
+	key := newKey(kindKeepsWhole, r.key.tool, string(r.key.args[:]))
+	if v, ok := p.cache.get(key); ok {
+		return v.(bool)
+	}
+	keep := p.shell.KeepsWhole(resultCall(req, r))
+	p.cache.add(key, keep, 0)
+	return keep
 }
 
 // resultCall is the call result r answers, as squash reads it.
