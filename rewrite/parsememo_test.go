@@ -233,3 +233,32 @@ func TestRememberedResponsesParseIsTheBodysOwn(t *testing.T) {
 		return New(Config{Format: format, Squasher: squashWith(truncSquash), Dedup: DefaultDedupConfig()})
 	}, bodies)
 }
+
+// A conversation growing turn by turn keeps one remembered parse once its
+// body passes a prefix block, not one per turn: each longer body
+// supersedes the one it continued. (Its first, shorter turns share no
+// block with it and are kept apart until evicted: a repeat of a short
+// request is found only by its whole body.)
+func TestGrowingConversationKeepsOneParse(t *testing.T) {
+	p := New(Config{Format: chatFormat})
+	msgs := []string{`{"role":"system","content":"You are a coding agent."}`, `{"role":"user","content":"fix it"}`}
+	settled := -1
+	for i := range 30 {
+		id := fmt.Sprintf("c%d", i)
+		msgs = append(msgs, callMsg(id, "bash", jsonString(fmt.Sprintf(`{"command":"step %d"}`, i))),
+			resultMsg(id, strings.Repeat(fmt.Sprintf("output line of step %d\n", i), 40)))
+		body := chat("gpt-4o", msgs...)
+		p.Parse(chatFormat, body)
+		entries, _ := p.parses.stats()
+		switch {
+		case len(body) < 2*prefixBlock:
+		case settled < 0:
+			settled = entries
+		case entries != settled:
+			t.Fatalf("turn %d (%d bytes): %d parses kept, %d when the body passed two blocks", i, len(body), entries, settled)
+		}
+	}
+	if settled < 0 {
+		t.Fatal("the bodies never passed two blocks")
+	}
+}
