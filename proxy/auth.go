@@ -3,10 +3,10 @@ package proxy
 import (
 	"crypto/subtle"
 	"fmt"
-	"github.com/ctxpress/ctxpress/state"
 	"strings"
 	"sync/atomic"
 
+	"github.com/ctxpress/ctxpress/state"
 	"github.com/valyala/fasthttp"
 )
 

@@ -2,7 +2,6 @@ package rewrite
 
 import (
 	"container/list"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -27,7 +26,7 @@ func (p *Pipeline) Parse(f wire.Format, body []byte) *Parsed {
 	from, same := p.parses.find(keys, f, len(body))
 	k := 0
 	if from != nil {
-		k = messagesWithin(from.conv, same)
+		k = from.conv.MessagesWithin(same)
 	}
 	if k == 0 {
 		parsed := Parse(f, body)
@@ -62,12 +61,6 @@ func (p *Pipeline) Parse(f wire.Format, body []byte) *Parsed {
 	}
 	parsed.memo = p.parses.add(keys, f, parsed.conv, drop)
 	return parsed
-}
-
-// messagesWithin is how many of c's messages lie within its first same
-// bytes.
-func messagesWithin(c *wire.Conversation, same int) int {
-	return sort.Search(len(c.Messages), func(i int) bool { return c.Messages[i].End > same })
 }
 
 // prefixBlock is the stride of a body's prefix keys. A finer one finds a

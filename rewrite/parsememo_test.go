@@ -77,7 +77,7 @@ func checkRememberedParses(t *testing.T, f wire.Format, newPipeline func() *Pipe
 	p := newPipeline()
 	resumed := 0
 	for i, body := range bodies {
-		if from, same := p.parses.find(prefixKeys(nil, f, body), f, len(body)); from != nil && messagesWithin(from.conv, same) > 0 {
+		if from, same := p.parses.find(prefixKeys(nil, f, body), f, len(body)); from != nil && from.conv.MessagesWithin(same) > 0 {
 			resumed++
 		}
 		got, want := p.Parse(f, body), Parse(f, body)

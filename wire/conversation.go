@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"crypto/sha256"
+	"sort"
 )
 
 // Conversation is a request body as the core reads it, whatever its wire
@@ -207,6 +208,36 @@ func Splice(body []byte, edits []Edit) []byte {
 // Conversation, answers the questions about it that depend on the format
 // (how a message is counted, what its content says) and writes the core's
 // edits back into the body. It must be pure and safe for concurrent use.
+// MessagesWithin is how many of c's messages end within its first n bytes.
+func (c *Conversation) MessagesWithin(n int) int {
+	return sort.Search(len(c.Messages), func(i int) bool { return c.Messages[i].End > n })
+}
+
+// MessagesEndingAt is how many of c's messages end within its first at
+// bytes, when the last of them ends exactly at at; 0 otherwise (a Resume
+// from at then reads the body whole).
+func (c *Conversation) MessagesEndingAt(at int) int {
+	if k := c.MessagesWithin(at); k > 0 && c.Messages[k-1].End == at {
+		return k
+	}
+	return 0
+}
+
+// TakeMessages starts c's messages and items with prev's first k messages
+// and their items, with room for about more messages after them (and
+// twice as many items). Taking all of prev's messages (a repeat) shares
+// prev's slices, capped so that an append copies them: prev is never
+// changed.
+func (c *Conversation) TakeMessages(prev *Conversation, k, more int) {
+	items := prev.Messages[k-1].Items.End
+	if k == len(prev.Messages) {
+		c.Messages, c.Items = prev.Messages[:k:k], prev.Items[:items:items]
+		return
+	}
+	c.Messages = append(make([]Message, 0, k+more), prev.Messages[:k]...)
+	c.Items = append(make([]Item, 0, items+2*more), prev.Items[:items]...)
+}
+
 // Resumer is a Format whose parse can continue an earlier one. Each of
 // its conversations' Messages ends where an element of an array that is a
 // member of the top-level object ends (chat: `messages`; Responses: `input`,

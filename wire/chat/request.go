@@ -1,8 +1,6 @@
 package chat
 
 import (
-	"sort"
-
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
@@ -142,24 +140,15 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 // messages up to at are prev's; the rest is read from body.
 func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conversation, bool, int) {
 	prevTop, ok := prev.Resume.(*top)
-	k := sort.Search(len(prev.Messages), func(i int) bool { return prev.Messages[i].End > at })
-	if !ok || k == 0 || prev.Messages[k-1].End != at {
+	k := prev.MessagesEndingAt(at)
+	if !ok || k == 0 {
 		c, chat := f.Parse(body)
 		return c, chat, 0
 	}
 	p := newParser(body, false)
 	p.top, p.seenMessages = *prevTop, true
 	*p.res = *prevTop
-	items := prev.Messages[k-1].Items.End
-	if k == len(prev.Messages) {
-		// Appending past the shared messages copies them first: prev is
-		// never changed.
-		p.c.Messages, p.c.Items = prev.Messages[:k:k], prev.Items[:items:items]
-	} else {
-		room := k + firstMessages(len(body)-at)
-		p.c.Messages = append(make([]wire.Message, 0, room), prev.Messages[:k]...)
-		p.c.Items = append(make([]wire.Item, 0, items+2*(room-k)), prev.Items[:items]...)
-	}
+	p.c.TakeMessages(prev, k, firstMessages(len(body)-at))
 	end := wire.WalkArrayAfter(body, at, p.message)
 	p.array = wire.Span{Start: p.top.array, End: end}
 	wire.WalkObjectAfter(body, end, p.member) // a later `messages` is ignored: the first counts

@@ -2,7 +2,6 @@ package messages
 
 import (
 	"crypto/sha256"
-	"sort"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/wire"
@@ -61,8 +60,8 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 // messages up to at are prev's; the rest is read from body.
 func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conversation, bool, int) {
 	t, ok := prev.Resume.(*top)
-	k := sort.Search(len(prev.Messages), func(i int) bool { return prev.Messages[i].End > at })
-	if !ok || k == 0 || prev.Messages[k-1].End != at {
+	k := prev.MessagesEndingAt(at)
+	if !ok || k == 0 {
 		c, chat := f.Parse(body)
 		return c, chat, 0
 	}
@@ -76,9 +75,7 @@ func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conv
 		return c, chat, 0
 	}
 	c := conversation(req)
-	items := prev.Messages[k-1].Items.End
-	c.Messages = append(make([]wire.Message, 0, k+len(req.Messages)), prev.Messages[:k]...)
-	c.Items = append(make([]wire.Item, 0, items+2*len(req.Messages)), prev.Items[:items]...)
+	c.TakeMessages(prev, k, len(req.Messages))
 	return finish(c, req), true, k
 }
 

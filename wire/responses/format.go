@@ -2,7 +2,6 @@ package responses
 
 import (
 	"crypto/sha256"
-	"sort"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
@@ -50,14 +49,14 @@ func (Format) Parse(body []byte) (*wire.Conversation, bool) {
 // messages up to at are prev's; the rest is read from body.
 func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conversation, bool, int) {
 	t, ok := prev.Resume.(*top)
-	k := sort.Search(len(prev.Messages), func(i int) bool { return prev.Messages[i].End > at })
-	if ok && k > 0 && prev.Messages[k-1].End == at && reasoningLast(body, prev, k-1) {
+	k := prev.MessagesEndingAt(at)
+	if ok && k > 0 && reasoningLast(body, prev, k-1) {
 		// A reasoning item that ended prev goes with the item after it
 		// here: its message is read again.
 		k--
 		at = prev.Messages[max(k-1, 0)].End
 	}
-	if !ok || k == 0 || prev.Messages[k-1].End != at || at <= t.array {
+	if !ok || k == 0 || at <= t.array {
 		c, chat := f.Parse(body)
 		return c, chat, 0
 	}
@@ -72,9 +71,7 @@ func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conv
 		return c, chat, 0
 	}
 	c := conversation(req)
-	items := prev.Messages[k-1].Items.End
-	c.Messages = append(make([]wire.Message, 0, k+len(req.Items)), prev.Messages[:k]...)
-	c.Items = append(make([]wire.Item, 0, items+len(req.Items)), prev.Items[:items]...)
+	c.TakeMessages(prev, k, len(req.Items))
 	return finish(c, req.Items), true, k
 }
 
