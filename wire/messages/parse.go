@@ -107,34 +107,39 @@ func parseValid(body []byte, countMarkers bool) (req *Request, ok bool) {
 // member reads one top-level member of req's body (WalkObject's fn).
 func (req *Request) member(k wire.Span, vs int) int {
 	body := req.Body
+	name := wire.KeyName(body, k)
+	if name == "messages" && body[vs] == '[' {
+		// Read once: the walk's end is the array's.
+		req.top = top{model: req.Model, stream: req.Stream, system: req.System, tools: req.Tools,
+			thinking: req.Thinking, sessionID: req.SessionID, array: vs}
+		req.Messages = nil
+		ve := wire.WalkArray(body, vs, req.message)
+		req.MessagesArray = Span{Start: vs, End: ve}
+		return ve
+	}
 	ve := wire.ValueEnd(body, vs)
 	v := Span{Start: vs, End: ve}
-	switch {
-	case wire.KeyIs(body, k, "model"):
+	switch name {
+	case "model":
 		req.Model, _ = wire.StringValue(body, v)
-	case wire.KeyIs(body, k, "stream"):
+	case "stream":
 		req.Stream = string(v.Of(body)) == "true"
-	case wire.KeyIs(body, k, "system"):
+	case "system":
 		req.System = v
 		if req.countMarkers {
 			req.Markers += markers(body, v)
 		}
-	case wire.KeyIs(body, k, "tools"):
+	case "tools":
 		req.Tools = v
 		if req.countMarkers {
 			req.Markers += markers(body, v)
 		}
-	case wire.KeyIs(body, k, "metadata"):
+	case "metadata":
 		req.SessionID = sessionID(body, v)
-	case wire.KeyIs(body, k, "thinking"):
+	case "thinking":
 		req.Thinking = v
-	case wire.KeyIs(body, k, "messages"):
+	case "messages":
 		req.MessagesArray, req.Messages = v, nil
-		if body[vs] == '[' {
-			req.top = top{model: req.Model, stream: req.Stream, system: req.System, tools: req.Tools,
-				thinking: req.Thinking, sessionID: req.SessionID, array: vs}
-			wire.WalkArray(body, vs, req.message)
-		}
 	}
 	return ve
 }
@@ -194,58 +199,67 @@ func marked(body []byte, i int) bool {
 	return found
 }
 
-// readMessage reads the element of messages that starts at body[i].
+// readMessage reads the element of messages that starts at body[i],
+// walking each of its bytes once.
 func readMessage(body []byte, i int) Message {
-	msg := Message{Span: Span{Start: i, End: wire.ValueEnd(body, i)}}
+	msg := Message{Span: Span{Start: i}}
 	if body[i] != '{' {
+		msg.Span.End = wire.ValueEnd(body, i)
 		return msg
 	}
-	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
-		ve := wire.ValueEnd(body, vs)
-		switch {
-		case wire.KeyIs(body, k, "role"):
+	msg.Span.End = wire.WalkObject(body, i, func(k wire.Span, vs int) int {
+		switch wire.KeyName(body, k) {
+		case "role":
+			ve := wire.ValueEnd(body, vs)
 			msg.Role, _ = wire.StringValue(body, Span{Start: vs, End: ve})
-		case wire.KeyIs(body, k, "content"):
-			msg.Content, msg.Blocks = Span{Start: vs, End: ve}, nil
+			return ve
+		case "content":
+			msg.Blocks = nil
 			switch body[vs] {
 			case '"':
+				msg.Content = Span{Start: vs, End: wire.StringEnd(body, vs)}
 				msg.Blocks = []Block{{Span: msg.Content, Type: BlockText, String: true, Content: msg.Content}}
 			case '[':
-				wire.WalkArray(body, vs, func(bs int) int {
+				msg.Content = Span{Start: vs, End: wire.WalkArray(body, vs, func(bs int) int {
 					b := readBlock(body, bs)
 					msg.Blocks = append(msg.Blocks, b)
 					return b.Span.End
-				})
+				})}
+			default:
+				msg.Content = Span{Start: vs, End: wire.ValueEnd(body, vs)}
 			}
+			return msg.Content.End
 		}
-		return ve
+		return wire.ValueEnd(body, vs)
 	})
 	return msg
 }
 
-// readBlock reads the content block that starts at body[i].
+// readBlock reads the content block that starts at body[i], walking each
+// of its bytes once.
 func readBlock(body []byte, i int) Block {
-	blk := Block{Span: Span{Start: i, End: wire.ValueEnd(body, i)}}
+	blk := Block{Span: Span{Start: i}}
 	if body[i] != '{' {
+		blk.Span.End = wire.ValueEnd(body, i)
 		return blk
 	}
-	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
+	blk.Span.End = wire.WalkObject(body, i, func(k wire.Span, vs int) int {
 		ve := wire.ValueEnd(body, vs)
 		v := Span{Start: vs, End: ve}
-		switch {
-		case wire.KeyIs(body, k, "type"):
+		switch wire.KeyName(body, k) {
+		case "type":
 			blk.Type, _ = wire.StringValue(body, v)
-		case wire.KeyIs(body, k, "id"), wire.KeyIs(body, k, "tool_use_id"):
+		case "id", "tool_use_id":
 			blk.ID, _ = wire.StringValue(body, v)
-		case wire.KeyIs(body, k, "name"):
+		case "name":
 			blk.Name, _ = wire.StringValue(body, v)
-		case wire.KeyIs(body, k, "input"):
+		case "input":
 			blk.Input = v
-		case wire.KeyIs(body, k, "content"), wire.KeyIs(body, k, "text"):
+		case "content", "text":
 			blk.Content = v
-		case wire.KeyIs(body, k, "is_error"):
+		case "is_error":
 			blk.IsError = string(v.Of(body)) == "true"
-		case wire.KeyIs(body, k, "cache_control"):
+		case "cache_control":
 			blk.CacheControl = string(v.Of(body)) != "null"
 		}
 		return ve
