@@ -112,9 +112,19 @@ type top struct {
 // member reads one top-level member of req's body (WalkObject's fn).
 func (req *Request) member(k wire.Span, vs int) int {
 	body := req.Body
+	name := wire.KeyName(body, k)
+	if name == "input" && body[vs] == '[' {
+		// Read once: the walk's end is the array's.
+		req.top = top{model: req.Model, previousResponseID: req.PreviousResponseID, promptCacheKey: req.PromptCacheKey,
+			stream: req.Stream, store: req.Store, stored: req.Stored, conversation: req.Conversation,
+			promptCacheKeySpan: req.PromptCacheKeySpan, instructions: req.Instructions, tools: req.Tools, array: vs}
+		ve := wire.WalkArray(body, vs, req.item)
+		req.Input, req.InputIsText = Span{Start: vs, End: ve}, false
+		return ve
+	}
 	ve := wire.ValueEnd(body, vs)
 	v := Span{Start: vs, End: ve}
-	switch wire.KeyName(body, k) {
+	switch name {
 	case "model":
 		req.Model = stringOf(body, v)
 	case "stream":
@@ -132,14 +142,7 @@ func (req *Request) member(k wire.Span, vs int) int {
 	case "tools":
 		req.Tools = v
 	case "input":
-		req.Input = v
-		req.InputIsText = body[vs] == '"'
-		if body[vs] == '[' {
-			req.top = top{model: req.Model, previousResponseID: req.PreviousResponseID, promptCacheKey: req.PromptCacheKey,
-				stream: req.Stream, store: req.Store, stored: req.Stored, conversation: req.Conversation,
-				promptCacheKeySpan: req.PromptCacheKeySpan, instructions: req.Instructions, tools: req.Tools, array: vs}
-			wire.WalkArray(body, vs, req.item)
-		}
+		req.Input, req.InputIsText = v, body[vs] == '"'
 	}
 	return ve
 }
@@ -153,12 +156,13 @@ func (req *Request) item(es int) int {
 
 // readItem reads the input element that starts at body[i].
 func readItem(body []byte, i int) Item {
-	it := Item{Span: Span{Start: i, End: wire.ValueEnd(body, i)}}
+	it := Item{Span: Span{Start: i}}
 	if body[i] != '{' {
+		it.Span.End = wire.ValueEnd(body, i)
 		return it
 	}
 	it.Kind = KindMessage
-	wire.WalkObject(body, i, func(k wire.Span, vs int) int {
+	it.Span.End = wire.WalkObject(body, i, func(k wire.Span, vs int) int {
 		ve := wire.ValueEnd(body, vs)
 		f := Span{Start: vs, End: ve}
 		switch wire.KeyName(body, k) {
