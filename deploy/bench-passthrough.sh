@@ -23,7 +23,9 @@
 #   PIN=1                    wrk on CPU 0, the servers on the other CPUs
 #                            (see bench-lib.sh): steadier figures
 # Each round prints the 1-minute load average: others' work on the machine
-# moves every column, so compare columns within a round.
+# moves every column, so compare columns within a round. Each round starts
+# at the next setup, and the ratios' median over the rounds is printed:
+# single rounds on shared cores move by ±10%.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
@@ -78,6 +80,12 @@ cpu_ticks() {
 	echo "$t"
 }
 tck=$(getconf CLK_TCK)
+
+# median X...: the median of the numbers given. The ratios of single
+# rounds move with what else the machine runs; their median is the figure.
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 for s in "${setups[@]}"; do
 	for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:${s#*=}/" && break || sleep 0.1; done
 done
@@ -109,7 +117,10 @@ for path in ${paths//,/ }; do
 	declare -A rps=() cpu=()
 	ratio="" base_ratio="" loads=""
 	for r in $(seq "$rounds"); do
-		for s in "${setups[@]}"; do
+		# Each round starts at the next setup: a machine that slows down or
+		# speeds up during a round favours no setup over the rounds.
+		order=("${setups[@]:$(((r - 1) % ${#setups[@]}))}" "${setups[@]:0:$(((r - 1) % ${#setups[@]}))}")
+		for s in "${order[@]}"; do
 			name="${s%=*}"
 			t0=$(cpu_ticks "$name")
 			out=$($on_load wrk -t"$threads" -c"$conns" -d"$duration" -s "$dir/$path.lua" "http://127.0.0.1:${s#*=}")
@@ -131,8 +142,8 @@ for path in ${paths//,/ }; do
 	echo "$path ($([ "$path" = chat ] && echo "POST /v1/chat/completions, $conversations conversations" || echo "POST /v1/embeddings"))"
 	printf '%-24s' "round:"; seq -s ' ' 1 "$rounds" | awk '{for(i=1;i<=NF;i++) printf "%10s", $i; print ""}'
 	for s in "${setups[@]}"; do printf '%-24s%s\n' "${s%=*} (req/s)" "${rps[${s%=*}]}"; done
-	printf '%-24s%s\n' "ctxpress / nginx" "$ratio"
-	[ -n "$base_ratio" ] && printf '%-24s%s\n' "base / nginx" "$base_ratio"
+	printf '%-24s%s   median %s\n' "ctxpress / nginx" "$ratio" "$(median $ratio)"
+	[ -n "$base_ratio" ] && printf '%-24s%s   median %s\n' "base / nginx" "$base_ratio" "$(median $base_ratio)"
 	printf '%-24s%s\n' "load average (1 min)" "$loads"
 	echo "CPU per request (µs; the serving process only: nginx's workers, ctxpress's threads):"
 	for s in "${setups[@]}"; do printf '%-24s%s\n' "${s%=*}" "${cpu[${s%=*}]}"; done
