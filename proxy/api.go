@@ -43,6 +43,11 @@ type api struct {
 	// watch returns a watcher of a stream's side copy: its usage, and
 	// whether it ended as a whole answer.
 	watch func() streamWatch
+	// streamStart, when set, returns a reader of a stream's first events
+	// for a refusal sent inside a 200 stream (Responses: OpenAI's
+	// response.failed before any output), which forward holds back until
+	// it knows; nil for a format whose upstreams refuse with a status.
+	streamStart func() streamStarter
 	// outputCaps are the body fields, in order of precedence, that
 	// reserve room in the window for the answer.
 	outputCaps []string
@@ -64,6 +69,15 @@ type streamWatch interface {
 	unfinished() error
 }
 
+// streamStarter reads a stream's first bytes until it has Decided
+// whether the upstream refused the request in it (Refusal: the refusal as
+// an error body; nil: it did not).
+type streamStarter interface {
+	Feed(p []byte)
+	Decided() bool
+	Refusal() []byte
+}
+
 var (
 	// chatAPI is OpenAI chat completions (POST /v1/chat/completions).
 	chatAPI = &api{
@@ -81,6 +95,7 @@ var (
 		name: apiResponses, format: responses.Format{}, streamAsks: responses.StreamAsks,
 		usageFromJSON: responses.UsageFromJSON,
 		watch:         func() streamWatch { return &responsesWatch{} },
+		streamStart:   func() streamStarter { return &responses.StreamStart{} },
 		outputCaps:    []string{"max_output_tokens"},
 		reply:         responses.AssistantReply,
 		errors:        openAIShape,

@@ -61,7 +61,19 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 	}
 	stream, _ := resp.BodyStream().(fasthttp.ReadCloserWithError)
 	status := resp.StatusCode()
-	if o.retry == nil || stream == nil || (status >= 200 && status < 300) {
+	if o.retry == nil || stream == nil {
+		s.relayAnswer(ctx, x, resp, stream, a, o)
+		return
+	}
+	if status >= 200 && status < 300 {
+		if start := streamStartOf(o.api, a, resp); start != nil {
+			held, err := readStreamStart(stream, start)
+			if refusal := start.Refusal(); (err == nil || err == io.EOF) && refusal != nil &&
+				s.retryRefused(ctx, x, resp, stream, fasthttp.StatusBadRequest, refusal, o) {
+				return
+			}
+			stream = &heldStream{held: held, err: err, ReadCloserWithError: stream}
+		}
 		s.relayAnswer(ctx, x, resp, stream, a, o)
 		return
 	}
@@ -71,23 +83,94 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 		if derr != nil {
 			plain = held
 		}
-		if x.gate != nil {
-			// The hook may compact: a summary call to a local upstream
-			// waits for this request's share.
-			x.gate()
-			x.gate = nil
-		}
-		if next, again := o.retry(status, &resp.Header, plain); again {
-			_ = stream.CloseWithError(nil)
-			fasthttp.ReleaseResponse(resp)
-			s.releaseLease(x)
-			o.retry = nil // once
-			s.forward(ctx, x, next, o)
+		if s.retryRefused(ctx, x, resp, stream, status, plain, o) {
 			return
 		}
 	}
 	s.answerHeaders(ctx, x, resp, o)
 	s.relayHeld(ctx, x, resp, stream, held, whole, err, o.api)
+}
+
+// retryRefused shows o.retry a refusal (status, and the refused answer's
+// body or, for a stream that failed, its error as one) and, when the hook
+// says so, sends the body it gives instead, once, and relays that answer;
+// false: the refused answer is the client's, still unread past what the
+// caller read of it.
+func (s *Server) retryRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError,
+	status int, refusal []byte, o forwardOpts) bool {
+	if x.gate != nil {
+		// The hook may compact: a summary call to a local upstream
+		// waits for this request's share.
+		x.gate()
+		x.gate = nil
+	}
+	next, again := o.retry(status, &resp.Header, refusal)
+	if !again {
+		return false
+	}
+	_ = stream.CloseWithError(nil) // not read to its end: its connection is closed
+	fasthttp.ReleaseResponse(resp)
+	s.releaseLease(x)
+	o.retry = nil // once
+	s.forward(ctx, x, next, o)
+	return true
+}
+
+// maxStreamStart bounds the start of a stream held back for a refusal
+// inside it: the events before any output echo the request's
+// instructions and tools (tens of kilobytes for codex).
+const maxStreamStart = 1 << 20
+
+// streamStartOf is a reader of resp's first events when it is an event
+// stream of api's format, whose upstreams may refuse a request inside a
+// 200 stream (api.streamStart); nil otherwise.
+func streamStartOf(api *api, a asks, resp *fasthttp.Response) streamStarter {
+	if api == nil || api.streamStart == nil || !a.stream || !hasMediaType(resp.Header.ContentType(), "text/event-stream") {
+		return nil
+	}
+	return api.streamStart()
+}
+
+// readStreamStart reads stream until start has decided (or the stream
+// ends, fails, or passes maxStreamStart) and returns what it read, to be
+// relayed first, and the error of the read that ended it (io.EOF: the
+// stream's end). It holds back only what comes before the first output:
+// the time to it is the upstream's, not ctxpress's.
+func readStreamStart(stream io.Reader, start streamStarter) ([]byte, error) {
+	held := make([]byte, 0, 16<<10)
+	for !start.Decided() && len(held) < maxStreamStart {
+		if len(held) == cap(held) {
+			held = append(held, 0)[:len(held)]
+		}
+		n, err := stream.Read(held[len(held):cap(held)])
+		start.Feed(held[len(held) : len(held)+n])
+		held = held[:len(held)+n]
+		if err != nil {
+			return held, err
+		}
+	}
+	return held, nil
+}
+
+// heldStream is a stream of which held (and then err, when the read
+// that ended the hold ended the stream or failed) was read ahead: the
+// relay reads them first.
+type heldStream struct {
+	held []byte
+	err  error
+	fasthttp.ReadCloserWithError
+}
+
+func (h *heldStream) Read(p []byte) (int, error) {
+	if len(h.held) > 0 {
+		n := copy(p, h.held)
+		h.held = h.held[n:]
+		return n, nil
+	}
+	if h.err != nil {
+		return 0, h.err
+	}
+	return h.ReadCloserWithError.Read(p)
 }
 
 // asks is what a forwarded conversation body asks of its answer.

@@ -298,6 +298,38 @@ func TestResponsesOverflowIsRescued(t *testing.T) {
 	}
 }
 
+// OpenAI refuses a streamed Responses request over the window inside a
+// 200 stream (response.failed with context_length_exceeded before any
+// output), which codex reads as out of room: ctxpress holds the stream's
+// start back until it knows, compacts and sends the request again, and
+// the client's stream is the new answer's, whole.
+func TestResponsesStreamedOverflowIsRescued(t *testing.T) {
+	up := newResponsesUpstream(t)
+	up.overflowInStream = true
+	deps, _ := responsesDeps(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 1 << 20 // ctxpress does not know the real window
+	cfg.Compaction.Summarizer.MaxTokens = 300        // so a summary reclaims room
+	p := startProxyWith(t, cfg, deps)
+	a := newResponsesAgent(t, p.BaseURL(), "streamed-overflow")
+	for range 12 {
+		a.turn(true)
+	}
+	turns, _ := up.turns()
+	up.mu.Lock()
+	up.window = turns[len(turns)-1].input
+	up.mu.Unlock()
+	a.turn(true) // fails the test unless the stream ends with response.completed
+	turns, _ = up.turns()
+	n := len(turns)
+	if turns[n-2].refusal != "context_length_exceeded" || turns[n-1].refusal != "" || summaryItem(turns[n-1].body) < 0 {
+		t.Fatalf("last two upstream answers: %d %q, %d %q", turns[n-2].status, turns[n-2].refusal, turns[n-1].status, turns[n-1].refusal)
+	}
+	if !strings.Contains(p.logs.String(), "refused the request as too long") {
+		t.Errorf("the rescue is not in the log: %s", lastLines(p.logs.String(), 3))
+	}
+}
+
 // The summary call in Responses form follows the model's parameter rules
 // and learns from a refusal, as the chat call does: a reasoning model gets
 // no temperature and room for its reasoning in max_output_tokens, a model

@@ -37,9 +37,11 @@ type responsesUpstream struct {
 	mu sync.Mutex
 	// toolTurns, parallel: see above. window > 0 refuses an input over
 	// it (in this server's tokens, bytes/4) as llama-server does, with a
-	// 400 before any event. end, when set, ends every stream with that
-	// event instead of response.completed ("": cut before any end).
+	// 400 before any event, or, when overflowInStream, a streamed one as
+	// OpenAI does (streamOverflow). end, when set, ends every stream with
+	// that event instead of response.completed ("": cut before any end).
 	toolTurns, parallel, window int
+	overflowInStream            bool
 	end                         *string
 	// cmds, when set, are the calls' commands in turn (else a sed -n of
 	// a range that moves on).
@@ -116,6 +118,11 @@ func (u *responsesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.input = inputTokens(body)
+	if u.window > 0 && g.input > u.window && u.overflowInStream && req.Stream {
+		g.status, g.refusal = http.StatusOK, "context_length_exceeded"
+		u.streamOverflow(w, req)
+		return
+	}
 	if u.window > 0 && g.input > u.window {
 		g.status, g.refusal = http.StatusBadRequest, "exceed_context_size_error"
 		answerJSON(w, http.StatusBadRequest, []byte(fmt.Sprintf(`{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":%d,"n_ctx":%d}}`, g.input, u.window)))
@@ -251,6 +258,24 @@ func (u *responsesUpstream) stream(w http.ResponseWriter, r issued) {
 		}
 		failed["status"], failed["error"] = "failed", map[string]any{"code": "server_error", "message": "The model failed."}
 		send(*u.end, map[string]any{"response": failed})
+	}
+}
+
+// streamOverflow refuses a streamed request over the window as OpenAI
+// does: a 200 event stream of response.created, response.in_progress
+// and response.failed with context_length_exceeded, before any output.
+func (u *responsesUpstream) streamOverflow(w http.ResponseWriter, req *responsestest.Request) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	resp := map[string]any{"id": "resp_refused", "object": "response", "created_at": 1764547200, "status": "in_progress",
+		"model": req.Model, "output": []any{}, "usage": nil, "error": nil}
+	for i, typ := range []string{"response.created", "response.in_progress", "response.failed"} {
+		if typ == "response.failed" {
+			resp["status"], resp["error"] = "failed", map[string]any{"code": "context_length_exceeded",
+				"message": "Your input exceeds the context window of this model. Please adjust your input and try again."}
+		}
+		b, _ := json.Marshal(map[string]any{"type": typ, "sequence_number": i, "response": resp})
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
+		w.(http.Flusher).Flush()
 	}
 }
 
