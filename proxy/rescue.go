@@ -150,12 +150,30 @@ func (s *Server) rescueHook(c *turnRun) refusalHook {
 
 // rescueBudget is the tiktoken budget a request refused for overflow must
 // fit: scaled by the window and size the upstream's answer gives, else the
-// configured window.
+// configured window's (refusedBudget).
 func (s *Server) rescueBudget(api *api, refused rewrite.Result, answer []byte, nums state.Line) int {
 	if window, size, ok := chat.OverflowSize(answer); ok && size > window {
 		return int(float64(refused.TokensAfter) * float64(window) / float64(size) * fitMargin)
 	}
-	return fitBudget(s.fitLimit(api, refused.Model, refused.Body), nums)
+	return refusedBudget(fitBudget(s.fitLimit(api, refused.Model, refused.Body), nums), refused.TokensAfter)
+}
+
+// refusedShare is the share of a refused request's size its one retry is
+// cut to when the upstream did not say how long a request may be and the
+// refused one already fit the window ctxpress knows (a local server's
+// smaller context, a model it does not know): requests grow by a turn at
+// a time, so the refused one is seldom far over the real window.
+const refusedShare = 0.75
+
+// refusedBudget is the budget of a request of refused tokens that the
+// upstream refused as too long without saying how long it may be, where
+// configured is the budget of the window ctxpress knows: that one, unless
+// the request was within it already.
+func refusedBudget(configured, refused int) int {
+	if configured < refused {
+		return configured
+	}
+	return int(float64(refused) * refusedShare)
 }
 
 // firstHook asks a, then b: the first that retries wins. A nil hook is

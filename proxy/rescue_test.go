@@ -194,3 +194,18 @@ func TestLocalServerSummaryCallNeverOverlapsALiveRequest(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusedBudget(t *testing.T) {
+	for _, tc := range []struct {
+		rule                      string
+		configured, refused, want int
+	}{
+		{"over the window ctxpress knows: that window's budget", 100_000, 130_000, 100_000},
+		{"within it: the real window is smaller, a quarter off the refused size", 120_000, 16_000, 12_000},
+		{"exactly at it counts as within", 16_000, 16_000, 12_000},
+	} {
+		if got := refusedBudget(tc.configured, tc.refused); got != tc.want {
+			t.Errorf("%s: refusedBudget(%d, %d) = %d, want %d", tc.rule, tc.configured, tc.refused, got, tc.want)
+		}
+	}
+}

@@ -330,6 +330,38 @@ func TestResponsesStreamedOverflowIsRescued(t *testing.T) {
 	}
 }
 
+// A short tool loop (one task, a few large outputs: nothing a summary
+// would reclaim) refused as too long by an upstream whose window is far
+// below what ctxpress knows of the model, without saying how long a
+// request may be: its one retry is cut to three quarters of the refused
+// size, and the client gets the answer.
+func TestStreamedOverflowOfAnUnknownWindowIsCutToFit(t *testing.T) {
+	up := newResponsesUpstream(t)
+	up.overflowInStream = true
+	deps, _ := responsesDeps(t)
+	p := startProxyWith(t, compactionConfig(up.BaseURL()), deps)
+	a := newResponsesAgent(t, p.BaseURL(), "short-loop")
+	a.output = func(n int) string {
+		return strings.Repeat(fmt.Sprintf("build step %d: compiling package %d\n", n, n), 150)
+	}
+	for range 4 {
+		a.turn(true)
+	}
+	turns, _ := up.turns()
+	up.mu.Lock()
+	up.window = turns[len(turns)-1].input
+	up.mu.Unlock()
+	a.turn(true)
+	turns, _ = up.turns()
+	n := len(turns)
+	if turns[n-2].refusal != "context_length_exceeded" || turns[n-1].refusal != "" || turns[n-1].input > up.window {
+		t.Fatalf("last two upstream answers: %q, %q with %d tokens (window %d)", turns[n-2].refusal, turns[n-1].refusal, turns[n-1].input, up.window)
+	}
+	if !strings.Contains(p.logs.String(), "left out to fit") {
+		t.Errorf("the cut is not in the log: %s", lastLines(p.logs.String(), 3))
+	}
+}
+
 // The summary call in Responses form follows the model's parameter rules
 // and learns from a refusal, as the chat call does: a reasoning model gets
 // no temperature and room for its reasoning in max_output_tokens, a model
