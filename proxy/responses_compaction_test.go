@@ -267,66 +267,45 @@ func TestResponsesPreviousResponseIsNeverCompacted(t *testing.T) {
 	}
 }
 
-// llama-server refuses a Responses request over its window with a 400
-// exceed_context_size_error before any event: ctxpress compacts and sends
-// it again, and the client gets the answer.
+// An upstream refuses a Responses request over its window: llama-server
+// with a 400 exceed_context_size_error before any event, OpenAI (to a
+// streamed request) inside a 200 stream, response.failed with
+// context_length_exceeded before any output, which codex reads as out of
+// room. ctxpress (holding such a stream's start back until it knows)
+// compacts and sends the request again, and the client gets the answer.
 func TestResponsesOverflowIsRescued(t *testing.T) {
-	up := newResponsesUpstream(t)
-	deps, _ := responsesDeps(t)
-	cfg := compactionConfig(up.BaseURL())
-	cfg.Compaction.Trigger.ThresholdTokens = 1 << 20 // ctxpress does not know the real window
-	cfg.Compaction.Summarizer.MaxTokens = 300        // so a summary reclaims room
-	p := startProxyWith(t, cfg, deps)
-	a := newResponsesAgent(t, p.BaseURL(), "overflow")
-	for range 12 {
-		a.turn(false)
-	}
-	turns, _ := up.turns()
-	up.mu.Lock()
-	up.window = turns[len(turns)-1].input
-	up.mu.Unlock()
-	a.turn(true)
-	turns, _ = up.turns()
-	n := len(turns)
-	if turns[n-2].refusal != "exceed_context_size_error" || turns[n-1].status != http.StatusOK || summaryItem(turns[n-1].body) < 0 {
-		t.Fatalf("last two upstream answers: %d %q, %d", turns[n-2].status, turns[n-2].refusal, turns[n-1].status)
-	}
-	checkTranscriptCall(t, up) // the request refused as too long: the history would be too
-
-	if _, err := responsestest.Check(turns[n-1].body, responsestest.Options{}); err != nil {
-		t.Fatal(err.Message)
-	}
-}
-
-// OpenAI refuses a streamed Responses request over the window inside a
-// 200 stream (response.failed with context_length_exceeded before any
-// output), which codex reads as out of room: ctxpress holds the stream's
-// start back until it knows, compacts and sends the request again, and
-// the client's stream is the new answer's, whole.
-func TestResponsesStreamedOverflowIsRescued(t *testing.T) {
-	up := newResponsesUpstream(t)
-	up.overflowInStream = true
-	deps, _ := responsesDeps(t)
-	cfg := compactionConfig(up.BaseURL())
-	cfg.Compaction.Trigger.ThresholdTokens = 1 << 20 // ctxpress does not know the real window
-	cfg.Compaction.Summarizer.MaxTokens = 300        // so a summary reclaims room
-	p := startProxyWith(t, cfg, deps)
-	a := newResponsesAgent(t, p.BaseURL(), "streamed-overflow")
-	for range 12 {
-		a.turn(true)
-	}
-	turns, _ := up.turns()
-	up.mu.Lock()
-	up.window = turns[len(turns)-1].input
-	up.mu.Unlock()
-	a.turn(true) // fails the test unless the stream ends with response.completed
-	turns, _ = up.turns()
-	n := len(turns)
-	if turns[n-2].refusal != "context_length_exceeded" || turns[n-1].refusal != "" || summaryItem(turns[n-1].body) < 0 {
-		t.Fatalf("last two upstream answers: %d %q, %d %q", turns[n-2].status, turns[n-2].refusal, turns[n-1].status, turns[n-1].refusal)
-	}
-	if !strings.Contains(p.logs.String(), "refused the request as too long") {
-		t.Errorf("the rescue is not in the log: %s", lastLines(p.logs.String(), 3))
+	for _, tc := range []struct {
+		name     string
+		inStream bool
+		refusal  string
+	}{
+		{"llama-server: a 400 before any event", false, "exceed_context_size_error"},
+		{"OpenAI: response.failed in a 200 stream", true, "context_length_exceeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newResponsesUpstream(t)
+			up.overflowInStream = tc.inStream
+			deps, _ := responsesDeps(t)
+			cfg := compactionConfig(up.BaseURL())
+			cfg.Compaction.Trigger.ThresholdTokens = 1 << 20 // ctxpress does not know the real window
+			cfg.Compaction.Summarizer.MaxTokens = 300        // so a summary reclaims room
+			p := startProxyWith(t, cfg, deps)
+			a := newResponsesAgent(t, p.BaseURL(), "overflow")
+			for range 12 {
+				a.turn(false)
+			}
+			refused, answered := refuseNextTurn(t, up, a)
+			if refused.refusal != tc.refusal || answered.status != http.StatusOK || answered.refusal != "" || summaryItem(answered.body) < 0 {
+				t.Fatalf("last two upstream answers: %d %q, %d %q", refused.status, refused.refusal, answered.status, answered.refusal)
+			}
+			checkTranscriptCall(t, up) // the request refused as too long: the history would be too
+			if _, err := responsestest.Check(answered.body, responsestest.Options{}); err != nil {
+				t.Fatal(err.Message)
+			}
+			if !strings.Contains(p.logs.String(), "refused the request as too long") {
+				t.Errorf("the rescue is not in the log: %s", lastLines(p.logs.String(), 3))
+			}
+		})
 	}
 }
 
@@ -347,19 +326,28 @@ func TestStreamedOverflowOfAnUnknownWindowIsCutToFit(t *testing.T) {
 	for range 4 {
 		a.turn(true)
 	}
+	refused, answered := refuseNextTurn(t, up, a)
+	if refused.refusal != "context_length_exceeded" || answered.refusal != "" || answered.input > up.window {
+		t.Fatalf("last two upstream answers: %q, %q with %d tokens (window %d)", refused.refusal, answered.refusal, answered.input, up.window)
+	}
+	if !strings.Contains(p.logs.String(), "left out to fit") {
+		t.Errorf("the cut is not in the log: %s", lastLines(p.logs.String(), 3))
+	}
+}
+
+// refuseNextTurn sets up's window to the last turn's input, so that the
+// agent's next turn, streamed, is refused as too long, and sends it (the
+// test fails unless its stream ends with response.completed). It returns
+// the upstream's last two turns: the refused one and the one after.
+func refuseNextTurn(t *testing.T, up *responsesUpstream, a *responsesAgent) (refused, answered upstreamTurn) {
+	t.Helper()
 	turns, _ := up.turns()
 	up.mu.Lock()
 	up.window = turns[len(turns)-1].input
 	up.mu.Unlock()
 	a.turn(true)
 	turns, _ = up.turns()
-	n := len(turns)
-	if turns[n-2].refusal != "context_length_exceeded" || turns[n-1].refusal != "" || turns[n-1].input > up.window {
-		t.Fatalf("last two upstream answers: %q, %q with %d tokens (window %d)", turns[n-2].refusal, turns[n-1].refusal, turns[n-1].input, up.window)
-	}
-	if !strings.Contains(p.logs.String(), "left out to fit") {
-		t.Errorf("the cut is not in the log: %s", lastLines(p.logs.String(), 3))
-	}
+	return turns[len(turns)-2], turns[len(turns)-1]
 }
 
 // The summary call in Responses form follows the model's parameter rules
