@@ -1,11 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"time"
 
+	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/valyala/fasthttp"
 )
 
@@ -127,6 +128,9 @@ const maxStreamStart = 1 << 20
 func streamStartOf(api *api, a asks, resp *fasthttp.Response) streamStarter {
 	if api == nil || api.streamStart == nil || !a.stream || !hasMediaType(resp.Header.ContentType(), "text/event-stream") {
 		return nil
+	}
+	if ce := resp.Header.ContentEncoding(); len(ce) > 0 && !bytes.EqualFold(ce, []byte("identity")) {
+		return nil // compressed despite being asked not to: its events cannot be read, so none is held
 	}
 	return api.streamStart()
 }

@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bytes"
+	"compress/gzip"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ctxpress/ctxpress/internal/responsestest"
 )
@@ -70,5 +73,61 @@ func TestResponsesStreamStartIsRelayedAsSent(t *testing.T) {
 				t.Errorf("the upstream got %d requests, want 1", n)
 			}
 		})
+	}
+}
+
+// An upstream that compresses a stream ctxpress asked for uncompressed
+// (Accept-Encoding: identity) sends events ctxpress cannot read: nothing of
+// it is held back. The upstream here sends its first bytes and waits for
+// the client to have them before it sends the rest; a held stream would
+// wait for the rest first, and neither would move.
+func TestCompressedResponsesStreamIsNotHeld(t *testing.T) {
+	var first, rest bytes.Buffer
+	zw := gzip.NewWriter(&first)
+	_, _ = io.WriteString(zw, "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"output\":[]}}\n\n")
+	_ = zw.Flush()
+	n := first.Len()
+	_, _ = io.WriteString(zw, "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":1,\"response\":{\"id\":\"resp_1\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"The model failed.\"},\"output\":[]}}\n\n")
+	_ = zw.Close()
+	rest.Write(first.Bytes()[n:])
+	first.Truncate(n)
+
+	clientHasFirst := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept-Encoding") != "identity" {
+			t.Errorf("ctxpress asked for %q, not identity", r.Header.Get("Accept-Encoding"))
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(first.Bytes())
+		w.(http.Flusher).Flush()
+		select {
+		case <-clientHasFirst:
+		case <-time.After(5 * time.Second):
+			t.Error("the client did not get the stream's first bytes before its end")
+		}
+		_, _ = w.Write(rest.Bytes())
+	}))
+	t.Cleanup(up.Close)
+	deps, _ := responsesDeps(t)
+	p := startProxyWith(t, compactionConfig(up.URL+"/v1"), deps)
+	req, _ := http.NewRequest(http.MethodPost, p.BaseURL()+"/responses",
+		strings.NewReader(`{"model":"gpt-5","input":[{"type":"message","role":"user","content":"Fix the leap-year bug."}],"stream":true,"store":false}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-agent")
+	req.Header.Set("Accept-Encoding", "gzip") // set by hand: the transport leaves the body as sent
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := make([]byte, first.Len())
+	if _, err := io.ReadFull(resp.Body, got); err != nil || !bytes.Equal(got, first.Bytes()) {
+		t.Fatalf("first bytes %x, %v; want %x", got, err, first.Bytes())
+	}
+	close(clientHasFirst)
+	tail, err := io.ReadAll(resp.Body)
+	if err != nil || !bytes.Equal(tail, rest.Bytes()) {
+		t.Fatalf("the rest: %x, %v; want %x", tail, err, rest.Bytes())
 	}
 }
