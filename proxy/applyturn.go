@@ -79,10 +79,17 @@ func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 		// The upstream's count of a request whose history it keeps is not
 		// of what ctxpress counted: it calibrates nothing.
 		UsageFound: tr.usage.Found && !t.serverHistory, InputTokens: tr.usage.InputTokens, Compacted: t.compacted, Trigger: t.trigger,
-		CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
+		CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens, RefusedWindow: t.refusedWindow,
 	})
 	setNumbers(l, n)
 	return opened
+}
+
+// observeWindow gives l the window a refusal of one of its requests
+// showed (rewrite.Observe's rule: a smaller one only).
+func observeWindow(l *state.Line, window int) {
+	n, _ := rewrite.Observe(numbersOf(*l), rewrite.Observation{RefusedWindow: window})
+	setNumbers(l, n)
 }
 
 // observeCaches counts on l the turns tallied in t: what the cost model

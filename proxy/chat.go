@@ -57,6 +57,12 @@ type turn struct {
 	// (rewrite.Result.ServerHistory), so the upstream's count is not of
 	// what ctxpress counted and teaches no calibration.
 	serverHistory bool
+	// refusedWindow is the window, in the upstream's tokens, the upstream
+	// showed by refusing the request as too long before it was rescued
+	// (0: not refused): its line keeps it (rewrite.LineNumbers.Window).
+	// Not journaled: a crash before the turn is written loses it until
+	// the next refusal.
+	refusedWindow int
 	// precompact, when set, is the turn's input for a background
 	// compaction, which starts when the upstream's count confirms
 	// precompactPlan (rewrite.Plan.PrecompactAfter).

@@ -3,8 +3,6 @@ package proxy
 import (
 	"fmt"
 	"testing"
-
-	"github.com/rs/zerolog"
 )
 
 // fitLimit takes what a request reserves for its answer off the model's
@@ -12,11 +10,7 @@ import (
 // half the window, which lets fitTurn skip reading the body of a request
 // that counts no more than that.
 func TestFitLimitTakesOffTheAnswersReserveUnderHalfTheWindow(t *testing.T) {
-	s, err := New(Config{Upstream: "http://127.0.0.1:1/v1", Compaction: CompactionConfig{Enabled: true}}, zerolog.Nop(), Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	window := s.comp.cfg.Trigger.ContextWindow("gpt-4o")
+	const window = 128_000
 	for _, row := range []struct {
 		rule  string
 		caps  string
@@ -31,7 +25,7 @@ func TestFitLimitTakesOffTheAnswersReserveUnderHalfTheWindow(t *testing.T) {
 		{"nor does a negative one", `,"max_tokens":-5`, window},
 	} {
 		body := []byte(`{"model":"gpt-4o","messages":[]` + row.caps + `}`)
-		got := s.fitLimit(apiOf([]byte("/v1/chat/completions")), "gpt-4o", body)
+		got := fitLimit(apiOf([]byte("/v1/chat/completions")), window, body)
 		if got != row.limit {
 			t.Errorf("%s: limit %d, want %d", row.rule, got, row.limit)
 		}

@@ -126,6 +126,7 @@ type lineEdit struct {
 	dedupsOf *turn              // keepDedups
 	caches   rewrite.UsageTally // observeCaches
 	observe  *turnRecord        // observe
+	window   int                // observeWindow
 	// answered is applyAnswered's turn; opened is told whether it opened
 	// the breaker.
 	answered *turnRecord
@@ -140,6 +141,8 @@ func (ed lineEdit) apply(rec *state.Record, l *state.Line) {
 		observeCaches(l, ed.caches)
 	case ed.observe != nil:
 		observe(rec, l, *ed.observe)
+	case ed.window > 0:
+		observeWindow(l, ed.window)
 	case ed.answered != nil:
 		*ed.opened = applyAnswered(rec, l, ed.answered)
 	}
@@ -166,7 +169,7 @@ func (e *lineEditor) update(ref lineRef, now time.Time, ed lineEdit) {
 func numbersOf(l state.Line) rewrite.LineNumbers {
 	return rewrite.LineNumbers{Model: l.Model, Breaker: rewrite.Breaker(l.Breaker),
 		Calibration: rewrite.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate, Ratio: l.Calibration, Slope: l.Slope},
-		Turns:       l.Turns, Cache: rewrite.CacheEvidence{Seen: l.CacheSeen, Uncached: l.UncachedPrompts}}
+		Turns:       l.Turns, Cache: rewrite.CacheEvidence{Seen: l.CacheSeen, Uncached: l.UncachedPrompts}, Window: l.Window}
 }
 
 // setNumbers stores n in line l.
@@ -175,6 +178,7 @@ func setNumbers(l *state.Line, n rewrite.LineNumbers) {
 	l.LastInputTokens, l.LastEstimate = n.Calibration.LastInput, n.Calibration.LastEstimate
 	l.Calibration, l.Slope = n.Calibration.Ratio, n.Calibration.Slope
 	l.Turns, l.CacheSeen, l.UncachedPrompts = n.Turns, n.Cache.Seen, n.Cache.Uncached
+	l.Window = n.Window
 }
 
 // calibrationOf is a line's average ratio (upstream count over

@@ -38,6 +38,10 @@ type pendingLine struct {
 	earlier    []rewrite.Usage
 	earlierSeq []uint64
 	tally      rewrite.UsageTally
+	// window is the smallest window a refusal of one of the line's queued
+	// turns showed (0: none), which usage's turn may not carry: the line's
+	// next requests are planned by it before the writer gets to it.
+	window int
 }
 
 // sinceWritten drops from l's earlier usages those of turns up to seq,
@@ -59,6 +63,9 @@ func (ls pendingLines) with(queued *turnRecord) pendingLines {
 		ls, i = append(ls, pendingLine{}), len(ls)
 	}
 	ls[i].newest = &queued.turn
+	if w := queued.turn.refusedWindow; w > 0 && (ls[i].window == 0 || w < ls[i].window) {
+		ls[i].window = w
+	}
 	if queued.usage.Found {
 		if ls[i].usage != nil {
 			u := cacheUsage(ls[i].usage.usage)
@@ -144,6 +151,9 @@ func (r *recorder) overlay(key state.Key, rec *state.Record) {
 			tr := *l.usage
 			tr.turn.compacted = false // the breaker is the writer's business
 			e.update(tr.turn.line, now, lineEdit{observe: &tr})
+		}
+		if l.window > 0 {
+			e.update(l.newest.line, now, lineEdit{window: l.window})
 		}
 	}
 }

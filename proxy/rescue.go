@@ -32,8 +32,7 @@ const eventFit = "fit"
 
 // fitLimit is the most a request of model may count upstream: the model's
 // window less the room body (of api's format) asks for its answer.
-func (s *Server) fitLimit(api *api, model string, body []byte) int {
-	window := s.comp.cfg.Trigger.ContextWindow(model)
+func fitLimit(api *api, window int, body []byte) int {
 	reserve := 0
 	for _, field := range api.outputCaps {
 		if reserve = int(gjson.GetBytes(body, field).Int()); reserve > 0 {
@@ -65,7 +64,7 @@ func (s *Server) fitTurn(c *turnRun, why string) {
 		// the answer: no need to read the body for it.
 		return
 	}
-	limit := s.fitLimit(c.api, c.res.Model, c.res.Body)
+	limit := fitLimit(c.api, c.plan.Window, c.res.Body)
 	if c.plan.Effective <= limit { // the plan's estimate is of c.res, after any compaction
 		return
 	}
@@ -130,7 +129,9 @@ func (s *Server) rescueHook(c *turnRun) refusalHook {
 				c.t.compacted = o.compacted && !o.joined
 			}
 		}
-		if budget := s.rescueBudget(c.api, refused, answer, c.nums); c.res.TokensAfter > budget {
+		budget, window := rescueBudget(c.api, c.plan.Window, refused, answer, c.nums)
+		c.t.refusedWindow = window
+		if c.res.TokensAfter > budget {
 			s.cutToFit(c, budget, "the upstream refused the request as too long")
 		}
 		if c.res.TokensAfter >= refused.TokensAfter && status < 500 {
@@ -149,32 +150,29 @@ func (s *Server) rescueHook(c *turnRun) refusalHook {
 }
 
 // rescueBudget is the tiktoken budget a request refused for overflow must
-// fit: scaled by the window and size the upstream's answer gives, else the
-// configured window's (refusedBudget).
-func (s *Server) rescueBudget(api *api, refused rewrite.Result, answer []byte, nums state.Line) int {
-	if window, size, ok := chat.OverflowSize(answer); ok && size > window {
-		return int(float64(refused.TokensAfter) * float64(window) / float64(size) * fitMargin)
+// fit, on a line with numbers nums whose window is window, and the window
+// (the upstream's tokens) the refusal showed; 0 when it showed none:
+//   - a refusal that names the window and the request's size: the request
+//     scaled to that window, which it showed;
+//   - else the window's budget, unless the request was within it already
+//     (a local server's smaller context, a model ctxpress does not know):
+//     then refusedShare of the refused size, and that is the window shown.
+func rescueBudget(api *api, window int, refused rewrite.Result, answer []byte, nums state.Line) (budget, shown int) {
+	if w, size, ok := chat.OverflowSize(answer); ok && size > w {
+		return int(float64(refused.TokensAfter) * float64(w) / float64(size) * fitMargin), w
 	}
-	return refusedBudget(fitBudget(s.fitLimit(api, refused.Model, refused.Body), nums), refused.TokensAfter)
+	if known := fitBudget(fitLimit(api, window, refused.Body), nums); known < refused.TokensAfter {
+		return known, 0
+	}
+	budget = int(float64(refused.TokensAfter) * refusedShare)
+	return budget, calibrated(budget, nums)
 }
 
 // refusedShare is the share of a refused request's size its one retry is
 // cut to when the upstream did not say how long a request may be and the
-// refused one already fit the window ctxpress knows (a local server's
-// smaller context, a model it does not know): requests grow by a turn at
-// a time, so the refused one is seldom far over the real window.
+// refused one already fit the window ctxpress knows: requests grow by a
+// turn at a time, so the refused one is seldom far over the real window.
 const refusedShare = 0.75
-
-// refusedBudget is the budget of a request of refused tokens that the
-// upstream refused as too long without saying how long it may be, where
-// configured is the budget of the window ctxpress knows: that one, unless
-// the request was within it already.
-func refusedBudget(configured, refused int) int {
-	if configured < refused {
-		return configured
-	}
-	return int(float64(refused) * refusedShare)
-}
 
 // firstHook asks a, then b: the first that retries wins. A nil hook is
 // skipped.

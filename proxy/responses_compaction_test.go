@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ctxpress/ctxpress/compactor"
@@ -332,6 +333,52 @@ func TestStreamedOverflowOfAnUnknownWindowIsCutToFit(t *testing.T) {
 	}
 	if !strings.Contains(p.logs.String(), "left out to fit") {
 		t.Errorf("the cut is not in the log: %s", lastLines(p.logs.String(), 3))
+	}
+}
+
+// An upstream that refuses a request as too long and names its window
+// (llama-server's n_ctx: a context ctxpress was not told of) teaches the
+// line that window: the turns after the rescue are compacted before they
+// reach it, and none is refused again.
+func TestRefusalTeachesTheLineItsWindow(t *testing.T) {
+	up := newResponsesUpstream(t)
+	deps, st := responsesDeps(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Compaction.Trigger.ThresholdTokens = 0 // 80% of the window: gpt-5's 272k, as far as ctxpress knows
+	cfg.Compaction.Summarizer.MaxTokens = 300
+	p := startProxyWith(t, cfg, deps)
+	a := newResponsesAgent(t, p.BaseURL(), "learns")
+	for range 12 {
+		a.turn(false)
+	}
+	refused, _ := refuseNextTurn(t, up, a)
+	if refused.refusal != "exceed_context_size_error" {
+		t.Fatalf("the turn was not refused: %q", refused.refusal)
+	}
+	for range 10 {
+		a.turn(true)
+	}
+	turns, _ := up.turns()
+	refusals := 0
+	for _, g := range turns {
+		if g.refusal != "" {
+			refusals++
+		}
+	}
+	if refusals != 1 {
+		for i, g := range turns {
+			t.Logf("turn %d: input %d refusal %q summary %v", i, g.input, g.refusal, summaryItem(g.body) >= 0)
+		}
+		t.Errorf("%d refusals, want the first alone", refusals)
+	}
+	waitFor(t, p.recorderDrained, "the recorder to drain")
+	rec, _, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), "learns"))
+	windows := []int{}
+	for _, l := range rec.Lines {
+		windows = append(windows, l.Window)
+	}
+	if !slices.Contains(windows, up.window) {
+		t.Errorf("the lines' windows are %v, want the upstream's %d", windows, up.window)
 	}
 }
 

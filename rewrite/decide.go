@@ -86,11 +86,27 @@ func (c TriggerConfig) Trigger(model string) int {
 	return c.triggerOf(c.ContextWindow(model))
 }
 
+// WindowOf is the context window of a request of model on a line with
+// numbers line (LineNumbers.ForModel's for model): the one its upstream
+// showed by a refusal when that is smaller, else ContextWindow's.
+func (c TriggerConfig) WindowOf(model string, line LineNumbers) int {
+	window := c.ContextWindow(model)
+	if line.Window > 0 && line.Window < window {
+		return line.Window
+	}
+	return window
+}
+
 // triggerOf is Trigger for a model whose context window is window.
 func (c TriggerConfig) triggerOf(window int) int {
 	if c.ThresholdTokens > 0 {
 		return c.ThresholdTokens
 	}
+	return c.ratioTrigger(window)
+}
+
+// ratioTrigger is ThresholdRatio (or its default) of window.
+func (c TriggerConfig) ratioTrigger(window int) int {
 	ratio := c.ThresholdRatio
 	if ratio <= 0 {
 		ratio = DefaultThresholdRatio

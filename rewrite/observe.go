@@ -36,6 +36,13 @@ type LineNumbers struct {
 	// they said of the upstream's prompt cache. The cost model reads both.
 	Turns int
 	Cache CacheEvidence
+	// Window is the context window, in the upstream's tokens, that the
+	// upstream showed for Model by refusing a request of the line as too
+	// long (0: none): smaller than the one configured or known for the
+	// model, it is the one the line's requests are planned and cut by. A
+	// later refusal can only lower it; a line whose model changes starts
+	// without it.
+	Window int
 }
 
 // ForModel returns n for a request of model: n itself when the line's model
@@ -66,6 +73,10 @@ type Observation struct {
 	// (the upstream's tokens): only such a turn moves the breaker.
 	Compacted bool
 	Trigger   int
+	// RefusedWindow is the window the upstream showed by refusing the
+	// turn's request as too long before it was sent again (its tokens;
+	// 0: not refused).
+	RefusedWindow int
 }
 
 // Observe returns a line's numbers after the turn o: the request the
@@ -76,6 +87,9 @@ type Observation struct {
 func Observe(n LineNumbers, o Observation) (next LineNumbers, opened bool) {
 	if o.Model != "" {
 		n = n.ForModel(o.Model, o.ModelRatio)
+	}
+	if o.RefusedWindow > 0 && (n.Window == 0 || o.RefusedWindow < n.Window) {
+		n.Window = o.RefusedWindow
 	}
 	if !o.UsageFound {
 		return n, false

@@ -34,6 +34,27 @@ func TestObserveCalibration(t *testing.T) {
 	}
 }
 
+func TestObserveWindow(t *testing.T) {
+	shown := LineNumbers{Model: "m", Window: 8000}
+	for _, tc := range []struct {
+		rule string
+		line LineNumbers
+		obs  Observation
+		want int
+	}{
+		{"a refusal shows a window: the line keeps it", LineNumbers{Model: "m"}, Observation{Model: "m", RefusedWindow: 8000}, 8000},
+		{"a later one can lower it", shown, Observation{Model: "m", RefusedWindow: 7000}, 7000},
+		{"but not raise it", shown, Observation{Model: "m", RefusedWindow: 9000, UsageFound: true, InputTokens: 100, Raw: 90}, 8000},
+		{"a turn not refused keeps it", shown, Observation{Model: "m", UsageFound: true, InputTokens: 100, Raw: 90}, 8000},
+		{"another model starts without it", shown, Observation{Model: "n"}, 0},
+		{"or with its own", shown, Observation{Model: "n", RefusedWindow: 30000}, 30000},
+	} {
+		if got, _ := Observe(tc.line, tc.obs); got.Window != tc.want {
+			t.Errorf("%s: window %d, want %d", tc.rule, got.Window, tc.want)
+		}
+	}
+}
+
 func TestObserveBreaker(t *testing.T) {
 	over := Observation{Model: "m", Raw: 100, UsageFound: true, InputTokens: 5000, Compacted: true, Trigger: 4000}
 	under := over

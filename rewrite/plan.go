@@ -196,9 +196,14 @@ type Plan struct {
 //
 // No compaction starts within StoreRetry of a failed store write.
 func (p Policy) PlanTurn(t TurnFacts, now time.Time) Plan {
-	window := p.Trigger.ContextWindow(t.Model) // once: a table walk by prefix
+	window := p.Trigger.WindowOf(t.Model, t.Line) // once: a table walk by prefix
 	pl := Plan{Trigger: p.Trigger.triggerOf(window), Window: window,
 		Effective: t.Line.Calibration.Upstream(t.Tokens), Economics: t.Economics, SummaryReusesCache: t.SummaryReusesCache}
+	if t.Line.Window > 0 {
+		// A trigger set in tokens cannot be over the window the upstream
+		// showed: it would never be reached before the next refusal.
+		pl.Trigger = min(pl.Trigger, p.Trigger.ratioTrigger(window))
+	}
 	pl.precompactBar = p.precompactRatio(t.Economics != nil) * float64(pl.Trigger)
 	pl.MayRewrite = p.Enabled && !t.Ephemeral && !t.ServerHistory
 	pl.Compactable = pl.MayRewrite && t.Identified

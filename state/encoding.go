@@ -60,6 +60,7 @@ type diskLine struct {
 	Turns           int         `json:"turns,omitempty"`
 	CacheSeen       bool        `json:"cache_seen,omitempty"`
 	UncachedPrompts int         `json:"uncached_prompts,omitempty"`
+	Window          int         `json:"window,omitempty"`
 }
 
 // diskPrune is a PruneMark as [index, "digest hex", result, turn]. A
@@ -416,7 +417,7 @@ func encodeRecordWithTurns(r *Record, field string, ts []Turn, list []byte) ([]b
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
 			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, func(m DedupMark) diskDedup { return diskDedup(m) }),
 			Prunes: convertMarks(l.Prunes, func(m PruneMark) diskPrune { return diskPrune(m) }),
-			UsedAt: utc(l.UsedAt), Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
+			UsedAt: utc(l.UsedAt), Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent, Window: l.Window,
 		})
 	}
 	for _, b := range r.Branches {
@@ -485,7 +486,7 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
 			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, func(d diskDedup) DedupMark { return DedupMark(d) }),
 			Prunes: convertMarks(l.Prunes, func(d diskPrune) PruneMark { return PruneMark(d) }),
-			UsedAt: l.UsedAt, Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent,
+			UsedAt: l.UsedAt, Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent, Window: l.Window,
 		})
 	}
 	if len(d.Lines) == 0 && (d.LegacyLastInputTokens > 0 || d.LegacyCalibration > 0 || d.LegacyBreaker != (diskBreaker{ForceNext: d.LegacyBreaker.ForceNext})) {

@@ -287,6 +287,7 @@ func (e *recordAppender) line(b []byte, l *diskLine) []byte {
 	b = intOmitEmpty(b, "turns", int64(l.Turns))
 	b = boolOmitEmpty(b, "cache_seen", l.CacheSeen)
 	b = intOmitEmpty(b, "uncached_prompts", int64(l.UncachedPrompts))
+	b = intOmitEmpty(b, "window", int64(l.Window))
 	return end(b, s)
 }
 

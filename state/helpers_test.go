@@ -195,7 +195,7 @@ func fullRecord(key Key) Record {
 		},
 		Lines: []Line{
 			{ID: hashOf("a"), Tip: hashOf("t"), Messages: 12, Model: "gpt-4o", LastInputTokens: 1234, LastEstimate: 1200,
-				Calibration: 1.0283, Slope: 0.97, UsedAt: at, Dedups: []DedupMark{{Index: 3, Digest: hashOf("d3")}, {Index: 7, Digest: hashOf("d7")}},
+				Calibration: 1.0283, Slope: 0.97, Window: 8192, UsedAt: at, Dedups: []DedupMark{{Index: 3, Digest: hashOf("d3")}, {Index: 7, Digest: hashOf("d7")}},
 				Prunes: []PruneMark{{Index: 5, Result: 1, Digest: hashOf("p5"), Turn: 9}}, Breaker: Breaker{
 					Tripped: true, ConsecutiveOverTrigger: 3, FailureCount: 2,
 					BackoffUntil: at.Add(10 * time.Minute), Reason: "summariser timeout",

@@ -56,6 +56,10 @@ type Line struct {
 	Turns           int
 	CacheSeen       bool
 	UncachedPrompts int
+	// Window is the context window, in the upstream's tokens, its refusal
+	// of a request of the line as too long showed for Model; 0: none
+	// (rewrite.LineNumbers.Window).
+	Window int
 	// UsedAt is when a request of the line was last recorded: the LRU clock.
 	UsedAt time.Time
 }
