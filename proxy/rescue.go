@@ -129,7 +129,7 @@ func (s *Server) rescueHook(c *turnRun) refusalHook {
 				c.t.compacted = o.compacted && !o.joined
 			}
 		}
-		budget, window := rescueBudget(c.api, c.plan.Window, refused, answer, c.nums)
+		budget, window := rescueBudget(c.api, c.plan.Window, refused, status, answer, c.nums)
 		c.t.refusedWindow = window
 		if c.res.TokensAfter > budget {
 			s.cutToFit(c, budget, "the upstream refused the request as too long")
@@ -149,19 +149,23 @@ func (s *Server) rescueHook(c *turnRun) refusalHook {
 	}
 }
 
-// rescueBudget is the tiktoken budget a request refused for overflow must
-// fit, on a line with numbers nums whose window is window, and the window
-// (the upstream's tokens) the refusal showed; 0 when it showed none:
+// rescueBudget is the tiktoken budget a request refused for overflow
+// (with status) must fit, on a line with numbers nums whose window is
+// window, and the window (the upstream's tokens) the refusal showed; 0
+// when it showed none:
 //   - a refusal that names the window and the request's size: the request
 //     scaled to that window, which it showed;
 //   - else the window's budget, unless the request was within it already
-//     (a local server's smaller context, a model ctxpress does not know):
-//     then refusedShare of the refused size, and that is the window shown.
-func rescueBudget(api *api, window int, refused rewrite.Result, answer []byte, nums state.Line) (budget, shown int) {
+//     and the refusal is a 4xx (a local server's smaller context, a model
+//     ctxpress does not know): then refusedShare of the refused size, and
+//     that is the window shown. A 5xx without sizes (llama.cpp's shared KV
+//     cache, full while other requests run) shows no window: the request
+//     may fit on its own.
+func rescueBudget(api *api, window int, refused rewrite.Result, status int, answer []byte, nums state.Line) (budget, shown int) {
 	if w, size, ok := chat.OverflowSize(answer); ok && size > w {
 		return int(float64(refused.TokensAfter) * float64(w) / float64(size) * fitMargin), w
 	}
-	if known := fitBudget(fitLimit(api, window, refused.Body), nums); known < refused.TokensAfter {
+	if known := fitBudget(fitLimit(api, window, refused.Body), nums); known < refused.TokensAfter || status >= 500 {
 		return known, 0
 	}
 	budget = int(float64(refused.TokensAfter) * refusedShare)
