@@ -30,8 +30,9 @@ const fitMargin = 0.95
 // eventFit marks a cut-to-fit event (Event.Trigger; Result is "cut").
 const eventFit = "fit"
 
-// fitLimit is the most a request of model may count upstream: the model's
-// window less the room body (of api's format) asks for its answer.
+// fitLimit is the most a request may count upstream in a window of window
+// tokens: the window less the room body (of api's format) asks for its
+// answer.
 func fitLimit(api *api, window int, body []byte) int {
 	reserve := 0
 	for _, field := range api.outputCaps {

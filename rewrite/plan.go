@@ -199,7 +199,7 @@ func (p Policy) PlanTurn(t TurnFacts, now time.Time) Plan {
 	window := p.Trigger.WindowOf(t.Model, t.Line) // once: a table walk by prefix
 	pl := Plan{Trigger: p.Trigger.triggerOf(window), Window: window,
 		Effective: t.Line.Calibration.Upstream(t.Tokens), Economics: t.Economics, SummaryReusesCache: t.SummaryReusesCache}
-	if t.Line.Window > 0 {
+	if t.Line.Window == window {
 		// A trigger set in tokens cannot be over the window the upstream
 		// showed: it would never be reached before the next refusal.
 		pl.Trigger = min(pl.Trigger, p.Trigger.ratioTrigger(window))

@@ -18,6 +18,8 @@ func TestPlanTurn(t *testing.T) {
 	off.Enabled = false
 	noPre := planPolicy
 	noPre.Precompact = false
+	highTrigger := noPre
+	highTrigger.Trigger.ThresholdTokens = 120000 // over 80% of gpt-4o's 128k, as a user may set it
 	tripped := LineNumbers{Breaker: Breaker{Tripped: true, Reason: "over the trigger twice"}}
 	backingOff := LineNumbers{Breaker: Breaker{FailureCount: 1, BackoffUntil: planNow.Add(time.Minute)}}
 	backedOff := LineNumbers{Breaker: Breaker{FailureCount: 1, BackoffUntil: planNow.Add(-time.Second)}}
@@ -64,6 +66,8 @@ func TestPlanTurn(t *testing.T) {
 			facts: TurnFacts{Tokens: 10000, Identified: true, Line: LineNumbers{Window: 10000}}, action: ActNow, kind: KindAuto, urgent: true},
 		{rule: "a window shown larger than the model's known one changes nothing", policy: noPre,
 			facts: TurnFacts{Model: "gpt-4o", Tokens: 9000, Identified: true, Line: LineNumbers{Window: 200000}}, action: ActNone},
+		{rule: "nor caps a trigger set in tokens", policy: highTrigger,
+			facts: TurnFacts{Model: "gpt-4o", Tokens: 110000, Identified: true, Line: LineNumbers{Window: 200000}}, action: ActNone},
 		{rule: "over the trigger with the breaker open: nothing, and why",
 			facts: TurnFacts{Tokens: 20000, Identified: true, Line: tripped}, action: ActNone, why: "circuit breaker open (over the trigger twice)"},
 		{rule: "over the trigger while the summariser backs off: nothing, and why",
