@@ -331,7 +331,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	cal := calibrationOf(ti.nums)
 	nums := numbersOf(ti.nums)
 	prop, size, err := c.policy.Size(ti.res, rewrite.Plan{Kind: ti.kind, Trigger: ti.trigger, Urgent: ti.urgent,
-		Window:    c.policy.Trigger.ContextWindow(ti.res.Model),
+		Window:    c.policy.Trigger.WindowOf(ti.res.Model, nums),
 		Effective: nums.Calibration.Upstream(ti.res.TokensAfter), Economics: c.compactionEconomics(nums),
 		SummaryReusesCache: c.summariserIsOwn(ti.res.Model)}, nums.Calibration)
 	if err != nil {
@@ -381,6 +381,17 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	return newRec, ev, nil
 }
 
+// summaryWindow is the window of a summary call to model for ti's
+// conversation: the one the conversation's line learnt from a refusal
+// when the call goes to the same upstream and model, else the model's
+// configured or known one.
+func (c *compactions) summaryWindow(ti turnInput, model string) int {
+	if c.cfg.Summarizer.BaseURL == "" && model == ti.res.Model {
+		return c.cfg.Trigger.WindowOf(model, numbersOf(ti.nums))
+	}
+	return c.cfg.Trigger.ContextWindow(model)
+}
+
 // summaryPrompt is the prompt of ti's summary call to model, sized to its
 // window in its own tokens (cal: the conversation's calibration).
 func (c *compactions) summaryPrompt(ti turnInput, prop rewrite.Compaction, model string, maxTokens int, cal float64) (compactor.Summary, error) {
@@ -393,7 +404,7 @@ func (c *compactions) summaryPrompt(ti turnInput, prop rewrite.Compaction, model
 	}
 	return compactor.NewSummary(compactor.SummaryInput{
 		Messages: prop.Messages[prop.From:prop.Cut], PrevSummary: prop.PrevSummary,
-		Window: c.cfg.Trigger.ContextWindow(model), MaxTokens: maxTokens,
+		Window: c.summaryWindow(ti, model), MaxTokens: maxTokens,
 		Count:         func(s string) int { return c.pipeline.Counter().CountText(model, s) },
 		MessageTokens: prop.SummarisedTokens, Scale: scale,
 	})

@@ -124,14 +124,18 @@ func (s *Server) rescueHook(c *turnRun) refusalHook {
 		}
 		start := time.Now()
 		refused := c.res
+		budget, window := rescueBudget(c.api, c.plan.Window, refused, status, answer, c.nums)
+		if window > 0 {
+			// The compaction below, and its summary call, size by it too.
+			c.t.refusedWindow = window
+			observeWindow(&c.nums, window)
+		}
 		if c.compactable {
 			if res, o := s.comp.maybeCompact(c.input(refused), kindRescue); res.TokensAfter < refused.TokensAfter {
 				c.res, c.o = res, o
 				c.t.compacted = o.compacted && !o.joined
 			}
 		}
-		budget, window := rescueBudget(c.api, c.plan.Window, refused, status, answer, c.nums)
-		c.t.refusedWindow = window
 		if c.res.TokensAfter > budget {
 			s.cutToFit(c, budget, "the upstream refused the request as too long")
 		}

@@ -339,7 +339,8 @@ func TestStreamedOverflowOfAnUnknownWindowIsCutToFit(t *testing.T) {
 // An upstream that refuses a request as too long and names its window
 // (llama-server's n_ctx: a context ctxpress was not told of) teaches the
 // line that window: the turns after the rescue are compacted before they
-// reach it, and none is refused again.
+// reach it, and none is refused again, nor is a summary call (its
+// transcript sized by that window too).
 func TestRefusalTeachesTheLineItsWindow(t *testing.T) {
 	up := newResponsesUpstream(t)
 	deps, st := responsesDeps(t)
@@ -358,9 +359,9 @@ func TestRefusalTeachesTheLineItsWindow(t *testing.T) {
 	for range 10 {
 		a.turn(true)
 	}
-	turns, _ := up.turns()
+	turns, summaries := up.turns()
 	refusals := 0
-	for _, g := range turns {
+	for _, g := range append(turns, summaries...) {
 		if g.refusal != "" {
 			refusals++
 		}

@@ -77,7 +77,7 @@ func (c *compactions) historyCall(in historyInput) (SummaryRequest, bool) {
 	if history == nil {
 		return SummaryRequest{}, false
 	}
-	hp := compactor.HistoryInput{Window: c.cfg.Trigger.ContextWindow(in.call.Model), Prev: compactor.HoldsBlock(history)}
+	hp := compactor.HistoryInput{Window: c.summaryWindow(ti, in.call.Model), Prev: compactor.HoldsBlock(history)}
 	for _, m := range prop.Messages[prop.Cut:prop.Since] {
 		if m.Omit { // a /compact exchange: never forwarded
 			continue
