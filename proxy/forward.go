@@ -351,7 +351,7 @@ func (s *Server) relayHeld(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp
 // arrives, at its own pace (fasthttp copies it after the handler returns).
 // The body is the exchange's own (x.body): no allocation of its own.
 func (s *Server) relayRest(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError, held []byte) {
-	x.body = bodyCloser{body: stream, held: held, s: s, x: x, resp: resp}
+	x.body = bodyCloser{body: heldStream{held: held, ReadCloserWithError: stream}, s: s, x: x, resp: resp}
 	ctx.Response.SetBodyStream(&x.body, resp.Header.ContentLength())
 }
 
@@ -360,8 +360,7 @@ func (s *Server) relayRest(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp
 // upstream response once fasthttp has copied the body (fasthttp closes a
 // body stream after writing it, through Close and CloseWithError both).
 type bodyCloser struct {
-	body fasthttp.ReadCloserWithError
-	held []byte
+	body heldStream // a value: no allocation of its own
 	n    int64
 	once bool
 	// Once closed: x gets the count, resp is released, and s finishes x.
@@ -371,12 +370,6 @@ type bodyCloser struct {
 }
 
 func (b *bodyCloser) Read(p []byte) (int, error) {
-	if len(b.held) > 0 {
-		n := copy(p, b.held)
-		b.held = b.held[n:]
-		b.n += int64(n)
-		return n, nil
-	}
 	n, err := b.body.Read(p)
 	b.n += int64(n)
 	return n, err
