@@ -63,9 +63,7 @@ func (ls pendingLines) with(queued *turnRecord) pendingLines {
 		ls, i = append(ls, pendingLine{}), len(ls)
 	}
 	ls[i].newest = &queued.turn
-	if w := queued.turn.refusedWindow; w > 0 && (ls[i].window == 0 || w < ls[i].window) {
-		ls[i].window = w
-	}
+	ls[i].window = rewrite.SmallerWindow(ls[i].window, queued.turn.refusedWindow)
 	if queued.usage.Found {
 		if ls[i].usage != nil {
 			u := cacheUsage(ls[i].usage.usage)

@@ -79,6 +79,15 @@ type Observation struct {
 	RefusedWindow int
 }
 
+// SmallerWindow is the window a line keeps when it had have and a refusal
+// showed shown (either 0: none): the smaller of those it has.
+func SmallerWindow(have, shown int) int {
+	if shown > 0 && (have == 0 || shown < have) {
+		return shown
+	}
+	return have
+}
+
 // Observe returns a line's numbers after the turn o: the request the
 // upstream counted becomes the calibration's anchor, and a compacted turn
 // the upstream still counted over the trigger moves the breaker toward
@@ -88,9 +97,7 @@ func Observe(n LineNumbers, o Observation) (next LineNumbers, opened bool) {
 	if o.Model != "" {
 		n = n.ForModel(o.Model, o.ModelRatio)
 	}
-	if o.RefusedWindow > 0 && (n.Window == 0 || o.RefusedWindow < n.Window) {
-		n.Window = o.RefusedWindow
-	}
+	n.Window = SmallerWindow(n.Window, o.RefusedWindow)
 	if !o.UsageFound {
 		return n, false
 	}
