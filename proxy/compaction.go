@@ -386,7 +386,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 // when the call goes to the same upstream and model, else the model's
 // configured or known one.
 func (c *compactions) summaryWindow(ti turnInput, model string) int {
-	if c.cfg.Summarizer.BaseURL == "" && model == ti.res.Model {
+	if model == ti.res.Model && c.summariserIsOwn(model) {
 		return c.cfg.Trigger.WindowOf(model, numbersOf(ti.nums))
 	}
 	return c.cfg.Trigger.ContextWindow(model)
