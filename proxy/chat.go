@@ -54,8 +54,9 @@ type turn struct {
 	trigger   int
 	ephemeral bool
 	// serverHistory: the provider keeps the rest of the history
-	// (rewrite.Result.ServerHistory), so the upstream's count is not of
-	// what ctxpress counted and teaches no calibration.
+	// (rewrite.Result.ServerHistory), or compacts this request at the
+	// client's asking (ProviderCompacts), so the upstream's count is not
+	// of what ctxpress counted and teaches no calibration.
 	serverHistory bool
 	// refusedWindow is the window, in the upstream's tokens, the upstream
 	// showed by refusing the request as too long before it was rescued
@@ -215,7 +216,7 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 			}
 		}
 	}
-	c.t.model, c.t.serverHistory = c.res.Model, c.res.ServerHistory
+	c.t.model, c.t.serverHistory = c.res.Model, c.res.ServerHistory || c.res.ProviderCompacts
 	c.plan = s.comp.policy.PlanTurn(s.turnFacts(ctx, c), s.comp.now())
 	if c.plan.Compactable {
 		c.compactable = true
@@ -239,8 +240,9 @@ func (c *turnRun) input(res rewrite.Result) turnInput {
 func (s *Server) turnFacts(ctx *fasthttp.RequestCtx, c *turnRun) rewrite.TurnFacts {
 	return rewrite.TurnFacts{Model: c.res.Model, Tokens: c.res.TokensAfter, Line: numbersOf(c.nums),
 		Identified: c.t.id.ID != "", Ephemeral: c.t.ephemeral, ServerHistory: c.res.ServerHistory,
-		Manual:  bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || c.rec.ForceNext || c.res.CompactCommand,
-		Command: c.res.CompactCommand, StoreFailedAt: s.comp.lastStoreFailure(),
+		ProviderCompacts: c.res.ProviderCompacts,
+		Manual:           bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || c.rec.ForceNext || c.res.CompactCommand,
+		Command:          c.res.CompactCommand, StoreFailedAt: s.comp.lastStoreFailure(),
 		Economics: s.comp.compactionEconomics(numbersOf(c.nums)), SummaryReusesCache: s.comp.summariserIsOwn(c.res.Model)}
 }
 

@@ -35,6 +35,9 @@ func (v *view) render(plan dedupPlan, res *Result) {
 	res.TokensAfter = v.fixed - plan.saved
 	res.DedupSavedTokens = plan.saved
 	for i, f := range a.facts {
+		if !req.ProviderReads(i) {
+			continue // the provider reads from its latest compaction on
+		}
 		res.TokensBefore += f.before
 		if (i < v.lead || i >= v.dropTo) && !v.omitted(i) {
 			res.TokensAfter += f.after
@@ -82,7 +85,12 @@ func (v *view) render(plan dedupPlan, res *Result) {
 		edits = append(edits, wire.Edit{Start: at + uc.merge.Start, End: at + uc.merge.End, Repl: uc.merge.Repl})
 	}
 
-	edits = v.tailEdits(edits, first, plan, res)
+	if from := max(req.Lead, req.AfterCompaction-1); from < v.lead {
+		// The provider's compaction and the outputs of its calls: kept,
+		// with their squash edits.
+		edits = v.tailEdits(edits, from, v.lead, plan, res)
+	}
+	edits = v.tailEdits(edits, first, n, plan, res)
 	edits = v.boundEdits(edits, res)
 	// The instructions may sit after the messages (Anthropic's system
 	// often follows them): the edits go in body order.
@@ -96,13 +104,12 @@ func (v *view) render(plan dedupPlan, res *Result) {
 	}
 }
 
-// tailEdits appends to edits those of the client messages forwarded from
-// first on, and counts the squashes and dedups in res: each squash edit,
+// tailEdits appends to edits those of the client messages [first, end)
+// forwarded, and counts the squashes and dedups in res: each squash edit,
 // each dedup, and the cut of each run of Omit messages (with the comma
 // before it: message first is forwarded, so one is always there).
-func (v *view) tailEdits(edits []wire.Edit, first int, plan dedupPlan, res *Result) []wire.Edit {
+func (v *view) tailEdits(edits []wire.Edit, first, n int, plan dedupPlan, res *Result) []wire.Edit {
 	req := v.req
-	n := len(req.Messages)
 	for i := first; i < n; i++ {
 		f := v.a.facts[i]
 		switch {

@@ -103,7 +103,7 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 	firstFresh := 0 // the earliest message they are in
 	for k := len(a.results) - 1; k >= 0; k-- {
 		r := &a.results[k]
-		if !r.keyed || (r.msg >= dropFrom && r.msg < dropTo) {
+		if !r.keyed || (r.msg >= dropFrom && r.msg < dropTo) || !req.ProviderReads(r.msg) {
 			continue
 		}
 		tokens := a.resultFacts(k).contentAfter
@@ -390,7 +390,7 @@ func (p *Pipeline) planRepeats(enc Encoding, req *request, a *analysis, dropFrom
 	earlier := make(map[callKey][]int) // key -> the a.results indexes of its kept, unreplaced results
 	for k := range a.results {
 		r := &a.results[k]
-		if !r.keyed || (r.msg >= dropFrom && r.msg < dropTo) || !req.Items[r.item].Content.Exists() {
+		if !r.keyed || (r.msg >= dropFrom && r.msg < dropTo) || !req.ProviderReads(r.msg) || !req.Items[r.item].Content.Exists() {
 			continue
 		}
 		j := repeatOf(req, a, k, earlier[r.key])

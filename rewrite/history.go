@@ -183,7 +183,7 @@ func (p *Pipeline) newView(enc Encoding, v *view, a *analysis, opts Options) {
 	v.p, v.enc, v.req, v.a, v.applied, v.resend, v.concise = p, enc, &v.own, a, -1, -1, opts.ConciseOutput
 	req := v.req
 	n := len(req.Messages)
-	v.lead = req.Lead
+	v.lead = max(req.Lead, providerLead(req.Conversation))
 	v.dropTo = v.lead
 	v.chain = v.h0[:]
 	v.fixed = p.counter.fixedTokens(req)
@@ -207,6 +207,37 @@ func (p *Pipeline) newView(enc Encoding, v *view, a *analysis, opts Options) {
 		}
 	}
 	v.command = opts.ForceCommand && n > 0 && isCommand(req, n-1)
+}
+
+// providerLead is where a provider compaction puts the start of what
+// ctxpress may summarise or cut (0 when there is none): right after the
+// message holding the compaction, and past every later message that
+// answers a call made before that point, so that no cut there separates a
+// call from its output.
+func providerLead(c *wire.Conversation) int {
+	lead := c.AfterCompaction
+	if lead == 0 {
+		return 0
+	}
+	before := make(map[string]bool) // the calls made before lead
+	for m := range c.Messages {
+		items := c.ItemsOf(m)
+		if m >= lead {
+			for _, it := range items {
+				if it.Kind == wire.KindToolResult && before[it.CallID] {
+					lead = m + 1
+				}
+			}
+		}
+		if m < lead {
+			for _, it := range items {
+				if it.Kind == wire.KindToolCall && it.CallID != "" {
+					before[it.CallID] = true
+				}
+			}
+		}
+	}
+	return lead
 }
 
 // omitted reports whether message i is part of a /compact exchange, which
@@ -235,6 +266,11 @@ func (v *view) skeleton() []compactor.Message {
 		m := &req.Messages[i]
 		cm := &msgs[i]
 		cm.Role, cm.Name, cm.Omit = m.Role, m.Name, v.omitted(i)
+		if i < v.lead {
+			// Never cut nor summarised (instructions, or up to a provider
+			// compaction): the compactor reads them as the leading ones.
+			cm.Role = wire.RoleInstruction
+		}
 		if r := req.Result(i); r >= 0 {
 			cm.ToolCallID = req.Items[r].CallID
 		}
@@ -439,8 +475,9 @@ func (v *view) forwarded(plan dedupPlan) {
 	}
 	for i, f := range v.a.facts {
 		switch {
-		case v.omitted(i):
-			// Never forwarded: 0 keeps it out of every sum.
+		case v.omitted(i), !v.req.ProviderReads(i):
+			// Never forwarded, or never read by the provider (before its
+			// compaction): 0 keeps it out of every sum.
 		case plan.replace[i]:
 			v.fwd[i] = plan.forwardedTokens(v.req, i, f)
 		default:

@@ -178,6 +178,11 @@ type Result struct {
 	// provider keeps (wire.Conversation.ServerHistory): it was squashed,
 	// deduped and counted only, and must never be compacted or cut.
 	ServerHistory bool
+	// ProviderCompacts reports a request that asks the provider to compact
+	// it (wire.Conversation.ProviderCompacts): the client's own
+	// compaction, squashed and deduped only, never compacted, cut or
+	// rescued, and its usage is the compaction's, not the request's.
+	ProviderCompacts bool
 	// CompactCommand reports that the last message is a user message that
 	// is exactly "/compact" (only with Options.ForceCommand).
 	CompactCommand bool
@@ -321,11 +326,14 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 	v := &view{own: p.counter.request(parsed.conv, parsed.format)}
 	req := &v.own
 	res.Understood, res.Model, res.Stream, res.Messages = true, req.Model, req.Stream, len(req.Messages)
-	if res.ServerHistory = req.ServerHistory; res.ServerHistory {
+	res.ServerHistory, res.ProviderCompacts = req.ServerHistory, req.ProviderCompacts
+	if res.ServerHistory || res.ProviderCompacts {
 		// The provider holds the rest of this history: a summary, a cut,
 		// or an instruction or command sent again on every turn would
 		// rewrite (or pile up in) what ctxpress cannot see.
-		// Nor is anything pruned (planPrune).
+		// Nor is anything pruned (planPrune). A request the client asks
+		// the provider to compact goes as the client made it, but for
+		// the squash and dedup of what it adds.
 		opts = Options{PrevDedups: opts.PrevDedups}
 	}
 	enc := EncodingForModel(req.Model)

@@ -110,6 +110,10 @@ var ErrStoreFailing = errors.New("the conversation store is failing")
 // its history (previous_response_id): ctxpress sees only what it adds.
 var ErrServerHistory = errors.New("the provider keeps this conversation's history (previous_response_id), which ctxpress cannot see")
 
+// ErrProviderCompacts marks a turn not compacted because the client asked
+// the provider to compact it (compaction_trigger, a compact edit).
+var ErrProviderCompacts = errors.New("the client asked the provider to compact this request (compaction_trigger or a context_management compact edit)")
+
 // StoreRetry is how long compactions pause after a failed store write: a
 // summary that cannot be kept would cost every turn a summary call (and a
 // failure in the log) for nothing.
@@ -140,6 +144,9 @@ type TurnFacts struct {
 	// ServerHistory: the provider keeps the rest of the history
 	// (Result.ServerHistory), so none of it may be compacted or cut.
 	ServerHistory bool
+	// ProviderCompacts: the client asked the provider to compact this
+	// request (Result.ProviderCompacts): the client's compaction wins.
+	ProviderCompacts bool
 	// AfterNow: the turn's compaction before forwarding has run, and
 	// Compacted says whether it wrote a summary; only a background one may
 	// follow. Tokens is then the request as it is after it.
@@ -205,11 +212,15 @@ func (p Policy) PlanTurn(t TurnFacts, now time.Time) Plan {
 		pl.Trigger = min(pl.Trigger, p.Trigger.ratioTrigger(window))
 	}
 	pl.precompactBar = p.precompactRatio(t.Economics != nil) * float64(pl.Trigger)
-	pl.MayRewrite = p.Enabled && !t.Ephemeral && !t.ServerHistory
+	pl.MayRewrite = p.Enabled && !t.Ephemeral && !t.ServerHistory && !t.ProviderCompacts
 	pl.Compactable = pl.MayRewrite && t.Identified
 	if !pl.Compactable {
-		if p.Enabled && !t.Ephemeral && t.ServerHistory && t.Manual {
+		switch {
+		case !p.Enabled || t.Ephemeral || !t.Manual:
+		case t.ServerHistory:
 			pl.Why = fmt.Errorf("%w: %w", ErrSkipped, ErrServerHistory)
+		case t.ProviderCompacts:
+			pl.Why = fmt.Errorf("%w: %w", ErrSkipped, ErrProviderCompacts)
 		}
 		return pl
 	}

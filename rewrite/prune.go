@@ -101,7 +101,7 @@ type prunedLine struct {
 func (p *Pipeline) planPrune(v *view, plan *dedupPlan, prevDedups map[int]bool, prev map[int]int, econ *Economics) prunePlan {
 	var pp prunePlan
 	req, a := v.req, v.a
-	if !p.cfg.Prune.Enabled || req.ServerHistory {
+	if !p.cfg.Prune.Enabled || req.ServerHistory || req.ProviderCompacts {
 		return pp
 	}
 	for k := range a.results {
@@ -341,7 +341,7 @@ func (v *view) currentAsk() int {
 // itself: not left out by a summary or a cut, not part of a /compact
 // exchange.
 func (v *view) forwardedMessage(i int) bool {
-	return (i < v.lead || i >= v.dropTo) && !v.omitted(i)
+	return (i < v.lead || i >= v.dropTo) && !v.omitted(i) && v.req.ProviderReads(i)
 }
 
 // prevPrunes returns, for the result items marks name in req as it is
@@ -376,7 +376,7 @@ func (p *Pipeline) pruneMarks(req *request, a *analysis, pp prunePlan, prev map[
 		turn, ok := pp.turns[r.item]
 		if !ok {
 			turn, ok = prev[r.item]
-			ok = ok && !prevDedups[r.item] && p.cfg.Prune.Enabled && !req.ServerHistory
+			ok = ok && !prevDedups[r.item] && p.cfg.Prune.Enabled && !req.ServerHistory && !req.ProviderCompacts
 		}
 		if ok {
 			marks = append(marks, PruneMark{Index: r.msg, Result: r.ord, Digest: p.messageDigest(req, r.msg, a.hashes[r.msg]), Turn: turn})

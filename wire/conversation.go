@@ -63,6 +63,18 @@ type Conversation struct {
 	// previous_response_id, conversation): what it carries may be squashed
 	// and counted, but a summary or a cut would rewrite what it cannot see.
 	ServerHistory bool
+	// AfterCompaction is one past the message that holds the latest
+	// compaction the provider made of the history (Responses' compaction
+	// item, Messages' compaction block); 0 when there is none. The
+	// provider reads nothing before that message: those messages are
+	// neither counted nor edited, and no summary or cut crosses it.
+	AfterCompaction int
+	// ProviderCompacts reports a request that asks the provider to compact
+	// it (Responses' compaction_trigger item, a Messages context_management
+	// compact edit): the client's own compaction, which ctxpress must not
+	// summarise, cut or rescue, so that the provider answers exactly what
+	// the client expects.
+	ProviderCompacts bool
 	// Resume is what the format that parsed the body keeps for a later
 	// parse to continue from this one (Resumer); nil when it keeps nothing.
 	Resume any
@@ -325,6 +337,10 @@ type Binder interface {
 	// place for it.
 	DropMismatched(c *Conversation) (ed Edit, ok bool)
 }
+
+// ProviderReads reports whether the provider reads message m: it is not
+// before the latest provider compaction (AfterCompaction).
+func (c *Conversation) ProviderReads(m int) bool { return m >= c.AfterCompaction-1 }
 
 // Bytes returns message m's bytes as sent.
 func (c *Conversation) Bytes(m int) []byte { return c.Messages[m].Of(c.Body) }

@@ -10,6 +10,7 @@ import (
 // kind is what the API requires of an item type.
 type kind struct {
 	call     bool     // the model asks the client to run something: needs an output
+	optional bool     // a call whose answer may never come (an approval the user left open)
 	output   bool     // the client's answer to a call: needs the call before it
 	required []string // fields that must be present
 	words    string   // how OpenAI's messages name it
@@ -31,7 +32,15 @@ var kinds = map[string]kind{
 	"shell_call":              {call: true, required: []string{"call_id", "action"}, words: "shell call"},
 	"shell_call_output":       {output: true, required: []string{"call_id", "output"}, words: "shell call output"},
 	"apply_patch_call":        {call: true, required: []string{"call_id", "operation"}, words: "apply patch call"},
-	"apply_patch_call_output": {output: true, required: []string{"call_id"}, words: "apply patch call output"},
+	"apply_patch_call_output": {output: true, required: []string{"call_id", "status"}, words: "apply patch call output"},
+	// An approval request and its response pair by the request's id.
+	"mcp_approval_request":  {call: true, optional: true, required: []string{"id", "name", "arguments", "server_label"}, words: "mcp approval request"},
+	"mcp_approval_response": {output: true, required: []string{"approval_request_id", "approve"}, words: "mcp approval response"},
+	// The provider's compaction of everything before it, and the client's
+	// request for one.
+	"compaction":         {required: []string{"encrypted_content"}},
+	"compaction_summary": {required: []string{"encrypted_content"}},
+	"compaction_trigger": {},
 }
 
 // Content part types per message role.
@@ -132,10 +141,22 @@ func checkOutput(i int, it Item, v gjson.Result) *Error {
 		return invalid(p, "missing_required_parameter", "Missing required parameter: '%s'.", p)
 	}
 	out := v.Get("output")
-	if !out.Exists() || out.Type == gjson.String || it.Type == "computer_call_output" || it.Type == "apply_patch_call_output" {
+	if !out.Exists() || out.Type == gjson.String || it.Type == "computer_call_output" || it.Type == "apply_patch_call_output" || it.Type == "mcp_approval_response" {
 		return nil
 	}
 	p := fmt.Sprintf("input[%d].output", i)
+	if it.Type == "shell_call_output" {
+		// A list of each command's stdout, stderr and outcome.
+		for j, o := range out.Array() {
+			if !o.Get("outcome").IsObject() {
+				q := fmt.Sprintf("%s[%d].outcome", p, j)
+				return invalid(q, "missing_required_parameter", "Missing required parameter: '%s'.", q)
+			}
+		}
+		if out.IsArray() {
+			return nil
+		}
+	}
 	if !out.IsArray() || it.Type == "local_shell_call_output" {
 		return invalid(p, "invalid_type", "Invalid type for '%s': expected one of a string or array of objects, but got %s instead.", p, typeName(out))
 	}
@@ -179,6 +200,8 @@ func checkPairing(items []Item, late bool) *Error {
 	for _, it := range items {
 		k := kinds[it.Type]
 		switch {
+		case k.call && k.optional:
+			called[it.CallID] = true
 		case k.call:
 			pending[it.CallID], called[it.CallID] = k.words, true
 			order = append(order, it.CallID)
@@ -194,6 +217,19 @@ func checkPairing(items []Item, late bool) *Error {
 		}
 	}
 	return unanswered()
+}
+
+// checkTrigger wants at most one compaction_trigger, as the last item: the
+// provider compacts everything before it and answers with the compaction
+// alone.
+func checkTrigger(items []Item) *Error {
+	for i, it := range items {
+		if it.Type == "compaction_trigger" && i != len(items)-1 {
+			return invalid(fmt.Sprintf("input[%d]", i), "invalid_value",
+				"Invalid 'input[%d]': an item of type 'compaction_trigger' must be the last input item.", i)
+		}
+	}
+	return nil
 }
 
 // followsReasoning is whether an item can be the one a reasoning item was

@@ -81,6 +81,22 @@ type Request struct {
 	Tools              []Tool
 }
 
+// Compaction is the index of the latest compaction item of r's input, -1
+// when none: the model reads the input from there on.
+func (r *Request) Compaction() int {
+	for i := len(r.Items) - 1; i >= 0; i-- {
+		if t := r.Items[i].Type; t == "compaction" || t == "compaction_summary" {
+			return i
+		}
+	}
+	return -1
+}
+
+// Trigger reports whether r asks the provider to compact its input.
+func (r *Request) Trigger() bool {
+	return len(r.Items) > 0 && r.Items[len(r.Items)-1].Type == "compaction_trigger"
+}
+
 // Item is one input item.
 type Item struct {
 	Type   string // "message" for an item with a role and no type
@@ -144,6 +160,7 @@ func Check(body []byte, o Options) (*Request, *Error) {
 		func() *Error { return checkShapes(items) },
 		func() *Error { return checkDuplicates(items) },
 		func() *Error { return checkPairing(items, o.LateOutputs) },
+		func() *Error { return checkTrigger(items) },
 		func() *Error { return checkReasoningFollowed(items) },
 		func() *Error { return checkPersisted(items, r.Store, o.Ledger) },
 		func() *Error { return o.Ledger.verify(items, r.PreviousResponseID) },
@@ -217,8 +234,13 @@ func readItems(in gjson.Result) ([]Item, *Error) {
 		if it.Type == "" && v.Get("role").Exists() {
 			it.Type = "message" // an "easy" input message: {role, content}
 		}
-		if it.Type == "local_shell_call_output" && it.CallID == "" {
+		switch {
+		case it.Type == "local_shell_call_output" && it.CallID == "":
 			it.CallID = it.ID // the API names the call by id here
+		case it.Type == "mcp_approval_request":
+			it.CallID = it.ID
+		case it.Type == "mcp_approval_response":
+			it.CallID = v.Get("approval_request_id").String()
 		}
 		items = append(items, it)
 	}

@@ -43,6 +43,18 @@ func upstream() *Ledger {
 
 // The rows are what api.openai.com refuses (and accepts), with its own
 // messages; "" accepts.
+// The call kinds beyond function calls, each with its output.
+const (
+	shellCall    = `{"type":"shell_call","id":"shc_1","call_id":"sh_1","action":{"commands":["ls"]},"status":"completed"}`
+	shellOut     = `{"type":"shell_call_output","call_id":"sh_1","output":[{"stdout":"a.go\n","stderr":"","outcome":{"type":"exit","exit_code":0}}]}`
+	patchCall    = `{"type":"apply_patch_call","id":"apc_1","call_id":"ap_1","operation":{"type":"update_file","path":"a.go","diff":"@@"},"status":"completed"}`
+	patchOut     = `{"type":"apply_patch_call_output","call_id":"ap_1","status":"completed","output":"done"}`
+	computerCall = `{"type":"computer_call","id":"cc_1","call_id":"cu_1","action":{"type":"screenshot"},"pending_safety_checks":[],"status":"completed"}`
+	computerOut  = `{"type":"computer_call_output","call_id":"cu_1","output":{"type":"computer_screenshot","image_url":"data:image/png;base64,AAAA"}}`
+	approvalReq  = `{"type":"mcp_approval_request","id":"mcpr_1","name":"deploy","arguments":"{}","server_label":"ops"}`
+	approvalResp = `{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true}`
+)
+
 func TestRefusesWhatOpenAIRefuses(t *testing.T) {
 	loop := []string{dev, ask, rs1, fc1, out1, rs2, ctc2, ctco2, rs3, msg3, ask2}
 	cases := []struct {
@@ -55,7 +67,17 @@ func TestRefusesWhatOpenAIRefuses(t *testing.T) {
 		{"codex's tool loop is accepted", body(loop...), true, 200, ""},
 		{"input as a string is accepted", `{"model":"m","input":"hi"}`, false, 200, ""},
 		{"a tool output as parts is accepted", body(ask, fc1, partOut), false, 200, ""},
-		{"unknown item types and fields pass", body(ask, `{"type":"compaction_trigger","x":1}`, `{"type":"message","role":"user","content":"u","extra":{}}`), false, 200, ""},
+		{"unknown item types and fields pass", body(ask, `{"type":"future_item","x":1}`, `{"type":"message","role":"user","content":"u","extra":{}}`), false, 200, ""},
+		{"a compaction trigger last is accepted", body(ask, `{"type":"compaction_trigger"}`), false, 200, ""},
+		{"a compaction trigger before another item", body(ask, `{"type":"compaction_trigger"}`, ask2), false, 400, "an item of type 'compaction_trigger' must be the last input item."},
+		{"a compaction without encrypted content", body(`{"type":"compaction","id":"cmp_1"}`, ask), false, 400, "Missing required parameter: 'input[0].encrypted_content'."},
+		{"every call kind with its output is accepted", body(ask, shellCall, shellOut, patchCall, patchOut, computerCall, computerOut, approvalReq, approvalResp), false, 200, ""},
+		{"a shell call output without its call", body(ask, shellOut), false, 400, "No tool call found for shell call output with call_id sh_1."},
+		{"an apply_patch output without its call", body(ask, patchOut), false, 400, "No tool call found for apply patch call output with call_id ap_1."},
+		{"a computer call output without its call", body(ask, computerOut), false, 400, "No tool call found for computer call output with call_id cu_1."},
+		{"an approval response without its request", body(ask, approvalResp), false, 400, "No tool call found for mcp approval response with call_id mcpr_1."},
+		{"a shell call left without its output", body(ask, shellCall, ask2), false, 400, "No tool output found for shell call sh_1."},
+		{"an approval request left open is accepted", body(ask, approvalReq, ask2), false, 200, ""},
 		{"an output without its call", body(ask, out1), false, 400, "No tool call found for function call output with call_id call_1."},
 		{"an output before its call", body(ask, out1, fc1), false, 400, "No tool call found for function call output with call_id call_1."},
 		{"a custom tool output without its call", body(ask, ctco2), false, 400, "No tool call found for custom tool call output with call_id call_2."},

@@ -66,7 +66,7 @@ func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conv
 		return c, chat, 0
 	}
 	req := &Request{Body: body, Model: t.model, Stream: t.stream, System: t.system, Tools: t.tools,
-		Thinking: t.thinking, SessionID: t.sessionID, top: *t}
+		Thinking: t.thinking, ContextManagement: t.contextManagement, SessionID: t.sessionID, top: *t}
 	end := wire.WalkArrayAfter(body, at, req.message)
 	req.MessagesArray = Span{Start: t.array, End: end}
 	wire.WalkObjectAfter(body, end, req.member)
@@ -76,6 +76,12 @@ func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conv
 	}
 	c := conversation(req)
 	c.TakeMessages(prev, k, len(req.Messages))
+	if c.AfterCompaction = prev.AfterCompaction; c.AfterCompaction > k {
+		// prev's compaction was in a message not taken: read the body
+		// whole (rare: the compaction is in the last message).
+		c, chat := f.Parse(body)
+		return c, chat, 0
+	}
 	return finish(c, req), true, k
 }
 
@@ -103,7 +109,26 @@ func finish(c *wire.Conversation, req *Request) *wire.Conversation {
 	for _, it := range c.Items {
 		c.Bound = c.Bound || it.Bound
 	}
+	c.ProviderCompacts = compactsOnServer(c.Body, req.ContextManagement)
 	return c
+}
+
+// compactionBlock reports whether b is a compaction block the API reads
+// as one: a failed compaction (content null) is a no-op.
+func compactionBlock(body []byte, b *Block) bool {
+	return b.Type == BlockCompaction && b.Content.Exists() && string(b.Content.Of(body)) != "null"
+}
+
+// compactsOnServer reports whether context_management asks the server to
+// compact the conversation (an edit of type compact_*, such as
+// compact_20260112); clearing tool uses or thinking does not.
+func compactsOnServer(body []byte, s Span) bool {
+	compacts := false
+	value(body, s).Get("edits").ForEach(func(_, e gjson.Result) bool {
+		compacts = strings.HasPrefix(e.Get("type").Str, "compact_")
+		return !compacts
+	})
+	return compacts
 }
 
 // thinkingOn reports whether the request asks for thinking (type enabled
@@ -143,6 +168,10 @@ func addMessage(c *wire.Conversation, m *Message) {
 			}
 		case BlockThinking, BlockRedactedThinking:
 			it.Bound = msg.Role == wire.RoleAssistant
+		case BlockCompaction:
+			if msg.Role == wire.RoleAssistant && compactionBlock(c.Body, &b) {
+				c.AfterCompaction = len(c.Messages) + 1
+			}
 		case BlockToolResult:
 			if msg.Role == wire.RoleUser || msg.Role == wire.RoleTool {
 				// A user message that answers calls is a tool message
@@ -202,6 +231,10 @@ func opaqueTokens(b gjson.Result, count wire.Count) int {
 		return count(b.Get("thinking").String())
 	case BlockRedactedThinking:
 		return 0 // encrypted: its size says nothing the calibration cannot
+	case BlockCompaction:
+		// What the model reads is the summary; encrypted_content is
+		// the provider's own state.
+		return count(b.Get("content").String())
 	case "image":
 		return imageBlockTokens
 	}

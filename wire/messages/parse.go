@@ -18,6 +18,10 @@ const (
 	BlockToolResult       = "tool_result"
 	BlockThinking         = "thinking"
 	BlockRedactedThinking = "redacted_thinking"
+	// BlockCompaction is the provider's summary of everything before it
+	// (server-side compaction): the API reads nothing before the latest
+	// one, unless its content is null (a failed compaction, a no-op).
+	BlockCompaction = "compaction"
 )
 
 // Block is one content block of a message, or the whole content when it
@@ -54,6 +58,9 @@ type Request struct {
 	// Thinking is the top-level "thinking" object (type, display,
 	// block_binding); zero when absent.
 	Thinking Span
+	// ContextManagement is the top-level "context_management" (edits the
+	// server applies: compaction, clearing tool uses or thinking).
+	ContextManagement Span
 	// MessagesArray is the "messages" value; Messages are its elements.
 	MessagesArray Span
 	Messages      []Message
@@ -76,6 +83,7 @@ type top struct {
 	model                   string
 	stream                  bool
 	system, tools, thinking Span
+	contextManagement       Span
 	sessionID               string
 	array                   int // where the messages array opens
 }
@@ -111,7 +119,7 @@ func (req *Request) member(k wire.Span, vs int) int {
 	if name == "messages" && body[vs] == '[' {
 		// Read once: the walk's end is the array's.
 		req.top = top{model: req.Model, stream: req.Stream, system: req.System, tools: req.Tools,
-			thinking: req.Thinking, sessionID: req.SessionID, array: vs}
+			thinking: req.Thinking, contextManagement: req.ContextManagement, sessionID: req.SessionID, array: vs}
 		req.Messages = nil
 		ve := wire.WalkArray(body, vs, req.message)
 		req.MessagesArray = Span{Start: vs, End: ve}
@@ -138,6 +146,8 @@ func (req *Request) member(k wire.Span, vs int) int {
 		req.SessionID = sessionID(body, v)
 	case "thinking":
 		req.Thinking = v
+	case "context_management":
+		req.ContextManagement = v
 	case "messages":
 		req.MessagesArray, req.Messages = v, nil
 	}

@@ -72,6 +72,12 @@ func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conv
 	}
 	c := conversation(req)
 	c.TakeMessages(prev, k, len(req.Items))
+	if c.AfterCompaction, c.ProviderCompacts = prev.AfterCompaction, prev.ProviderCompacts; c.AfterCompaction > k || c.ProviderCompacts {
+		// What prev found may lie in a message not taken: read the body
+		// whole (rare: a compaction or a trigger ends a turn).
+		c, chat := f.Parse(body)
+		return c, chat, 0
+	}
 	return finish(c, req.Items), true, k
 }
 
@@ -94,7 +100,8 @@ func conversation(req *Request) *wire.Conversation {
 }
 
 // finish adds the messages made of items to c: each item one, except that
-// a reasoning item goes with the item after it.
+// a reasoning item goes with the item after it. items are the request's
+// items after those of c's messages (all of them but for a Resume).
 func finish(c *wire.Conversation, items []Item) *wire.Conversation {
 	for i := 0; i < len(items); {
 		j := i + 1
@@ -119,6 +126,10 @@ func addMessage(c *wire.Conversation, its []Item) {
 	for _, it := range its {
 		item := wire.Item{Kind: wire.KindOpaque, Message: len(c.Messages), Span: it.Span}
 		switch {
+		case it.IsCompaction():
+			c.AfterCompaction = len(c.Messages) + 1
+		case it.Kind == KindCompactionTrigger:
+			c.ProviderCompacts = true
 		case it.Kind == KindMessage:
 			m.WireRole = it.Role
 			m.Role, item.Kind = roleOf(it.Role)
@@ -172,15 +183,41 @@ func (Format) Overhead(c *wire.Conversation, m int, count wire.Count) int {
 		n += tokensPerItem
 		switch it.Kind {
 		case wire.KindOpaque:
-			n += count(string(it.Span.Of(c.Body)))
+			n += opaqueTokens(c.Body, it.Span, count)
 		case wire.KindToolCall:
-			n += count(it.Tool) + count(argsText(value(c.Body, it.Args)))
+			if it.Args.Exists() {
+				n += count(it.Tool) + count(argsText(value(c.Body, it.Args)))
+			} else {
+				n += count(string(it.Span.Of(c.Body))) // a shell, apply_patch or computer call: its action
+			}
 		case wire.KindToolResult:
+			if !it.Content.Exists() {
+				n += count(string(it.Span.Of(c.Body))) // an output sent as it is
+			}
 		default:
 			n += count(msg.WireRole)
 		}
 	}
 	return n
+}
+
+// encryptedTokensPerByte is what a compaction item's encrypted_content
+// stands for: base64 (3 bytes in 4) of an encryption of about as many
+// bytes of text, at about 4 bytes a token. Counted as text, the blob is
+// several times what the provider counts; calibration corrects the rest.
+const encryptedTokensPerByte = 3.0 / 16
+
+// opaqueTokens counts an item the core does not look into: a compaction
+// by its encrypted_content's size, anything else as its raw text.
+func opaqueTokens(body []byte, s wire.Span, count wire.Count) int {
+	raw := s.Of(body)
+	if body[s.Start] == '{' {
+		if t := gjson.GetBytes(raw, "type").Str; t == KindCompaction || t == KindCompactionSummary {
+			enc := gjson.GetBytes(raw, "encrypted_content")
+			return int(float64(len(enc.Str))*encryptedTokensPerByte) + count(t)
+		}
+	}
+	return count(string(raw))
 }
 
 func argsText(v gjson.Result) string {
@@ -247,8 +284,13 @@ func (f Format) Text(c *wire.Conversation, it int) string {
 func (Format) Arguments(c *wire.Conversation, it int) string {
 	it0 := c.Items[it]
 	if !it0.Args.Exists() {
-		// local_shell_call: its action object says what it runs.
-		return value(c.Body, it0.Span).Get("action").Raw
+		// A local shell, shell or computer call's action, an apply_patch
+		// call's operation: what the call does.
+		item := value(c.Body, it0.Span)
+		if a := item.Get("action"); a.Exists() {
+			return a.Raw
+		}
+		return item.Get("operation").Raw
 	}
 	return argsText(value(c.Body, it0.Args))
 }

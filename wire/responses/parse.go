@@ -1,6 +1,8 @@
 package responses
 
 import (
+	"strings"
+
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
@@ -20,7 +22,17 @@ const (
 	KindShellCall  = "local_shell_call"
 	KindShellOut   = "local_shell_call_output"
 	KindReasoning  = "reasoning"
-	KindCompaction = "compaction"
+	// KindCompaction is the provider's compaction of everything before it
+	// (encrypted_content); codex also sends it as KindCompactionSummary.
+	KindCompaction        = "compaction"
+	KindCompactionSummary = "compaction_summary"
+	// KindCompactionTrigger asks the provider to compact the request's
+	// input and answer with one compaction item (codex's remote compaction).
+	KindCompactionTrigger = "compaction_trigger"
+	// An MCP approval request and its response pair by the request's id
+	// (approval_request_id), not by call_id.
+	KindApprovalRequest  = "mcp_approval_request"
+	KindApprovalResponse = "mcp_approval_response"
 )
 
 // Item is one element of "input", as ctxpress reads it: what it is and the
@@ -38,14 +50,46 @@ type Item struct {
 	Args, Content Span
 }
 
-// IsCall reports whether the item asks for a tool's output.
+// IsCall reports whether the item waits for an output item that answers
+// it: any item with a call_id that is not itself an output (function,
+// custom, local shell, shell, apply_patch, computer, tool search calls and
+// whatever kinds come next), and an MCP approval request. A call the
+// provider ran itself (web_search_call, mcp_call, …) carries no call_id and
+// waits for nothing.
 func (it Item) IsCall() bool {
-	return it.Kind == KindCall || it.Kind == KindCustomCall || it.Kind == KindShellCall
+	return it.CallID != "" && !it.IsOutput()
 }
 
-// IsOutput reports whether the item is a tool's output.
+// IsOutput reports whether the item answers a call (CallID names it): any
+// *_output item with a call_id, local_shell_call_output (by its id), and an
+// MCP approval response.
 func (it Item) IsOutput() bool {
-	return it.Kind == KindCallOutput || it.Kind == KindCustomOut || it.Kind == KindShellOut
+	switch it.Kind {
+	case KindApprovalResponse, KindShellOut:
+		return it.CallID != ""
+	case KindApprovalRequest:
+		return false
+	}
+	return it.CallID != "" && strings.HasSuffix(it.Kind, "_output")
+}
+
+// IsCompaction reports whether the item is the provider's compaction of
+// the context before it.
+func (it Item) IsCompaction() bool {
+	return it.Kind == KindCompaction || it.Kind == KindCompactionSummary
+}
+
+// editableOutput reports whether an output kind's "output" is a string or
+// an array of input_text/input_image parts, which squash, dedup and prune
+// may replace by text. The others (a shell_call_output's list of stdout
+// and stderr, a computer call's screenshot, …) are counted and sent as
+// they are.
+func editableOutput(kind string) bool {
+	switch kind {
+	case KindCallOutput, KindCustomOut, KindShellOut, "apply_patch_call_output":
+		return true
+	}
+	return false
 }
 
 // Request is a Responses request body as ctxpress reads it.
@@ -66,6 +110,9 @@ type Request struct {
 	PromptCacheKeySpan Span
 	Instructions       Span // top-level "instructions"
 	Tools              Span // "tools": counted, never changed
+	// ContextManagement is the top-level "context_management": the
+	// provider compacts on its own past a threshold.
+	ContextManagement Span
 	// Input is the "input" value; InputIsText reports a plain string (one
 	// user message, nothing to edit). Items are its elements in order.
 	Input       Span
@@ -106,6 +153,7 @@ type top struct {
 	model, previousResponseID, promptCacheKey string
 	stream, store, stored, conversation       bool
 	promptCacheKeySpan, instructions, tools   Span
+	contextManagement                         Span
 	array                                     int // where the input array opens
 }
 
@@ -117,7 +165,8 @@ func (req *Request) member(k wire.Span, vs int) int {
 		// Read once: the walk's end is the array's.
 		req.top = top{model: req.Model, previousResponseID: req.PreviousResponseID, promptCacheKey: req.PromptCacheKey,
 			stream: req.Stream, store: req.Store, stored: req.Stored, conversation: req.Conversation,
-			promptCacheKeySpan: req.PromptCacheKeySpan, instructions: req.Instructions, tools: req.Tools, array: vs}
+			promptCacheKeySpan: req.PromptCacheKeySpan, instructions: req.Instructions, tools: req.Tools,
+			contextManagement: req.ContextManagement, array: vs}
 		ve := wire.WalkArray(body, vs, req.item)
 		req.Input, req.InputIsText = Span{Start: vs, End: ve}, false
 		return ve
@@ -141,6 +190,8 @@ func (req *Request) member(k wire.Span, vs int) int {
 		req.Instructions = v
 	case "tools":
 		req.Tools = v
+	case "context_management":
+		req.ContextManagement = v
 	case "input":
 		req.Input, req.InputIsText = v, body[vs] == '"'
 	}
@@ -162,6 +213,8 @@ func readItem(body []byte, i int) Item {
 		return it
 	}
 	it.Kind = KindMessage
+	var id, approvalRequestID string
+	var output Span
 	it.Span.End = wire.WalkObject(body, i, func(k wire.Span, vs int) int {
 		ve := wire.ValueEnd(body, vs)
 		f := Span{Start: vs, End: ve}
@@ -172,19 +225,47 @@ func readItem(body []byte, i int) Item {
 			it.Role = stringOf(body, f)
 		case "call_id":
 			it.CallID = stringOf(body, f)
+		case "id":
+			id = stringOf(body, f)
+		case "approval_request_id":
+			approvalRequestID = stringOf(body, f)
 		case "name":
 			it.Name = stringOf(body, f)
 		case "arguments", "input":
 			it.Args = f
-		case "content", "output":
+		case "content":
 			it.Content = f
+		case "output":
+			output = f
 		}
 		return ve
 	})
-	if it.Kind == KindShellCall && it.Name == "" {
-		it.Name = "local_shell"
-	}
+	it.settle(id, approvalRequestID, output)
 	return it
+}
+
+// settle completes an item read member by member: the id a call or an
+// output is paired by (CallID), the output's Content when squash may edit
+// it, and a call's tool name when the kind implies it.
+func (it *Item) settle(id, approvalRequestID string, output Span) {
+	switch it.Kind {
+	case KindApprovalRequest:
+		it.CallID = id
+	case KindApprovalResponse:
+		it.CallID = approvalRequestID
+	case KindShellOut:
+		if it.CallID == "" {
+			it.CallID = id // the SDK names the call by id here
+		}
+	}
+	if editableOutput(it.Kind) {
+		it.Content = output
+	} else if it.IsOutput() {
+		it.Content = Span{} // counted whole, never edited
+	}
+	if it.Name == "" && strings.HasSuffix(it.Kind, "_call") {
+		it.Name = strings.TrimSuffix(it.Kind, "_call") // local_shell, shell, apply_patch, computer
+	}
 }
 
 // stringOf is gjson's Result.String of the value at s, a copy: a string

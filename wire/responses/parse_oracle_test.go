@@ -36,6 +36,8 @@ func gjsonRequest(body []byte) (*Request, bool) {
 			req.Instructions = spanOf(v)
 		case "tools":
 			req.Tools = spanOf(v)
+		case "context_management":
+			req.ContextManagement = spanOf(v)
 		case "input":
 			req.Input = spanOf(v)
 			req.InputIsText = v.Type == gjson.String
@@ -43,6 +45,8 @@ func gjsonRequest(body []byte) (*Request, bool) {
 				v.ForEach(func(_, e gjson.Result) bool {
 					it := Item{Span: spanOf(e)}
 					if e.IsObject() {
+						var id, approvalRequestID string
+						var output Span
 						it.Kind = KindMessage
 						e.ForEach(func(k, f gjson.Result) bool {
 							switch k.Str {
@@ -52,18 +56,22 @@ func gjsonRequest(body []byte) (*Request, bool) {
 								it.Role = f.String()
 							case "call_id":
 								it.CallID = f.String()
+							case "id":
+								id = f.String()
+							case "approval_request_id":
+								approvalRequestID = f.String()
 							case "name":
 								it.Name = f.String()
 							case "arguments", "input":
 								it.Args = spanOf(f)
-							case "content", "output":
+							case "content":
 								it.Content = spanOf(f)
+							case "output":
+								output = spanOf(f)
 							}
 							return true
 						})
-						if it.Kind == KindShellCall && it.Name == "" {
-							it.Name = "local_shell"
-						}
+						it.settle(id, approvalRequestID, output)
 					}
 					req.Items = append(req.Items, it)
 					return true
@@ -86,6 +94,7 @@ func FuzzParseReadsWhatGjsonReads(f *testing.F) {
 		`{"input":[{"role":"user","content":"a"}],"model":"m","model":"n","stream":true}`,
 		`{"input":[{"type":"function_call","call_id":"c\u0031","name":7,"arguments":"{}"}],"input":[{"type":"local_shell_call"}],"tools":[]}`,
 		`{"mod\u0065l":"m","store":false,"conversation":null,"previous_response_id":null,"prompt_cache_key":"k","input":[1,"x",{"ty\"pe":"x"}]}`,
+		`{"input":[{"type":"mcp_approval_request","id":"a1","name":"n","arguments":"{}","server_label":"s"},{"type":"mcp_approval_response","approval_request_id":"a1","approve":true},{"type":"shell_call","call_id":"s1","action":{"commands":["ls"]}},{"type":"shell_call_output","call_id":"s1","output":[{"stdout":"x"}]},{"type":"compaction","encrypted_content":"gAAA"},{"type":"compaction_trigger"}],"context_management":[{"type":"compaction","compact_threshold":1000}]}`,
 		`{"instructions":"be brief","input":[{"type":"reasoning","content":[]},{"role":"assistant","content":[{"type":"output_text","text":"ok"}]}]}`,
 		`[]`, `"x"`, `{}`,
 	} {
