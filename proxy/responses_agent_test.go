@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,7 +17,9 @@ import (
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/tidwall/gjson"
 )
 
 // responsesAgent is a codex-shaped agent on the Responses API, driven with
@@ -142,9 +146,47 @@ func (a *responsesAgent) take(r *responses.Response) {
 		case "message":
 			p := it.AsMessage().ToParam()
 			a.items = append(a.items, responses.ResponseInputItemUnionParam{OfOutputMessage: &p})
+		default:
+			// Any other item goes back as it came; a call of another
+			// kind gets its kind's output, paired by its id.
+			a.items = append(a.items, rawItem(it.RawJSON()))
+			if out := kindOutput(gjson.Parse(it.RawJSON()), a.calls+1); out != "" {
+				a.calls++
+				outputs = append(outputs, rawItem(out))
+			}
 		}
 	}
 	a.items = append(a.items, outputs...)
+}
+
+// rawItem is an input item sent as the raw JSON given.
+func rawItem(raw string) responses.ResponseInputItemUnionParam {
+	p := param.Override[responses.ResponseInputItemCompactionTriggerParam](json.RawMessage(raw))
+	return responses.ResponseInputItemUnionParam{OfCompactionTrigger: &p}
+}
+
+// kindOutput is the output a client sends for call (its n-th), in the
+// call's kind's shape; "" when call is no call.
+func kindOutput(call gjson.Result, n int) string {
+	id := jsonText(call.Get("call_id").Str)
+	switch call.Get("type").Str {
+	case "shell_call":
+		return `{"type":"shell_call_output","call_id":` + id + `,"output":[{"stdout":` + jsonText(toolOutput(n)) +
+			`,"stderr":"","outcome":{"type":"exit","exit_code":0}}]}`
+	case "apply_patch_call":
+		return `{"type":"apply_patch_call_output","call_id":` + id + `,"status":"completed","output":` + jsonText(toolOutput(n)) + `}`
+	case "computer_call":
+		return `{"type":"computer_call_output","call_id":` + id + `,"output":{"type":"computer_screenshot","image_url":"data:image/png;base64,` +
+			base64.StdEncoding.EncodeToString([]byte(toolOutput(n))) + `"}}`
+	case "mcp_approval_request":
+		return `{"type":"mcp_approval_response","approval_request_id":` + jsonText(call.Get("id").Str) + `,"approve":true}`
+	}
+	return ""
+}
+
+func jsonText(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // ask appends a user message.

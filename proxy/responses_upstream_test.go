@@ -46,6 +46,10 @@ type responsesUpstream struct {
 	// cmds, when set, are the calls' commands in turn (else a sed -n of
 	// a range that moves on).
 	cmds []string
+	// callKind is the kind of call the model makes ("" for
+	// function_call): shell_call, apply_patch_call, computer_call or
+	// mcp_approval_request, each paired with its output by id.
+	callKind string
 	// reasoning are the models that refuse temperature, as OpenAI's
 	// reasoning models do on /v1/responses.
 	reasoning map[string]bool
@@ -90,10 +94,23 @@ func (u *responsesUpstream) turns() (turns, summaries []upstreamTurn) {
 }
 
 // inputTokens is this server's count of a request: its input and tools,
-// in bytes/4, as a provider prefills them.
+// in bytes/4, as a provider prefills them. The model reads the input from
+// its latest compaction item on, which stands for compactionTokens.
 func inputTokens(body []byte) int {
-	return (len(gjson.GetBytes(body, "input").Raw) + len(gjson.GetBytes(body, "tools").Raw) + 3) / 4
+	input := gjson.GetBytes(body, "input")
+	n := len(input.Raw)
+	items := input.Array()
+	for i := len(items) - 1; i >= 0; i-- {
+		if t := items[i].Get("type").Str; t == "compaction" || t == "compaction_summary" {
+			n = 4*compactionTokens + len(input.Raw) - (items[i].Index - input.Index + len(items[i].Raw))
+			break
+		}
+	}
+	return (n + len(gjson.GetBytes(body, "tools").Raw) + 3) / 4
 }
+
+// compactionTokens is what a compaction item this server issued counts.
+const compactionTokens = 120
 
 func (u *responsesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
@@ -185,8 +202,22 @@ func (u *responsesUpstream) respond(req *responsestest.Request, body []byte, g u
 	var r issued
 	r.items = append(r.items, map[string]any{"id": fmt.Sprintf("rs_up_%d", u.n), "type": "reasoning", "summary": []any{},
 		"encrypted_content": "gAAAAB" + base64.StdEncoding.EncodeToString(sum[:])})
-	outputs := strings.Count(string(body), `"type":"function_call_output"`)
+	outputs := 0
+	for _, it := range req.Items {
+		if strings.HasSuffix(it.Type, "_output") || it.Type == "mcp_approval_response" {
+			outputs++
+		}
+	}
 	switch {
+	case req.Trigger():
+		// The client's own compaction: the one compaction item, which
+		// stands for everything before it.
+		r.items = []map[string]any{{"id": fmt.Sprintf("cmp_up_%d", u.n), "type": "compaction",
+			"encrypted_content": "gAAAAC" + base64.StdEncoding.EncodeToString(sum[:])}}
+	case !g.summary && len(req.Tools) > 0 && outputs < u.toolTurns && u.callKind != "":
+		for j := 0; j < u.parallel; j++ {
+			r.items = append(r.items, kindCall(u.callKind, u.n, j))
+		}
 	case !g.summary && len(req.Tools) > 0 && outputs < u.toolTurns:
 		for j := 0; j < u.parallel; j++ {
 			cmd := fmt.Sprintf("sed -n %d,%dp dateparse/parse.go", u.n*10+j, u.n*10+j+8)
@@ -220,6 +251,24 @@ func (u *responsesUpstream) respond(req *responsestest.Request, body []byte, g u
 	return r
 }
 
+// kindCall is the j-th call of kind in answer n, as OpenAI issues it.
+func kindCall(kind string, n, j int) map[string]any {
+	id := fmt.Sprintf("up_%d_%d", n, j)
+	call := map[string]any{"id": "it_" + id, "type": kind, "status": "completed", "call_id": "call_" + id}
+	switch kind {
+	case "shell_call":
+		call["action"] = map[string]any{"commands": []string{fmt.Sprintf("sed -n %d,%dp dateparse/parse.go", n*10, n*10+8)}}
+	case "apply_patch_call":
+		call["operation"] = map[string]any{"type": "update_file", "path": "dateparse/parse.go", "diff": fmt.Sprintf("@@ -%d +%d @@\n-x\n+y", n, n)}
+	case "computer_call":
+		call["action"], call["pending_safety_checks"] = map[string]any{"type": "screenshot"}, []any{}
+	case "mcp_approval_request":
+		call = map[string]any{"id": "mcpr_" + id, "type": kind, "name": "deploy", "server_label": "ops",
+			"arguments": fmt.Sprintf(`{"build":%d}`, n)}
+	}
+	return call
+}
+
 // stream sends r as OpenAI's SSE events; u.end says how it ends.
 func (u *responsesUpstream) stream(w http.ResponseWriter, r issued) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -241,7 +290,12 @@ func (u *responsesUpstream) stream(w http.ResponseWriter, r issued) {
 	send("response.created", map[string]any{"response": started})
 	send("response.in_progress", map[string]any{"response": started})
 	for i, it := range r.items {
-		send("response.output_item.added", map[string]any{"output_index": i, "item": it})
+		added := it
+		if it["type"] == "compaction" {
+			// Its content comes with output_item.done.
+			added = map[string]any{"id": it["id"], "type": "compaction"}
+		}
+		send("response.output_item.added", map[string]any{"output_index": i, "item": added})
 		if it["type"] == "message" {
 			text := it["content"].([]any)[0].(map[string]any)["text"]
 			send("response.output_text.delta", map[string]any{"item_id": it["id"], "output_index": i, "content_index": 0, "delta": text})
