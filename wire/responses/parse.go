@@ -21,6 +21,11 @@ const (
 	KindShellOut   = "local_shell_call_output"
 	KindReasoning  = "reasoning"
 	KindCompaction = "compaction"
+	// KindCompactionSummary is an older name of a compaction item.
+	KindCompactionSummary = "compaction_summary"
+	// KindCompactionTrigger asks the provider to compact the conversation
+	// (codex's remote compaction).
+	KindCompactionTrigger = "compaction_trigger"
 )
 
 // Item is one element of "input", as ctxpress reads it: what it is and the
