@@ -23,8 +23,8 @@ const claudeCodeBeta = "claude-code-20250219,interleaved-thinking-2025-05-14,con
 // POST /v1/messages with the client's x-api-key, anthropic-version and
 // anthropic-beta, accepted by the strict upstream (every thinking block
 // as it signed it); the conversation's own request (system, tools,
-// thinking as the turns send them) with the instruction as its last user
-// text, max_tokens, not streamed; most of its prompt read from the cache
+// thinking as the turns send them, context_management left out) with the
+// instruction as its last user text, max_tokens, not streamed; most of its prompt read from the cache
 // the turns wrote.
 func checkMessagesSummaryCall(t *testing.T, up *messagesUpstream, want int) {
 	t.Helper()
@@ -47,10 +47,13 @@ func checkMessagesSummaryCall(t *testing.T, up *messagesUpstream, want int) {
 		if !gjson.GetBytes(b, "system").Exists() {
 			t.Errorf("summary call without the conversation's system")
 		}
-		for _, k := range []string{"tools", "thinking", "metadata", "context_management"} {
+		for _, k := range []string{"tools", "thinking", "metadata"} {
 			if gjson.GetBytes(b, k).Raw != gjson.GetBytes(turns[0].body, k).Raw {
 				t.Errorf("summary call's %s is not the turns'", k)
 			}
+		}
+		if gjson.GetBytes(b, "context_management").Exists() {
+			t.Errorf("summary call asks the provider to manage its context")
 		}
 		if h.Get("X-Api-Key") != testAnthropicKey || h.Get("Anthropic-Version") != "2023-06-01" || h.Get("Anthropic-Beta") != claudeCodeBeta {
 			t.Fatalf("summary call headers: x-api-key %q, anthropic-version %q, anthropic-beta %q",
@@ -121,6 +124,41 @@ func TestClaudeCodeConversationIsCompacted(t *testing.T) {
 			t.Logf("compacted at turn %d: %d -> %d messages; thinking blocks dropped upstream: %v; %d verified",
 				compactedAt, len(a.msgs)-8, len(gjson.GetBytes(compacted.body, "messages").Array()), compacted.dropped, up.ledger.Verified())
 		})
+	}
+}
+
+// A Claude conversation whose requests ask the provider to manage their
+// context (context_management edits) is compacted by ctxpress all the
+// same, in the form that continues the conversation: its summary call
+// leaves context_management out, which the strict upstream refuses in a
+// summary call (the provider would compact it instead of answering), and
+// the summary applies.
+func TestMessagesSummaryCallAsksNoContextManagement(t *testing.T) {
+	up := newMessagesUpstream(t)
+	deps, _ := responsesDeps(t)
+	p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 16000), deps)
+	a := newMessagesAgent(t, p.URL, "context-management")
+	for i, f := range a.top {
+		if f.key == "context_management" {
+			a.top[i].raw = `{"edits":[{"type":"clear_thinking_20251015","keep":"all"},{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":180000}}]}`
+		}
+	}
+	compactedAt := 0
+	for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
+		a.turn(false)
+		if a.resp.Get(HeaderCompacted) == "true" {
+			compactedAt = turn
+		}
+	}
+	if compactedAt == 0 {
+		t.Fatal("never compacted")
+	}
+	a.turn(false)
+	checkMessagesSummaryCall(t, up, 1)
+	turns, _ := up.turns()
+	compacted := turns[compactedAt-1]
+	if !systemSummary(compacted.body) || !strings.Contains(gjson.GetBytes(compacted.body, "context_management").Raw, "clear_tool_uses_20250919") {
+		t.Fatalf("compacted turn: summary block %v, context_management %s", systemSummary(compacted.body), gjson.GetBytes(compacted.body, "context_management").Raw)
 	}
 }
 

@@ -15,7 +15,11 @@
 //     a thinking block or an empty text block;
 //   - with a Ledger: every thinking / redacted_thinking block exactly as the
 //     upstream issued it (signature, text and the prefix it was produced
-//     after), and none of the latest assistant message's dropped.
+//     after), and none of the latest assistant message's dropped;
+//   - a ctxpress summary call (its last user text compactor.IsSummaryPrompt)
+//     carrying context_management is refused: the API would compact or
+//     clear it instead of answering (a compaction block, no summary), which
+//     a test would otherwise not see.
 package messagestest
 
 import (
@@ -23,6 +27,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/ctxpress/ctxpress/compactor"
 )
 
 // Error is a request the API refuses: the HTTP status and the error object.
@@ -172,6 +178,9 @@ func Check(body []byte, o Options) (*Request, *Error) {
 		return nil, err
 	}
 	r.Messages, r.LastUser = len(m), lastUserText(m)
+	if _, ok := top["context_management"]; ok && compactor.IsSummaryPrompt(r.LastUser) {
+		return nil, invalid("context_management: a ctxpress summary call must not ask the API to manage its context (it would be compacted instead of answered)")
+	}
 	r.Prompt = buildPrompt(tools, system, m)
 	r.Markers = r.Prompt.markers()
 	if r.Markers > 4 {
