@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,7 +119,7 @@ func TestClaudeCodeConversationIsCompacted(t *testing.T) {
 			if n := len(gjson.GetBytes(compacted.body, "messages").Array()); n >= len(a.msgs)-8 {
 				t.Errorf("forwarded %d messages of the client's %d", n, len(a.msgs)-8)
 			}
-			if _, err := messagestest.Check(compacted.body, messagestest.Options{}); err != nil {
+			if _, err := messagestest.Check(compacted.body, messagestest.Options{Header: compacted.header}); err != nil {
 				t.Fatal(err.Message)
 			}
 			t.Logf("compacted at turn %d: %d -> %d messages; thinking blocks dropped upstream: %v; %d verified",
@@ -159,6 +160,56 @@ func TestMessagesSummaryCallAsksNoContextManagement(t *testing.T) {
 	compacted := turns[compactedAt-1]
 	if !systemSummary(compacted.body) || !strings.Contains(gjson.GetBytes(compacted.body, "context_management").Raw, "clear_tool_uses_20250919") {
 		t.Fatalf("compacted turn: summary block %v, context_management %s", systemSummary(compacted.body), gjson.GetBytes(compacted.body, "context_management").Raw)
+	}
+}
+
+// A compaction inside Claude Code's tool loop keeps the latest thinking
+// block, whose prefix changed, and asks drop_block: the request carries
+// the beta that opens it, after the client's own betas (sent as two
+// anthropic-beta headers), once even when the client sent it already; the
+// strict upstream refuses drop_block without it. The next turns, which
+// keep asking, carry it too.
+func TestClaudeToolLoopCompactionSendsTheDropBlockBeta(t *testing.T) {
+	first, rest, _ := strings.Cut(claudeCodeBeta, ",")
+	for _, r := range []struct {
+		name, first, rest string
+		want              string
+	}{
+		{"the client's betas and the beta", first, rest, claudeCodeBeta + "," + betaThinkingBinding},
+		{"the client sent it already", first, rest + ", " + betaThinkingBinding, ""},
+	} {
+		t.Run(r.name, func(t *testing.T) {
+			up := newMessagesUpstream(t)
+			deps, _ := responsesDeps(t)
+			p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 16000), deps)
+			a := newMessagesAgent(t, p.URL, "drop-block")
+			a.header = slices.DeleteFunc(a.header, func(h [2]string) bool { return strings.EqualFold(h[0], headerAnthropicBeta) })
+			a.header = append(a.header, [2]string{"anthropic-beta", r.first}, [2]string{"anthropic-beta", r.rest})
+			compactedAt := 0
+			for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
+				a.turn(false)
+				if a.resp.Get(HeaderCompacted) == "true" {
+					compactedAt = turn
+				}
+			}
+			if compactedAt == 0 {
+				t.Fatal("never compacted")
+			}
+			a.turn(false) // refused without the beta
+			turns, _ := up.turns()
+			for _, g := range turns[compactedAt-1:] {
+				if !asksDropBlock(g.body) {
+					t.Fatalf("a turn after the compaction inside the tool loop asks no drop_block: %s", gjson.GetBytes(g.body, "thinking").Raw)
+				}
+				want := []string{r.want}
+				if r.want == "" {
+					want = []string{r.first, r.rest}
+				}
+				if got := g.header.Values(headerAnthropicBeta); !slices.Equal(got, want) {
+					t.Errorf("anthropic-beta %q, want %q", got, want)
+				}
+			}
+		})
 	}
 }
 

@@ -90,8 +90,12 @@ func (c *compactions) historyCall(in historyInput) (SummaryRequest, bool) {
 	call := in.call
 	call.Prompt, call.History = compactor.HistoryPrompt(hp), history
 	if call.API == apiMessages {
-		// The history's fields may need the client's betas.
+		// The history's fields may need the client's betas, and drop_block
+		// its own.
 		call.AnthropicVersion, call.AnthropicBeta = ti.creds.version, ti.creds.beta
+		if merged, added := withBeta([]string{call.AnthropicBeta}, betaThinkingBinding); added && asksDropBlock(history) {
+			call.AnthropicBeta = merged
+		}
 	}
 	answer, err := c.sum.answerCap(call)
 	if err != nil {

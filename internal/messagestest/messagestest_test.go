@@ -1,6 +1,7 @@
 package messagestest
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +47,7 @@ func TestRequestsTheAPIAccepts(t *testing.T) {
 		{"a plain summary call", string(req(ask + "," + answer + `,{"role":"user","content":"` + compactor.HistoryLead + ` Summarise."}`))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Check([]byte(tc.body), Options{}); err != nil {
+			if _, err := Check([]byte(tc.body), Options{Header: http.Header{"Anthropic-Beta": {"claude-code-20250219", "a, " + BetaThinkingBinding}}}); err != nil {
 				t.Fatalf("refused: %v\n%s", err, tc.body)
 			}
 		})
@@ -94,6 +95,8 @@ func TestRequestsTheAPIRefuses(t *testing.T) {
 		{"max_tokens to count_tokens", req(ask), Options{CountTokens: true}, "max_tokens: Extra inputs are not permitted"},
 		{"a summary call asking for context management", req(ask+","+answer+`,{"role":"user","content":"`+compactor.HistoryLead+` Summarise."}`,
 			`"context_management":{"edits":[{"type":"compact_20260112"}]}`), Options{}, "context_management: a ctxpress summary call must not"},
+		{"drop_block without its beta", req(ask, `"thinking":{"type":"adaptive","block_binding":{"prefix_mismatch_behavior":"drop_block"}}`),
+			Options{Header: http.Header{"Anthropic-Beta": {"claude-code-20250219,interleaved-thinking-2025-05-14"}}}, "thinking.block_binding: this field requires the " + BetaThinkingBinding + " beta"},
 		{"two tools of one name", req(ask, `"tools":[{"name":"a","input_schema":{}},{"name":"a","input_schema":{}}]`), Options{}, "tools: Tool names must be unique."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
