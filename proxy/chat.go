@@ -131,6 +131,9 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 		s.finish(x)
 		return
 	}
+	if c.res.DropMismatched { // the API takes drop_block only with its beta
+		addAnthropicBeta(&ctx.Request.Header, betaThinkingBinding)
+	}
 	out, retry := c.res.Body, refusalHook(nil)
 	if c.res.Stream {
 		out, retry = s.askStreamUsage(a, c.res.Body, c.res.Model)
@@ -144,7 +147,7 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 		api:         a,
 		unstreamed:  a.parseSeesStream && !c.res.Stream,
 		cancellable: true,
-		retry:       firstHook(retry, s.rescueHook(c)),
+		retry:       firstHook(retry, s.rescueHook(ctx, c)),
 		headers:     func(h *fasthttp.ResponseHeader) { setTurnHeaders(h, t, c.o.compacted) },
 	})
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,8 +24,8 @@ const claudeCodeBeta = "claude-code-20250219,interleaved-thinking-2025-05-14,con
 // POST /v1/messages with the client's x-api-key, anthropic-version and
 // anthropic-beta, accepted by the strict upstream (every thinking block
 // as it signed it); the conversation's own request (system, tools,
-// thinking as the turns send them) with the instruction as its last user
-// text, max_tokens, not streamed; most of its prompt read from the cache
+// thinking as the turns send them, context_management left out) with the
+// instruction as its last user text, max_tokens, not streamed; most of its prompt read from the cache
 // the turns wrote.
 func checkMessagesSummaryCall(t *testing.T, up *messagesUpstream, want int) {
 	t.Helper()
@@ -47,10 +48,13 @@ func checkMessagesSummaryCall(t *testing.T, up *messagesUpstream, want int) {
 		if !gjson.GetBytes(b, "system").Exists() {
 			t.Errorf("summary call without the conversation's system")
 		}
-		for _, k := range []string{"tools", "thinking", "metadata", "context_management"} {
+		for _, k := range []string{"tools", "thinking", "metadata"} {
 			if gjson.GetBytes(b, k).Raw != gjson.GetBytes(turns[0].body, k).Raw {
 				t.Errorf("summary call's %s is not the turns'", k)
 			}
+		}
+		if gjson.GetBytes(b, "context_management").Exists() {
+			t.Errorf("summary call asks the provider to manage its context")
 		}
 		if h.Get("X-Api-Key") != testAnthropicKey || h.Get("Anthropic-Version") != "2023-06-01" || h.Get("Anthropic-Beta") != claudeCodeBeta {
 			t.Fatalf("summary call headers: x-api-key %q, anthropic-version %q, anthropic-beta %q",
@@ -115,11 +119,96 @@ func TestClaudeCodeConversationIsCompacted(t *testing.T) {
 			if n := len(gjson.GetBytes(compacted.body, "messages").Array()); n >= len(a.msgs)-8 {
 				t.Errorf("forwarded %d messages of the client's %d", n, len(a.msgs)-8)
 			}
-			if _, err := messagestest.Check(compacted.body, messagestest.Options{}); err != nil {
+			if _, err := messagestest.Check(compacted.body, messagestest.Options{Header: compacted.header}); err != nil {
 				t.Fatal(err.Message)
 			}
 			t.Logf("compacted at turn %d: %d -> %d messages; thinking blocks dropped upstream: %v; %d verified",
 				compactedAt, len(a.msgs)-8, len(gjson.GetBytes(compacted.body, "messages").Array()), compacted.dropped, up.ledger.Verified())
+		})
+	}
+}
+
+// A Claude conversation whose requests ask the provider to manage their
+// context (context_management edits) is compacted by ctxpress all the
+// same, in the form that continues the conversation: its summary call
+// leaves context_management out, which the strict upstream refuses in a
+// summary call (the provider would compact it instead of answering), and
+// the summary applies.
+func TestMessagesSummaryCallAsksNoContextManagement(t *testing.T) {
+	up := newMessagesUpstream(t)
+	deps, _ := responsesDeps(t)
+	p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 16000), deps)
+	a := newMessagesAgent(t, p.URL, "context-management")
+	for i, f := range a.top {
+		if f.key == "context_management" {
+			a.top[i].raw = `{"edits":[{"type":"clear_thinking_20251015","keep":"all"},{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":180000}}]}`
+		}
+	}
+	compactedAt := 0
+	for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
+		a.turn(false)
+		if a.resp.Get(HeaderCompacted) == "true" {
+			compactedAt = turn
+		}
+	}
+	if compactedAt == 0 {
+		t.Fatal("never compacted")
+	}
+	a.turn(false)
+	checkMessagesSummaryCall(t, up, 1)
+	turns, _ := up.turns()
+	compacted := turns[compactedAt-1]
+	if !systemSummary(compacted.body) || !strings.Contains(gjson.GetBytes(compacted.body, "context_management").Raw, "clear_tool_uses_20250919") {
+		t.Fatalf("compacted turn: summary block %v, context_management %s", systemSummary(compacted.body), gjson.GetBytes(compacted.body, "context_management").Raw)
+	}
+}
+
+// A compaction inside Claude Code's tool loop keeps the latest thinking
+// block, whose prefix changed, and asks drop_block: the request carries
+// the beta that opens it, after the client's own betas (sent as two
+// anthropic-beta headers), once even when the client sent it already; the
+// strict upstream refuses drop_block without it. The next turns, which
+// keep asking, carry it too.
+func TestClaudeToolLoopCompactionSendsTheDropBlockBeta(t *testing.T) {
+	first, rest, _ := strings.Cut(claudeCodeBeta, ",")
+	for _, r := range []struct {
+		name, first, rest string
+		want              string
+	}{
+		{"the client's betas and the beta", first, rest, claudeCodeBeta + "," + betaThinkingBinding},
+		{"the client sent it already", first, rest + ", " + betaThinkingBinding, ""},
+	} {
+		t.Run(r.name, func(t *testing.T) {
+			up := newMessagesUpstream(t)
+			deps, _ := responsesDeps(t)
+			p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 16000), deps)
+			a := newMessagesAgent(t, p.URL, "drop-block")
+			a.header = slices.DeleteFunc(a.header, func(h [2]string) bool { return strings.EqualFold(h[0], headerAnthropicBeta) })
+			a.header = append(a.header, [2]string{"anthropic-beta", r.first}, [2]string{"anthropic-beta", r.rest})
+			compactedAt := 0
+			for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
+				a.turn(false)
+				if a.resp.Get(HeaderCompacted) == "true" {
+					compactedAt = turn
+				}
+			}
+			if compactedAt == 0 {
+				t.Fatal("never compacted")
+			}
+			a.turn(false) // refused without the beta
+			turns, _ := up.turns()
+			for _, g := range turns[compactedAt-1:] {
+				if !asksDropBlock(g.body) {
+					t.Fatalf("a turn after the compaction inside the tool loop asks no drop_block: %s", gjson.GetBytes(g.body, "thinking").Raw)
+				}
+				want := []string{r.want}
+				if r.want == "" {
+					want = []string{r.first, r.rest}
+				}
+				if got := g.header.Values(headerAnthropicBeta); !slices.Equal(got, want) {
+					t.Errorf("anthropic-beta %q, want %q", got, want)
+				}
+			}
 		})
 	}
 }

@@ -160,7 +160,7 @@ func TestClaudeCodeCapturesThroughCtxpress(t *testing.T) {
 		}
 		turns, _ := up.turns()
 		fwd := turns[len(turns)-1].body
-		if _, err := messagestest.Check(fwd, messagestest.Options{}); err != nil {
+		if _, err := messagestest.Check(fwd, messagestest.Options{Header: turns[len(turns)-1].header}); err != nil {
 			t.Fatalf("%s: forwarded a body Anthropic refuses: %s", r.name, err.Message)
 		}
 		for _, th := range thinkingBlocks(r.body) {

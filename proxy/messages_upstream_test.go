@@ -145,7 +145,7 @@ func (u *messagesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		u.refuse(w, &g, &messagestest.Error{Status: 529, Type: "overloaded_error", Message: "Overloaded"})
 		return
 	}
-	req, rerr := messagestest.Check(body, messagestest.Options{Ledger: u.ledger, CountTokens: count})
+	req, rerr := messagestest.Check(body, messagestest.Options{Ledger: u.ledger, CountTokens: count, Header: r.Header})
 	if rerr != nil {
 		u.refuse(w, &g, rerr)
 		return

@@ -113,8 +113,9 @@ func (s *Server) cutToFit(c *turnRun, budget int, why string) bool {
 // compaction in flight joined), cut to fit when that is not enough, and
 // sent once more. A llama.cpp 500 for a full shared KV cache (several
 // slots, no sizes given) is sent once more as it is when nothing smaller
-// can be made: what overlapped it is over by then.
-func (s *Server) rescueHook(c *turnRun) refusalHook {
+// can be made: what overlapped it is over by then. A body that now asks
+// drop_block goes with its beta, on ctx's request the retry is built from.
+func (s *Server) rescueHook(ctx *fasthttp.RequestCtx, c *turnRun) refusalHook {
 	if !c.plan.MayRewrite {
 		return nil
 	}
@@ -143,6 +144,9 @@ func (s *Server) rescueHook(c *turnRun) refusalHook {
 			return nil, false
 		}
 		c.t.setResult(c.res, c.nums)
+		if c.res.DropMismatched {
+			addAnthropicBeta(&ctx.Request.Header, betaThinkingBinding)
+		}
 		out := c.res.Body
 		if c.res.Stream {
 			out, _ = s.askStreamUsage(c.api, out, c.res.Model)

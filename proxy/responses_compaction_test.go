@@ -139,6 +139,40 @@ func TestResponsesConversationIsCompacted(t *testing.T) {
 	}
 }
 
+// A codex conversation that asks the provider to compact past a threshold
+// (context_management) is compacted by ctxpress all the same, in the form
+// that continues the conversation: its summary call leaves
+// context_management out, which the strict upstream refuses in a summary
+// call (the provider would compact it instead of answering), and the
+// summary applies.
+func TestResponsesSummaryCallAsksNoContextManagement(t *testing.T) {
+	up := newResponsesUpstream(t)
+	deps, _ := responsesDeps(t)
+	p := startProxyWith(t, compactionConfig(up.BaseURL()), deps)
+	a := newResponsesAgent(t, p.BaseURL(), "context-management")
+	a.opts = append(a.opts, option.WithJSONSet("context_management", []map[string]any{{"type": "compaction", "compact_threshold": 200000}}))
+	compactedAt := 0
+	for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
+		a.turn(false)
+		if a.header.Get(HeaderCompacted) == "true" {
+			compactedAt = turn
+		}
+	}
+	if compactedAt == 0 {
+		t.Fatal("never compacted")
+	}
+	a.turn(false)
+	checkSummaryCall(t, up, 1)
+	turns, summaries := up.turns()
+	if gjson.GetBytes(summaries[0].body, "context_management").Exists() {
+		t.Fatalf("summary call asks the provider to compact: %.300s", summaries[0].body)
+	}
+	compacted := turns[compactedAt-1].body
+	if summaryItem(compacted) < 0 || !gjson.GetBytes(compacted, "context_management").Exists() {
+		t.Fatalf("compacted turn: summary item %d, context_management %s", summaryItem(compacted), gjson.GetBytes(compacted, "context_management").Raw)
+	}
+}
+
 // X-Ctxpress-Compact: force compacts a Responses conversation far under
 // its trigger.
 func TestResponsesCompactHeaderForces(t *testing.T) {

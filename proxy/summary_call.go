@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"strings"
 
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
 
@@ -11,6 +13,50 @@ const (
 	headerAnthropicVersion = "Anthropic-Version"
 	headerAnthropicBeta    = "Anthropic-Beta"
 )
+
+// betaThinkingBinding is the anthropic-beta that opens
+// thinking.block_binding: without it a request that asks drop_block
+// (rewrite.Result.DropMismatched) is refused.
+const betaThinkingBinding = "thinking-binding-controls-2026-08-01"
+
+// withBeta is the anthropic-beta list values (one entry per header, each
+// a comma-separated list) with beta appended: the client's betas in their
+// order, blanks left out, joined by commas. added is false when values
+// already name beta: the headers are then left as sent.
+func withBeta(values []string, beta string) (merged string, added bool) {
+	var betas []string
+	for _, v := range values {
+		for b := range strings.SplitSeq(v, ",") {
+			switch b = strings.TrimSpace(b); b {
+			case beta:
+				return "", false
+			case "":
+			default:
+				betas = append(betas, b)
+			}
+		}
+	}
+	return strings.Join(append(betas, beta), ","), true
+}
+
+// addAnthropicBeta makes the request's anthropic-beta headers name beta,
+// as one header of the client's betas and beta (withBeta).
+func addAnthropicBeta(h *fasthttp.RequestHeader, beta string) {
+	var values []string
+	for _, v := range h.PeekAll(headerAnthropicBeta) {
+		values = append(values, string(v))
+	}
+	if merged, added := withBeta(values, beta); added {
+		h.Del(headerAnthropicBeta)
+		h.Set(headerAnthropicBeta, merged)
+	}
+}
+
+// asksDropBlock reports whether a Messages body asks the upstream to drop
+// thinking blocks whose prefix changed (it then needs betaThinkingBinding).
+func asksDropBlock(body []byte) bool {
+	return gjson.GetBytes(body, "thinking.block_binding.prefix_mismatch_behavior").String() == "drop_block"
+}
 
 // clientCreds are what a summary call to the conversation's own upstream
 // carries from the conversation's request: the client's credentials

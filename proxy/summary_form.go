@@ -90,8 +90,12 @@ func (c *compactions) historyCall(in historyInput) (SummaryRequest, bool) {
 	call := in.call
 	call.Prompt, call.History = compactor.HistoryPrompt(hp), history
 	if call.API == apiMessages {
-		// The history's fields may need the client's betas.
+		// The history's fields may need the client's betas, and drop_block
+		// its own.
 		call.AnthropicVersion, call.AnthropicBeta = ti.creds.version, ti.creds.beta
+		if merged, added := withBeta([]string{call.AnthropicBeta}, betaThinkingBinding); added && asksDropBlock(history) {
+			call.AnthropicBeta = merged
+		}
 	}
 	answer, err := c.sum.answerCap(call)
 	if err != nil {
@@ -142,7 +146,11 @@ func (c *compactions) summarize(in historyInput, sum compactor.Summary) (Summary
 		if !fallsBack(err) {
 			return sr, spent, err
 		}
-		c.log.Info().Err(err).Str("conversation", in.ti.key.ID).Msg("summary call continuing the conversation failed; sending a transcript instead")
+		msg := "summary call continuing the conversation failed; sending a transcript instead"
+		if errors.Is(err, chat.ErrProviderCompacted) {
+			msg = "the provider compacted the summary call continuing the conversation instead of answering it; sending a transcript instead"
+		}
+		c.log.Info().Err(err).Str("conversation", in.ti.key.ID).Msg(msg)
 	}
 	call := in.call
 	transcript := func(sum compactor.Summary) (SummaryResult, error) {
@@ -161,9 +169,12 @@ func (c *compactions) summarize(in historyInput, sum compactor.Summary) (Summary
 // transcript form worth a try: the upstream refused the call itself (a
 // strict template, a field it takes from clients but not here, a window
 // the estimate missed) or the model called a tool instead of writing the
-// summary. Not after a failure the transcript would meet as well: the
-// upstream down, overloaded or not answering, a garbled or empty answer.
+// summary, or the provider compacted the call instead of answering (a
+// transcript asks for no compaction). Not after a failure the transcript
+// would meet as well: the upstream down, overloaded or not answering, a
+// garbled or empty answer.
 func fallsBack(err error) bool {
 	return errors.Is(err, chat.ErrRefused) || errors.Is(err, chat.ErrContextOverflow) ||
-		errors.Is(err, chat.ErrToolCallReply) || errors.Is(err, chat.ErrNoHistoryForm)
+		errors.Is(err, chat.ErrToolCallReply) || errors.Is(err, chat.ErrNoHistoryForm) ||
+		errors.Is(err, chat.ErrProviderCompacted)
 }

@@ -74,7 +74,7 @@ func (s *server) messagesTurn(r *http.Request, body []byte, readErr error) func(
 		return refusal(&messagestest.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: readErr.Error()})
 	}
 	st := s.anthropic()
-	req, cerr := messagestest.Check(body, messagestest.Options{Ledger: st.ledger, CountTokens: count})
+	req, cerr := messagestest.Check(body, messagestest.Options{Ledger: st.ledger, CountTokens: count, Header: r.Header})
 	if req != nil {
 		e.Model, e.Stream, e.Messages = req.Model, req.Stream, req.Messages
 		e.Kind = kindOf(askText(req.LastUser), len(req.Tools))

@@ -15,7 +15,13 @@
 //     a thinking block or an empty text block;
 //   - with a Ledger: every thinking / redacted_thinking block exactly as the
 //     upstream issued it (signature, text and the prefix it was produced
-//     after), and none of the latest assistant message's dropped.
+//     after), and none of the latest assistant message's dropped;
+//   - thinking.block_binding only with its beta in anthropic-beta, when
+//     Options.Header is given;
+//   - a ctxpress summary call (its last user text compactor.IsSummaryPrompt)
+//     carrying context_management is refused: the API would compact or
+//     clear it instead of answering (a compaction block, no summary), which
+//     a test would otherwise not see.
 package messagestest
 
 import (
@@ -23,6 +29,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
+
+	"github.com/ctxpress/ctxpress/compactor"
 )
 
 // Error is a request the API refuses: the HTTP status and the error object.
@@ -74,6 +83,27 @@ type Options struct {
 	// CountTokens checks a /v1/messages/count_tokens body: no max_tokens,
 	// stream or metadata, no signature checks.
 	CountTokens bool
+	// Header is the request's headers, for the fields a beta opens
+	// (thinking.block_binding needs BetaThinkingBinding in
+	// anthropic-beta); nil checks the body alone and skips those rules.
+	Header http.Header
+}
+
+// BetaThinkingBinding is the anthropic-beta that opens
+// thinking.block_binding (drop_block).
+const BetaThinkingBinding = "thinking-binding-controls-2026-08-01"
+
+// hasBeta reports whether h's anthropic-beta headers (each a
+// comma-separated list) name beta.
+func hasBeta(h http.Header, beta string) bool {
+	for _, v := range h.Values("Anthropic-Beta") {
+		for b := range strings.SplitSeq(v, ",") {
+			if strings.TrimSpace(b) == beta {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Request is what Check read from a valid request.
@@ -149,6 +179,9 @@ func Check(body []byte, o Options) (*Request, *Error) {
 	if err := readThinking(top["thinking"], r); err != nil {
 		return nil, err
 	}
+	if r.DropBlock && o.Header != nil && !hasBeta(o.Header, BetaThinkingBinding) {
+		return nil, invalid("thinking.block_binding: this field requires the %s beta (anthropic-beta header)", BetaThinkingBinding)
+	}
 	tools, err := readTools(top["tools"], r)
 	if err != nil {
 		return nil, err
@@ -172,6 +205,9 @@ func Check(body []byte, o Options) (*Request, *Error) {
 		return nil, err
 	}
 	r.Messages, r.LastUser = len(m), lastUserText(m)
+	if _, ok := top["context_management"]; ok && compactor.IsSummaryPrompt(r.LastUser) {
+		return nil, invalid("context_management: a ctxpress summary call must not ask the API to manage its context (it would be compacted instead of answered)")
+	}
 	r.Prompt = buildPrompt(tools, system, m)
 	r.Markers = r.Prompt.markers()
 	if r.Markers > 4 {

@@ -1,10 +1,13 @@
 package messagestest
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/compactor"
 )
 
 // req builds a request body around a messages array; extra are more
@@ -40,9 +43,11 @@ func TestRequestsTheAPIAccepts(t *testing.T) {
 			`"system":[{"type":"text","text":"a",`+marker+`},{"type":"text","text":"b",`+marker+`}]`))},
 		{"a marker with a one-hour ttl", string(req(`{"role":"user","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral","ttl":"1h"}}]}`))},
 		{"thinking with the drop_block opt-out", string(req(ask, `"thinking":{"type":"adaptive","block_binding":{"prefix_mismatch_behavior":"drop_block"}}`))},
+		{"context management", string(req(ask, `"context_management":{"edits":[{"type":"clear_tool_uses_20250919"}]}`))},
+		{"a plain summary call", string(req(ask + "," + answer + `,{"role":"user","content":"` + compactor.HistoryLead + ` Summarise."}`))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Check([]byte(tc.body), Options{}); err != nil {
+			if _, err := Check([]byte(tc.body), Options{Header: http.Header{"Anthropic-Beta": {"claude-code-20250219", "a, " + BetaThinkingBinding}}}); err != nil {
 				t.Fatalf("refused: %v\n%s", err, tc.body)
 			}
 		})
@@ -88,6 +93,10 @@ func TestRequestsTheAPIRefuses(t *testing.T) {
 		{"a system message to a model without them", req(ask + "," + sysMsg), Options{NoSystemMessages: true}, "messages.1.role: role 'system' is not supported on this model"},
 		{"a bad tool name", req(ask, `"tools":[{"name":"a b","input_schema":{"type":"object"}}]`), Options{}, "tools.0.custom.name: String should match pattern"},
 		{"max_tokens to count_tokens", req(ask), Options{CountTokens: true}, "max_tokens: Extra inputs are not permitted"},
+		{"a summary call asking for context management", req(ask+","+answer+`,{"role":"user","content":"`+compactor.HistoryLead+` Summarise."}`,
+			`"context_management":{"edits":[{"type":"compact_20260112"}]}`), Options{}, "context_management: a ctxpress summary call must not"},
+		{"drop_block without its beta", req(ask, `"thinking":{"type":"adaptive","block_binding":{"prefix_mismatch_behavior":"drop_block"}}`),
+			Options{Header: http.Header{"Anthropic-Beta": {"claude-code-20250219,interleaved-thinking-2025-05-14"}}}, "thinking.block_binding: this field requires the " + BetaThinkingBinding + " beta"},
 		{"two tools of one name", req(ask, `"tools":[{"name":"a","input_schema":{}},{"name":"a","input_schema":{}}]`), Options{}, "tools: Tool names must be unique."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

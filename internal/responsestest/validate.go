@@ -29,6 +29,13 @@
 //     is set to false. …": can1357/oh-my-pi#41;
 //   - "No tool output found for function call …": tjardoo/openai-client#124.
 //
+// One rule is ctxpress's, not OpenAI's: a ctxpress summary call (its last
+// input item a user message whose text is compactor.IsSummaryPrompt)
+// carrying context_management, previous_response_id, conversation or a
+// compaction_trigger item is refused, as the invalid_request_error of the
+// member: the API would compact it instead of answering (a compaction
+// item, no summary), which a test would otherwise not see.
+//
 // The missing-field and wrong-type messages follow OpenAI's general forms
 // ("Missing required parameter: 'x'.", "Invalid type for 'x': …").
 package responsestest
@@ -39,6 +46,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/tidwall/gjson"
 )
 
@@ -157,6 +165,7 @@ func Check(body []byte, o Options) (*Request, *Error) {
 	}
 	r.Items = items
 	checks := []func() *Error{
+		func() *Error { return checkPlainSummary(top, items) },
 		func() *Error { return checkShapes(items) },
 		func() *Error { return checkDuplicates(items) },
 		func() *Error { return checkPairing(items, o.LateOutputs) },
@@ -172,6 +181,41 @@ func Check(body []byte, o Options) (*Request, *Error) {
 		}
 	}
 	return r, nil
+}
+
+// checkPlainSummary refuses a ctxpress summary call that asks the
+// provider to compact or to continue a history it keeps.
+func checkPlainSummary(top gjson.Result, items []Item) *Error {
+	if len(items) == 0 || items[len(items)-1].Role != "user" || !compactor.IsSummaryPrompt(lastText(items[len(items)-1])) {
+		return nil
+	}
+	for _, k := range []string{"context_management", "previous_response_id", "conversation"} {
+		if top.Get(k).Exists() {
+			return invalid(k, "", "A ctxpress summary call must not carry '%s': it would be compacted instead of answered.", k)
+		}
+	}
+	for i, it := range items {
+		if it.Type == "compaction_trigger" {
+			return invalid(fmt.Sprintf("input[%d]", i), "", "A ctxpress summary call must not carry a compaction_trigger item: it would be compacted instead of answered.")
+		}
+	}
+	return nil
+}
+
+// lastText is a message item's last text: its string content, or its last
+// text part (where a summary instruction joins the user's own).
+func lastText(it Item) string {
+	c := gjson.Get(it.Raw, "content")
+	if c.Type == gjson.String {
+		return c.Str
+	}
+	text := ""
+	for _, p := range c.Array() {
+		if t := p.Get("text"); t.Type == gjson.String {
+			text = t.Str
+		}
+	}
+	return text
 }
 
 func readTop(top gjson.Result, r *Request) *Error {

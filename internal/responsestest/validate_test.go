@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
@@ -26,6 +27,10 @@ const (
 	msg3    = `{"type":"message","id":"msg_3","role":"assistant","content":[{"type":"output_text","text":"Done."}]}`
 	partOut = `{"type":"function_call_output","call_id":"call_1","output":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"data:"}]}`
 )
+
+// summaryAsk is the instruction of a ctxpress summary call that continues
+// the conversation.
+var summaryAsk = `{"type":"message","role":"user","content":[{"type":"input_text","text":"` + compactor.HistoryLead + ` Summarise."}]}`
 
 func body(items ...string) string {
 	return `{"model":"m","stream":true,"store":false,"include":["reasoning.encrypted_content"],"input":[` + strings.Join(items, ",") + `]}`
@@ -108,6 +113,14 @@ func TestRefusesWhatOpenAIRefuses(t *testing.T) {
 		{"no model", `{"input":"hi"}`, false, 400, "Missing required parameter: 'model'."},
 		{"store as a string", `{"model":"m","store":"false","input":"hi"}`, false, 400, "Invalid type for 'store': expected a boolean"},
 		{"not JSON", `{"model":`, false, 400, "We could not parse the JSON body of your request."},
+		{"a request that asks to compact is accepted", `{"model":"m","context_management":[{"type":"compaction","compact_threshold":9000}],"input":[` + ask + `,{"type":"compaction_trigger"}]}`, false, 200, ""},
+		{"a plain summary call is accepted", body(ask, summaryAsk), false, 200, ""},
+		{"a summary call asking to compact", `{"model":"m","context_management":[{"type":"compaction","compact_threshold":9000}],"input":[` + ask + `,` + summaryAsk + `]}`, false, 400,
+			"A ctxpress summary call must not carry 'context_management'"},
+		{"a summary call continuing a stored response", `{"model":"m","previous_response_id":"resp_3","input":[` + summaryAsk + `]}`, true, 400,
+			"A ctxpress summary call must not carry 'previous_response_id'"},
+		{"a summary call with a compaction trigger", body(ask, `{"type":"compaction_trigger"}`, summaryAsk), false, 400,
+			"A ctxpress summary call must not carry a compaction_trigger item"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

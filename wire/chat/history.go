@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
@@ -36,6 +37,31 @@ func EditTop(body []byte, edits ...TopEdit) ([]byte, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("compactor: summary call body, %s: %w", e.Key, err)
+		}
+	}
+	return out, nil
+}
+
+// DropElements returns body without the elements of its top-level array
+// member key that drop reports true for (their commas with them); every
+// other byte stays as it is. body must be valid JSON; it is not modified.
+func DropElements(body []byte, key string, drop func(gjson.Result) bool) ([]byte, error) {
+	var at []int
+	arr := gjson.GetBytes(body, key)
+	if !arr.IsArray() {
+		return body, nil
+	}
+	arr.ForEach(func(i, v gjson.Result) bool {
+		if drop(v) {
+			at = append(at, int(i.Int()))
+		}
+		return true
+	})
+	out := append([]byte(nil), body...)
+	var err error
+	for _, i := range slices.Backward(at) { // the last first: earlier indices stay
+		if out, err = sjson.DeleteBytes(out, fmt.Sprintf("%s.%d", key, i)); err != nil {
+			return nil, fmt.Errorf("compactor: summary call body, %s: %w", key, err)
 		}
 	}
 	return out, nil

@@ -29,6 +29,13 @@ var ErrEmptySummary = errors.New("compactor: empty summary")
 // It wraps ErrEmptySummary.
 var ErrToolCallReply = fmt.Errorf("%w: the model called a tool instead of writing the summary", ErrEmptySummary)
 
+// ErrProviderCompacted means the summariser compacted the summary call's
+// history itself (provider-native compaction: a compaction block or item)
+// instead of answering it, and no summary text came back. A summary call
+// that carries nothing asking for that (context_management,
+// compaction_trigger) does not meet it.
+var ErrProviderCompacted = errors.New("compactor: the provider compacted the summary call instead of answering it; no summary came back")
+
 // ErrUpstream means the summary upstream answered with a non-2xx status.
 var ErrUpstream = errors.New("compactor: summary upstream error")
 

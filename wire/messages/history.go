@@ -36,14 +36,17 @@ func noCount(string) int { return 0 }
 // tool_choice to none, or turning thinking off, would bill the whole
 // history uncached again, so both stay as sent and the instruction alone
 // asks for no tool call (a reply that makes one is no summary:
-// ReadSummary).
+// ReadSummary). context_management is left out: its edits would have the
+// provider compact or clear the call's history instead of answering it
+// (a compaction block, no summary).
 func historySummaryBody(c chat.SummaryCall, _ chat.ParamRules) ([]byte, error) {
 	body, ok := wire.AppendUserText(c.History, "messages", c.Prompt, userText)
 	if !ok {
 		return nil, chat.ErrNoHistoryForm
 	}
 	limit := thinkingCap(gjson.GetBytes(body, "thinking"), int(gjson.GetBytes(body, "max_tokens").Int()), c.Cap())
-	return chat.EditTop(body, chat.TopEdit{Key: "stream"}, chat.TopEdit{Key: "max_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
+	return chat.EditTop(body, chat.TopEdit{Key: "stream"}, chat.TopEdit{Key: "context_management"},
+		chat.TopEdit{Key: "max_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
 }
 
 // thinkingCap is a summary call's max_tokens with thinking as the request

@@ -14,10 +14,10 @@ import (
 // forwarded body byte for byte up to where the instruction goes, then the
 // instruction: a user message of its own after tool results (Anthropic
 // merges it into the same user turn), joined to the user's own text
-// otherwise. system, tools, tool_choice, thinking, context_management and
-// the cache markers stay as sent (Anthropic's cache of the messages is
-// keyed on tool_choice and thinking), the call is not streamed, and the
-// API's rules accept it.
+// otherwise. system, tools, tool_choice, thinking and the cache markers
+// stay as sent (Anthropic's cache of the messages is keyed on tool_choice
+// and thinking), context_management is left out, the call is not
+// streamed, and the API's rules accept it.
 func TestHistorySummaryBody(t *testing.T) {
 	const prompt = "[Context checkpoint request] Summarise."
 	turn6 := string(capture(t, "turn6")) // ends with a tool_result, adaptive thinking, max_tokens 128000
@@ -53,11 +53,14 @@ func TestHistorySummaryBody(t *testing.T) {
 				t.Errorf("stream %s, max_tokens %s", gjson.GetBytes(out, "stream").Raw, gjson.GetBytes(out, "max_tokens").Raw)
 			}
 			gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
-				if k.Str != "messages" && k.Str != "stream" && k.Str != "max_tokens" && gjson.GetBytes(out, k.Str).Raw != v.Raw {
+				if k.Str != "messages" && k.Str != "stream" && k.Str != "max_tokens" && k.Str != "context_management" && gjson.GetBytes(out, k.Str).Raw != v.Raw {
 					t.Errorf("%s changed", k.Str)
 				}
 				return true
 			})
+			if gjson.GetBytes(out, "context_management").Exists() {
+				t.Error("context_management sent")
+			}
 			req, rerr := messagestest.Check(out, messagestest.Options{})
 			if rerr != nil {
 				t.Fatalf("the API refuses it: %v", rerr)
@@ -105,5 +108,72 @@ func TestReadSummaryToolUse(t *testing.T) {
 	res, err := ReadSummary(200, []byte(body), "")
 	if !errors.Is(err, chat.ErrToolCallReply) || !errors.Is(err, chat.ErrEmptySummary) || res.PromptTokens != 10 {
 		t.Fatalf("%+v, %v", res, err)
+	}
+}
+
+// A history summary call leaves context_management out wherever it is, so
+// the provider answers instead of compacting or clearing the call; every
+// other byte is the forwarded body's.
+func TestHistorySummaryBodyAsksNoProviderCompaction(t *testing.T) {
+	const (
+		user   = `{"role":"user","content":"fix it"}`
+		joined = `{"role":"user","content":"fix it\n\nSummarise."}`
+		manage = `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":150000}},{"type":"clear_tool_uses_20250919"}]}`
+	)
+	rows := []struct {
+		name, body string
+	}{
+		{"absent", `{"model":"claude","max_tokens":32000,"messages":[` + user + `]}`},
+		{"first", `{` + manage + `,"model":"claude","max_tokens":32000,"messages":[` + user + `]}`},
+		{"between", `{"model":"claude",` + manage + `,"max_tokens":32000,"messages":[` + user + `]}`},
+		{"last", `{"model":"claude","max_tokens":32000,"messages":[` + user + `],` + manage + `}`},
+	}
+	const want = `{"model":"claude","max_tokens":2000,"messages":[` + joined + `]}`
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			out, err := SummaryBody(chat.SummaryCall{Model: "claude", Prompt: "Summarise.", MaxTokens: 2000, History: []byte(r.body)}, chat.ParamRules{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != want {
+				t.Fatalf("got\n%s\nwant\n%s", out, want)
+			}
+		})
+	}
+}
+
+// A provider that compacted the summary call instead of answering it says
+// so with stop_reason "compaction" (pause_after_compaction) or a
+// compaction block: that is ErrProviderCompacted, not an empty summary;
+// with text beside it, the text is the summary.
+func TestReadSummaryProviderCompacted(t *testing.T) {
+	const (
+		compaction = `{"type":"compaction","content":"The user is fixing a bug."}`
+		thinking   = `{"type":"thinking","thinking":"","signature":"sig"}`
+		text       = `{"type":"text","text":"## Goal\nx"}`
+	)
+	rows := []struct {
+		name, content, stop string
+		want                error
+		text                string
+	}{
+		{"paused after compacting", `[` + compaction + `]`, "compaction", chat.ErrProviderCompacted, ""},
+		{"a compaction block, stop_reason end_turn", `[` + compaction + `]`, "end_turn", chat.ErrProviderCompacted, ""},
+		{"stop_reason compaction with no block", `[]`, "compaction", chat.ErrProviderCompacted, ""},
+		{"thinking, then a compaction block", `[` + thinking + `,` + compaction + `]`, "compaction", chat.ErrProviderCompacted, ""},
+		{"a compaction block, then the summary", `[` + compaction + `,` + text + `]`, "end_turn", nil, "## Goal\nx"},
+		{"nothing at all: an empty summary", `[]`, "end_turn", chat.ErrEmptySummary, ""},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			body := `{"type":"message","role":"assistant","content":` + r.content + `,"stop_reason":"` + r.stop + `","usage":{"input_tokens":10,"output_tokens":5}}`
+			res, err := ReadSummary(200, []byte(body), "")
+			if !errors.Is(err, r.want) || (r.want == nil) != (err == nil) || res.Text != r.text || res.PromptTokens != 10 {
+				t.Fatalf("%+v, %v; want %q, %v", res, err, r.text, r.want)
+			}
+			if r.want == chat.ErrEmptySummary && errors.Is(err, chat.ErrProviderCompacted) {
+				t.Fatal("an empty answer read as a compaction")
+			}
+		})
 	}
 }

@@ -43,7 +43,9 @@ func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
 // the text of its text blocks, thinking blocks skipped. auth is the
 // credential the call was sent with: it never appears in an error. Errors
 // are chat's: chat.ErrUpstream (and chat.ErrContextOverflow, e.g. "prompt
-// is too long"), chat.ErrBadResponse, chat.ErrEmptySummary.
+// is too long"), chat.ErrBadResponse, chat.ErrEmptySummary, and
+// chat.ErrProviderCompacted when the provider compacted instead of
+// answering (stop_reason "compaction" or a compaction block, no text).
 func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 	var res chat.Summary
 	if err := chat.CheckSummaryAnswer(status, body, auth); err != nil {
@@ -56,6 +58,7 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 	}
 	var texts []string
 	thought, called := false, false
+	compacted := root.Get("stop_reason").String() == "compaction"
 	for _, b := range content.Array() {
 		switch b.Get("type").String() {
 		case "text":
@@ -64,6 +67,8 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 			thought = true
 		case "tool_use":
 			called = true
+		case "compaction":
+			compacted = true
 		}
 	}
 	u := ReadUsage(root.Get("usage"))
@@ -76,5 +81,9 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 	if thought {
 		why = fmt.Sprintf("only thinking came back (stop_reason %q)", root.Get("stop_reason").String())
 	}
-	return res, chat.SummaryText(&res, texts, why)
+	err := chat.SummaryText(&res, texts, why)
+	if err != nil && compacted {
+		return res, chat.ErrProviderCompacted
+	}
+	return res, err
 }

@@ -22,6 +22,18 @@ var userText = wire.UserText{
 
 func noCount(string) int { return 0 }
 
+// leftOutOfSummary are the top-level members a history summary call leaves
+// out: context_management would have the provider compact the call (a
+// compaction item, no summary), and previous_response_id and conversation
+// continue a history the provider keeps and may compact.
+var leftOutOfSummary = []chat.TopEdit{{Key: "context_management"}, {Key: "previous_response_id"}, {Key: "conversation"}}
+
+// asksProviderCompaction reports whether an input item asks the provider
+// to compact: a summary call leaves it out.
+func asksProviderCompaction(item gjson.Result) bool {
+	return item.Get("type").String() == KindCompactionTrigger
+}
+
 // historySummaryBody is the summary call that continues the conversation
 // c.History (the request as forwarded) with c.Prompt as the next user
 // text (wire.AppendUserText), so the provider's cached prefix holds:
@@ -31,13 +43,19 @@ func noCount(string) int { return 0 }
 // reasoning model). store stays as sent, unlike the transcript form's
 // false: under store:false an input item that names a stored one (a
 // reasoning item without its encrypted content) is refused. A string input
-// (one user message, never compacted) cannot take the instruction.
+// (one user message, never compacted) cannot take the instruction. What
+// would have the provider compact the call instead of answering it is left
+// out (asksProviderCompaction, leftOutOfSummary).
 func historySummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
-	body, ok := wire.AppendUserText(c.History, "input", c.Prompt, userText)
+	history, err := chat.DropElements(c.History, "input", asksProviderCompaction)
+	if err != nil {
+		return nil, err
+	}
+	body, ok := wire.AppendUserText(history, "input", c.Prompt, userText)
 	if !ok {
 		return nil, chat.ErrNoHistoryForm
 	}
-	edits := []chat.TopEdit{{Key: "stream"}, {Key: "stream_options"}}
+	edits := append([]chat.TopEdit{{Key: "stream"}, {Key: "stream_options"}}, leftOutOfSummary...)
 	if chat.HasList(body, "tools") {
 		edits = append(edits, chat.TopEdit{Key: "tool_choice", Raw: []byte(`"none"`)})
 	}

@@ -79,3 +79,94 @@ func TestReadSummaryFunctionCall(t *testing.T) {
 		t.Fatalf("%+v, %v", res, err)
 	}
 }
+
+// A history summary call carries nothing that has the provider compact it
+// instead of answering: context_management, previous_response_id and
+// conversation are left out wherever they are, compaction_trigger items
+// wherever they are in input (their commas with them); every other byte
+// is the forwarded body's.
+func TestHistorySummaryBodyAsksNoProviderCompaction(t *testing.T) {
+	const (
+		user    = `{"role":"user","content":"fix it"}`
+		joined  = `{"role":"user","content":"fix it\n\nSummarise."}`
+		said    = `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}`
+		ask     = `{"type":"message","role":"user","content":[{"type":"input_text","text":"Summarise."}]}`
+		trigger = `{"type":"compaction_trigger"}`
+		manage  = `"context_management":[{"type":"compaction","compact_threshold":200000}]`
+		capped  = `,"max_output_tokens":2000}`
+	)
+	rows := []struct {
+		name, body, want string
+	}{
+		{"none of them: only the instruction and the cap",
+			`{"model":"m","input":[` + user + `]}`, `{"model":"m","input":[` + joined + `]` + capped},
+		{"context_management first",
+			`{` + manage + `,"model":"m","input":[` + user + `]}`, `{"model":"m","input":[` + joined + `]` + capped},
+		{"context_management last",
+			`{"model":"m","input":[` + user + `],` + manage + `}`, `{"model":"m","input":[` + joined + `]` + capped},
+		{"previous_response_id and conversation",
+			`{"model":"m","previous_response_id":"resp_1","input":[` + user + `],"conversation":"conv_1"}`,
+			`{"model":"m","input":[` + joined + `]` + capped},
+		{"a trigger first",
+			`{"model":"m","input":[` + trigger + `,` + user + `]}`, `{"model":"m","input":[` + joined + `]` + capped},
+		{"a trigger in the middle",
+			`{"model":"m","input":[` + user + `,` + trigger + `,` + said + `]}`,
+			`{"model":"m","input":[` + user + `,` + said + `,` + ask + `]` + capped},
+		{"a trigger last, as codex sends it",
+			`{"model":"m","input":[` + user + `,` + said + `,` + trigger + `],` + manage + `}`,
+			`{"model":"m","input":[` + user + `,` + said + `,` + ask + `]` + capped},
+		{"triggers first and last",
+			`{"model":"m","input":[` + trigger + `,` + user + `,` + trigger + `]}`, `{"model":"m","input":[` + joined + `]` + capped},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			out, err := SummaryBody(chat.SummaryCall{Model: "m", Prompt: "Summarise.", MaxTokens: 2000, History: []byte(r.body)}, chat.ParamRules{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != r.want {
+				t.Fatalf("got\n%s\nwant\n%s", out, r.want)
+			}
+		})
+	}
+	t.Run("a trigger alone: no history to continue", func(t *testing.T) {
+		_, err := SummaryBody(chat.SummaryCall{Model: "m", Prompt: "Summarise.", History: []byte(`{"model":"m","input":[` + trigger + `]}`)}, chat.ParamRules{})
+		if !errors.Is(err, chat.ErrNoHistoryForm) {
+			t.Fatalf("err %v, want ErrNoHistoryForm", err)
+		}
+	})
+}
+
+// A provider that compacted the summary call instead of answering it says
+// so with a compaction item: that is ErrProviderCompacted, not an empty
+// summary; with message text beside it, the text is the summary.
+func TestReadSummaryProviderCompacted(t *testing.T) {
+	const (
+		compaction = `{"type":"compaction","id":"cmp_1","encrypted_content":"gAAA"}`
+		reasoning  = `{"type":"reasoning","id":"rs_1","summary":[]}`
+		message    = `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"## Goal\nx"}]}`
+	)
+	rows := []struct {
+		name, output string
+		want         error
+		text         string
+	}{
+		{"a compaction item alone", `[` + compaction + `]`, chat.ErrProviderCompacted, ""},
+		{"its older name", `[{"type":"compaction_summary","encrypted_content":"gAAA"}]`, chat.ErrProviderCompacted, ""},
+		{"reasoning, then a compaction item", `[` + reasoning + `,` + compaction + `]`, chat.ErrProviderCompacted, ""},
+		{"a compaction item, then the summary", `[` + compaction + `,` + message + `]`, nil, "## Goal\nx"},
+		{"nothing at all: an empty summary", `[]`, chat.ErrEmptySummary, ""},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			body := `{"object":"response","status":"completed","output":` + r.output + `,"usage":{"input_tokens":10,"output_tokens":5}}`
+			res, err := ReadSummary(200, []byte(body), "")
+			if !errors.Is(err, r.want) || (r.want == nil) != (err == nil) || res.Text != r.text || res.PromptTokens != 10 {
+				t.Fatalf("%+v, %v; want %q, %v", res, err, r.text, r.want)
+			}
+			if r.want == chat.ErrEmptySummary && errors.Is(err, chat.ErrProviderCompacted) {
+				t.Fatal("an empty answer read as a compaction")
+			}
+		})
+	}
+}

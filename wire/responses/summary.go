@@ -49,7 +49,9 @@ func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
 // object: the text of its output messages' output_text parts, reasoning
 // items skipped. auth is the credential the call was sent with: it never
 // appears in an error. Errors are chat's: chat.ErrUpstream (and
-// chat.ErrContextOverflow), chat.ErrBadResponse, chat.ErrEmptySummary.
+// chat.ErrContextOverflow), chat.ErrBadResponse, chat.ErrEmptySummary, and
+// chat.ErrProviderCompacted when the provider compacted instead of
+// answering (a compaction item and no message text).
 func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 	var res chat.Summary
 	if err := chat.CheckSummaryAnswer(status, body, auth); err != nil {
@@ -61,7 +63,7 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 		return res, fmt.Errorf("%w: no output", chat.ErrBadResponse)
 	}
 	var texts []string
-	reasoned, called := false, false
+	reasoned, called, compacted := false, false, false
 	for _, item := range output.Array() {
 		switch item.Get("type").String() {
 		case "message":
@@ -74,6 +76,8 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 			reasoned = true
 		case KindCall, KindCustomCall, KindShellCall:
 			called = true
+		case KindCompaction, KindCompactionSummary:
+			compacted = true
 		}
 	}
 	u := ReadUsage(root.Get("usage"))
@@ -87,5 +91,9 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 	if reasoned {
 		why = fmt.Sprintf("only reasoning came back (status %q)", root.Get("status").String())
 	}
-	return res, chat.SummaryText(&res, texts, why)
+	err := chat.SummaryText(&res, texts, why)
+	if err != nil && compacted {
+		return res, chat.ErrProviderCompacted
+	}
+	return res, err
 }
