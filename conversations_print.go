@@ -84,6 +84,9 @@ func (o convOutput) showOne(d proxy.ConversationDetail) error {
 	row("tokens", fmt.Sprintf("%d before, %d after, %d saved", d.TokensBefore, d.TokensAfter, d.TokensSaved))
 	row("compactions", d.Compactions)
 	row("upstream usage", usageText(d.Usage, d.CachedShare))
+	if sc := d.ServerCompactionUsage; sc.Calls > 0 {
+		row("upstream compactions", fmt.Sprintf("%d, %d input and %d output tokens (in the usage above)", sc.Calls, sc.InputTokens, sc.OutputTokens))
+	}
 	row("summary calls", fmt.Sprintf("%d, %d input and %d output tokens", d.SummaryUsage.Calls, d.SummaryUsage.InputTokens, d.SummaryUsage.OutputTokens))
 	row("cost", fmt.Sprintf("%s (summary calls %s); direct, estimated: %s; saved %s", billText(d.Cost, d.CostUnit),
 		billText(d.SummaryCost, d.CostUnit), billText(d.CostDirectEstimate, d.CostUnit), billText(d.MoneySaved, d.CostUnit)))
@@ -124,10 +127,14 @@ func (o convOutput) showOne(d proxy.ConversationDetail) error {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "#\tAT\tBEFORE\tAFTER\tUPSTREAM\t\t")
 		for i, t := range d.Turns[from:] {
-			mark := ""
+			var marks []string
 			if t.Compacted {
-				mark = "compacted"
+				marks = append(marks, "compacted")
 			}
+			if t.ServerCompactionInputTokens > 0 {
+				marks = append(marks, fmt.Sprintf("upstream compacted %d tokens", t.ServerCompactionInputTokens))
+			}
+			mark := strings.Join(marks, ", ")
 			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\t\n", from+i+1, t.At.Local().Format(time.TimeOnly), t.TokensBefore, t.TokensAfter, t.InputTokens, mark)
 		}
 		tw.Flush()

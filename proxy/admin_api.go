@@ -61,7 +61,7 @@ func (s *Server) serveStats(ctx *fasthttp.RequestCtx) {
 	pricing := s.pricing()
 	st := Stats{PricePerMillionTokens: s.cfg.UI.price(), Currency: s.cfg.UI.currency(),
 		Compacting: s.comp.running(), Time: s.cfg.Clock().UTC(), Costs: Costs{CostUnit: pricing.unit()}}
-	var usage, summary state.Usage
+	var usage, summary, server state.Usage
 	if s.store != nil {
 		_, st.Persistent = s.store.(state.Sizer)
 		recs, err := s.store.List(state.ListOptions{})
@@ -76,11 +76,12 @@ func (s *Server) serveStats(ctx *fasthttp.RequestCtx) {
 			st.TokensAfter += r.TokensAfter
 			st.TokensSaved += r.TokensSaved
 			st.Compactions += r.Compactions
-			usage, summary = usage.Plus(r.Usage), summary.Plus(r.Summary)
+			usage, summary, server = usage.Plus(r.Usage), summary.Plus(r.Summary), server.Plus(r.ServerCompaction)
 			st.Costs = st.Costs.plus(pricing.costs(r))
 		}
 	}
 	st.Usage, st.SummaryUsage, st.CachedShare = usageInfoOf(usage), usageInfoOf(summary), cachedShare(usage)
+	st.ServerCompactionUsage = usageInfoOf(server)
 	writeJSON(ctx, fasthttp.StatusOK, st)
 }
 

@@ -45,6 +45,7 @@ func (e *lineEditor) applyTurn(tr *turnRecord, now time.Time) (opened bool) {
 	e.update(ref, now, lineEdit{answered: tr, opened: &opened})
 	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
 		InputTokens: tr.usage.InputTokens, CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
+		ServerCompactionInput: tr.usage.ServerCompaction.InputTokens, ServerCompactionOutput: tr.usage.ServerCompaction.OutputTokens,
 		Compacted: t.compacted})
 	return opened
 }
@@ -80,6 +81,7 @@ func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 		// of what ctxpress counted: it calibrates nothing.
 		UsageFound: tr.usage.Found && !t.serverHistory, InputTokens: tr.usage.InputTokens, Compacted: t.compacted, Trigger: t.trigger,
 		CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens, RefusedWindow: t.refusedWindow,
+		ServerCompacted: tr.usage.ServerCompacted,
 	})
 	setNumbers(l, n)
 	return opened

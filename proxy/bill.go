@@ -141,13 +141,34 @@ func cachedShare(u state.Usage) float64 {
 }
 
 // callUsage is one answered call's usage as a record sums it: counted,
-// or counted as unreported.
+// or counted as unreported. It is what the call was billed: its answer's
+// usage and the upstream's own compaction of the request, if any.
 func callUsage(u wire.Usage) state.Usage {
 	if !u.Found {
 		return state.Usage{Unreported: 1}
 	}
+	billed := answerUsage(u).Plus(serverCompactionUsage(u))
+	billed.Calls = 1 // one call, however many iterations
+	return billed
+}
+
+// answerUsage is a call's usage without the upstream's own compaction of
+// the request: what its answer's top-level usage counts.
+func answerUsage(u wire.Usage) state.Usage {
 	return state.Usage{Calls: 1, Input: int64(u.InputTokens), Cached: int64(u.CachedTokens),
 		CacheWrite: int64(u.CacheWriteTokens), Output: int64(u.OutputTokens)}
+}
+
+// serverCompactionUsage is the part of callUsage(u) the upstream's own
+// compaction of the request used, as a record sums it: one call when it
+// compacted, else nothing.
+func serverCompactionUsage(u wire.Usage) state.Usage {
+	if !u.Found || !u.ServerCompacted {
+		return state.Usage{}
+	}
+	c := u.ServerCompaction
+	return state.Usage{Calls: 1, Input: int64(c.InputTokens), Cached: int64(c.CachedTokens),
+		CacheWrite: int64(c.CacheWriteTokens), Output: int64(c.OutputTokens)}
 }
 
 // billable is u as prices count it.
@@ -165,19 +186,26 @@ func cacheSeen(u state.Usage) rewrite.CacheSeen {
 // direct estimate; l is t's line, whose LastSent is the direct size of
 // the line's previous request. A turn ctxpress answered itself (/compact)
 // cost nothing and is not counted.
+//
+// The upstream's own compaction of the request (Anthropic's
+// usage.iterations) is counted in both: the client asked for it and
+// would have paid it without ctxpress too. The direct estimate of the
+// rest is of the answer's own usage, the context after that compaction.
 func countUsage(rec *state.Record, l *state.Line, t *turn, u wire.Usage) {
 	if !t.forwarded {
 		return
 	}
+	server := serverCompactionUsage(u)
 	rec.Usage = rec.Usage.Plus(callUsage(u))
+	rec.ServerCompaction = rec.ServerCompaction.Plus(server)
 	if !u.Found {
 		l.LastSent = t.tokensBefore // the estimate alone, for the next one's cache
 		return
 	}
-	d := rewrite.DirectUsage(rewrite.DirectTurn{Forwarded: billable(callUsage(u)), Sent: t.tokensBefore, After: t.tokensAfter,
+	d := rewrite.DirectUsage(rewrite.DirectTurn{Forwarded: billable(answerUsage(u)), Sent: t.tokensBefore, After: t.tokensAfter,
 		PrevSent: l.LastSent}, cacheSeen(rec.Usage))
-	rec.Direct = rec.Direct.Plus(state.Usage{Input: int64(d.Input), Cached: int64(d.Cached),
-		CacheWrite: int64(d.CacheWrite), Output: int64(d.Output)})
+	rec.Direct = rec.Direct.Plus(state.Usage{Input: int64(d.Input) + server.Input, Cached: int64(d.Cached) + server.Cached,
+		CacheWrite: int64(d.CacheWrite) + server.CacheWrite, Output: int64(d.Output) + server.Output})
 	l.LastSent = d.Input
 }
 

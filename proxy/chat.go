@@ -380,7 +380,7 @@ func (s *Server) finish(x *exchange) {
 			// record must not pin it (up to a thousand queued bodies under load).
 			tr.turn.precompact = nil
 			s.rec.record(tr)
-			if pc := t.precompact; pc != nil && t.precompactPlan.PrecompactAfter(x.usage.InputTokens, x.usage.Found) {
+			if pc := t.precompact; pc != nil && t.precompactPlan.PrecompactAfter(x.usage.InputTokens, x.usage.Found && !x.usage.ServerCompacted) {
 				s.comp.precompact(*pc)
 			}
 		}

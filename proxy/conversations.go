@@ -178,6 +178,10 @@ type ConversationInfo struct {
 	// ctxpress's summary calls for it.
 	Usage        UsageInfo `json:"usage"`
 	SummaryUsage UsageInfo `json:"summary_usage"`
+	// ServerCompactionUsage is the part of Usage the upstream's own
+	// compactions of the requests used (Anthropic's usage.iterations),
+	// its Calls how many requests the upstream compacted.
+	ServerCompactionUsage UsageInfo `json:"server_compaction_usage"`
 	// CachedShare is the part of Usage's input tokens read from the
 	// prompt cache (0 without any).
 	CachedShare float64 `json:"cached_share"`
@@ -243,6 +247,12 @@ type TurnInfo struct {
 	CachedTokens     int  `json:"cached_tokens,omitempty"`
 	CacheWriteTokens int  `json:"cache_write_tokens,omitempty"`
 	Compacted        bool `json:"compacted"`
+	// ServerCompactionInputTokens and ServerCompactionOutputTokens are what
+	// the upstream's own compaction of the request used, billed on top of
+	// InputTokens, which then counts the context after it; absent when the
+	// upstream did not compact.
+	ServerCompactionInputTokens  int `json:"server_compaction_input_tokens,omitempty"`
+	ServerCompactionOutputTokens int `json:"server_compaction_output_tokens,omitempty"`
 }
 
 // Stats are the totals over every stored conversation.
@@ -254,11 +264,12 @@ type Stats struct {
 	TokensSaved   int64 `json:"tokens_saved"`
 	Compactions   int64 `json:"compactions"`
 	Compacting    int   `json:"compacting"`
-	// Usage, SummaryUsage and CachedShare are ConversationInfo's, over
-	// every conversation.
-	Usage        UsageInfo `json:"usage"`
-	SummaryUsage UsageInfo `json:"summary_usage"`
-	CachedShare  float64   `json:"cached_share"`
+	// Usage, SummaryUsage, ServerCompactionUsage and CachedShare are
+	// ConversationInfo's, over every conversation.
+	Usage                 UsageInfo `json:"usage"`
+	SummaryUsage          UsageInfo `json:"summary_usage"`
+	ServerCompactionUsage UsageInfo `json:"server_compaction_usage"`
+	CachedShare           float64   `json:"cached_share"`
 	// Costs are the sum of the conversations' (each at its model's
 	// prices); MoneySaved is net of cache effects and summary calls.
 	Costs
@@ -286,7 +297,8 @@ func conversationInfoOf(r state.Record, compacting bool, p Pricing) Conversation
 		CompactionScheduled: r.ForceNext, Compacting: compacting,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		Usage: usageInfoOf(r.Usage), SummaryUsage: usageInfoOf(r.Summary), CachedShare: cachedShare(r.Usage),
-		Costs: p.costs(r),
+		ServerCompactionUsage: usageInfoOf(r.ServerCompaction),
+		Costs:                 p.costs(r),
 	}
 }
 
@@ -325,7 +337,8 @@ func conversationDetailOf(r state.Record, compacting bool, p Pricing) Conversati
 	}
 	for _, t := range r.Turns {
 		d.Turns = append(d.Turns, TurnInfo{At: t.At, TokensBefore: t.TokensBefore, TokensAfter: t.TokensAfter,
-			InputTokens: t.InputTokens, CachedTokens: t.CachedTokens, CacheWriteTokens: t.CacheWriteTokens, Compacted: t.Compacted})
+			InputTokens: t.InputTokens, CachedTokens: t.CachedTokens, CacheWriteTokens: t.CacheWriteTokens, Compacted: t.Compacted,
+			ServerCompactionInputTokens: t.ServerCompactionInput, ServerCompactionOutputTokens: t.ServerCompactionOutput})
 	}
 	return d
 }

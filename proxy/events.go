@@ -61,11 +61,15 @@ type TurnEvent struct {
 	TokensAfter  int       `json:"tokens_after"`
 	InputTokens  int       `json:"input_tokens"`
 	// CachedTokens and CacheWriteTokens: TurnInfo's.
-	CachedTokens     int    `json:"cached_tokens,omitempty"`
-	CacheWriteTokens int    `json:"cache_write_tokens,omitempty"`
-	Compacted        bool   `json:"compacted"`
-	Requests         int64  `json:"requests"` // the conversation's, this turn included
-	Replica          string `json:"replica"`
+	CachedTokens     int  `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int  `json:"cache_write_tokens,omitempty"`
+	Compacted        bool `json:"compacted"`
+	// ServerCompactionInputTokens and ServerCompactionOutputTokens:
+	// TurnInfo's.
+	ServerCompactionInputTokens  int    `json:"server_compaction_input_tokens,omitempty"`
+	ServerCompactionOutputTokens int    `json:"server_compaction_output_tokens,omitempty"`
+	Requests                     int64  `json:"requests"` // the conversation's, this turn included
+	Replica                      string `json:"replica"`
 }
 
 // frame is one event on its way to subscribers.

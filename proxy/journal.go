@@ -16,9 +16,12 @@ import (
 //	1 | ns | id | at (unix ns) | model | flags | line id | tip | messages |
 //	chain (n, hashes) | applied (flag bit, hash) | tokens before, after,
 //	raw after | trigger | usage (input, output, cached, cache write) |
-//	dedups (n; index, result, digest) | prunes (n; index, result, digest, turn)
+//	dedups (n; index, result, digest) | prunes (n; index, result, digest, turn) |
+//	[server compaction (input, output, cached, cache write)]
 //
-// with strings and counts as uvarints and numbers as varints.
+// with strings and counts as uvarints and numbers as varints. The server
+// compaction is there only when its flag is set, so an entry without one
+// is as an earlier version wrote and reads it.
 const journalVersion = 1
 
 const (
@@ -27,6 +30,7 @@ const (
 	jServerHistory
 	jUsageFound
 	jApplied
+	jServerCompacted
 )
 
 // appendJournalEntry appends tr's journal entry to dst.
@@ -38,7 +42,7 @@ func appendJournalEntry(dst []byte, tr *turnRecord) []byte {
 	dst = binary.AppendVarint(dst, tr.at.UnixNano())
 	dst = appendString(dst, t.model)
 	dst = append(dst, flag(t.forwarded, jForwarded)|flag(t.compacted, jCompacted)|flag(t.serverHistory, jServerHistory)|
-		flag(tr.usage.Found, jUsageFound)|flag(t.applied != nil, jApplied))
+		flag(tr.usage.Found, jUsageFound)|flag(t.applied != nil, jApplied)|flag(tr.usage.ServerCompacted, jServerCompacted))
 	dst = append(dst, t.line.id[:]...)
 	dst = append(dst, t.line.tip[:]...)
 	dst = binary.AppendUvarint(dst, uint64(t.line.messages))
@@ -65,6 +69,12 @@ func appendJournalEntry(dst []byte, tr *turnRecord) []byte {
 		dst = binary.AppendVarint(dst, int64(p.Result))
 		dst = append(dst, p.Digest[:]...)
 		dst = binary.AppendVarint(dst, int64(p.Turn))
+	}
+	if tr.usage.ServerCompacted {
+		c := &tr.usage.ServerCompaction
+		for _, n := range [...]int{c.InputTokens, c.OutputTokens, c.CachedTokens, c.CacheWriteTokens} {
+			dst = binary.AppendVarint(dst, int64(n))
+		}
 	}
 	return dst
 }
@@ -185,6 +195,13 @@ func readJournalEntry(b []byte) (turnRecord, error) {
 		t.prunes = make([]state.PruneMark, n)
 		for i := range t.prunes {
 			t.prunes[i] = state.PruneMark{Index: r.varint(), Result: r.varint(), Digest: r.hash(), Turn: r.varint()}
+		}
+	}
+	if len(flags) == 1 && flags[0]&jServerCompacted != 0 {
+		tr.usage.ServerCompacted = true
+		c := &tr.usage.ServerCompaction
+		for _, n := range [...]*int{&c.InputTokens, &c.OutputTokens, &c.CachedTokens, &c.CacheWriteTokens} {
+			*n = r.varint()
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {

@@ -54,9 +54,15 @@ type messagesUpstream struct {
 	// noTemperature are the models that refuse temperature, as newer
 	// Claude models do.
 	noTemperature map[string]bool
-	got           []messagesTurn // guarded by mu
-	n             int
-	cached        map[[32]byte]bool // prefixes written at earlier markers
+	// serverCompaction, when its input is set, is how a request that asks
+	// the server to compact (context_management's compact_20260112) is
+	// answered, as Anthropic's answer once it compacted: usage.iterations
+	// with the compaction's input and output and the message's, the top
+	// level the message's, which saw after tokens of context.
+	serverCompaction struct{ input, output, after int }
+	got              []messagesTurn // guarded by mu
+	n                int
+	cached           map[[32]byte]bool // prefixes written at earlier markers
 }
 
 // messagesTurn is one request the upstream got, and what it answered.
@@ -175,8 +181,15 @@ func (u *messagesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("msg_up_%d", u.n)
 	blocks := u.blocks(req, id, body, g.summary)
 	g.output = 7 * len(blocks)
-	usage := map[string]int{"input_tokens": g.input, "cache_creation_input_tokens": g.cacheWrite,
+	usage := map[string]any{"input_tokens": g.input, "cache_creation_input_tokens": g.cacheWrite,
 		"cache_read_input_tokens": g.cacheRead, "output_tokens": g.output}
+	if c := u.serverCompaction; c.input > 0 && asksServerCompaction(body) {
+		g.input, g.cacheRead, g.cacheWrite = c.after, 0, 0
+		usage = map[string]any{"input_tokens": c.after, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": g.output,
+			"iterations": []map[string]any{
+				{"type": "compaction", "input_tokens": c.input, "output_tokens": c.output, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+				{"type": "message", "input_tokens": c.after, "output_tokens": g.output, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}}
+	}
 	stop := "end_turn"
 	if blocks[len(blocks)-1]["type"] == "tool_use" {
 		stop = "tool_use"
@@ -254,7 +267,7 @@ func (u *messagesUpstream) blocks(req *messagestest.Request, id string, body []b
 // stream sends msg as Anthropic's events: message_start with the input
 // usage, a ping, each block's start, deltas and stop, message_delta with
 // the cumulative usage, message_stop (left out when cut).
-func (u *messagesUpstream) stream(w http.ResponseWriter, msg map[string]any, blocks []map[string]any, usage map[string]int) {
+func (u *messagesUpstream) stream(w http.ResponseWriter, msg map[string]any, blocks []map[string]any, usage map[string]any) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	event := func(name string, data map[string]any) {
 		data["type"] = name
@@ -266,11 +279,12 @@ func (u *messagesUpstream) stream(w http.ResponseWriter, msg map[string]any, blo
 	for k, v := range msg {
 		start[k] = v
 	}
-	startUsage := map[string]int{}
+	startUsage := map[string]any{}
 	for k, v := range usage {
 		startUsage[k] = v
 	}
 	startUsage["output_tokens"] = 1
+	delete(startUsage, "iterations") // message_delta's, as Anthropic sends them
 	start["content"], start["stop_reason"], start["usage"] = []any{}, nil, startUsage
 	event("message_start", map[string]any{"message": start})
 	event("ping", map[string]any{})
@@ -296,6 +310,17 @@ func (u *messagesUpstream) stream(w http.ResponseWriter, msg map[string]any, blo
 	if !u.cut {
 		event("message_stop", map[string]any{})
 	}
+}
+
+// asksServerCompaction reports whether a Messages body asks the server to
+// compact its context (a compact_20260112 edit).
+func asksServerCompaction(body []byte) bool {
+	for _, e := range gjson.GetBytes(body, "context_management.edits").Array() {
+		if e.Get("type").Str == "compact_20260112" {
+			return true
+		}
+	}
+	return false
 }
 
 // isMessagesSummary reports whether body is ctxpress's summary call in

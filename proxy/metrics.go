@@ -417,6 +417,7 @@ func (s *Server) recorded(rec state.Record, tripped bool) {
 		t := rec.Turns[n-1]
 		e.TokensBefore, e.TokensAfter, e.InputTokens, e.Compacted = t.TokensBefore, t.TokensAfter, t.InputTokens, t.Compacted
 		e.CachedTokens, e.CacheWriteTokens = t.CachedTokens, t.CacheWriteTokens
+		e.ServerCompactionInputTokens, e.ServerCompactionOutputTokens = t.ServerCompactionInput, t.ServerCompactionOutput
 	}
 	s.events.turn(e)
 }

@@ -64,7 +64,9 @@ func (ls pendingLines) with(queued *turnRecord) pendingLines {
 	}
 	ls[i].newest = &queued.turn
 	ls[i].window = rewrite.SmallerWindow(ls[i].window, queued.turn.refusedWindow)
-	if queued.usage.Found {
+	// A turn the upstream compacted itself teaches its line nothing
+	// (rewrite.Observation.ServerCompacted).
+	if queued.usage.Found && !queued.usage.ServerCompacted {
 		if ls[i].usage != nil {
 			u := cacheUsage(ls[i].usage.usage)
 			ls[i].earlier = append(ls[i].earlier, u)

@@ -371,6 +371,10 @@ func (s *Server) logExchange(x *exchange) {
 		if u.CachedTokens > 0 || u.CacheWriteTokens > 0 {
 			ev = ev.Int("cached_tokens", u.CachedTokens).Int("cache_write_tokens", u.CacheWriteTokens)
 		}
+		if u.ServerCompacted {
+			ev = ev.Int("server_compaction_input_tokens", u.ServerCompaction.InputTokens).
+				Int("server_compaction_output_tokens", u.ServerCompaction.OutputTokens)
+		}
 	}
 	if x.err != nil {
 		ev = ev.AnErr("error", x.err)

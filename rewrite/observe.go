@@ -77,6 +77,11 @@ type Observation struct {
 	// turn's request as too long before it was sent again (its tokens;
 	// 0: not refused).
 	RefusedWindow int
+	// ServerCompacted: the upstream compacted the request itself before
+	// answering (Anthropic's usage.iterations). Its usage then counts the
+	// context after that compaction, not the request forwarded, and
+	// teaches the line nothing: no calibration, cache evidence or breaker.
+	ServerCompacted bool
 }
 
 // SmallerWindow is the window a line keeps when it had have and a refusal
@@ -92,13 +97,14 @@ func SmallerWindow(have, shown int) int {
 // upstream counted becomes the calibration's anchor, and a compacted turn
 // the upstream still counted over the trigger moves the breaker toward
 // open (BreakerTrips in a row open it), one under resets the count. It
-// reports whether the breaker opened.
+// reports whether the breaker opened. A turn the server compacted
+// (ServerCompacted) changes none of these.
 func Observe(n LineNumbers, o Observation) (next LineNumbers, opened bool) {
 	if o.Model != "" {
 		n = n.ForModel(o.Model, o.ModelRatio)
 	}
 	n.Window = SmallerWindow(n.Window, o.RefusedWindow)
-	if !o.UsageFound {
+	if !o.UsageFound || o.ServerCompacted {
 		return n, false
 	}
 	n.Turns++

@@ -26,11 +26,22 @@ func TestObserveCalibration(t *testing.T) {
 		{"another model: the line starts from that model's ratio", anchored,
 			Observation{Model: "n", ModelRatio: 3, Raw: 800}, Calibration{Ratio: 3}, "n"},
 		{"no model given: the line's stays", anchored, Observation{Raw: 800}, anchored.Calibration, "m"},
+		{"a turn the server compacted: its input is the compacted context's, not the request's; nothing learnt", anchored,
+			Observation{Model: "m", Raw: 15000, UsageFound: true, InputTokens: 108, ServerCompacted: true}, anchored.Calibration, "m"},
 	} {
 		got, opened := Observe(tc.line, tc.obs)
 		if got.Calibration != tc.want || got.Model != tc.model || opened {
 			t.Errorf("%s: %+v %q opened %v, want %+v %q", tc.rule, got.Calibration, got.Model, opened, tc.want, tc.model)
 		}
+	}
+}
+
+func TestObserveServerCompactionLeavesTheCacheEvidence(t *testing.T) {
+	line := LineNumbers{Model: "m", Turns: 3, Cache: CacheEvidence{Uncached: 2}}
+	// Large and uncached, it would be the third such prompt.
+	got, _ := Observe(line, Observation{Model: "m", Raw: 15000, UsageFound: true, InputTokens: 15013, ServerCompacted: true})
+	if got.Cache != line.Cache || got.Turns != line.Turns {
+		t.Errorf("cache %+v turns %d, want %+v %d", got.Cache, got.Turns, line.Cache, line.Turns)
 	}
 }
 
@@ -63,6 +74,8 @@ func TestObserveBreaker(t *testing.T) {
 	notCompacted.Compacted = false
 	noUsage := over
 	noUsage.UsageFound = false
+	serverCompacted := over
+	serverCompacted.ServerCompacted = true
 	once := Breaker{ConsecutiveOverTrigger: 1}
 	for _, tc := range []struct {
 		rule   string
@@ -79,6 +92,7 @@ func TestObserveBreaker(t *testing.T) {
 		{"a compaction that gets under the trigger resets the count", once, under, Breaker{}, false},
 		{"a turn that did not compact does not move it", once, notCompacted, once, false},
 		{"nor one without usage", once, noUsage, once, false},
+		{"nor one the server compacted", once, serverCompacted, once, false},
 	} {
 		got, opened := Observe(LineNumbers{Model: "m", Breaker: tc.before}, tc.obs)
 		if got.Breaker != tc.after || opened != tc.opened {

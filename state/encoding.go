@@ -26,6 +26,7 @@ type diskRecord struct {
 	Usage           diskUsage     `json:"usage,omitzero"`
 	Summary         diskUsage     `json:"summary_usage,omitzero"`
 	Direct          diskUsage     `json:"direct_usage,omitzero"`
+	ServerCompact   diskUsage     `json:"server_compaction_usage,omitzero"`
 	Branches        []diskBranch  `json:"branches,omitempty"`
 	Lines           []diskLine    `json:"lines,omitempty"`
 	ForceNext       bool          `json:"force_next,omitempty"`
@@ -167,10 +168,12 @@ type diskSummary struct {
 // diskTurns are Turns as a JSON array of arrays of integers: [at (Unix
 // milliseconds, 0 for the zero time), tokens before, tokens after, input
 // tokens, compacted (0 or 1)], then cached and cache-write tokens when
-// either is not 0 (a turn of an earlier version has five numbers, and
-// reads as 0 for both). A record keeps up to MaxTurns of them and every
-// Update reads and writes them all, so they are small and have their own
-// codec (encoding/json's reflection costs ten times more).
+// either is not 0 or the turn has a server compaction, then its input and
+// output tokens when either is not 0 (a turn of an earlier version has
+// five or seven numbers, and reads as 0 for those it lacks). A record
+// keeps up to MaxTurns of them and every Update reads and writes them
+// all, so they are small and have their own codec (encoding/json's
+// reflection costs ten times more).
 type diskTurns []Turn
 
 func (ts diskTurns) MarshalJSON() ([]byte, error) {
@@ -202,22 +205,29 @@ func appendTurn(b []byte, t Turn) []byte {
 	} else {
 		b = append(b, ",0"...)
 	}
-	if t.CachedTokens != 0 || t.CacheWriteTokens != 0 {
+	server := t.ServerCompactionInput != 0 || t.ServerCompactionOutput != 0
+	if t.CachedTokens != 0 || t.CacheWriteTokens != 0 || server {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(t.CachedTokens), 10)
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(t.CacheWriteTokens), 10)
 	}
+	if server {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(t.ServerCompactionInput), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(t.ServerCompactionOutput), 10)
+	}
 	return append(b, ']')
 }
 
 // turnNumbers are the numbers of a turn this version reads: diskTurns'
-// five, then the two cache counts.
-const turnNumbers = 7
+// five, the two cache counts, then the server compaction's two.
+const turnNumbers = 9
 
 // UnmarshalJSON reads what MarshalJSON writes. encoding/json has validated the
 // syntax; it still rejects other shapes (fewer than five numbers,
-// non-integers). An inner array with more than seven numbers, from a
+// non-integers). An inner array with more than nine numbers, from a
 // future version, is accepted and the extra numbers ignored.
 func (ts *diskTurns) UnmarshalJSON(b []byte) error {
 	p := turnParser{b: b}
@@ -256,7 +266,7 @@ func (ts *diskTurns) UnmarshalJSON(b []byte) error {
 				return fmt.Errorf("state: turn with %d numbers, want 5 at least", n)
 			}
 			t := Turn{TokensBefore: int(v[1]), TokensAfter: int(v[2]), InputTokens: int(v[3]), Compacted: v[4] != 0,
-				CachedTokens: int(v[5]), CacheWriteTokens: int(v[6])}
+				CachedTokens: int(v[5]), CacheWriteTokens: int(v[6]), ServerCompactionInput: int(v[7]), ServerCompactionOutput: int(v[8])}
 			if v[0] != 0 {
 				t.At = time.UnixMilli(v[0]).UTC()
 			}
@@ -396,20 +406,21 @@ func encodeRecord(r *Record) ([]byte, error) { return encodeRecordWithTurns(r, "
 // keeps only a tail of them in the record (see boltturns.go).
 func encodeRecordWithTurns(r *Record, field string, ts []Turn, list []byte) ([]byte, error) {
 	d := diskRecord{
-		Namespace:    r.Key.Namespace,
-		ID:           r.Key.ID,
-		Model:        r.Model,
-		Requests:     r.Requests,
-		TokensBefore: r.TokensBefore,
-		TokensAfter:  r.TokensAfter,
-		TokensSaved:  r.TokensSaved,
-		Compactions:  r.Compactions,
-		Usage:        diskUsage(r.Usage),
-		Summary:      diskUsage(r.Summary),
-		Direct:       diskUsage(r.Direct),
-		ForceNext:    r.ForceNext,
-		CreatedAt:    utc(r.CreatedAt),
-		UpdatedAt:    utc(r.UpdatedAt),
+		Namespace:     r.Key.Namespace,
+		ID:            r.Key.ID,
+		Model:         r.Model,
+		Requests:      r.Requests,
+		TokensBefore:  r.TokensBefore,
+		TokensAfter:   r.TokensAfter,
+		TokensSaved:   r.TokensSaved,
+		Compactions:   r.Compactions,
+		Usage:         diskUsage(r.Usage),
+		Summary:       diskUsage(r.Summary),
+		Direct:        diskUsage(r.Direct),
+		ServerCompact: diskUsage(r.ServerCompaction),
+		ForceNext:     r.ForceNext,
+		CreatedAt:     utc(r.CreatedAt),
+		UpdatedAt:     utc(r.UpdatedAt),
 	}
 	for _, l := range r.Lines {
 		d.Lines = append(d.Lines, diskLine{
@@ -466,19 +477,20 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		return Record{}, fmt.Errorf("state: decode %s: %w: %w", key, ErrCorrupt, err)
 	}
 	r := Record{
-		Key:          key,
-		Model:        d.Model,
-		Requests:     d.Requests,
-		TokensBefore: d.TokensBefore,
-		TokensAfter:  d.TokensAfter,
-		TokensSaved:  d.TokensSaved,
-		Compactions:  d.Compactions,
-		Usage:        Usage(d.Usage),
-		Summary:      Usage(d.Summary),
-		Direct:       Usage(d.Direct),
-		ForceNext:    d.ForceNext || d.LegacyBreaker.ForceNext,
-		CreatedAt:    d.CreatedAt,
-		UpdatedAt:    d.UpdatedAt,
+		Key:              key,
+		Model:            d.Model,
+		Requests:         d.Requests,
+		TokensBefore:     d.TokensBefore,
+		TokensAfter:      d.TokensAfter,
+		TokensSaved:      d.TokensSaved,
+		Compactions:      d.Compactions,
+		Usage:            Usage(d.Usage),
+		Summary:          Usage(d.Summary),
+		Direct:           Usage(d.Direct),
+		ServerCompaction: Usage(d.ServerCompact),
+		ForceNext:        d.ForceNext || d.LegacyBreaker.ForceNext,
+		CreatedAt:        d.CreatedAt,
+		UpdatedAt:        d.UpdatedAt,
 	}
 	for _, l := range d.Lines {
 		r.Lines = append(r.Lines, Line{

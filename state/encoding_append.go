@@ -207,6 +207,7 @@ func (e *recordAppender) record(b []byte, d *diskRecord) []byte {
 	b = usageOmitZero(b, "usage", d.Usage)
 	b = usageOmitZero(b, "summary_usage", d.Summary)
 	b = usageOmitZero(b, "direct_usage", d.Direct)
+	b = usageOmitZero(b, "server_compaction_usage", d.ServerCompact)
 	if len(d.Branches) > 0 {
 		b = key(b, "branches")
 		for i := range d.Branches {

@@ -81,16 +81,18 @@ const goldenUsage = `{"ns":"ns","id":"c1","model":"claude-sonnet-4-5","requests"
 	`"usage":{"calls":2,"unreported":1,"input":30000,"cached":25000,"cache_write":4000,"output":300},` +
 	`"summary_usage":{"calls":1,"input":9000,"output":800},` +
 	`"direct_usage":{"input":41000,"cached":20000,"cache_write":21000,"output":300},` +
+	`"server_compaction_usage":{"calls":1,"input":15013,"output":812},` +
 	`"lines":[{"last_sent":21000}]}`
 
 // Usage counters are stored as they are summed, and a record written
 // before there were any (goldenV1, goldenWritten) reads with none.
 func TestUsageCountersOnDisk(t *testing.T) {
 	r := Record{Key: Key{Namespace: "ns", ID: "c1"}, Model: "claude-sonnet-4-5", Requests: 3,
-		Usage:   Usage{Calls: 2, Unreported: 1, Input: 30000, Cached: 25000, CacheWrite: 4000, Output: 300},
-		Summary: Usage{Calls: 1, Input: 9000, Output: 800},
-		Direct:  Usage{Input: 41000, Cached: 20000, CacheWrite: 21000, Output: 300},
-		Lines:   []Line{{LastSent: 21000}}}
+		Usage:            Usage{Calls: 2, Unreported: 1, Input: 30000, Cached: 25000, CacheWrite: 4000, Output: 300},
+		Summary:          Usage{Calls: 1, Input: 9000, Output: 800},
+		Direct:           Usage{Input: 41000, Cached: 20000, CacheWrite: 21000, Output: 300},
+		ServerCompaction: Usage{Calls: 1, Input: 15013, Output: 812},
+		Lines:            []Line{{LastSent: 21000}}}
 	data, err := encodeRecord(&r)
 	if err != nil {
 		t.Fatal(err)
@@ -103,8 +105,9 @@ func TestUsageCountersOnDisk(t *testing.T) {
 	}
 	for _, old := range []string{goldenV1, goldenWritten} {
 		got, err := decodeRecord(r.Key, []byte(old))
-		if err != nil || got.Usage != (Usage{}) || got.Summary != (Usage{}) || got.Direct != (Usage{}) || got.Lines[0].LastSent != 0 {
-			t.Errorf("a record written before usage was summed: %+v %+v %+v, %v", got.Usage, got.Summary, got.Direct, err)
+		if err != nil || got.Usage != (Usage{}) || got.Summary != (Usage{}) || got.Direct != (Usage{}) || got.ServerCompaction != (Usage{}) ||
+			got.Lines[0].LastSent != 0 {
+			t.Errorf("a record written before usage was summed: %+v %+v %+v %+v, %v", got.Usage, got.Summary, got.Direct, got.ServerCompaction, err)
 		}
 	}
 }
@@ -160,6 +163,8 @@ func TestNormalizeMatchesRoundTrip(t *testing.T) {
 			Turns: []Turn{{TokensBefore: math.MaxInt32, TokensAfter: -1, InputTokens: math.MinInt32}},
 		},
 		"cache counts": {Turns: []Turn{{InputTokens: 90, CachedTokens: 80}, {InputTokens: 95, CacheWriteTokens: 5}, {InputTokens: 1}}},
+		"server compaction": {ServerCompaction: Usage{Calls: 1, Input: 15013, Output: 812},
+			Turns: []Turn{{InputTokens: 108, ServerCompactionInput: 15013, ServerCompactionOutput: 812}, {InputTokens: 9, ServerCompactionOutput: 1}}},
 		"usage": {Usage: Usage{Calls: 1, Input: 90, Cached: 80}, Summary: Usage{Unreported: 1}, Direct: Usage{Output: math.MaxInt64},
 			Lines: []Line{{LastSent: 7}}},
 	}
@@ -192,7 +197,10 @@ func TestDiskTurnsUnmarshal(t *testing.T) {
 		{in: `null`, want: nil},
 		{in: ` [ [ 0 , 1 , 2 , 3 , 0 ] ] `, want: []Turn{{TokensBefore: 1, TokensAfter: 2, InputTokens: 3}}},
 		{in: `[[1735787045000,1,2,3,1,77,88]]`, want: []Turn{{At: t0, TokensBefore: 1, TokensAfter: 2, InputTokens: 3, Compacted: true, CachedTokens: 77, CacheWriteTokens: 88}}},
-		{in: `[[1735787045000,1,2,3,1,77,88,99,100]]`, want: []Turn{{At: t0, TokensBefore: 1, TokensAfter: 2, InputTokens: 3, Compacted: true, CachedTokens: 77, CacheWriteTokens: 88}}},
+		{in: `[[1735787045000,1,2,3,1,77,88,99,100]]`, want: []Turn{{At: t0, TokensBefore: 1, TokensAfter: 2, InputTokens: 3, Compacted: true,
+			CachedTokens: 77, CacheWriteTokens: 88, ServerCompactionInput: 99, ServerCompactionOutput: 100}}},
+		{in: `[[1735787045000,1,2,3,1,77,88,99,100,101]]`, want: []Turn{{At: t0, TokensBefore: 1, TokensAfter: 2, InputTokens: 3, Compacted: true,
+			CachedTokens: 77, CacheWriteTokens: 88, ServerCompactionInput: 99, ServerCompactionOutput: 100}}},
 		{in: `[[1,2,3,4,0,5]]`, want: []Turn{{At: time.UnixMilli(1).UTC(), TokensBefore: 2, TokensAfter: 3, InputTokens: 4, CachedTokens: 5}}},
 		{in: `[[-1000,0,0,0,0]]`, want: []Turn{{At: time.Unix(-1, 0).UTC()}}},
 		{in: `[[1,2,3,4]]`, bad: true},
@@ -215,6 +223,15 @@ func TestDiskTurnsUnmarshal(t *testing.T) {
 		if err != nil || !reflect.DeepEqual([]Turn(got.Turns), c.want) {
 			t.Errorf("%s = %+v, %v; want %+v", c.in, got.Turns, err, c.want)
 		}
+	}
+}
+
+// A turn the server compacted is written with its cache counts, 0 or
+// not, so that its own two numbers keep their places.
+func TestServerCompactionTurnOnDisk(t *testing.T) {
+	out, err := json.Marshal(diskTurns{{At: t0, InputTokens: 108, ServerCompactionInput: 15013, ServerCompactionOutput: 812}, {InputTokens: 5}})
+	if want := `[[1735787045000,0,0,108,0,0,0,15013,812],[0,0,0,5,0]]`; err != nil || string(out) != want {
+		t.Errorf("%s, %v; want %s", out, err, want)
 	}
 }
 

@@ -44,6 +44,10 @@ type Record struct {
 	// (rewrite.DirectUsage): Usage and Direct priced alike are the bill
 	// through ctxpress and without it.
 	Usage, Summary, Direct Usage
+	// ServerCompaction is the part of Usage (and of Direct) that the
+	// upstream's own compactions of the requests used (Anthropic's
+	// usage.iterations), its Calls how many turns the upstream compacted.
+	ServerCompaction Usage
 
 	// Branches are the summaries this conversation can resume from; see
 	// Branch. At most MaxBranches; order is not meaningful.
@@ -178,6 +182,11 @@ type Turn struct {
 	// (Anthropic's cache_read_input_tokens, cache_creation_input_tokens);
 	// 0 when not reported.
 	CachedTokens, CacheWriteTokens int
+	// ServerCompactionInput and ServerCompactionOutput are what the
+	// upstream's own compaction of this request used, billed on top of
+	// InputTokens (which then counts the context after it); 0 when the
+	// upstream did not compact.
+	ServerCompactionInput, ServerCompactionOutput int
 }
 
 // PutBranch stores b as written by a compaction at now: it replaces the branch

@@ -15,6 +15,21 @@ type Usage struct {
 	CacheWriteTokens int
 	// Found reports whether the answer carried usage at all.
 	Found bool
+	// ServerCompacted reports whether the upstream compacted the request
+	// itself before answering it (Anthropic's usage.iterations with a
+	// "compaction" entry). The fields above then count only the context
+	// the model saw after that compaction, not the request forwarded.
+	ServerCompacted bool
+	// ServerCompaction is what that compaction used, billed on top of the
+	// fields above; zero when the upstream did not compact.
+	ServerCompaction Tokens
+}
+
+// Tokens are the token counts of one part of an answer, counted as Usage
+// counts them: InputTokens is every prompt token, CachedTokens and
+// CacheWriteTokens the parts of it read from and written to the cache.
+type Tokens struct {
+	InputTokens, OutputTokens, CachedTokens, CacheWriteTokens int
 }
 
 // Reply is an answer ctxpress writes itself (to "/compact"), in the

@@ -174,6 +174,10 @@ async function loadDetail() {
   fact("requests", fmt(d.requests));
   fact("tokens saved", fmt(d.tokens_saved));
   fact("cached", pct(d.cached_share) + " of " + fmt(d.usage.input_tokens) + " input tokens" + unreported(d.usage));
+  const server = d.server_compaction_usage;
+  if (server && server.calls) {
+    fact("upstream compactions", fmt(server.calls) + ": " + fmt(server.input_tokens) + " input, " + fmt(server.output_tokens) + " output tokens (in the usage above)");
+  }
   if (state.showMoney) {
     fact("cost", amount(d.cost, d.cost_unit));
     fact("summary calls", fmt(d.summary_usage.calls) + " for " + amount(d.summary_cost, d.cost_unit) + unreported(d.summary_usage));
@@ -236,6 +240,8 @@ function drawChart(turns) {
     const tip = svg("title", {});
     tip.textContent = "turn " + (i + 1) + ": " + fmt(t.tokens_before) + " → " + fmt(t.tokens_after) + " tokens" +
       (t.input_tokens ? " (upstream counted " + fmt(t.input_tokens) + (t.cached_tokens ? ", " + fmt(t.cached_tokens) + " cached" : "") + ")" : "") +
+      (t.server_compaction_input_tokens ? ", upstream compacted it: " + fmt(t.server_compaction_input_tokens) + " input, " +
+        fmt(t.server_compaction_output_tokens || 0) + " output tokens" : "") +
       (t.compacted ? ", compacted" : "");
     a.append(tip);
     root.append(b, a);

@@ -19,7 +19,9 @@ type Usage = wire.Usage
 // in three parts (input_tokens is what was neither read from nor written to
 // the cache); InputTokens is their sum, the prompt's size as the other
 // formats report it, CachedTokens the cache reads, CacheWriteTokens the
-// cache writes. A missing or null object gives Found=false.
+// cache writes. A missing or null object gives Found=false. Its
+// "iterations", when the server compacted the request, give
+// ServerCompacted and ServerCompaction (serverCompaction).
 func ReadUsage(u gjson.Result) Usage {
 	if !u.IsObject() {
 		return Usage{}
@@ -28,13 +30,36 @@ func ReadUsage(u gjson.Result) Usage {
 	if !in.Exists() && !read.Exists() && !write.Exists() && !u.Get("output_tokens").Exists() {
 		return Usage{}
 	}
-	return Usage{
+	usage := Usage{
 		InputTokens:      int(in.Int() + read.Int() + write.Int()),
 		OutputTokens:     int(u.Get("output_tokens").Int()),
 		CachedTokens:     int(read.Int()),
 		CacheWriteTokens: int(write.Int()),
 		Found:            true,
 	}
+	usage.ServerCompaction, usage.ServerCompacted = serverCompaction(u.Get("iterations"))
+	return usage
+}
+
+// serverCompaction sums the "compaction" entries of a usage's iterations:
+// the server's own compaction of the request, billed apart from the
+// "message" iteration the top-level fields describe. Other entries
+// ("message", and types this version does not know) are not counted; a
+// missing, null or empty array gives compacted=false.
+func serverCompaction(iterations gjson.Result) (sum wire.Tokens, compacted bool) {
+	iterations.ForEach(func(_, it gjson.Result) bool {
+		if it.Get("type").String() != "compaction" {
+			return true
+		}
+		compacted = true
+		read, write := int(it.Get("cache_read_input_tokens").Int()), int(it.Get("cache_creation_input_tokens").Int())
+		sum.InputTokens += int(it.Get("input_tokens").Int()) + read + write
+		sum.OutputTokens += int(it.Get("output_tokens").Int())
+		sum.CachedTokens += read
+		sum.CacheWriteTokens += write
+		return true
+	})
+	return sum, compacted
 }
 
 // UsageFromJSON reads usage from a whole (non-streamed) message; not JSON
@@ -53,7 +78,8 @@ func UsageFromJSON(body []byte) Usage {
 // message_start carries the prompt's usage; message_delta carries usage
 // again, cumulative: Anthropic repeats every field, llama-server only
 // output_tokens. So a field message_delta names replaces the one before,
-// and one it leaves out keeps its message_start value.
+// and one it leaves out keeps its message_start value. So do "iterations",
+// wherever they come (message_delta, where a server compaction shows).
 type StreamWatch struct {
 	events           sse.JSONEvents
 	usage            Usage
@@ -92,6 +118,9 @@ func (w *StreamWatch) merge(u gjson.Result) {
 	}
 	if v := u.Get("output_tokens"); v.Exists() {
 		w.usage.OutputTokens = int(v.Int())
+	}
+	if v := u.Get("iterations"); v.Exists() {
+		w.usage.ServerCompaction, w.usage.ServerCompacted = serverCompaction(v)
 	}
 	w.usage.InputTokens = int(w.in + w.read + w.write)
 	w.usage.CachedTokens, w.usage.CacheWriteTokens = int(w.read), int(w.write)
