@@ -352,7 +352,7 @@ func TestEditedHistoryCompactCommandAndRestart(t *testing.T) {
 	if a.status != 200 {
 		t.Fatalf("edited: %d %s", a.status, a.body)
 	}
-	cp.waitLog("history differs from every stored summary (edited or rewound); no summary applied", func(map[string]any) bool { return true })
+	cp.waitLog("history differs from every stored summary (edited, rewound, or compacted by the provider); no summary applied", func(map[string]any) bool { return true })
 }
 
 // A server killed mid-stream: the client's stream ends in an error (never a

@@ -207,7 +207,7 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 		return nil, false
 	}
 	if c.res.SummaryMiss {
-		s.log.Info().Str("conversation", id.ID).Msg("history differs from every stored summary (edited or rewound); no summary applied")
+		s.log.Info().Str("conversation", id.ID).Msg("history differs from every stored summary (edited, rewound, or compacted by the provider); no summary applied")
 	}
 	if id.ID != "" {
 		c.t.line, c.nums = lineOf(&c.rec, c.res)

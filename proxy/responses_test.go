@@ -211,12 +211,13 @@ func TestResponsesUpstreamDownIsAnOpenAIError(t *testing.T) {
 	}
 }
 
-// /v1/responses/compact and /v1/responses/input_tokens are not
-// conversation turns: they pass through byte for byte, unrecorded.
+// /v1/responses/compact (the client's own compaction) and
+// /v1/responses/input_tokens are not conversation turns: they pass through
+// byte for byte, unrecorded and never compacted, far over the trigger.
 func TestResponsesSubpathsPassThrough(t *testing.T) {
 	up := newResponsesUpstream(t)
 	deps, st := responsesDeps(t)
-	p := startProxyWith(t, Config{Upstream: up.BaseURL()}, deps)
+	p := startProxyWith(t, compactionConfig(up.BaseURL()), deps)
 	body := string(codexCapture(t, "codex171-exec-loop.json"))
 	for _, path := range []string{"/responses/compact", "/responses/input_tokens"} {
 		_, _, header := send(t, http.MethodPost, p.BaseURL()+path, body, map[string]string{"session-id": "sub", "Authorization": "Bearer sk-agent"})
@@ -230,5 +231,8 @@ func TestResponsesSubpathsPassThrough(t *testing.T) {
 	}
 	if _, ok, _ := st.Get(state.NewKey([]byte("Bearer sk-agent"), "sub")); ok {
 		t.Error("a pass-through request was recorded")
+	}
+	if _, summaries := up.turns(); len(summaries) != 0 || len(body) < 4*testTrigger {
+		t.Errorf("%d summary calls for a %d-byte body", len(summaries), len(body))
 	}
 }
