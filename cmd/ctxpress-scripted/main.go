@@ -44,7 +44,10 @@
 // input_tokens_details.cached_tokens, output_tokens and total_tokens, and
 // a request is refused as api.openai.com refuses it (internal/responsestest,
 // with the ledger of the reasoning items and responses this server issued);
-// -cut-stream ends streamed answers without response.completed.
+// -cut-stream ends streamed answers without response.completed. A request
+// ending in compaction_trigger (codex's remote compaction) gets one
+// compaction item, and the input is read and counted from the latest
+// compaction item on.
 //
 // Recording (-record DIR): each body as DIR/NNNN.json and one JSON line per
 // request in DIR/requests.jsonl: kind, stream, status, error, warnings,

@@ -48,6 +48,10 @@ func parseResponses(body []byte, l *responsestest.Ledger) (responsesPrompt, *res
 	}
 	p.Parts = append(p.Parts, len(p.Rendered))
 	for _, it := range req.Items {
+		if it.Type == "compaction" || it.Type == "compaction_summary" {
+			// The model reads the input from the latest compaction on.
+			p.Rendered, p.Parts = p.Rendered[:p.Parts[0]], p.Parts[:1]
+		}
 		p.Rendered = append(append(p.Rendered, it.Raw...), '\n')
 		p.Parts = append(p.Parts, len(it.Raw)+1)
 		if it.Type == "message" && it.Role == "user" {
@@ -126,9 +130,18 @@ func (s *server) responsesTurn(r *http.Request, body []byte, readErr error) func
 	}
 	u := s.observe(e.Session+"/"+p.Kind, p.prompt, &e)
 	st.count(u, e)
-	a := s.answer(e.Session, p.prompt)
+	a := answer{Compaction: true}
+	if !p.Req.Trigger() {
+		// The client's own compaction (codex's remote compaction) gets one
+		// compaction item, which only this server can read back; the
+		// script does not move on.
+		a = s.answer(e.Session, p.prompt)
+	}
 	u.Completion = len(a.Text)/4 + 1 + reasoningTokens
 	e.Answer = "text " + firstLine(a.Text)
+	if a.Compaction {
+		e.Answer = "compaction"
+	}
 	if len(a.Calls) > 0 {
 		e.Answer = "call"
 		for _, c := range a.Calls {
@@ -160,13 +173,18 @@ type response struct {
 func (s *server) responseObject(p responsesPrompt, a answer, u usage) response {
 	r := response{id: fmt.Sprintf("resp_scripted_%d", s.n), created: time.Now().Unix()}
 	sum := sha256.Sum256([]byte(fmt.Sprintf("scripted reasoning %d %s", s.n, r.id)))
-	r.items = append(r.items, map[string]any{"id": fmt.Sprintf("rs_scripted_%d", s.n), "type": "reasoning",
-		"summary": []any{}, "encrypted_content": "gAAAAB" + base64.StdEncoding.EncodeToString(append(sum[:], sum[:]...))})
+	if a.Compaction {
+		r.items = append(r.items, map[string]any{"id": fmt.Sprintf("cmp_scripted_%d", s.n), "type": "compaction",
+			"encrypted_content": "gAAAAC" + base64.StdEncoding.EncodeToString(append(sum[:], sum[:]...))})
+	} else {
+		r.items = append(r.items, map[string]any{"id": fmt.Sprintf("rs_scripted_%d", s.n), "type": "reasoning",
+			"summary": []any{}, "encrypted_content": "gAAAAB" + base64.StdEncoding.EncodeToString(append(sum[:], sum[:]...))})
+	}
 	for j, c := range a.Calls {
 		r.items = append(r.items, map[string]any{"id": fmt.Sprintf("fc_scripted_%d_%d", s.n, j), "type": "function_call",
 			"status": "completed", "arguments": c.Arguments, "call_id": c.ID, "name": c.Name})
 	}
-	if len(a.Calls) == 0 {
+	if len(a.Calls) == 0 && !a.Compaction {
 		r.items = append(r.items, map[string]any{"id": fmt.Sprintf("msg_scripted_%d", s.n), "type": "message",
 			"status": "completed", "role": "assistant",
 			"content": []any{map[string]any{"type": "output_text", "annotations": []any{}, "logprobs": []any{}, "text": a.Text}}})

@@ -283,3 +283,46 @@ func TestResponsesContextWindow(t *testing.T) {
 		t.Fatalf("a short input after: %d %s", status, b)
 	}
 }
+
+// codex's remote compaction against the scripted server: a request ending
+// in compaction_trigger gets one compaction item and nothing else (the
+// script does not move on); the history started again from it is
+// accepted, counted from the compaction on, and the script goes on where
+// it was; a forged compaction is refused as OpenAI refuses it.
+func TestResponsesRemoteCompaction(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "sse"}[stream], func(t *testing.T) {
+			_, ts := start(t, config{steps: []parStep{parseSteps("ls -la"), parseSteps("cat a.py")}})
+			client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0),
+				option.WithHeader("X-Session-ID", "thread_c"))
+			history := []json.RawMessage{json.RawMessage(codexAsk)}
+			r, err := respond(t, client, history, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			history, _ = advance(history, r)
+			before := history
+			r, err = respond(t, client, append(history, json.RawMessage(`{"type":"compaction_trigger"}`)), stream)
+			if err != nil || len(r.Output) != 1 || r.Output[0].Type != "compaction" || r.Output[0].EncryptedContent == "" {
+				t.Fatalf("the compaction: %v %s", err, r.RawJSON())
+			}
+			history = []json.RawMessage{json.RawMessage(r.Output[0].RawJSON()), json.RawMessage(codexAsk)}
+			r, err = respond(t, client, history, stream)
+			if err != nil {
+				t.Fatalf("the history after the compaction: %v", err)
+			}
+			if calls := r.Output[1]; calls.Type != "function_call" || calls.Arguments.OfString != `{"cmd":"cat a.py"}` {
+				t.Fatalf("the script did not go on where it was: %s", r.RawJSON())
+			}
+			forged := strings.Replace(string(history[0]), "gAAAAC", "gAAAAX", 1)
+			if _, err := respond(t, client, []json.RawMessage{json.RawMessage(forged), json.RawMessage(codexAsk)}, stream); err == nil {
+				t.Fatal("a forged compaction was accepted")
+			}
+			// What comes before the compaction is not read, nor counted.
+			again, err := respond(t, client, append(before[:len(before):len(before)], history...), stream)
+			if err != nil || again.Usage.InputTokens != r.Usage.InputTokens {
+				t.Errorf("counted %d tokens with the compacted items before, %d without (%v)", again.Usage.InputTokens, r.Usage.InputTokens, err)
+			}
+		})
+	}
+}

@@ -61,6 +61,9 @@ type toolCall struct {
 type answer struct {
 	Text  string
 	Calls []toolCall
+	// Compaction: the answer is one compaction item (Responses), to a
+	// request that asked for it.
+	Compaction bool
 }
 
 // usage is what the server reports.
