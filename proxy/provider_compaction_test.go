@@ -150,10 +150,11 @@ func TestCodexRemoteCompactionThroughCtxpress(t *testing.T) {
 	}
 }
 
-// A request whose items before the provider's latest compaction are far
-// over the trigger, and whose items after it are not, is not compacted:
-// the provider reads from the compaction on.
-func TestWhatTheProviderCompactedDoesNotTrigger(t *testing.T) {
+// A request over the trigger only by the items before the provider's
+// latest compaction item is not compacted again: ctxpress never summarises
+// across the provider's compaction, and the items before it go on as the
+// client placed them.
+func TestWhatTheProviderCompactedIsNotCompactedAgain(t *testing.T) {
 	up := newResponsesUpstream(t)
 	up.toolTurns = 0
 	deps, _ := responsesDeps(t)
@@ -177,7 +178,7 @@ func TestWhatTheProviderCompactedDoesNotTrigger(t *testing.T) {
 	if len(summaries) != 0 || a.header.Get(HeaderCompacted) == "true" {
 		t.Fatalf("compacted what the provider had compacted (%d summary calls)", len(summaries))
 	}
-	if !strings.Contains(string(turns[len(turns)-1].body), "old_19") {
-		t.Fatal("an item before the compaction was dropped")
+	if last := turns[len(turns)-1]; !strings.Contains(string(last.body), "old_19") || last.input < testTrigger {
+		t.Fatalf("an item before the compaction was dropped, or the request was under the trigger (%d tokens)", last.input)
 	}
 }

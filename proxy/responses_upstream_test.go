@@ -94,16 +94,14 @@ func (u *responsesUpstream) turns() (turns, summaries []upstreamTurn) {
 }
 
 // inputTokens is this server's count of a request: its input and tools,
-// in bytes/4, as a provider prefills them. The model reads the input from
-// its latest compaction item on, which stands for compactionTokens.
+// in bytes/4, as a provider prefills them; a compaction item stands for
+// compactionTokens, whatever its encrypted content's length.
 func inputTokens(body []byte) int {
 	input := gjson.GetBytes(body, "input")
 	n := len(input.Raw)
-	items := input.Array()
-	for i := len(items) - 1; i >= 0; i-- {
-		if t := items[i].Get("type").Str; t == "compaction" || t == "compaction_summary" {
-			n = 4*compactionTokens + len(input.Raw) - (items[i].Index - input.Index + len(items[i].Raw))
-			break
+	for _, it := range input.Array() {
+		if t := it.Get("type").Str; t == "compaction" || t == "compaction_summary" {
+			n += 4*compactionTokens - len(it.Raw)
 		}
 	}
 	return (n + len(gjson.GetBytes(body, "tools").Raw) + 3) / 4

@@ -85,9 +85,9 @@ func (v *view) render(plan dedupPlan, res *Result) {
 		edits = append(edits, wire.Edit{Start: at + uc.merge.Start, End: at + uc.merge.End, Repl: uc.merge.Repl})
 	}
 
-	if from := max(req.Lead, req.AfterCompaction-1); from < v.lead {
-		// The provider's compaction and the outputs of its calls: kept,
-		// with their squash edits.
+	if from := v.firstRead(); from < v.lead {
+		// Up to a provider's compaction and the outputs of its calls:
+		// kept where the client put them, with their squash edits.
 		edits = v.tailEdits(edits, from, v.lead, plan, res)
 	}
 	edits = v.tailEdits(edits, first, n, plan, res)
@@ -102,6 +102,16 @@ func (v *view) render(plan dedupPlan, res *Result) {
 		res.Changed = true
 		res.BytesAfter = len(res.Body)
 	}
+}
+
+// firstRead is the first message after the leading instructions that the
+// provider reads.
+func (v *view) firstRead() int {
+	from := v.req.Lead
+	for from < v.lead && !v.req.ProviderReads(from) {
+		from++
+	}
+	return from
 }
 
 // tailEdits appends to edits those of the client messages [first, end)

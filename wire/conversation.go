@@ -65,10 +65,16 @@ type Conversation struct {
 	ServerHistory bool
 	// AfterCompaction is one past the message that holds the latest
 	// compaction the provider made of the history (Responses' compaction
-	// item, Messages' compaction block); 0 when there is none. The
-	// provider reads nothing before that message: those messages are
-	// neither counted nor edited, and no summary or cut crosses it.
+	// item, Messages' compaction block); 0 when there is none. No summary
+	// or cut crosses it: the compaction and everything before it are sent
+	// as the client placed them.
 	AfterCompaction int
+	// DropsBeforeCompaction reports that the provider reads nothing
+	// before the latest compaction (Messages: the API drops every block
+	// before it), so those messages are neither counted nor edited. The
+	// Responses API reads the items before a compaction item (the user
+	// messages /responses/compact keeps, codex's initial context).
+	DropsBeforeCompaction bool
 	// ProviderCompacts reports a request that asks the provider to compact
 	// it (Responses' compaction_trigger item, a Messages context_management
 	// compact edit): the client's own compaction, which ctxpress must not
@@ -338,9 +344,11 @@ type Binder interface {
 	DropMismatched(c *Conversation) (ed Edit, ok bool)
 }
 
-// ProviderReads reports whether the provider reads message m: it is not
-// before the latest provider compaction (AfterCompaction).
-func (c *Conversation) ProviderReads(m int) bool { return m >= c.AfterCompaction-1 }
+// ProviderReads reports whether the provider reads message m: all of them
+// but, where the provider drops them, those before its latest compaction.
+func (c *Conversation) ProviderReads(m int) bool {
+	return !c.DropsBeforeCompaction || m >= c.AfterCompaction-1
+}
 
 // Bytes returns message m's bytes as sent.
 func (c *Conversation) Bytes(m int) []byte { return c.Messages[m].Of(c.Body) }

@@ -46,8 +46,7 @@
 // with the ledger of the reasoning items and responses this server issued);
 // -cut-stream ends streamed answers without response.completed. A request
 // ending in compaction_trigger (codex's remote compaction) gets one
-// compaction item, and the input is read and counted from the latest
-// compaction item on.
+// compaction item, which only this server can read back.
 //
 // Recording (-record DIR): each body as DIR/NNNN.json and one JSON line per
 // request in DIR/requests.jsonl: kind, stream, status, error, warnings,

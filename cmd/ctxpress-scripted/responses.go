@@ -48,10 +48,6 @@ func parseResponses(body []byte, l *responsestest.Ledger) (responsesPrompt, *res
 	}
 	p.Parts = append(p.Parts, len(p.Rendered))
 	for _, it := range req.Items {
-		if it.Type == "compaction" || it.Type == "compaction_summary" {
-			// The model reads the input from the latest compaction on.
-			p.Rendered, p.Parts = p.Rendered[:p.Parts[0]], p.Parts[:1]
-		}
 		p.Rendered = append(append(p.Rendered, it.Raw...), '\n')
 		p.Parts = append(p.Parts, len(it.Raw)+1)
 		if it.Type == "message" && it.Role == "user" {

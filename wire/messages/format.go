@@ -90,7 +90,7 @@ func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conv
 func conversation(req *Request) *wire.Conversation {
 	resume := req.top // not &req.top: a remembered parse keeps it, and never the body
 	c := &wire.Conversation{Body: req.Body, Model: req.Model, Stream: req.Stream, Priming: replyPriming,
-		SystemSlot: true, SessionID: req.SessionID, StandingInstructions: true, Resume: &resume}
+		SystemSlot: true, SessionID: req.SessionID, StandingInstructions: true, DropsBeforeCompaction: true, Resume: &resume}
 	for _, s := range []Span{req.System, req.Tools} {
 		if s.Exists() {
 			c.Counted = append(c.Counted, s)

@@ -39,6 +39,19 @@ func TestStreamWatchReadsUsageFromCompletedWhereverReadsSplit(t *testing.T) {
 	}
 }
 
+// A stream whose response holds a compaction item was compacted by the
+// provider: its usage teaches no calibration.
+func TestStreamWatchSeesAProviderCompaction(t *testing.T) {
+	compactedStream := strings.Replace(completedStream, `"status":"completed","output":[]`, `"status":"completed","output":[{"id":"cmp_1","type":"compaction","encrypted_content":"gAAA"}]`, 1)
+	for stream, want := range map[string]bool{completedStream: false, compactedStream: true} {
+		var w StreamWatch
+		w.Observe([]byte(stream))
+		if u := w.Usage(); !u.Found || u.ServerCompacted != want {
+			t.Fatalf("usage %+v, want compacted %v", u, want)
+		}
+	}
+}
+
 func TestStreamWatchSeesAStreamCutShort(t *testing.T) {
 	cut := completedStream[:strings.Index(completedStream, "event: response.completed")]
 	var w StreamWatch
@@ -57,8 +70,12 @@ func TestUsageFromJSON(t *testing.T) {
 	for body, want := range map[string]Usage{
 		`{"object":"response","usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":4},"output_tokens":2}}`: {InputTokens: 10, CachedTokens: 4, OutputTokens: 2, Found: true},
 		`{"object":"response","usage":null}`: {},
-		`{"object":"response"}`:              {},
-		`not json`:                           {},
+		// The provider compacted the input (context_management or a trigger): its usage is not of the request as sent.
+		`{"object":"response","output":[{"type":"compaction","encrypted_content":"gA"},{"type":"message"}],"usage":{"input_tokens":10,"output_tokens":2}}`: {InputTokens: 10, OutputTokens: 2, Found: true, ServerCompacted: true},
+		`{"object":"response","output":[{"type":"compaction_summary","encrypted_content":"gA"}],"usage":{"input_tokens":10,"output_tokens":2}}`:            {InputTokens: 10, OutputTokens: 2, Found: true, ServerCompacted: true},
+		`{"object":"response","output":[{"type":"message","content":"compaction"}],"usage":{"input_tokens":10,"output_tokens":2}}`:                         {InputTokens: 10, OutputTokens: 2, Found: true},
+		`{"object":"response"}`: {},
+		`not json`:              {},
 	} {
 		if got := UsageFromJSON([]byte(body)); got != want {
 			t.Errorf("UsageFromJSON(%s) = %+v, want %+v", body, got, want)

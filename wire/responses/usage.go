@@ -34,12 +34,28 @@ func ReadUsage(u gjson.Result) Usage {
 }
 
 // UsageFromJSON reads usage from a whole (non-streamed) response object;
-// not JSON gives Found=false.
+// not JSON gives Found=false. A response whose output holds a compaction
+// item is ServerCompacted: its input is not the request's as sent.
 func UsageFromJSON(body []byte) Usage {
 	if !jsonvalid.Valid(body) {
 		return Usage{}
 	}
-	return ReadUsage(gjson.GetBytes(body, "usage"))
+	u := ReadUsage(gjson.GetBytes(body, "usage"))
+	u.ServerCompacted = u.Found && compacted(gjson.GetBytes(body, "output"))
+	return u
+}
+
+// compacted reports whether a response's output holds the provider's
+// compaction of its input (context_management's threshold crossed, or
+// the client's compaction_trigger).
+func compacted(output gjson.Result) bool {
+	found := false
+	output.ForEach(func(_, it gjson.Result) bool {
+		t := it.Get("type").Str
+		found = t == KindCompaction || t == KindCompactionSummary
+		return !found
+	})
+	return found
 }
 
 // Stream ends. A stream that ends without one of them was cut short: the
@@ -68,6 +84,7 @@ func (w *StreamWatch) event(data []byte) {
 	case eventCompleted, eventIncomplete, eventFailed, eventError:
 		w.end = typ
 		if u := ReadUsage(gjson.GetBytes(data, "response.usage")); u.Found {
+			u.ServerCompacted = compacted(gjson.GetBytes(data, "response.output"))
 			w.usage = u
 		}
 	}
