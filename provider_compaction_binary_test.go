@@ -149,8 +149,6 @@ type fakeTurn struct {
 	status  int
 	refusal string
 	input   int // input tokens reported (or refused at)
-	// content is a Messages answer's content blocks, raw.
-	content []string
 }
 
 var allCallKinds = []string{"function_call", "shell_call", "apply_patch_call", "computer_call", "mcp_approval_request"}
@@ -775,10 +773,6 @@ func (f *msgFake) serve(w http.ResponseWriter, r *http.Request) {
 		stop = "tool_use"
 	default:
 		blocks = append(blocks, map[string]any{"type": "text", "text": "Done."})
-	}
-	for _, b := range blocks {
-		raw, _ := json.Marshal(b)
-		g.content = append(g.content, string(raw))
 	}
 	msg := map[string]any{"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": blocks,
 		"stop_reason": stop, "stop_sequence": nil, "usage": usage}
