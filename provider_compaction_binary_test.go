@@ -127,7 +127,7 @@ func (p *binaryProcess) count(msg string) int {
 // item and nothing else; a ctxpress summary call with a tagged summary;
 // any other turn with a reasoning item and parallel calls of kinds in
 // turn (each answer's calls start one kind further). It counts input as
-// bytes/4 from the latest compaction item on (which counts 120), and with
+// bytes/4, every item read (a compaction item counts 120), and with
 // window set refuses a request over it: llama-server's 400, or OpenAI's
 // (a 400, or, streamed, response.failed).
 type respFake struct {
@@ -170,11 +170,9 @@ func (f *respFake) turns() []fakeTurn {
 func respInput(body []byte) int {
 	in := gjson.GetBytes(body, "input")
 	n := len(in.Raw)
-	items := in.Array()
-	for i := len(items) - 1; i >= 0; i-- {
-		if t := items[i].Get("type").Str; t == "compaction" || t == "compaction_summary" {
-			n = 4*120 + len(in.Raw) - (items[i].Index - in.Index + len(items[i].Raw))
-			break
+	for _, it := range in.Array() {
+		if t := it.Get("type").Str; t == "compaction" || t == "compaction_summary" {
+			n += 4*120 - len(it.Raw)
 		}
 	}
 	return (n + len(gjson.GetBytes(body, "tools").Raw) + 3) / 4
