@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -380,24 +379,7 @@ func (a *respAgent) send(stream bool) (*responses.Response, error) {
 			}
 			return resp, err
 		})}
-	if !stream {
-		return a.client.Responses.New(context.Background(), params, opts...)
-	}
-	s := a.client.Responses.NewStreaming(context.Background(), params, opts...)
-	var done *responses.Response
-	for s.Next() {
-		if ev := s.Current(); ev.Type == "response.completed" {
-			r := ev.AsResponseCompleted().Response
-			done = &r
-		}
-	}
-	if err := s.Err(); err != nil {
-		return nil, err
-	}
-	if done == nil {
-		return nil, errors.New("the stream ended without response.completed")
-	}
-	return done, nil
+	return openaitest.Respond(a.client, params, stream, opts...)
 }
 
 // turn sends the next request, fails the test unless it is answered, and

@@ -3,13 +3,13 @@
 package e2e
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -96,24 +96,7 @@ func describe(err error) string {
 // respond sends the conversation's next request, whole or streamed (the
 // answer then is response.completed's; a stream without it is an error).
 func respond(client openai.Client, c *responsesConvo, stream bool, opts ...option.RequestOption) (*responses.Response, error) {
-	if !stream {
-		return client.Responses.New(context.Background(), c.params(), opts...)
-	}
-	s := client.Responses.NewStreaming(context.Background(), c.params(), opts...)
-	var done *responses.Response
-	for s.Next() {
-		if ev := s.Current(); ev.Type == "response.completed" {
-			r := ev.AsResponseCompleted().Response
-			done = &r
-		}
-	}
-	if err := s.Err(); err != nil {
-		return nil, err
-	}
-	if done == nil {
-		return nil, errors.New("the stream ended without response.completed")
-	}
-	return done, nil
+	return openaitest.Respond(client, c.params(), stream, opts...)
 }
 
 // A codex-shaped Responses tool conversation through ctxpress with the

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/state"
@@ -84,27 +84,10 @@ func (a *responsesAgent) send(stream bool, extra ...option.RequestOption) (*resp
 			return resp, err
 		})}, a.opts...)
 	opts = append(opts, extra...)
-	if !stream {
-		return a.client.Responses.New(context.Background(), a.params(), opts...)
-	}
-	s := a.client.Responses.NewStreaming(context.Background(), a.params(), opts...)
-	var done *responses.Response
-	for s.Next() {
-		if ev := s.Current(); ev.Type == "response.completed" {
-			r := ev.AsResponseCompleted().Response
-			done = &r
-		}
-	}
-	if err := s.Err(); err != nil {
-		return nil, err
-	}
-	if done == nil {
-		return nil, errNoCompleted
-	}
-	return done, nil
+	return openaitest.Respond(a.client, a.params(), stream, opts...)
 }
 
-var errNoCompleted = errors.New("the stream ended without response.completed")
+var errNoCompleted = openaitest.ErrNoCompleted
 
 // turn sends the next request, fails the test unless it is answered, and
 // appends the answer's items and an output for each call.

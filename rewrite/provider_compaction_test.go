@@ -81,29 +81,10 @@ func TestCutsNeverSplitAnyCallKind(t *testing.T) {
 	}
 	check("the loop itself", body)
 	p := New(Config{Format: responses.Format{}, Squash: &squash.Config{}, Dedup: DefaultDedupConfig()})
-	base := p.RewriteWith(body, Options{})
-	check("squashed and deduped", base.Body)
-	cuts := map[int]bool{}
-	for keep := 1; keep < base.Messages; keep++ {
-		prop, ok := base.Compaction(keep, 0)
-		if !ok {
-			continue
-		}
-		cuts[prop.Cut] = true
-		res := p.RewriteWith(body, Options{Branches: []Branch{{Summary: "## Active Task\nCheck.", Covered: prop.Covered, Hash: prop.Hash}}})
-		if res.Applied != 0 {
-			t.Fatalf("keep %d: the summary of %d messages does not apply", keep, prop.Covered)
-		}
-		check("a compaction keeping "+strconv.Itoa(keep), res.Body)
-	}
-	for limit := 1; limit < base.Messages; limit++ {
-		check("a history cap of "+strconv.Itoa(limit), p.RewriteWith(body, Options{MaxHistoryMessages: limit}).Body)
-	}
-	for budget := base.TokensAfter; budget > 0; budget -= 100 {
-		check("a cut to fit "+strconv.Itoa(budget), p.RewriteWith(body, Options{FitTokens: budget}).Body)
-	}
-	if len(cuts) < 4 {
-		t.Fatalf("only %d distinct cuts tried", len(cuts))
+	check("squashed and deduped", p.RewriteWith(body, Options{}).Body)
+	cuts := everyCut(t, p, body, 100, func(what string, res Result) { check(what, res.Body) })
+	if cuts < 4 {
+		t.Fatalf("only %d distinct cuts tried", cuts)
 	}
 }
 
@@ -242,12 +223,7 @@ func TestProviderCompactionIsABoundary(t *testing.T) {
 	if tried == 0 {
 		t.Fatal("no compaction proposed")
 	}
-	for limit := 1; limit < res.Messages; limit++ {
-		check("a history cap of "+strconv.Itoa(limit), p.RewriteWith(body, Options{MaxHistoryMessages: limit}).Body)
-	}
-	for budget := res.TokensAfter; budget > 0; budget -= 200 {
-		check("a cut to fit "+strconv.Itoa(budget), p.RewriteWith(body, Options{FitTokens: budget}).Body)
-	}
+	everyCut(t, p, body, 200, func(what string, res Result) { check(what, res.Body) })
 }
 
 // A compaction item is counted by the size of its encrypted content, not

@@ -57,6 +57,19 @@ func TestCutsOfRealCodexParallelCallsKeepEveryRule(t *testing.T) {
 		t.Fatal("not understood")
 	}
 	check("squashed and deduped", base.Body)
+	cuts := everyCut(t, p, body, 250, func(what string, res Result) { check(what, res.Body) })
+	if cuts < 8 {
+		t.Fatalf("only %d distinct cuts tried", cuts)
+	}
+}
+
+// everyCut rewrites body with every cut ctxpress can make — a compaction
+// keeping any number of recent messages (its summary applied), a history
+// cap of any size, a cut to fit any budget down by step — and hands each
+// result to check; it returns how many distinct cuts were tried.
+func everyCut(t *testing.T, p *Pipeline, body []byte, step int, check func(what string, res Result)) int {
+	t.Helper()
+	base := p.RewriteWith(body, Options{})
 	cuts := map[int]bool{}
 	for keep := 1; keep < base.Messages; keep++ {
 		prop, ok := base.Compaction(keep, 0)
@@ -68,20 +81,17 @@ func TestCutsOfRealCodexParallelCallsKeepEveryRule(t *testing.T) {
 		if res.Applied != 0 {
 			t.Fatalf("keep %d: the summary of %d messages does not apply", keep, prop.Covered)
 		}
-		check("a compaction keeping "+strconv.Itoa(keep), res.Body)
+		check("a compaction keeping "+strconv.Itoa(keep), res)
 	}
 	for limit := 1; limit < base.Messages; limit++ {
 		res := p.RewriteWith(body, Options{MaxHistoryMessages: limit})
 		if res.Trimmed > 0 {
 			cuts[-limit] = true
 		}
-		check("a history cap of "+strconv.Itoa(limit), res.Body)
+		check("a history cap of "+strconv.Itoa(limit), res)
 	}
-	for budget := base.TokensAfter; budget > 0; budget -= 250 {
-		res := p.RewriteWith(body, Options{FitTokens: budget})
-		check("a cut to fit "+strconv.Itoa(budget), res.Body)
+	for budget := base.TokensAfter; budget > 0; budget -= step {
+		check("a cut to fit "+strconv.Itoa(budget), p.RewriteWith(body, Options{FitTokens: budget}))
 	}
-	if len(cuts) < 8 {
-		t.Fatalf("only %d distinct cuts tried", len(cuts))
-	}
+	return len(cuts)
 }

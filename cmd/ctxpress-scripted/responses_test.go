@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -32,24 +32,7 @@ func respond(t *testing.T, client openai.Client, history []json.RawMessage, stre
 	_ = json.Unmarshal([]byte(codexTools), &tools)
 	params := responses.ResponseNewParams{Model: "m", Store: openai.Bool(false)}
 	opts := []option.RequestOption{option.WithJSONSet("input", history), option.WithJSONSet("tools", tools)}
-	if !stream {
-		return client.Responses.New(context.Background(), params, opts...)
-	}
-	s := client.Responses.NewStreaming(context.Background(), params, opts...)
-	var done *responses.Response
-	for s.Next() {
-		if ev := s.Current(); ev.Type == "response.completed" {
-			r := ev.AsResponseCompleted().Response
-			done = &r
-		}
-	}
-	if err := s.Err(); err != nil {
-		return nil, err
-	}
-	if done == nil {
-		return nil, fmt.Errorf("stream ended without response.completed")
-	}
-	return done, nil
+	return openaitest.Respond(client, params, stream, opts...)
 }
 
 // The next history: what was sent, every output item as received (the
