@@ -227,6 +227,7 @@ func readMessagesAnswer(status int, contentType string, raw []byte) messagesAnsw
 	type building struct {
 		typ, text, sig, id, name string
 		input                    strings.Builder
+		encrypted                *string // a compaction's encrypted_content
 	}
 	var cur []*building
 	sc := bufio.NewScanner(bytes.NewReader(raw))
@@ -248,6 +249,12 @@ func readMessagesAnswer(status int, contentType string, raw []byte) messagesAnsw
 			b.text += d.Get("text").Str + d.Get("thinking").Str
 			b.sig += d.Get("signature").Str
 			b.input.WriteString(d.Get("partial_json").Str)
+			if d.Get("type").Str == "compaction_delta" {
+				b.text += d.Get("content").Str
+				if e := d.Get("encrypted_content"); e.Type == gjson.String {
+					b.encrypted = &e.Str
+				}
+			}
 		case "message_delta":
 			r.stop = ev.Get("delta.stop_reason").Str
 			usage(ev.Get("usage"))
@@ -262,6 +269,8 @@ func readMessagesAnswer(status int, contentType string, raw []byte) messagesAnsw
 			s, _ = json.Marshal(map[string]string{"type": "thinking", "thinking": b.text, "signature": b.sig})
 		case "tool_use":
 			s = []byte(fmt.Sprintf(`{"type":"tool_use","id":%q,"name":%q,"input":%s}`, b.id, b.name, b.input.String()))
+		case "compaction":
+			s, _ = json.Marshal(map[string]any{"type": "compaction", "content": b.text, "encrypted_content": b.encrypted})
 		default:
 			s, _ = json.Marshal(map[string]string{"type": "text", "text": b.text})
 		}

@@ -28,7 +28,13 @@ import (
 // request's cache_control markers (input, cache read, cache write). A
 // summary call (one user message opening with the summariser's preamble)
 // is answered with testSummary. /v1/messages/count_tokens is answered
-// with the request's count.
+// with the request's count. A request with a compact_20260112 edit whose
+// input (counted from its latest compaction block on, as the model reads
+// it) is over the edit's trigger is compacted first, as Anthropic's
+// server compaction: the answer opens with a compaction block (issued in
+// the ledger) and goes on from it, or stops there with
+// pause_after_compaction; usage.iterations holds the compaction's and the
+// message's, the top level the message's.
 type messagesUpstream struct {
 	*httptest.Server
 	ledger *messagestest.Ledger
@@ -54,11 +60,12 @@ type messagesUpstream struct {
 	// noTemperature are the models that refuse temperature, as newer
 	// Claude models do.
 	noTemperature map[string]bool
-	// serverCompaction, when its input is set, is how a request that asks
-	// the server to compact (context_management's compact_20260112) is
-	// answered, as Anthropic's answer once it compacted: usage.iterations
-	// with the compaction's input and output and the message's, the top
-	// level the message's, which saw after tokens of context.
+	// serverCompaction, when its input is set, is the usage a request that
+	// asks the server to compact (context_management's compact_20260112)
+	// is answered with whatever its trigger, as Anthropic's once it
+	// compacted: usage.iterations with the compaction's input and output
+	// and the message's, the top level the message's, which saw after
+	// tokens of context. Its content has no compaction block.
 	serverCompaction struct{ input, output, after int }
 	got              []messagesTurn // guarded by mu
 	n                int
@@ -77,6 +84,9 @@ type messagesTurn struct {
 	// input, the cache's read and write; prompt is their sum.
 	input, cacheRead, cacheWrite, output int
 	dropped                              []string // thinking blocks dropped under drop_block
+	// compacted: the server compacted this request (a compaction block
+	// opened its answer); its input and cache are the message's.
+	compacted bool
 }
 
 func (g messagesTurn) prompt() int { return g.input + g.cacheRead + g.cacheWrite }
@@ -179,11 +189,27 @@ func (u *messagesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	g.status = http.StatusOK
 	u.n++
 	id := fmt.Sprintf("msg_up_%d", u.n)
-	blocks := u.blocks(req, id, body, g.summary)
+	edit, compact := compactEdit(body)
+	compact = compact && !g.summary && total > edit.trigger
+	var blocks []map[string]any
+	var compaction map[string]any // the compaction iteration's usage
+	if compact {
+		blocks, compaction = u.compact(req, id, &g, edit.pause)
+		if !edit.pause {
+			blocks = append(blocks, u.blocks(req, id, body, false)...)
+		}
+	} else {
+		blocks = u.blocks(req, id, body, g.summary)
+	}
 	g.output = 7 * len(blocks)
 	usage := map[string]any{"input_tokens": g.input, "cache_creation_input_tokens": g.cacheWrite,
 		"cache_read_input_tokens": g.cacheRead, "output_tokens": g.output}
-	if c := u.serverCompaction; c.input > 0 && asksServerCompaction(body) {
+	if compaction != nil {
+		usage["iterations"] = []map[string]any{compaction, {"type": "message", "input_tokens": g.input, "output_tokens": g.output,
+			"cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}
+	}
+	if _, asks := compactEdit(body); asks && u.serverCompaction.input > 0 {
+		c := u.serverCompaction
 		g.input, g.cacheRead, g.cacheWrite = c.after, 0, 0
 		usage = map[string]any{"input_tokens": c.after, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": g.output,
 			"iterations": []map[string]any{
@@ -191,8 +217,11 @@ func (u *messagesUpstream) serve(w http.ResponseWriter, r *http.Request) {
 				{"type": "message", "input_tokens": c.after, "output_tokens": g.output, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}}
 	}
 	stop := "end_turn"
-	if blocks[len(blocks)-1]["type"] == "tool_use" {
+	switch blocks[len(blocks)-1]["type"] {
+	case "tool_use":
 		stop = "tool_use"
+	case "compaction":
+		stop = "compaction"
 	}
 	msg := map[string]any{"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": blocks,
 		"stop_reason": stop, "stop_sequence": nil, "usage": usage}
@@ -230,12 +259,33 @@ func (u *messagesUpstream) cache(req *messagestest.Request) (read, write int) {
 	return read, write
 }
 
+// ledgerOf is the ledger answers are issued in: u's, or a throwaway one
+// (signing still, for a client that sends it back) when u verifies none.
+func (u *messagesUpstream) ledgerOf() *messagestest.Ledger {
+	if u.ledger == nil {
+		return messagestest.NewLedger()
+	}
+	return u.ledger
+}
+
+// compact is the server's compaction of req: the compaction block that
+// opens answer id, issued in the ledger, and the compaction iteration's
+// usage. req becomes the request as the model reads it after the
+// compaction, and g's input the message's: the tools, system and summary.
+func (u *messagesUpstream) compact(req *messagestest.Request, id string, g *messagesTurn, pause bool) ([]map[string]any, map[string]any) {
+	summary := fmt.Sprintf("Server summary of %d messages: the agent read dateparse/parse.go looking for the leap-year bug.", req.Messages)
+	encrypted, after := u.ledgerOf().Compact(req, id, summary)
+	usage := map[string]any{"type": "compaction", "input_tokens": g.prompt(), "output_tokens": (len(summary) + 3) / 4,
+		"cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+	*req = *after
+	g.compacted = true
+	g.input, g.cacheRead, g.cacheWrite = (req.Prompt.Bytes(len(req.Prompt.Segments))+len(summary)+3)/4, 0, 0
+	return []map[string]any{{"type": "compaction", "content": summary, "encrypted_content": encrypted}}, usage
+}
+
 // blocks is the answer's content, its thinking signed into the ledger.
 func (u *messagesUpstream) blocks(req *messagestest.Request, id string, body []byte, summary bool) []map[string]any {
-	l := u.ledger
-	if l == nil { // signing still, for a client that sends it back
-		l = messagestest.NewLedger()
-	}
+	l := u.ledgerOf()
 	var out []map[string]any
 	if !summary && (req.Thinking == "enabled" || req.Thinking == "adaptive") {
 		text := "Thinking about the next step."
@@ -296,6 +346,9 @@ func (u *messagesUpstream) stream(w http.ResponseWriter, msg map[string]any, blo
 				event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": b["thinking"]}})
 			}
 			event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "signature_delta", "signature": b["signature"]}})
+		case "compaction":
+			event("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "compaction", "content": nil, "encrypted_content": nil}})
+			event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "compaction_delta", "content": b["content"], "encrypted_content": b["encrypted_content"]}})
 		case "tool_use":
 			event("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "tool_use", "id": b["id"], "name": b["name"], "input": map[string]any{}}})
 			in, _ := json.Marshal(b["input"])
@@ -312,15 +365,27 @@ func (u *messagesUpstream) stream(w http.ResponseWriter, msg map[string]any, blo
 	}
 }
 
-// asksServerCompaction reports whether a Messages body asks the server to
-// compact its context (a compact_20260112 edit).
-func asksServerCompaction(body []byte) bool {
+// serverCompactEdit is a request's compact_20260112 edit: its trigger (in
+// input tokens; the API's default when absent) and pause_after_compaction.
+type serverCompactEdit struct {
+	trigger int
+	pause   bool
+}
+
+// compactEdit returns body's compact edit, and whether it has one. (The
+// API takes no trigger under 50,000; this server takes any, for short
+// tests.)
+func compactEdit(body []byte) (serverCompactEdit, bool) {
 	for _, e := range gjson.GetBytes(body, "context_management.edits").Array() {
 		if e.Get("type").Str == "compact_20260112" {
-			return true
+			edit := serverCompactEdit{trigger: 150000, pause: e.Get("pause_after_compaction").Bool()}
+			if v := e.Get("trigger.value"); v.Exists() {
+				edit.trigger = int(v.Int())
+			}
+			return edit, true
 		}
 	}
-	return false
+	return serverCompactEdit{}, false
 }
 
 // isMessagesSummary reports whether body is ctxpress's summary call in

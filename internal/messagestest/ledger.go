@@ -10,14 +10,16 @@ import (
 // Ledger is what an upstream remembers of the thinking it produced, to
 // verify it when a client sends it back: each block's text and the prompt
 // it was produced after (a real signature binds both), and which blocks
-// each answer held.
+// each answer held; and of its compactions, each summary by its
+// encrypted_content.
 type Ledger struct {
-	mu       sync.Mutex
-	blocks   map[string]issued   // by signature (redacted_thinking: data)
-	answers  map[string][]string // answer id → its blocks' signatures in order
-	toolUses map[string]string   // tool_use id → answer id
-	issuedN  int
-	verified int // blocks sent back and accepted
+	mu          sync.Mutex
+	blocks      map[string]issued   // by signature (redacted_thinking: data)
+	compactions map[string]string   // encrypted_content → content
+	answers     map[string][]string // answer id → its blocks' signatures in order
+	toolUses    map[string]string   // tool_use id → answer id
+	issuedN     int
+	verified    int // blocks sent back and accepted
 }
 
 type issued struct {
@@ -28,7 +30,7 @@ type issued struct {
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{blocks: map[string]issued{}, answers: map[string][]string{}, toolUses: map[string]string{}}
+	return &Ledger{blocks: map[string]issued{}, compactions: map[string]string{}, answers: map[string][]string{}, toolUses: map[string]string{}}
 }
 
 // Think issues a thinking block with text, produced by answer after the
@@ -54,6 +56,22 @@ func (l *Ledger) issue(r *Request, answer, typ, text string) string {
 	return sig
 }
 
+// Compact issues a compaction block summarising the request r as summary,
+// in answer, and returns its encrypted_content and the request as the
+// model reads it after the compaction (tools and system; the compaction
+// block opens the answer): issue the answer's thinking against it.
+func (l *Ledger) Compact(r *Request, answer, summary string) (encrypted string, after *Request) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.issuedN++
+	h := sha256.Sum256([]byte(fmt.Sprintf("compaction|%s|%d|%s", answer, l.issuedN, summary)))
+	encrypted = "cmp_" + base64.StdEncoding.EncodeToString(append(h[:], h[:]...))
+	l.compactions[encrypted] = summary
+	next := *r
+	next.Prompt = r.Prompt.head(r.Prompt.Lead)
+	return encrypted, &next
+}
+
 // Verified is how many thinking blocks sent back were accepted so far.
 func (l *Ledger) Verified() int {
 	l.mu.Lock()
@@ -68,17 +86,28 @@ func (l *Ledger) ToolUse(answer, id string) {
 	l.toolUses[id] = answer
 }
 
-// verify checks every thinking block against what was issued, and that a
-// tool loop's latest assistant message keeps all of its own.
+// verify checks every thinking and compaction block the model reads (from
+// the latest compaction on) against what was issued, and that a tool
+// loop's latest assistant message keeps all of its thinking.
 func (l *Ledger) verify(msgs []message, r *Request) *Error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	fromM, fromK, _ := readFrom(msgs)
 	for i, m := range msgs {
-		if m.Role != "assistant" {
+		if m.Role != "assistant" || i < fromM {
 			continue
 		}
 		prefix := r.Prompt.Hash(r.Prompt.MessageStart[i])
-		for _, b := range m.Blocks {
+		for k, b := range m.Blocks {
+			if i == fromM && k < fromK {
+				continue // dropped by the API unread
+			}
+			if b.Type == "compaction" && b.Compacts {
+				if summary, ok := l.compactions[b.Signature]; !ok || summary != b.Text {
+					return invalid("%s: Invalid `encrypted_content` in `compaction` block", b.Path)
+				}
+				continue
+			}
 			if b.Type != "thinking" && b.Type != "redacted_thinking" {
 				continue
 			}

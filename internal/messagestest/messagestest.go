@@ -13,9 +13,15 @@
 //     every tool_result answering a tool_use of the message before it;
 //   - at most 4 cache_control markers in tools, system and messages, none on
 //     a thinking block or an empty text block;
+//   - a compaction block only in an assistant message, its content a
+//     non-empty string or null (a failed compaction, a no-op); the model
+//     reads from the latest compaction block with content on: the blocks
+//     before it are neither counted in the Prompt nor verified;
 //   - with a Ledger: every thinking / redacted_thinking block exactly as the
 //     upstream issued it (signature, text and the prefix it was produced
-//     after), and none of the latest assistant message's dropped;
+//     after), and none of the latest assistant message's dropped; every
+//     compaction block read with the encrypted_content and content the
+//     upstream issued together;
 //   - thinking.block_binding only with its beta in anthropic-beta, when
 //     Options.Header is given;
 //   - a ctxpress summary call (its last user text compactor.IsSummaryPrompt)

@@ -13,14 +13,17 @@ import (
 // keys sorted. So two requests that differ only in marker placement or in
 // a string turned into a text block (Claude Code does both every turn)
 // have the same prefix, as they do for the real cache and for the binding
-// of thinking signatures.
+// of thinking signatures. The messages are read from the latest compaction
+// block on: the API drops every block before it.
 type Prompt struct {
 	Segments [][]byte
 	Marked   []bool // a cache_control marker ends at this segment
-	// MessageStart[i] is the index of message i's first segment;
+	// Lead is how many segments the tools and system are.
+	Lead int
+	// MessageStart[i] is the index of message i's first segment read;
 	// MessageStart[len(messages)] is len(Segments).
 	MessageStart []int
-	nested       int        // markers inside tool_result contents
+	nested       int        // markers inside tool_result contents, and on blocks not read
 	chain        [][32]byte // chain[k] identifies the first k segments
 }
 
@@ -43,9 +46,18 @@ func buildPrompt(tools []json.RawMessage, system []block, msgs []message) Prompt
 	for _, b := range system {
 		add("system", b.Fields, b.Marked)
 	}
-	for _, m := range msgs {
+	p.Lead = len(p.Segments)
+	fromM, fromK, _ := readFrom(msgs)
+	for i, m := range msgs {
 		p.MessageStart = append(p.MessageStart, len(p.Segments))
-		for _, b := range m.Blocks {
+		for k, b := range m.Blocks {
+			if i < fromM || i == fromM && k < fromK {
+				if b.Marked { // not read, but counted against the limit
+					p.nested++
+				}
+				p.nested += b.Nested
+				continue
+			}
 			add(m.Role, b.Fields, b.Marked || b.Nested > 0)
 			p.nested += max(b.Nested-1, 0)
 		}
@@ -59,6 +71,11 @@ func buildPrompt(tools []json.RawMessage, system []block, msgs []message) Prompt
 		copy(p.chain[i+1][:], h.Sum(nil))
 	}
 	return p
+}
+
+// head is the prompt of the first n segments.
+func (p Prompt) head(n int) Prompt {
+	return Prompt{Segments: p.Segments[:n:n], Marked: p.Marked[:n:n], Lead: min(p.Lead, n), chain: p.chain[: n+1 : n+1]}
 }
 
 // markers counts the cache_control markers.

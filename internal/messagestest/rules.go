@@ -25,8 +25,11 @@ type block struct {
 	Type      string
 	Path      string // messages.N.content.M
 	Fields    map[string]json.RawMessage
-	Text      string // text, thinking
-	Signature string // thinking signature, redacted_thinking data
+	Text      string // text, thinking, compaction content
+	Signature string // thinking signature, redacted_thinking data, compaction encrypted_content
+	// Compacts: a compaction block with content, where the model starts
+	// reading (content null is a failed compaction, a no-op).
+	Compacts  bool
 	ID        string // tool_use id
 	ToolUseID string // tool_result
 	Marked    bool   // carries cache_control
@@ -226,8 +229,43 @@ func readBlock(path string, raw json.RawMessage, allowed map[string]bool) (block
 		}
 	case "tool_result":
 		return b, readToolResult(&b)
+	case "compaction":
+		return b, readCompaction(&b)
 	}
 	return b, nil
+}
+
+// readCompaction reads a compaction block: content a non-empty string or
+// null (a failed compaction), encrypted_content a string or null.
+func readCompaction(b *block) *Error {
+	if raw, ok := b.Fields["content"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &b.Text) != nil {
+			return invalid("%s.compaction.content: Input should be a valid string", b.Path)
+		}
+		if b.Text == "" {
+			// The SDKs: "Empty string content is not allowed."
+			return invalid("%s.compaction.content: String should have at least 1 character", b.Path)
+		}
+		b.Compacts = true
+	}
+	if raw, ok := b.Fields["encrypted_content"]; ok && string(raw) != "null" && json.Unmarshal(raw, &b.Signature) != nil {
+		return invalid("%s.compaction.encrypted_content: Input should be a valid string", b.Path)
+	}
+	return nil
+}
+
+// readFrom is where the model starts reading msgs: the latest compaction
+// block with content (message m, block k), the API dropping every block
+// before it; ok false when there is none and the model reads them all.
+func readFrom(msgs []message) (m, k int, ok bool) {
+	for m = len(msgs) - 1; m >= 0; m-- {
+		for k = len(msgs[m].Blocks) - 1; k >= 0; k-- {
+			if msgs[m].Blocks[k].Compacts {
+				return m, k, true
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 func readThinkingBlock(b *block) *Error {
