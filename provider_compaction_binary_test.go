@@ -452,8 +452,9 @@ const binaryCompaction = "compaction:\n  enabled: true\n  threshold_tokens: 4000
 
 // codex's remote compaction through the real binary, with every call kind
 // (parallel, mixed): ctxpress compacts; the client's compaction_trigger
-// request goes as the client sent it (all its items, no ctxpress summary,
-// no summary call) and gets its one compaction item; the client restarts
+// request is not compacted again (no summary call) but goes as the turn
+// before it went, ctxpress's summary kept, the trigger last, and gets its
+// one compaction item; the client restarts
 // from [developer, compaction] and runs on until ctxpress compacts again,
 // then more turns. Every later request carries the compaction item byte
 // for byte where the client put it, ctxpress's summary right after it; the
@@ -487,13 +488,15 @@ func TestBinaryCodexRemoteCompactionWithEveryCallKind(t *testing.T) {
 			if len(got) != before+1 || a.compacted() {
 				t.Fatalf("ctxpress compacted the client's compaction request (%d upstream requests for 1)", len(got)-before)
 			}
-			sent, client := gjson.GetBytes(got[before].body, "input").Array(), gjson.GetBytes(a.body, "input").Array()
-			if len(sent) != len(client) {
-				t.Fatalf("the compaction request went with %d items of the client's %d", len(sent), len(client))
+			// It goes as the turn before it went (ctxpress's summary kept:
+			// the provider compacts what it has cached), the trigger last.
+			sent, prev := gjson.GetBytes(got[before].body, "input").Array(), gjson.GetBytes(got[before-1].body, "input").Array()
+			if len(sent) <= len(prev) || sent[len(sent)-1].Get("type").Str != "compaction_trigger" {
+				t.Fatalf("the compaction request went with %d items, the turn before with %d", len(sent), len(prev))
 			}
-			for i := range sent {
-				if sent[i].Raw != client[i].Raw {
-					t.Errorf("the compaction request's item %d went as\n%.300s\nthe client sent\n%.300s", i, sent[i].Raw, client[i].Raw)
+			for i := range prev {
+				if sent[i].Raw != prev[i].Raw {
+					t.Errorf("the compaction request's item %d went as\n%.300s\nthe turn before sent\n%.300s", i, sent[i].Raw, prev[i].Raw)
 				}
 			}
 			if len(r.Output) != 1 || r.Output[0].Type != "compaction" {
@@ -728,9 +731,9 @@ func (f *msgFake) serve(w http.ResponseWriter, r *http.Request) {
 	var blocks []map[string]any
 	usage := map[string]any{"input_tokens": input, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 20}
 	if limit, ok := compactEdit(body); ok && input > limit && !g.summary {
-		sum := sha256.Sum256([]byte(id))
-		block := map[string]any{"type": "compaction", "content": fmt.Sprintf("The user is fixing the leap-year bug (server-summary-%d).", f.n),
-			"encrypted_content": base64.StdEncoding.EncodeToString(sum[:])}
+		summary := fmt.Sprintf("The user is fixing the leap-year bug (server-summary-%d).", f.n)
+		enc, _ := f.ledger.Compact(req, id, summary)
+		block := map[string]any{"type": "compaction", "content": summary, "encrypted_content": enc}
 		raw, _ := json.Marshal(block)
 		f.issued[block["encrypted_content"].(string)] = string(raw)
 		blocks = append(blocks, block)
@@ -934,7 +937,7 @@ func answerBlocks(raw []byte, stream bool) []string {
 // A Claude-style tool loop through the real binary: ctxpress compacts;
 // then requests ask the server to compact (a compact_20260112 edit) and
 // ctxpress does not, though they are over its trigger, until the server
-// does; the client keeps the compaction block and goes on without the
+// does (they go as the turns before went, ctxpress's summary kept); the client keeps the compaction block and goes on without the
 // edit until ctxpress compacts again, then more turns. Nothing is
 // refused, every later request carries the block's message byte for byte,
 // the summary call after it holds nothing from before it, the summary is
@@ -994,8 +997,10 @@ func TestBinaryClaudeServerCompaction(t *testing.T) {
 				t.Error("no request with the compact edit was over ctxpress's trigger: the test proves little")
 			}
 			serverTurn := len(got) - 1
-			if sent, client := gjson.GetBytes(got[serverTurn].body, "messages").Raw, gjson.GetBytes(a.lastCompactRequest, "messages").Raw; sent != client {
-				t.Errorf("the request the server compacted went with %d messages of the client's %d, or changed", len(gjson.Parse(sent).Array()), len(gjson.Parse(client).Array()))
+			// It went as the turns before it went: ctxpress's summary kept.
+			sent, client := gjson.GetBytes(got[serverTurn].body, "messages").Array(), gjson.GetBytes(a.lastCompactRequest, "messages").Array()
+			if len(sent) >= len(client) || !strings.Contains(gjson.GetBytes(got[serverTurn].body, "system").Raw, "<conversation_summary>") {
+				t.Errorf("the request the server compacted went with %d messages of the client's %d, without ctxpress's summary", len(sent), len(client))
 			}
 			blockMessage := a.msgs[len(a.msgs)-2] // the answer that holds it; the tool results after it
 			a.manage = ""

@@ -126,7 +126,7 @@ func dropAsked(ms []boundShape, lead, cut, end int, keptWhole func(i int) bool) 
 func (v *view) boundEdits(edits []wire.Edit, res *Result) []wire.Edit {
 	req := v.req
 	binder, ok := req.f.(wire.Binder)
-	if !req.Bound || !ok || v.dropTo <= v.lead && len(v.prune.spans) == 0 {
+	if !req.Bound || !ok || v.dropTo <= v.lead && len(v.prune.spans) == 0 && !v.missed {
 		return edits
 	}
 	ms := make([]boundShape, len(req.Messages))
@@ -161,7 +161,10 @@ func (v *view) boundEdits(edits []wire.Edit, res *Result) []wire.Edit {
 		v.fwd[i] -= tokens
 		res.ThinkingLeftOut++
 	}
-	if dropAsked(ms, v.lead, v.dropTo, end, func(i int) bool { return whole[i] }) || prunedWhole {
+	// A summary sent before and not now (the client rewound, or a
+	// provider compaction moved where ctxpress's coverage starts) leaves
+	// the thinking produced under it bound to a prefix no longer sent.
+	if dropAsked(ms, v.lead, v.dropTo, end, func(i int) bool { return whole[i] }) || prunedWhole || v.missed {
 		if e, ok := binder.DropMismatched(req.Conversation); ok {
 			edits = append(edits, e)
 		}

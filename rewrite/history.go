@@ -153,6 +153,7 @@ type view struct {
 	omit    []bool // the /compact exchanges left out, by message; nil when none
 
 	applied int                  // index of the applied branch, -1
+	missed  bool                 // branches were given and none applies
 	branch  *Branch              // the applied branch, nil when none
 	dropTo  int                  // client messages [lead, dropTo) are not forwarded
 	resend  int                  // the user message re-sent verbatim after them, -1
@@ -370,6 +371,7 @@ func (v *view) selectHistory(branches []Branch, maxHistory int) {
 			}
 		}
 	}
+	v.missed = len(branches) > 0 && v.applied < 0
 	switch {
 	case v.applied >= 0:
 		b := branches[v.applied]

@@ -180,8 +180,9 @@ type Result struct {
 	ServerHistory bool
 	// ProviderCompacts reports a request that asks the provider to compact
 	// it (wire.Conversation.ProviderCompacts): the client's own
-	// compaction, squashed and deduped only, never compacted, cut or
-	// rescued, and its usage is the compaction's, not the request's.
+	// compaction, never compacted, cut to fit or rescued (what earlier
+	// requests sent stays: a summary applied, dedups, prunes), and its
+	// usage is the compaction's, not the request's.
 	ProviderCompacts bool
 	// CompactCommand reports that the last message is a user message that
 	// is exactly "/compact" (only with Options.ForceCommand).
@@ -327,14 +328,19 @@ func (p *Pipeline) RewriteParsed(parsed *Parsed, opts Options) Result {
 	req := &v.own
 	res.Understood, res.Model, res.Stream, res.Messages = true, req.Model, req.Stream, len(req.Messages)
 	res.ServerHistory, res.ProviderCompacts = req.ServerHistory, req.ProviderCompacts
-	if res.ServerHistory || res.ProviderCompacts {
+	switch {
+	case res.ServerHistory:
 		// The provider holds the rest of this history: a summary, a cut,
 		// or an instruction or command sent again on every turn would
 		// rewrite (or pile up in) what ctxpress cannot see.
-		// Nor is anything pruned (planPrune). A request the client asks
-		// the provider to compact goes as the client made it, but for
-		// the squash and dedup of what it adds.
+		// Nor is anything pruned (planPrune).
 		opts = Options{PrevDedups: opts.PrevDedups}
+	case res.ProviderCompacts:
+		// The client's own compaction: nothing new is cut, but what the
+		// earlier requests sent is sent alike (a summary applied, the
+		// history cap, dedups and prunes): the provider compacts what it
+		// has cached, and signed thinking is bound to it.
+		opts.FitTokens, opts.ForceCommand = 0, false
 	}
 	enc := EncodingForModel(req.Model)
 	prior, shared := parsed.priorAnalysis(enc)

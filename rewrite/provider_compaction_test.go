@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -240,36 +241,58 @@ func TestCompactionItemIsNotCountedAsText(t *testing.T) {
 }
 
 // A request that asks the provider to compact it is the client's
-// compaction: no summary applies, nothing is cut to fit or capped, and
-// the plan never compacts or rescues it.
+// compaction: nothing new is cut to fit or capped, no /compact is taken as
+// a command, and the plan never compacts or rescues it; what the earlier
+// requests sent stays as they sent it (a summary ctxpress applied), so the
+// provider's cache and signed thinking stay valid.
 func TestClientCompactionWins(t *testing.T) {
-	triggered := append(turnsAfter(4), `{"type":"compaction_trigger"}`)
+	loop := responsesBody(turnsAfter(4)...)
+	triggered := responsesBody(append(turnsAfter(4), `{"type":"compaction_trigger"}`)...)
+	edit := `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":50000}}]},`
 	cases := []struct {
-		name   string
-		format wire.Format
-		body   []byte
+		name        string
+		format      wire.Format
+		plain, asks []byte
 	}{
-		{"responses compaction_trigger", responses.Format{}, responsesBody(triggered...)},
-		{"messages compact edit", messages.Format{}, messagesBody(`"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":50000}}]},`)},
+		{"responses compaction_trigger", responses.Format{}, loop, triggered},
+		{"messages compact edit", messages.Format{}, messagesBody(""), messagesBody(edit)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := New(Config{Format: c.format, Dedup: DefaultDedupConfig()})
-			base := p.RewriteWith(c.body, Options{})
+			plain := p.RewriteWith(c.plain, Options{})
+			prop, ok := plain.Compaction(2, 0)
+			if !ok || plain.ProviderCompacts {
+				t.Fatal("nothing a compaction could cover: the test proves nothing")
+			}
+			branch := Branch{Summary: "## Active Task\nPort.", Covered: prop.Covered, Hash: prop.Hash}
+			base := p.RewriteWith(c.asks, Options{})
 			if !base.ProviderCompacts {
 				t.Fatal("not seen as the client's compaction")
 			}
-			if _, ok := base.Compaction(1, 0); !ok {
-				t.Fatal("nothing a compaction could cover: the test proves nothing")
+			res := p.RewriteWith(c.asks, Options{FitTokens: base.TokensAfter / 3, ForceCommand: true, Branches: []Branch{branch}})
+			if res.FitDropped != 0 || res.CompactCommand {
+				t.Fatalf("cut to fit %d messages, command %v", res.FitDropped, res.CompactCommand)
 			}
-			res := p.RewriteWith(c.body, Options{FitTokens: base.TokensAfter / 3, MaxHistoryMessages: 2, ForceCommand: true,
-				Branches: []Branch{{Summary: "x", Covered: 1, Hash: chainHashOf([][]byte{nil})}}})
-			if res.FitDropped != 0 || res.Trimmed != 0 || res.Applied >= 0 || string(res.Body) != string(base.Body) {
-				t.Fatalf("rewritten: fit %d, trimmed %d, applied %d", res.FitDropped, res.Trimmed, res.Applied)
+			sent := p.RewriteWith(c.plain, Options{Branches: []Branch{branch}})
+			history := func(b []byte) string {
+				if in := gjson.GetBytes(b, "input"); in.Exists() {
+					var items []string
+					for _, it := range in.Array() {
+						if it.Get("type").Str != "compaction_trigger" {
+							items = append(items, it.Raw)
+						}
+					}
+					return strings.Join(items, ",")
+				}
+				return gjson.GetBytes(b, "system").Raw + gjson.GetBytes(b, "messages").Raw
+			}
+			if res.Applied != 0 || sent.Applied != 0 || history(res.Body) != history(sent.Body) || !strings.Contains(history(res.Body), "conversation_summary") {
+				t.Fatalf("the summary sent before is not sent alike (applied %d):\n%.300s\n%.300s", res.Applied, history(res.Body), history(sent.Body))
 			}
 			pl := planPolicy.PlanTurn(TurnFacts{Model: "gpt-5", Tokens: 1 << 20, Identified: true, ProviderCompacts: true, Refused: true, Manual: true}, time.Now())
-			if pl.MayRewrite || pl.Action != ActNone {
-				t.Fatalf("planned %v (may rewrite %v)", pl.Action, pl.MayRewrite)
+			if pl.MayRewrite || pl.Action != ActNone || !errors.Is(pl.Why, ErrProviderCompacts) {
+				t.Fatalf("planned %v (may rewrite %v, why %v)", pl.Action, pl.MayRewrite, pl.Why)
 			}
 		})
 	}
@@ -316,5 +339,24 @@ func TestMessagesCompactionBlockIsABoundary(t *testing.T) {
 	}
 	if prop, ok := failed.Compaction(1, 0); !ok || prop.From != 0 {
 		t.Fatalf("a failed compaction moved the start to %d", prop.From)
+	}
+}
+
+// A summary sent before and not now (the client rewound, or a provider
+// compaction moved where ctxpress's coverage starts) leaves the thinking
+// produced under it bound to a prefix no longer sent: such a request asks
+// the upstream to drop those blocks rather than refuse it.
+func TestAMissedSummaryAsksToDropMismatchedThinking(t *testing.T) {
+	body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":1024,"thinking":{"type":"enabled","budget_tokens":1024},"system":"s","messages":[` +
+		`{"role":"user","content":"Port the parser."},` +
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"Read it first.","signature":"c2ln"},{"type":"tool_use","id":"tu_1","name":"Bash","input":{"command":"ls"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu_1","content":"a.go"}]}]}`)
+	p := New(Config{Format: messages.Format{}})
+	if res := p.RewriteWith(body, Options{}); res.DropMismatched {
+		t.Fatal("drop asked with no summary given")
+	}
+	res := p.RewriteWith(body, Options{Branches: []Branch{{Summary: "## Active Task\nPort.", Covered: 2, Hash: [32]byte{1}}}})
+	if !res.SummaryMiss || !res.DropMismatched || gjson.GetBytes(res.Body, "thinking.block_binding.prefix_mismatch_behavior").Str != "drop_block" {
+		t.Fatalf("miss %v, drop %v: %s", res.SummaryMiss, res.DropMismatched, gjson.GetBytes(res.Body, "thinking").Raw)
 	}
 }

@@ -101,7 +101,7 @@ type prunedLine struct {
 func (p *Pipeline) planPrune(v *view, plan *dedupPlan, prevDedups map[int]bool, prev map[int]int, econ *Economics) prunePlan {
 	var pp prunePlan
 	req, a := v.req, v.a
-	if !p.cfg.Prune.Enabled || req.ServerHistory || req.ProviderCompacts {
+	if !p.cfg.Prune.Enabled || req.ServerHistory {
 		return pp
 	}
 	for k := range a.results {
@@ -121,8 +121,8 @@ func (p *Pipeline) planPrune(v *view, plan *dedupPlan, prevDedups map[int]bool, 
 		pp.add(plan, req, r.item, line, a.resultFacts(k).contentAfter-line.tokens, turn)
 	}
 	u := v.currentAsk()
-	if u < 0 || u != len(req.Messages)-1 || v.command {
-		return pp
+	if u < 0 || u != len(req.Messages)-1 || v.command || req.ProviderCompacts {
+		return pp // no new batch; the client's compaction prunes nothing new
 	}
 	var batch []int // a.results indexes
 	for k := range a.results {
@@ -376,7 +376,7 @@ func (p *Pipeline) pruneMarks(req *request, a *analysis, pp prunePlan, prev map[
 		turn, ok := pp.turns[r.item]
 		if !ok {
 			turn, ok = prev[r.item]
-			ok = ok && !prevDedups[r.item] && p.cfg.Prune.Enabled && !req.ServerHistory && !req.ProviderCompacts
+			ok = ok && !prevDedups[r.item] && p.cfg.Prune.Enabled && !req.ServerHistory
 		}
 		if ok {
 			marks = append(marks, PruneMark{Index: r.msg, Result: r.ord, Digest: p.messageDigest(req, r.msg, a.hashes[r.msg]), Turn: turn})
