@@ -647,6 +647,7 @@ type msgFake struct {
 	ledger *messagestest.Ledger
 
 	mu     sync.Mutex
+	window int               // guarded by mu; 0: none, else refuse a longer prompt as Anthropic does
 	issued map[string]string // guarded by mu: encrypted_content → the block issued
 	got    []fakeTurn        // guarded by mu
 	n      int               // guarded by mu
@@ -723,6 +724,11 @@ func (f *msgFake) serve(w http.ResponseWriter, r *http.Request) {
 	input, bad := f.msgInput(body)
 	if bad != "" {
 		refuse(&messagestest.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "compaction block could not be verified: " + bad})
+		return
+	}
+	if f.window > 0 && input > f.window {
+		refuse(&messagestest.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
+			Message: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", input, f.window)})
 		return
 	}
 	g.status, g.input = http.StatusOK, input
@@ -1112,5 +1118,65 @@ func waitForJSON(t *testing.T, url string, v any, done func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("GET %s: %s", url, raw)
 		}
+	}
+}
+
+// A Claude-style tool loop whose history holds the server's compaction,
+// through the real binary, refused as too long by an upstream whose window
+// ctxpress was not told (Anthropic's "prompt is too long"): ctxpress
+// rescues the turn (compacts or cuts what follows the compaction block),
+// the client gets the answer, the block's message goes byte for byte, and
+// the turns after are answered too.
+func TestBinaryRescuesAfterServerCompaction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			up := newMsgFake(t)
+			p := runBinary(t, bin, up.URL+"/v1", "compaction:\n  enabled: true\n  threshold_tokens: 1000000\n  precompact: false\n")
+			a := newMsgAgent(t, p.url, fmt.Sprintf("claude-rescue-%v", stream))
+			a.manage = `{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":3000}}]}`
+			var block string
+			for turn := 1; turn <= 40 && block == ""; turn++ {
+				for _, b := range a.turn(stream) {
+					if gjson.Get(b, "type").Str == "compaction" {
+						block = b
+					}
+				}
+			}
+			if block == "" {
+				t.Fatal("the server never compacted")
+			}
+			blockMessage := a.msgs[len(a.msgs)-2]
+			a.manage = ""
+			for range 8 {
+				a.turn(stream)
+			}
+			got := up.turns()
+			up.mu.Lock()
+			up.window = got[len(got)-1].input
+			up.mu.Unlock()
+			a.turn(stream) // refused once, rescued
+			for range 3 {
+				a.turn(stream)
+			}
+			refused, summaries := 0, 0
+			for _, g := range up.turns()[len(got):] {
+				switch {
+				case g.status != http.StatusOK:
+					refused++
+				case g.summary:
+					summaries++
+				case !strings.Contains(string(g.body), blockMessage):
+					t.Fatal("a request after the rescue does not carry the compaction block's message byte for byte")
+				}
+			}
+			if refused != 1 {
+				t.Fatalf("%d refusals, want the one rescued", refused)
+			}
+			t.Logf("rescued with %d summary calls", summaries)
+		})
 	}
 }
