@@ -299,11 +299,10 @@ func (s *Server) reportCompactionError(c *turnRun) {
 // the line's numbers nums.
 func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 	t.model, t.rawBefore, t.rawAfter = res.Model, res.TokensBefore, res.TokensAfter
-	t.tokensAfter = calibrated(res.TokensAfter, nums)
-	t.tokensBefore = t.tokensAfter
-	if res.TokensBefore != res.TokensAfter {
-		t.tokensBefore = scaled(res.TokensBefore, calibrationOf(nums))
-	}
+	// One estimator for both (Calibration.Upstream, monotone in the raw
+	// count): a rewrite that took tokens out never reads as one that
+	// added some.
+	t.tokensBefore, t.tokensAfter = calibrated(res.TokensBefore, nums), calibrated(res.TokensAfter, nums)
 	t.squashed, t.deduped, t.pruned = res.Squashed, res.Deduped, res.Pruned
 	t.squashStats, t.dedupSaved, t.pruneSaved = res.SquashStats, res.DedupSavedTokens, res.PruneSavedTokens
 	t.applied = nil

@@ -73,15 +73,14 @@ func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, o
 		if kind == kindManual && errors.Is(err, errSkipped) && ti.res.Covered > asked.Covered {
 			// The background compaction waited on already covered what
 			// there was: the user's request is compacted all the same.
-			cal := calibrationOf(ti.nums)
 			ev = Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: kindManual, Result: "ok",
-				Covered: ti.res.Covered, TokensBefore: calibrated(asked.TokensAfter, ti.nums), TokensAfter: scaled(ti.res.TokensAfter, cal)}
+				Covered: ti.res.Covered, TokensBefore: calibrated(asked.TokensAfter, ti.nums), TokensAfter: calibrated(ti.res.TokensAfter, ti.nums)}
 			return ti.res, outcome{compacted: true, joined: true, event: ev}
 		}
 		return ti.res, outcome{event: ev, err: err}
 	}
 	res := c.pipeline.RewriteParsed(ti.parsed, c.options(newRec, ti.line.id))
-	ev.TokensAfter = scaled(res.TokensAfter, calibrationOf(ti.nums))
+	ev.TokensAfter = calibrated(res.TokensAfter, ti.nums)
 	c.events.publish(ev)
 	return res, outcome{compacted: true, event: ev}
 }

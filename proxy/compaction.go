@@ -366,14 +366,14 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 	now := c.now()
 	summaryTokens := ti.res.SummaryTokens(summary)
 	newRec, err := c.storeSummary(ti, prop, summary, state.SummaryEntry{At: now, Summary: summary, CoveredMessages: prop.Covered,
-		TokensBefore: ev.TokensBefore, TokensAfter: scaled(prop.KeptTokens+summaryTokens, cal)})
+		TokensBefore: ev.TokensBefore, TokensAfter: calibrated(prop.KeptTokens+summaryTokens, ti.nums)})
 	if err != nil {
 		c.storeFailed()
 		return fail("failed", fmt.Errorf("storing the summary: %w", err))
 	}
 	ev.Result, ev.Covered = "ok", prop.Covered
 	ev.SummaryTokens = scaled(summaryTokens, cal)
-	ev.TokensAfter = scaled(prop.KeptTokens+summaryTokens, cal)
+	ev.TokensAfter = calibrated(prop.KeptTokens+summaryTokens, ti.nums)
 	ev.DurationMS = time.Since(start).Milliseconds()
 	if sr.Truncated {
 		c.log.Warn().Str("conversation", ti.key.ID).Msg("summary hit max_tokens and may be cut short")

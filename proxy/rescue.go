@@ -99,10 +99,9 @@ func (s *Server) cutToFit(c *turnRun, budget int, why string) bool {
 		// would change the request for nothing: it goes as it is.
 		return false
 	}
-	cal := calibrationOf(c.nums)
 	s.events.publish(Event{Time: s.comp.now(), Conversation: c.t.id.ID, Model: res.Model, Trigger: eventFit, Result: "cut",
 		Reason: fmt.Sprintf("%d messages left out to fit the model's window: %s", res.FitDropped, why), Covered: res.FitDropped,
-		TokensBefore: calibrated(c.res.TokensAfter, c.nums), TokensAfter: scaled(res.TokensAfter, cal)})
+		TokensBefore: calibrated(c.res.TokensAfter, c.nums), TokensAfter: calibrated(res.TokensAfter, c.nums)})
 	c.res = res
 	return true
 }

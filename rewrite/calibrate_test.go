@@ -63,3 +63,22 @@ func TestCalibrationObserve(t *testing.T) {
 		}
 	}
 }
+
+// Upstream is one estimator for every request of a line, monotone in the
+// raw count: a request ctxpress shrank never reads as larger than the one
+// the client sent, whatever the line's ratio, slope and anchor.
+func TestUpstreamIsMonotone(t *testing.T) {
+	cals := []Calibration{{}, {Ratio: 1.2}, {Ratio: 0.3}, {LastInput: 20000, LastEstimate: 10000, Ratio: 1.2, Slope: 1},
+		{LastInput: 5000, LastEstimate: 10000, Ratio: 2, Slope: 0.25}, {LastInput: 9000, LastEstimate: 3000, Ratio: 1, Slope: 4},
+		{LastInput: 100, LastEstimate: 50000, Ratio: 0.25}}
+	for _, c := range cals {
+		prev := c.Upstream(0)
+		for raw := 1; raw <= 200000; raw += 97 {
+			if got := c.Upstream(raw); got < prev {
+				t.Fatalf("%+v: Upstream(%d) = %d < Upstream(%d) = %d", c, raw, got, raw-97, prev)
+			} else {
+				prev = got
+			}
+		}
+	}
+}

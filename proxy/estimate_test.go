@@ -1,0 +1,32 @@
+package proxy
+
+import (
+	"testing"
+
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
+)
+
+// The headers, the log line and the record read one estimator: a request
+// the rewrite shrank reads smaller after than before, however the line's
+// average ratio and marginal slope disagree (before: 19,200 / 25,000 on
+// the line below, the before scaled by the ratio, the after by the anchor
+// and slope).
+func TestTokensAfterNeverExceedBeforeWhenNothingWasAdded(t *testing.T) {
+	lines := []state.Line{
+		{},
+		{Calibration: 1.2},
+		{LastInputTokens: 20000, LastEstimate: 10000, Calibration: 1.2, Slope: 1},
+		{LastInputTokens: 5000, LastEstimate: 10000, Calibration: 2, Slope: 0.25},
+		{LastInputTokens: 9000, LastEstimate: 3000, Calibration: 1, Slope: 4},
+	}
+	for _, l := range lines {
+		for _, raw := range [][2]int{{16000, 15000}, {5661, 5600}, {19387, 12000}, {800, 799}, {1000, 1000}} {
+			var tr turn
+			tr.setResult(rewrite.Result{TokensBefore: raw[0], TokensAfter: raw[1]}, l)
+			if tr.tokensAfter > tr.tokensBefore || tr.tokensBefore != calibrated(raw[0], l) {
+				t.Errorf("line %+v, raw %v: before %d, after %d", l, raw, tr.tokensBefore, tr.tokensAfter)
+			}
+		}
+	}
+}
