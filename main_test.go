@@ -186,6 +186,24 @@ func TestSquashCommandTakesTheCall(t *testing.T) {
 	if out, _ := squashCmd("--tool", "bash", "--args", `{"command":"cat logs/worker.log"}`); out != in.String() {
 		t.Errorf("--tool bash --args cat: %d of %d bytes; want the read whole", len(out), in.Len())
 	}
+	var matches strings.Builder
+	for i := 0; i < 60; i++ {
+		fmt.Fprintf(&matches, "%d:        conn.create_function(\"fn_%d\", 2, _impl)\n", 100+i, i)
+	}
+	grep := func(args ...string) string {
+		t.Helper()
+		var out, errb strings.Builder
+		if code := run(append([]string{"squash"}, args...), strings.NewReader(matches.String()), &out, &errb); code != 0 {
+			t.Fatalf("squash %q: exit %d: %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	if out := grep("--call", `{"name":"bash","arguments":{"command":"grep -n create_function base.py"}}`); out != matches.String() {
+		t.Errorf("a grep -n: %d of %d bytes; want every match", len(out), matches.Len())
+	}
+	if out := grep(); out == matches.String() {
+		t.Errorf("the same lines without their call: kept whole; want them squashed")
+	}
 	var errb strings.Builder
 	for _, bad := range [][]string{{"--call", "cat x"}, {"--call", `{"name":"bash"}`, "--tool", "bash"}, {"--tool", "bash", "--args", "{"}} {
 		if code := run(append([]string{"squash"}, bad...), strings.NewReader("x"), io.Discard, &errb); code != 2 {

@@ -340,7 +340,7 @@ func (o fidelityOutcome) inGroup(key string) bool {
 // fidelityRowKeys are the rows of the figures, in order.
 func fidelityRowKeys() []string {
 	keys := []string{"all"}
-	for _, s := range []string{"json", "log", "generic", "source", "read", "exempt"} {
+	for _, s := range []string{"json", "log", "generic", "source", "read", "search", "exempt"} {
 		keys = append(keys, "shape="+s)
 	}
 	for _, p := range producers {
