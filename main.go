@@ -27,7 +27,7 @@ const usage = `ctxpress: a transparent OpenAI-compatible proxy that keeps LLM co
 
 Usage:
   ctxpress serve [--config FILE] [--listen ADDR] [--upstream URL] [--db FILE] [flags]
-  ctxpress squash [--tool NAME] [FILE|-]   print what ctxpress would send for a tool output
+  ctxpress squash [--call JSON] [FILE|-]   print what ctxpress forwards for a tool output of that call
   ctxpress count [--model M] [FILE|-]      token count of a text or a chat request
   ctxpress conversations [list|show ID|rm ID|compact ID] [--db FILE] [--json]
   ctxpress replay [--config FILE] [--threshold-tokens N] [--upstream URL] FILE|DIR...

@@ -28,7 +28,9 @@
 // less, more: Config.ReadCommands) or an echo, and at least one is. In a
 // pipeline every stage must be one: cat -n f | sed -n '10,40p' is a read,
 // cat f | grep x is a search. sed -i, sed 's/…/', awk '{print $2}' are not
-// reads, nor is cat of a here-document.
+// reads, nor is cat of a here-document. A search (a call that only looks
+// and runs grep, rg, ag, ack or git grep, filtered or not) is kept whole up
+// to 4 KiB: its lines are the matches the agent asked for.
 //
 // A read over ReadMaxBytes keeps its first lines (two thirds of the cap)
 // and its last (one third), whole lines whatever the file's shape (a JSON

@@ -19,6 +19,12 @@ type fidelitySample struct {
 	Index  int    // the output's place among the trace's tool outputs (each text part is one)
 	Call   Call   // the call that produced the output
 	Output string
+	// Message is the index of the output's tool message in the trace, and
+	// Part its text part's index in the content array (-1: the content is
+	// a string). Request is the number of messages of the request that
+	// first shows the output: every message before the agent's next step
+	// (all of them when the trace ends first).
+	Message, Part, Request int
 	// Next is the agent's next assistant message after the output: its
 	// content text and its tool calls' argument values, one per line. It is
 	// "" when HasNext is false (the trace ends first).
@@ -67,6 +73,22 @@ func (m fidelityMessage) texts() ([]string, error) {
 	return out, nil
 }
 
+// textParts returns where each of texts' texts is in the content: -1
+// for a string content, else the index of its part in the array.
+func (m fidelityMessage) textParts() []int {
+	var parts []struct{ Type string }
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return []int{-1}
+	}
+	var at []int
+	for k, p := range parts {
+		if p.Type == "text" {
+			at = append(at, k)
+		}
+	}
+	return at
+}
+
 // stepText is what an assistant message says: its content and its tool
 // calls' argument values (not their names: the agent chose the tool, it did
 // not read it).
@@ -98,13 +120,16 @@ func fidelitySamples(trace string, body []byte, minBytes int) ([]fidelitySample,
 		if err != nil {
 			return nil, fmt.Errorf("%s message %d: %w", trace, i, err)
 		}
-		for _, text := range texts {
+		parts := m.textParts()
+		for k, text := range texts {
 			if m.Role == "tool" {
 				if len(text) >= minBytes {
-					s := fidelitySample{Trace: trace, Index: index, Call: calls[m.ToolCallID], Output: text}
-					for _, next := range msgs[i+1:] {
+					s := fidelitySample{Trace: trace, Index: index, Call: calls[m.ToolCallID], Output: text,
+						Message: i, Part: parts[k], Request: len(msgs)}
+					for j, next := range msgs[i+1:] {
 						if next.Role == "assistant" {
 							s.Next, s.HasNext = next.stepText(), true
+							s.Request = i + 1 + j
 							break
 						}
 					}
@@ -198,21 +223,27 @@ type fidelityOutcome struct {
 }
 
 // measureFidelity squashes every case with sq, as ApplyCall does in the
-// pipeline, and finds the used tokens each loses: a token survives when it
-// still appears (containsToken) in the squashed output; an output squash
-// leaves as it is keeps them all.
+// pipeline, and finds the used tokens each loses (measureForwarded).
 func measureFidelity(cases []fidelityCase, sq *Squasher) []fidelityOutcome {
+	return measureForwarded(cases, sq, func(c *fidelityCase) string { return sq.ApplyCall(c.Call, c.Output).Text })
+}
+
+// measureForwarded finds the used tokens each case loses in the text
+// forward gives for its output: a token survives when it still appears
+// (containsToken) in it; an output forwarded as it is keeps them all. sq
+// only names the shape each output is counted under.
+func measureForwarded(cases []fidelityCase, sq *Squasher, forward func(*fidelityCase) string) []fidelityOutcome {
 	outs := make([]fidelityOutcome, len(cases))
 	for i := range cases {
 		c := &cases[i]
-		r := sq.ApplyCall(c.Call, c.Output)
-		o := fidelityOutcome{fidelityCase: c, Shape: string(sq.Shape(c.Call, c.Output)), Changed: r.Squashed, After: len(r.Text)}
+		text := forward(c)
+		o := fidelityOutcome{fidelityCase: c, Shape: string(sq.Shape(c.Call, c.Output)), Changed: text != c.Output, After: len(text)}
 		if _, exempt := sq.exempt[c.Call.Tool]; exempt {
 			o.Shape = "exempt"
 		}
-		if r.Squashed {
+		if o.Changed {
 			for _, tok := range c.Used {
-				if !containsToken(r.Text, tok) {
+				if !containsToken(text, tok) {
 					o.Lost = append(o.Lost, tok)
 				}
 			}
@@ -309,7 +340,7 @@ func (o fidelityOutcome) inGroup(key string) bool {
 // fidelityRowKeys are the rows of the figures, in order.
 func fidelityRowKeys() []string {
 	keys := []string{"all"}
-	for _, s := range []string{"json", "log", "generic", "source", "read", "exempt"} {
+	for _, s := range []string{"json", "log", "generic", "source", "read", "search", "exempt"} {
 		keys = append(keys, "shape="+s)
 	}
 	for _, p := range producers {

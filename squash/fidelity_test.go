@@ -123,11 +123,28 @@ func fidelityReport(cases []fidelityCase, traces int, today, before []fidelityOu
 	writeBeforeBesideIssue(&b, md, before)
 	fmt.Fprintln(&b, "\nFrontier: today's algorithm at size floors (over all the outputs above):")
 	writeFrontier(&b, md, frontier)
-	fmt.Fprintln(&b, "\nUsed tokens by kind, and the compressor that lost them (today):")
-	writeKinds(&b, md, fidelityKinds(today))
-	worst := worstOffenders(today, *fidelityWorst, *fidelityOnly)
-	fmt.Fprintf(&b, "\nWorst offenders today%s (most used tokens lost first):\n", onlyNote(*fidelityOnly))
+	b.WriteString(fidelityKindsAndWorst(today))
+	return b.String()
+}
+
+// fidelityKindsAndWorst prints the used tokens of outs by kind and the
+// worst offenders.
+func fidelityKindsAndWorst(outs []fidelityOutcome) string {
+	var b strings.Builder
+	fmt.Fprintln(&b, "\nUsed tokens by kind, and the compressor that lost them:")
+	writeKinds(&b, *fidelityMarkdown, fidelityKinds(outs))
+	worst := worstOffenders(outs, *fidelityWorst, *fidelityOnly)
+	fmt.Fprintf(&b, "\nWorst offenders%s (most used tokens lost first):\n", onlyNote(*fidelityOnly))
 	writeWorst(&b, worst)
+	return b.String()
+}
+
+// fidelityTables prints outs' figures by row, by kind, and the worst
+// offenders.
+func fidelityTables(outs []fidelityOutcome) string {
+	var b strings.Builder
+	writeFidelityRows(&b, *fidelityMarkdown, fidelityRows(outs))
+	b.WriteString(fidelityKindsAndWorst(outs))
 	return b.String()
 }
 

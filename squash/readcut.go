@@ -13,6 +13,12 @@ import (
 // server.go) is ever cut.
 const DefaultReadMaxBytes = 64 << 10
 
+// searchMaxBytes is the largest search output (ShapeSearch) kept whole,
+// about a thousand tokens: every line is a match the agent asked for, but
+// a search is easily broader than meant (grep -r of a common word), and a
+// larger one is squashed by its shape like any output.
+const searchMaxBytes = 4 << 10
+
 // cutRead returns a read's output whole when it fits maxBytes. A larger one
 // keeps its first lines (two thirds of maxBytes) and last lines (one
 // third), whole but for lines longer than a quarter of maxBytes, which lose

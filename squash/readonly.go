@@ -33,26 +33,51 @@ var gitQueries = map[string]bool{
 // output goes to a file. Run again on the same files it prints the same
 // thing, so a later identical call supersedes an earlier one's result.
 func (s *Squasher) ReadOnlyCall(c Call) bool {
+	_, ok := s.queryCall(c)
+	return ok
+}
+
+// searchCall reports whether c is a search: a shell call that only looks
+// (ReadOnlyCall) and runs a search (grep, rg, ag, ack, git grep), alone or
+// filtered (grep -r x src | grep -v test | head): its output lines are the
+// matches the agent asked for.
+func (s *Squasher) searchCall(c Call) bool {
+	q, ok := s.queryCall(c)
+	return ok && q.searches > 0
+}
+
+// queryCall scans c's command as ReadOnlyCall does, and reports whether it
+// only looks.
+func (s *Squasher) queryCall(c Call) (queryScan, bool) {
+	q := queryScan{rs: readScan{reads: s.reads}}
 	if _, ok := s.shell[c.Tool]; !ok || c.Args == "" {
-		return false
+		return q, false
 	}
 	script, argv, _, ok := shellCommand(c.Args)
 	if !ok {
-		return false
+		return q, false
 	}
-	q := queryScan{rs: readScan{reads: s.reads}}
 	if argv != nil {
 		words := make([]shWord, len(argv))
 		for i, a := range argv {
 			words[i] = shWord{text: a}
 		}
-		return q.cmd(shCmd{words: words}, 0)
+		return q, q.cmd(shCmd{words: words}, 0)
 	}
-	return q.script(script, 0)
+	ok = q.script(script, 0)
+	return q, ok
 }
 
-// queryScan checks that every command of a script only looks.
-type queryScan struct{ rs readScan }
+// searchCommands are the query commands that print the lines matching a
+// pattern.
+var searchCommands = map[string]bool{"grep": true, "egrep": true, "fgrep": true, "rg": true, "ag": true, "ack": true}
+
+// queryScan checks that every command of a script only looks, and counts
+// the searches among them.
+type queryScan struct {
+	rs       readScan
+	searches int
+}
 
 func (q *queryScan) script(script string, depth int) bool {
 	pls, ok := parseShell(script)
@@ -81,6 +106,9 @@ func (q *queryScan) cmd(cmd shCmd, depth int) bool {
 		script, ok := shellScript(args)
 		return ok && depth < maxShellDepth && q.script(script, depth+1)
 	case name == "git":
+		if gitSubcommand(args) == "grep" {
+			q.searches++
+		}
 		return gitQuery(args)
 	case name == "find":
 		for _, a := range args {
@@ -90,6 +118,9 @@ func (q *queryScan) cmd(cmd shCmd, depth int) bool {
 		}
 		return true
 	case queryCommands[name]:
+		if searchCommands[name] {
+			q.searches++
+		}
 		return true
 	}
 	_, ok = q.rs.stage(name, args)
@@ -99,6 +130,12 @@ func (q *queryScan) cmd(cmd shCmd, depth int) bool {
 // gitQuery reports whether git's arguments name a read-only subcommand
 // (global options such as -C dir and --no-pager before it).
 func gitQuery(args []shWord) bool {
+	return gitQueries[gitSubcommand(args)]
+}
+
+// gitSubcommand returns the subcommand git's arguments name, after global
+// options; "" when none.
+func gitSubcommand(args []shWord) string {
 	for i := 0; i < len(args); i++ {
 		t := args[i].text
 		switch {
@@ -106,10 +143,10 @@ func gitQuery(args []shWord) bool {
 			i++
 		case strings.HasPrefix(t, "-"):
 		default:
-			return gitQueries[t]
+			return t
 		}
 	}
-	return false
+	return ""
 }
 
 // execOutputMark ends the run details a coding agent's exec tool puts

@@ -2,6 +2,8 @@ package squash
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -79,5 +81,43 @@ func TestCommandOutput(t *testing.T) {
 		if got := CommandOutput(in); got != want {
 			t.Errorf("CommandOutput(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A search's matches come back whole up to 4 KiB, whatever their shape; a
+// listing, a read-write command or a larger search is squashed by shape.
+func TestSearchKeepsItsMatches(t *testing.T) {
+	sq := New(Config{})
+	var matches strings.Builder
+	for i := 0; i < 60; i++ {
+		fmt.Fprintf(&matches, "%d:        conn.create_function(\"fn_%d\", 2, _impl)\n", 100+i, i)
+	}
+	out := matches.String()
+	for _, tc := range []struct {
+		cmd  string
+		want Shape
+	}{
+		{"grep -n create_function base.py", ShapeSearch},
+		{"cd /repo && grep -rn create_function src | grep -v test | head -60", ShapeSearch},
+		{"rg -n create_function", ShapeSearch},
+		{"git --no-pager grep -n create_function", ShapeSearch},
+		{"ls -R", ShapeGeneric},
+		{"python run.py | grep create_function", ShapeGeneric},
+		{"git log -n 60", ShapeGeneric},
+	} {
+		args, _ := json.Marshal(map[string]string{"command": tc.cmd})
+		c := Call{Tool: "bash", Args: string(args)}
+		r := sq.ApplyCall(c, out)
+		if got := sq.Shape(c, out); got != tc.want {
+			t.Errorf("%q: shape %s, want %s", tc.cmd, got, tc.want)
+		}
+		if whole := tc.want == ShapeSearch; whole != (r.Text == out) {
+			t.Errorf("%q: kept whole %v, want %v", tc.cmd, r.Text == out, whole)
+		}
+	}
+	big := strings.Repeat(out, 3) // over 4 KiB
+	args, _ := json.Marshal(map[string]string{"command": "grep -rn create_function ."})
+	if got := sq.Shape(Call{Tool: "bash", Args: string(args)}, big); got == ShapeSearch {
+		t.Errorf("a %d-byte search: shape %s, want its own shape", len(big), got)
 	}
 }

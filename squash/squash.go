@@ -81,6 +81,10 @@ const (
 	// ShapeRead is the output of a shell call that prints files (cat,
 	// sed -n, …): never squashed, only cut above Config.ReadMaxBytes.
 	ShapeRead Shape = "read"
+	// ShapeSearch is the output of a shell call that searches files (grep,
+	// rg, git grep, …) up to 4 KiB: its lines are the matches asked for,
+	// kept whole. A larger one is squashed by its shape.
+	ShapeSearch Shape = "search"
 )
 
 // Result is the outcome of squashing one tool output.
@@ -218,6 +222,9 @@ func (s *Squasher) choose(c Call, output string) (Shape, fileRead, *textLines) {
 		if rd, ok := s.shellRead(c); ok {
 			return ShapeRead, rd, nil
 		}
+		if len(output) <= min(s.readMax, searchMaxBytes) && s.searchCall(c) {
+			return ShapeSearch, fileRead{}, nil
+		}
 	}
 	shape, lines := detect(output)
 	if shape == ShapeSource && s.readMax <= 0 {
@@ -241,6 +248,8 @@ func (s *Squasher) compressWith(c Call, output, hint string) (Shape, string) {
 	switch shape {
 	case ShapeRead, ShapeSource:
 		return shape, cutRead(output, rd, s.readMax)
+	case ShapeSearch:
+		return shape, output
 	case ShapeJSON:
 		return shape, squashJSONText(output, func(text string) string { return s.squashText(text, hint) })
 	case ShapeLog:
