@@ -216,7 +216,7 @@ const maxRecordBatch = recordQueue
 // to the next while turns keep coming. A busy proxy then writes each
 // conversation once per interval with all of its turns (a record decoded,
 // encoded and put once, one disk sync for them all) instead of once per
-// turn; the turns in between are still seen by every request (overlay). A
+// turn; the turns in between are still seen by every request (read). A
 // SIGKILL loses none of them where the store keeps a journal (the next
 // start writes them), else at most the last interval's and a write's.
 const recordEvery = 10 * time.Millisecond
