@@ -1,11 +1,11 @@
 package proxy
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire"
 )
 
 // applyTurns applies batch's turns idx, of one conversation, to its
@@ -33,6 +33,20 @@ func applyTurn(rec *state.Record, tr turnRecord, now time.Time) (opened bool) {
 
 // applyTurn is applyTurn on e's record, one of a run of edits.
 func (e *lineEditor) applyTurn(tr *turnRecord, now time.Time) (opened bool) {
+	opened = e.foldTurn(tr, now)
+	t := &tr.turn
+	e.rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
+		InputTokens: tr.usage.InputTokens, CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
+		ServerCompactionInput: tr.usage.ServerCompaction.InputTokens, ServerCompactionOutput: tr.usage.ServerCompaction.OutputTokens,
+		Compacted: t.compacted})
+	return opened
+}
+
+// foldTurn is what an answered turn does to what its conversation's next
+// requests are judged by: the model, the summary it used (so LRU eviction
+// keeps it), and its line's numbers; applyTurn without the counters and
+// turn list. It reports whether the turn opened the line's breaker.
+func (e *lineEditor) foldTurn(tr *turnRecord, now time.Time) (opened bool) {
 	rec, t := e.rec, &tr.turn
 	if t.model != "" {
 		rec.Model = t.model
@@ -42,12 +56,21 @@ func (e *lineEditor) applyTurn(tr *turnRecord, now time.Time) (opened bool) {
 	}
 	ref := t.line
 	relinkNew(rec, &ref)
-	e.update(ref, now, lineEdit{answered: tr, opened: &opened})
-	rec.AddTurn(state.Turn{At: now, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
-		InputTokens: tr.usage.InputTokens, CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens,
-		ServerCompactionInput: tr.usage.ServerCompaction.InputTokens, ServerCompactionOutput: tr.usage.ServerCompaction.OutputTokens,
-		Compacted: t.compacted})
-	return opened
+	return e.update(ref, now, tr)
+}
+
+// foldTurns folds turns, queued and not written, into rec, a request's
+// copy of their conversation's record, in order and as the writer will
+// (foldTurn at the time each was answered). rec's Lines and Branches may
+// be shared with other copies: they are copied before being written.
+func foldTurns(rec *state.Record, turns []*turnRecord) {
+	if len(rec.Branches) > 0 && slices.ContainsFunc(turns, func(tr *turnRecord) bool { return tr.turn.applied != nil }) {
+		rec.Branches = slices.Clone(rec.Branches) // TouchBranch writes in place
+	}
+	e := lineEditor{rec: rec}
+	for _, tr := range turns {
+		e.foldTurn(tr, tr.at)
+	}
 }
 
 // applyAnswered is what a turn answered does to its line l (applyTurn):
@@ -92,18 +115,4 @@ func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 func observeWindow(l *state.Line, window int) {
 	n, _ := rewrite.Observe(numbersOf(*l), rewrite.Observation{RefusedWindow: window})
 	setNumbers(l, n)
-}
-
-// observeCaches counts on l the turns tallied in t: what the cost model
-// reads of them (rewrite.Observe does the same for the turn it observes).
-func observeCaches(l *state.Line, t rewrite.UsageTally) {
-	n := numbersOf(*l)
-	n.Turns += t.Turns
-	n.Cache = n.Cache.ObserveTally(t)
-	setNumbers(l, n)
-}
-
-// cacheUsage is what the cost model reads of u.
-func cacheUsage(u wire.Usage) rewrite.Usage {
-	return rewrite.Usage{Input: u.InputTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens}
 }

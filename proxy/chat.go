@@ -193,13 +193,15 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 		c.t.key = state.Key{Namespace: s.namespaces.of(x.credential), ID: id.ID}
 		if s.store != nil {
 			var err error
-			if c.rec, _, err = s.store.Get(c.t.key); err != nil {
+			if s.rec != nil {
+				// With its turns still queued for the store.
+				c.rec, err = s.rec.read(c.t.key)
+			} else {
+				c.rec, _, err = s.store.Get(c.t.key)
+			}
+			if err != nil {
 				s.storeFailed("read", "cannot read the conversation record", err)
 				s.comp.storeFailing() // state-less for now: no summary to keep
-
-			}
-			if s.rec != nil {
-				s.rec.overlay(c.t.key, &c.rec)
 			}
 		}
 	}

@@ -6,12 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
 )
 
-// TestLineEditorEditsAsUpdateLineDoes: the edits overlay makes in place
+// TestLineEditorEditsAsUpdateLineDoes: the edits a run of turns makes in place
 // leave the record as one updateLine (one clone) per edit would, new lines
 // and evictions included, and never touch a copy of the record that shares
 // its lines (the store's cached one).
@@ -44,9 +43,9 @@ func TestLineEditorEditsAsUpdateLineDoes(t *testing.T) {
 			for i, ed := range edits {
 				ref := lineRef{id: id(ed.line), tip: id(100 + i), messages: ed.messages}
 				now := t0.Add(time.Hour + time.Duration(i)*time.Second)
-				ed := editOf(i, ref)
-				updateLine(&want, ref, now, func(l *state.Line) { ed.apply(&want, l) })
-				e.update(ref, now, ed)
+				tr := editOf(i, ref)
+				updateLine(&want, ref, now, func(l *state.Line) { applyAnswered(&want, l, tr) })
+				e.update(ref, now, tr)
 			}
 			if !reflect.DeepEqual(got.Lines, want.Lines) {
 				t.Errorf("in place:\n%s\nupdateLine:\n%s", linesOf(got), linesOf(want))
@@ -58,23 +57,19 @@ func TestLineEditorEditsAsUpdateLineDoes(t *testing.T) {
 	}
 }
 
-// editOf is the i-th edit of a run, each kind in turn: the cache
-// evidence of a queued turn, a turn's usage (which reads the calibration
-// of the record's other lines of its model), its dedups, all of a turn
-// answered (the writer's).
-func editOf(i int, ref lineRef) lineEdit {
+// editOf is the i-th turn of a run, each kind in turn: usage that reads
+// the calibration of the record's other lines of its model, a turn with
+// cached tokens and dedups, one without usage.
+func editOf(i int, ref lineRef) *turnRecord {
 	u := wire.Usage{Found: true, InputTokens: 1000 + 100*i, CachedTokens: 50 * i}
-	switch i % 4 {
-	case 0:
-		return lineEdit{caches: rewrite.UsageTally{}.Add(cacheUsage(u)).Add(rewrite.Usage{Input: u.InputTokens + 10})}
+	tr := &turnRecord{turn: turn{line: ref, model: "gpt-4o", rawAfter: 900 + 10*i, forwarded: true, tokensBefore: 1000}, usage: u}
+	switch i % 3 {
 	case 1:
-		return lineEdit{observe: &turnRecord{turn: turn{line: ref, model: "gpt-4o", rawAfter: 900 + 10*i}, usage: u}}
-	case 3: // the writer's (applyTurn)
-		tr := &turnRecord{turn: turn{line: ref, model: "gpt-4o", rawAfter: 900 + 10*i, forwarded: true, tokensBefore: 1000,
-			dedups: []state.DedupMark{{Index: i}}}, usage: u}
-		return lineEdit{answered: tr, opened: new(bool)}
+		tr.turn.dedups = []state.DedupMark{{Index: i}}
+	case 2:
+		tr.usage = wire.Usage{}
 	}
-	return lineEdit{dedupsOf: &turn{line: ref, forwarded: true, dedups: []state.DedupMark{{Index: i}}}}
+	return tr
 }
 
 func linesOf(r state.Record) string {

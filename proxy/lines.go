@@ -108,9 +108,9 @@ func touchedLine(r *state.Record, ref lineRef, now time.Time) (state.Line, int) 
 	return l, i
 }
 
-// lineEditor makes a run of updateLine's edits on one record, which no
-// copy of it may see meanwhile, cloning its Lines once instead of at every
-// edit (state.Record.PutLine clones them, as a copy of the record may
+// lineEditor makes a run of turns' edits (updateLine's) on one record,
+// which no copy of it may see meanwhile, cloning its Lines once instead of
+// at every edit (state.Record.PutLine clones them, as a copy of the record may
 // share them): once an edit has cloned them they are the record's own, and
 // a later edit of a line it holds is made in place, in PutLine's order (the
 // edited line moves last).
@@ -119,48 +119,21 @@ type lineEditor struct {
 	owned bool // rec.Lines' backing array is rec's alone
 }
 
-// lineEdit is what an edit does to its line, besides what updateLine does
-// to every line it touches: one of these, named rather than a func so that
-// the line edited stays off the heap.
-type lineEdit struct {
-	dedupsOf *turn              // keepDedups
-	caches   rewrite.UsageTally // observeCaches
-	observe  *turnRecord        // observe
-	window   int                // observeWindow
-	// answered is applyAnswered's turn; opened is told whether it opened
-	// the breaker.
-	answered *turnRecord
-	opened   *bool
-}
-
-func (ed lineEdit) apply(rec *state.Record, l *state.Line) {
-	switch {
-	case ed.dedupsOf != nil:
-		keepDedups(l, ed.dedupsOf)
-	case ed.caches.Turns > 0:
-		observeCaches(l, ed.caches)
-	case ed.observe != nil:
-		observe(rec, l, *ed.observe)
-	case ed.window > 0:
-		observeWindow(l, ed.window)
-	case ed.answered != nil:
-		*ed.opened = applyAnswered(rec, l, ed.answered)
-	}
-}
-
-// update is updateLine(e.rec, ref, now, ed's edit).
-func (e *lineEditor) update(ref lineRef, now time.Time, ed lineEdit) {
+// update is updateLine(e.rec, ref, now, applyAnswered of tr): it reports
+// whether tr opened the line's breaker.
+func (e *lineEditor) update(ref lineRef, now time.Time, tr *turnRecord) (opened bool) {
 	r := e.rec
 	l, i := touchedLine(r, ref, now)
-	ed.apply(r, &l)
+	opened = applyAnswered(r, &l, tr)
 	if !e.owned || i < 0 || len(r.Lines) > state.MaxLines {
 		// A new line may evict another: PutLine decides.
 		r.PutLine(l)
 		e.owned = true
-		return
+		return opened
 	}
 	copy(r.Lines[i:], r.Lines[i+1:])
 	r.Lines[len(r.Lines)-1] = l
+	return opened
 }
 
 // numbersOf is line l's numbers as rewrite's decisions read them: state.Line

@@ -19,7 +19,6 @@ import (
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/rs/zerolog"
 )
 
 // countingUpstream answers chat completions like the fake, but reports
@@ -395,42 +394,25 @@ func TestSmallDedupAfterBigOneKeepsTheCachedPrefix(t *testing.T) {
 	}
 }
 
-// slowStore is a Store whose batched writes wait until released, as on a
-// slow disk; entered is told of each one.
-type slowStore struct {
-	state.Store
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (s *slowStore) UpdateMany(muts []state.Mutation) ([]state.Record, []error, error) {
-	s.entered <- struct{}{}
-	<-s.release
-	return s.Store.UpdateMany(muts)
-}
-
 // While the store is slow to write, the next request of each history
 // under a key finds its line and the numbers its last turn reported. Only
 // the key's latest queued turn was seen, so the other history's request,
 // its turns not written yet, started a line of its own (from no
 // calibration, without its breaker), and the record kept two lines for it.
 func TestQueuedTurnsOfEveryHistoryAreSeenByTheNextRequest(t *testing.T) {
-	st := &slowStore{Store: state.NewMemory(), entered: make(chan struct{}, 8), release: make(chan struct{})}
-	t.Cleanup(func() { st.Store.Close() })
-	r := newRecorder(st, zerolog.Nop(), time.Now, nil)
-	t.Cleanup(r.close)
-	t.Cleanup(func() { close(st.release) })
+	r := stoppedRecorder(t, state.NewMemory()) // nothing is written
 	key := state.NewKey([]byte("Bearer k"), "app-wide-id")
 	lineA := lineRef{id: state.ChainHash{0xa}, tip: state.ChainHash{0xa, 9}, messages: 9}
 	lineB := lineRef{id: state.ChainHash{0xb}, tip: state.ChainHash{0xb, 7}, messages: 7}
 	r.record(turnRecord{turn: turn{key: key, line: lineA, model: "m", rawAfter: 1000},
 		usage: wire.Usage{Found: true, InputTokens: 1500}})
-	<-st.entered // the first write is under way: what follows stays queued
 	r.record(turnRecord{turn: turn{key: key, line: lineB, model: "m", rawAfter: 800},
 		usage: wire.Usage{Found: true, InputTokens: 1000}})
 
-	var rec state.Record // what the next request reads: nothing written yet
-	r.overlay(key, &rec)
+	rec, err := r.read(key) // what the next request reads
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []struct {
 		ref   lineRef
 		input int

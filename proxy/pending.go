@@ -3,92 +3,164 @@ package proxy
 import (
 	"slices"
 
-	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 )
 
-// pendingTurns is what a request needs of its conversation's turns that are
-// queued but not written yet: how many, and for each line they extend,
-// what pendingLine keeps. Two histories under one key (runs of one agent,
-// an app-wide id) each find their own line while the store is slow.
+// pendingTurns are a conversation's turns that are queued but not written
+// yet, which its next requests read as if they were (read): a request is
+// judged by the same numbers however far behind the writer is.
 type pendingTurns struct {
-	n     int
-	seq   uint64 // the last queued turn's seq
-	lines pendingLines
+	n   int
+	seq uint64 // the last queued turn's seq
+	// turns are those not written yet, oldest first (the writer takes them
+	// in that order). Read-only once queued, so a reader copies the slice,
+	// not the turns; written ones only move its start.
+	turns []*turnRecord
+	// writing: some of turns are in the batch the writer is storing, so a
+	// record read meanwhile may or may not hold them (read waits).
+	writing bool
+	// writes counts the key's batches written while it had turns pending:
+	// a fold made before the last one is of a record no longer stored.
+	writes uint64
+	// fold is the latest record read with turns folded into it, which the
+	// next read extends by the turns queued since rather than folding
+	// them all again (a busy key has hundreds queued while the writer
+	// gathers); nil: none.
+	fold *pendingFold
 }
 
-// pendingLines are the lines of a key's queued turns, in the order they
-// were first queued.
-type pendingLines []pendingLine
-
-// pendingLine is what a line's queued turns tell its next request: the
-// latest (where it took the line, its dedups), and the latest with usage
-// (nil: none). Both are read-only once queued, so a request copies the
-// pointers, not the turns.
-type pendingLine struct {
-	newest *turn
-	usage  *turnRecord
-	// earlier are the usages of the line's queued turns before usage's,
-	// oldest first, and their seqs: the cost model counts every turn and
-	// what each said of the cache, not only the latest. Those written are
-	// dropped (sinceWritten): a busy key may never have none queued, and
-	// its written turns are in the record already. tally sums them, so a
-	// request folds them in at once however many a busy line has queued
-	// (hundreds while the writer gathers under load).
-	earlier    []rewrite.Usage
-	earlierSeq []uint64
-	tally      rewrite.UsageTally
-	// window is the smallest window a refusal of one of the line's queued
-	// turns showed (0: none), which usage's turn may not carry: the line's
-	// next requests are planned by it before the writer gets to it.
-	window int
+// pendingFold is a record as read from the store (base) with a key's
+// queued turns up to seq through folded into it.
+type pendingFold struct {
+	writes  uint64 // pendingTurns.writes when base was read
+	base    recordVersion
+	through uint64
+	rec     state.Record
 }
 
-// sinceWritten drops from l's earlier usages those of turns up to seq,
-// which are written. Only the start moves: a copy of l (overlay) keeps
-// reading what it saw, and appends go past its end.
-func (l *pendingLine) sinceWritten(seq uint64) {
-	n := 0
-	for n < len(l.earlierSeq) && l.earlierSeq[n] <= seq {
-		l.tally = l.tally.Remove(l.earlier[n])
-		n++
-	}
-	l.earlier, l.earlierSeq = l.earlier[n:], l.earlierSeq[n:]
+// recordVersion tells one stored version of a record from the next:
+// another replica may write a key between this one's writes.
+type recordVersion struct {
+	updated  int64 // UpdatedAt, in nanoseconds
+	requests int64
 }
 
-// with returns ls with queued on its line.
-func (ls pendingLines) with(queued *turnRecord) pendingLines {
-	i := slices.IndexFunc(ls, func(l pendingLine) bool { return l.newest.line.id == queued.turn.line.id })
-	if i < 0 {
-		ls, i = append(ls, pendingLine{}), len(ls)
-	}
-	ls[i].newest = &queued.turn
-	ls[i].window = rewrite.SmallerWindow(ls[i].window, queued.turn.refusedWindow)
-	// A turn the upstream compacted itself teaches its line nothing
-	// (rewrite.Observation.ServerCompacted).
-	if queued.usage.Found && !queued.usage.ServerCompacted {
-		if ls[i].usage != nil {
-			u := cacheUsage(ls[i].usage.usage)
-			ls[i].earlier = append(ls[i].earlier, u)
-			ls[i].earlierSeq = append(ls[i].earlierSeq, ls[i].usage.seq)
-			ls[i].tally = ls[i].tally.Add(u)
+func versionOf(rec *state.Record) recordVersion {
+	return recordVersion{updated: rec.UpdatedAt.UnixNano(), requests: rec.Requests}
+}
+
+// read returns key's record as the store holds it, with key's
+// turns that are queued but not written yet folded in as the writer will
+// fold them (foldTurn): what a request is judged by (its line's
+// calibration, cache evidence, window, dedup and prune marks, breaker;
+// the branches it used) is the same whether the writer has run or not.
+// The counters and turn list, the dashboard's, are left to the writer.
+//
+// A record read while a batch of the key's turns was being committed may
+// or may not hold them: read then waits for that write to end and reads
+// again, so that no turn is folded twice or missed.
+func (r *recorder) read(key state.Key) (state.Record, error) {
+	for {
+		gen := r.gen.Load()
+		rec, _, err := r.store.Get(key)
+		r.pendingMu.Lock()
+		p := r.pending[key]
+		now := r.gen.Load()
+		// Consistent when no batch began or ended since gen, or the only
+		// one that did (still running) is not of key.
+		if now == gen && (gen%2 == 0 || !p.writing) || now == gen+1 && gen%2 == 0 && !p.writing {
+			r.pendingMu.Unlock()
+			if err != nil || len(p.turns) == 0 {
+				return rec, err
+			}
+			return r.fold(key, rec, p), nil
 		}
-		ls[i].usage = queued
+		for p.writing && r.gen.Load() == now {
+			r.wrote.Wait()
+		}
+		r.pendingMu.Unlock()
 	}
-	return ls
 }
 
-// done1 counts one pending turn of key as written (its seq; 0: lost).
-func (r *recorder) done1(key state.Key, seq uint64) {
+// fold returns rec, key's record as stored, with p's turns folded in,
+// starting from p's last fold when it is of the same stored record.
+func (r *recorder) fold(key state.Key, rec state.Record, p pendingTurns) state.Record {
+	base, turns, through := versionOf(&rec), p.turns, uint64(0)
+	if f := p.fold; f != nil && f.writes == p.writes && f.base == base {
+		rec, through = f.rec, f.through
+		i, _ := slices.BinarySearchFunc(turns, through+1, func(tr *turnRecord, seq uint64) int { return cmpSeq(tr.seq, seq) })
+		if turns = turns[i:]; len(turns) == 0 {
+			return rec
+		}
+	}
+	foldTurns(&rec, turns)
+	f := &pendingFold{writes: p.writes, base: base, through: turns[len(turns)-1].seq, rec: rec}
+	r.pendingMu.Lock()
+	if q, ok := r.pending[key]; ok && q.writes == f.writes && (q.fold == nil || q.fold.through < f.through) {
+		q.fold = f
+		r.pending[key] = q
+	}
+	r.pendingMu.Unlock()
+	return rec
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// queueLocked adds tr, being queued, to its key's pending turns and
+// gives it its seq; pendingMu is held.
+func (r *recorder) queueLocked(tr *turnRecord) {
+	p := r.pending[tr.turn.key]
+	p.n++
+	p.seq++
+	tr.seq = p.seq
+	p.turns = append(p.turns, tr)
+	r.pending[tr.turn.key] = p
+}
+
+// done1 counts tr, a pending turn, as lost: it never reached the queue.
+func (r *recorder) done1(tr *turnRecord) {
 	r.pendingMu.Lock()
 	defer r.pendingMu.Unlock()
-	r.doneLocked(key, 1, seq)
+	key := tr.turn.key
+	if p := r.pending[key]; p.n > 1 {
+		p.n--
+		// A copy: readers may hold the old slice.
+		p.turns = slices.DeleteFunc(slices.Clone(p.turns), func(q *turnRecord) bool { return q == tr })
+		p.fold = nil
+		r.pending[key] = p
+	} else {
+		delete(r.pending, key)
+	}
 	r.wakeIfAllWritten()
 }
 
-// doneBatch counts a written batch's turns as done1 would one by one,
-// under one lock rather than one per turn: requests wait on that lock
-// (overlay, record), and each hand-off of it wakes a goroutine.
+// writing marks the keys of batch's groups as being written, before the
+// batch's transaction: a record read from now until doneBatch may hold
+// their turns or not.
+func (r *recorder) writing(batch []*turnRecord, groups [][]int) {
+	r.pendingMu.Lock()
+	defer r.pendingMu.Unlock()
+	r.gen.Add(1)
+	for _, idx := range groups {
+		key := batch[idx[0]].turn.key
+		if p, ok := r.pending[key]; ok {
+			p.writing = true
+			r.pending[key] = p
+		}
+	}
+}
+
+// doneBatch counts a written batch's turns as done, under one lock rather
+// than one per turn: requests wait on that lock (read, record), and each
+// hand-off of it wakes a goroutine.
 func (r *recorder) doneBatch(batch []*turnRecord, groups [][]int) {
 	r.pendingMu.Lock()
 	defer r.pendingMu.Unlock()
@@ -99,21 +171,31 @@ func (r *recorder) doneBatch(batch []*turnRecord, groups [][]int) {
 		}
 		r.doneLocked(batch[idx[0]].turn.key, len(idx), seq)
 	}
+	r.gen.Add(1)
+	r.wrote.Broadcast()
 	r.wakeIfAllWritten()
 }
 
 // doneLocked counts n pending turns of key as written, the latest seq;
 // pendingMu is held.
 func (r *recorder) doneLocked(key state.Key, n int, seq uint64) {
-	if p := r.pending[key]; p.n > n {
-		p.n -= n
-		for i := range p.lines {
-			p.lines[i].sinceWritten(seq)
-		}
-		r.pending[key] = p
-	} else {
-		delete(r.pending, key)
+	p, ok := r.pending[key]
+	if !ok {
+		return // replayed from the journal: never pending
 	}
+	if p.n <= n {
+		delete(r.pending, key)
+		return
+	}
+	p.n -= n
+	i := 0
+	for i < len(p.turns) && p.turns[i].seq <= seq {
+		i++
+	}
+	p.turns = p.turns[i:]
+	p.writing, p.fold = false, nil
+	p.writes++
+	r.pending[key] = p
 }
 
 // wakeIfAllWritten wakes wait's callers when no turn is pending any more;
@@ -121,39 +203,5 @@ func (r *recorder) doneLocked(key state.Key, n int, seq uint64) {
 func (r *recorder) wakeIfAllWritten() {
 	if len(r.pending) == 0 && r.answering.Load() == 0 {
 		r.allWritten.Broadcast()
-	}
-}
-
-// overlay gives rec, a record just read from the store, the lines of key's
-// turns that are queued but not yet written, with the usage and
-// calibration of each line's latest: O(lines) however many are queued,
-// under a short lock.
-func (r *recorder) overlay(key state.Key, rec *state.Record) {
-	// A copy (record changes them in place), on the stack for a key's
-	// usual few lines.
-	var few [4]pendingLine
-	r.pendingMu.Lock()
-	lines := append(few[:0], r.pending[key].lines...)
-	r.pendingMu.Unlock()
-	if len(lines) == 0 {
-		return
-	}
-	now := r.now()
-	// rec is the caller's copy, read from the store just now.
-	e := lineEditor{rec: rec}
-	for i := range lines {
-		l := &lines[i]
-		e.update(l.newest.line, now, lineEdit{dedupsOf: l.newest})
-		if l.tally.Turns > 0 { // one edit: touching the line again changes nothing
-			e.update(l.newest.line, now, lineEdit{caches: l.tally})
-		}
-		if l.usage != nil {
-			tr := *l.usage
-			tr.turn.compacted = false // the breaker is the writer's business
-			e.update(tr.turn.line, now, lineEdit{observe: &tr})
-		}
-		if l.window > 0 {
-			e.update(l.newest.line, now, lineEdit{window: l.window})
-		}
 	}
 }

@@ -68,6 +68,12 @@ type recorder struct {
 	// answer ends, still finds its line and the previous turn's usage and
 	// calibration.
 	pending map[state.Key]pendingTurns // guarded by pendingMu
+	// gen counts the writer's batches begun and ended (odd: one is being
+	// written), changed under pendingMu: read tells by it whether the
+	// record it read may or may not hold turns still pending.
+	gen atomic.Uint64
+	// wrote is signalled, on pendingMu, when a batch is written.
+	wrote *sync.Cond
 	// written is signalled, on pendingMu, when pending empties: every turn
 	// queued is written (or lost). Not a WaitGroup: a streamed turn is
 	// queued once its client has read the answer's end, so wait may
@@ -148,14 +154,23 @@ func newRecorder(store state.Store, log zerolog.Logger, now func() time.Time, wr
 // for room and shortest interval between writes.
 func newRecorderSized(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool),
 	queue int, wait, every time.Duration) *recorder {
+	r := newStoppedRecorder(store, log, now, written, queue, wait, every)
+	go r.run()
+	return r
+}
+
+// newStoppedRecorder is newRecorderSized without its writer: the caller
+// runs it (a test, writing when it chooses).
+func newStoppedRecorder(store state.Store, log zerolog.Logger, now func() time.Time, written func(state.Record, bool),
+	queue int, wait, every time.Duration) *recorder {
 	r := &recorder{store: store, log: log, now: now, queue: make(chan *turnRecord, queue), queueWait: wait, done: make(chan struct{}),
 		every: every, flush: make(chan struct{}, 1), pending: map[state.Key]pendingTurns{}, written: written}
 	r.allWritten = sync.NewCond(&r.pendingMu)
+	r.wrote = sync.NewCond(&r.pendingMu)
 	if j, ok := store.(state.Journaled); ok {
 		r.journal = j
 		r.replay(j.Unjournaled())
 	}
-	go r.run()
 	return r
 }
 
@@ -171,12 +186,7 @@ func (r *recorder) record(tr turnRecord) {
 		queued.jseq = r.journalTurn(queued)
 	}
 	r.pendingMu.Lock()
-	p := r.pending[tr.turn.key]
-	p.n++
-	p.seq++
-	queued.seq = p.seq
-	p.lines = p.lines.with(queued)
-	r.pending[tr.turn.key] = p
+	r.queueLocked(queued)
 	r.pendingMu.Unlock()
 	select {
 	case r.queue <- queued:
@@ -192,7 +202,7 @@ func (r *recorder) record(tr turnRecord) {
 	select {
 	case r.queue <- queued:
 	case <-wait.C:
-		r.done1(tr.turn.key, 0)
+		r.done1(queued)
 		r.seqs.done(queued.jseq)
 		r.failed("record queue full; turn not recorded", nil)
 	}
@@ -206,7 +216,7 @@ const maxRecordBatch = recordQueue
 // to the next while turns keep coming. A busy proxy then writes each
 // conversation once per interval with all of its turns (a record decoded,
 // encoded and put once, one disk sync for them all) instead of once per
-// turn; the turns in between are still seen by every request (overlay). A
+// turn; the turns in between are still seen by every request (read). A
 // SIGKILL loses none of them where the store keeps a journal (the next
 // start writes them), else at most the last interval's and a write's.
 const recordEvery = 10 * time.Millisecond
@@ -330,13 +340,12 @@ func (r *recorder) writeBatch(batch []*turnRecord, notify bool) {
 	var recs []state.Record
 	var errs []error
 	var err error
+	r.writing(batch, groups)
 	if r.journal != nil {
 		recs, errs, err = r.journal.UpdateManyThrough(muts, r.seqs.doneAll(batch))
 	} else {
 		recs, errs, err = r.store.UpdateMany(muts)
 	}
-	// A reader between the commit and here may apply a turn's usage twice
-	// to its copy; it comes out the same.
 	r.doneBatch(batch, groups)
 	for g, idx := range groups {
 		for _, i := range idx {

@@ -265,35 +265,24 @@ func TestAFillingQueueWakesTheSleepingWriter(t *testing.T) {
 // conversation (half of the CPU of one hot conversation at 12k req/s).
 // Now the usages of written turns are dropped from the queue's view.
 func TestAHotConversationsWrittenTurnsAreNotCountedAgain(t *testing.T) {
-	st, bolt := newBatchStore(t, 0)
-	r := newRecorderSized(st, zerolog.Nop(), time.Now, nil, recordQueue, recordQueueWait, 0)
+	_, bolt := newBatchStore(t, 0)
+	r := stoppedRecorder(t, bolt)
 	key := state.NewKey([]byte("Bearer k"), "hot")
 	line := lineRef{id: state.ChainHash{0x40}, tip: state.ChainHash{0x40, 1}, messages: 1}
-	send := func(n int) {
+	for n := range 5 {
 		r.record(turnRecord{turn: turn{key: key, line: line, model: "m", forwarded: true},
-			usage: wire.Usage{Found: true, InputTokens: 100 * n, CachedTokens: 50 * n}})
+			usage: wire.Usage{Found: true, InputTokens: 100 * (n + 1), CachedTokens: 50 * (n + 1)}})
 	}
-	send(1)
-	<-st.entered // turn 1's batch is held: 2-4 queue behind it
-	send(2)
-	send(3)
-	send(4)
-	st.release <- struct{}{}
-	<-st.entered // 2-4 in one batch, held: 5 queues behind it
-	send(5)
-	st.release <- struct{}{}
-	<-st.entered // 5's batch, held: 2-4 are written, 5 is queued
+	r.writeQueued(1)
+	r.writeQueued(3) // 2-4: 5 is still queued
 	rec, ok, err := bolt.Get(key)
 	if err != nil || !ok || rec.Requests != 4 {
 		t.Fatalf("stored: %d requests (%v, %v); want 4", rec.Requests, ok, err)
 	}
 	stored := rec.Lines[0].Turns
-	r.overlay(key, &rec)
-	if got := rec.Lines[0].Turns; got != stored+1 {
-		t.Errorf("line turns %d with the queue's view, %d stored: want one more (turn 5), not the written ones again", got, stored)
+	if rec, _ = r.read(key); rec.Lines[0].Turns != stored+1 {
+		t.Errorf("line turns %d with the queued turns, %d stored: want one more (turn 5), not the written ones again", rec.Lines[0].Turns, stored)
 	}
-	st.release <- struct{}{}
-	r.close()
 }
 
 // A streamed turn is queued once its client has read the answer's end, so

@@ -196,46 +196,6 @@ func (ev CacheEvidence) Observe(u Usage) CacheEvidence {
 	return ev
 }
 
-// UsageTally sums what a run of turns' usages tell CacheEvidence, so that
-// the run is observed at once (ObserveTally), however long it is; Remove
-// takes a turn back out, for a run whose oldest turns leave it.
-type UsageTally struct {
-	Turns  int // usages in the run
-	Cached int // of them, those that read from or wrote to the cache
-	Large  int // of them, the others of at least minCacheablePrompt
-}
-
-// Add returns t with a turn that reported u.
-func (t UsageTally) Add(u Usage) UsageTally { return t.plus(u, 1) }
-
-// Remove returns t without a turn that reported u (added before).
-func (t UsageTally) Remove(u Usage) UsageTally { return t.plus(u, -1) }
-
-func (t UsageTally) plus(u Usage, n int) UsageTally {
-	t.Turns += n
-	switch {
-	case u.Cached > 0 || u.CacheWrite > 0:
-		t.Cached += n
-	case u.Input >= minCacheablePrompt:
-		t.Large += n
-	}
-	return t
-}
-
-// ObserveTally returns ev after the run of turns t tallies, the same as
-// Observe of each in order: a cached turn anywhere leaves only Seen (none
-// after it changes that), else each large prompt counts while none was
-// ever seen cached.
-func (ev CacheEvidence) ObserveTally(t UsageTally) CacheEvidence {
-	switch {
-	case t.Cached > 0:
-		return CacheEvidence{Seen: true}
-	case !ev.Seen:
-		ev.Uncached += t.Large
-	}
-	return ev
-}
-
 // NotCaching reports whether ev shows an upstream that does not cache:
 // uncachedEvidence large prompts and never a cached token. Until then it
 // is assumed to cache: the cautious guess, under which a rewrite must pay

@@ -1,7 +1,6 @@
 package rewrite
 
 import (
-	"math/rand/v2"
 	"testing"
 )
 
@@ -71,42 +70,6 @@ func TestExpectedTurnsAhead(t *testing.T) {
 	for _, tc := range []struct{ so, want int }{{0, 2}, {1, 2}, {4, 2}, {10, 5}, {101, 50}} {
 		if got := ExpectedTurnsAhead(tc.so); got != tc.want {
 			t.Errorf("ExpectedTurnsAhead(%d) = %d, want %d", tc.so, got, tc.want)
-		}
-	}
-}
-
-// A run of usages tallied and observed at once is the run observed one by
-// one, from any evidence, and a tally without its oldest turns is the
-// tally of the rest: the proxy folds a busy line's queued turns in O(1).
-func TestUsageTallyObservesAsObserveDoes(t *testing.T) {
-	kinds := []Usage{{Input: 30000}, {Input: 900}, {Input: 30000, Cached: 28000}, {Input: 2048}, {Input: 500, CacheWrite: 500}}
-	starts := []CacheEvidence{{}, {Uncached: 2}, {Seen: true}}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 2000 {
-		run := make([]Usage, rng.IntN(8))
-		for i := range run {
-			run[i] = kinds[rng.IntN(len(kinds))]
-		}
-		var all UsageTally
-		for _, u := range run {
-			all = all.Add(u)
-		}
-		drop := 0
-		if len(run) > 0 {
-			drop = rng.IntN(len(run) + 1)
-		}
-		rest := all
-		for _, u := range run[:drop] {
-			rest = rest.Remove(u)
-		}
-		for _, start := range starts {
-			want := start
-			for _, u := range run[drop:] {
-				want = want.Observe(u)
-			}
-			if got := start.ObserveTally(rest); got != want || rest.Turns != len(run)-drop {
-				t.Fatalf("from %+v, %v without its first %d: tallied %+v (%d turns), observed one by one %+v", start, run, drop, got, rest.Turns, want)
-			}
 		}
 	}
 }
