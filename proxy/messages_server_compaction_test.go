@@ -112,20 +112,7 @@ func TestClaudeServerCompactionThroughCtxpress(t *testing.T) {
 
 			// The client stops asking; ctxpress compacts what follows.
 			setContextManagement(a, was)
-			compactedAt := 0
-			for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
-				a.turn(stream)
-				if a.resp.Get(HeaderCompacted) == "true" {
-					turns, _ := up.turns()
-					compactedAt = len(turns)
-				}
-			}
-			if compactedAt == 0 {
-				t.Fatal("ctxpress never compacted after the server")
-			}
-			for range 3 {
-				a.turn(stream)
-			}
+			compactedAt := compactAfterServer(t, a, up, stream)
 			turns, summaries := up.turns()
 			if len(summaries) <= len(before) {
 				t.Fatalf("%d summary calls", len(summaries))
@@ -219,20 +206,7 @@ func TestClaudeThinkingLoopAroundServerCompaction(t *testing.T) {
 				t.Fatal("the server never compacted")
 			}
 			setContextManagement(a, was)
-			compactedAt := 0
-			for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
-				a.turn(stream)
-				if a.resp.Get(HeaderCompacted) == "true" {
-					turns, _ := up.turns()
-					compactedAt = len(turns)
-				}
-			}
-			if compactedAt == 0 {
-				t.Fatal("ctxpress never compacted after the server")
-			}
-			for range 3 {
-				a.turn(stream)
-			}
+			compactedAt := compactAfterServer(t, a, up, stream)
 			turns, _ := up.turns()
 			for _, g := range turns[compactedAt-1:] {
 				fwd := gjson.GetBytes(g.body, "messages").Array()
@@ -249,4 +223,26 @@ func TestClaudeThinkingLoopAroundServerCompaction(t *testing.T) {
 				at, compactedAt, up.ledger.Verified(), turns[len(turns)-1].dropped)
 		})
 	}
+}
+
+// compactAfterServer runs a's turns until ctxpress compacts one (failing
+// the test if none of 40 is), then 3 more, and returns how many upstream
+// turns there were when it did.
+func compactAfterServer(t *testing.T, a *messagesAgent, up *messagesUpstream, stream bool) int {
+	t.Helper()
+	compactedAt := 0
+	for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
+		a.turn(stream)
+		if a.resp.Get(HeaderCompacted) == "true" {
+			turns, _ := up.turns()
+			compactedAt = len(turns)
+		}
+	}
+	if compactedAt == 0 {
+		t.Fatal("ctxpress never compacted after the server")
+	}
+	for range 3 {
+		a.turn(stream)
+	}
+	return compactedAt
 }
