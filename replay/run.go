@@ -164,8 +164,7 @@ func (o Options) leg(s Session, through bool) (Leg, error) {
 	}
 	sendErr := o.send(s, target, p, clk)
 	if p != nil {
-		for clk.releaseNext() { // the calls still running end after the session
-		}
+		clk.drain(p)
 		p.WaitIdle()
 		if err := p.Close(); err != nil && sendErr == nil {
 			sendErr = fmt.Errorf("stopping ctxpress: %w", err)

@@ -198,10 +198,22 @@ func (c *clock) wait(d time.Duration) {
 // summary it prepares in the background has ended or waits at the
 // provider, so the next request finds the state a live one would.
 func (c *clock) settle(p Proxy) {
+	p.WaitRecorded() // the turn's end, which starts a precompaction, is past
 	for p.Background() != c.heldCalls() {
 		time.Sleep(100 * time.Microsecond) // a condition, not a duration
 	}
 	p.WaitRecorded()
+}
+
+// drain lets the summary calls still running end after the session's last
+// request, as live they would: billed, applied to nothing.
+func (c *clock) drain(p Proxy) {
+	for {
+		c.settle(p)
+		if !c.releaseNext() {
+			return
+		}
+	}
 }
 
 // releaseDue ends, in order, the held calls that end by the session's
