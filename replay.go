@@ -38,6 +38,14 @@ bodies are checked as strictly as the real APIs check them, and a refused one
 fails its session. With -upstream, both legs go to a real server instead and
 its usage is read as it reports it.
 
+A summary ctxpress prepares in the background applies, as in a live
+session, from the first request sent after its call ended: the session's
+turns go on meanwhile, each after the tool time and the model's time for its
+answer (its recorded length at -output-rate, plus -latency); a summary call
+takes -latency plus its length at -output-rate. The simulation keeps this
+time on a clock of its own, so a replay is deterministic and fast; with
+-upstream, the turns are paced for real by the tool time.
+
 Flags:
   -config FILE            ctxpress config, loaded as serve loads it (env CTXPRESS_CONFIG)
   -threshold-tokens N     compaction.threshold_tokens for the replay
@@ -49,6 +57,12 @@ Flags:
   -upstream URL           replay against a real upstream base URL, e.g. http://127.0.0.1:8080/v1
                           (the config's upstream_api_key is its key on both legs)
   -summary-tokens N       length of a simulated summary (default %d)
+  -tool-time D            time between an answer and the agent's next request
+                          (default %v)
+  -output-rate N          tokens a second the simulated provider writes, summaries
+                          and agent answers alike (default %v)
+  -latency D              the simulated provider's time to its first token
+                          (default %v)
   -parallel N             sessions replayed at once (default: one per CPU)
   -json                   print JSON instead of tables
 
@@ -63,6 +77,8 @@ type replayFlags struct {
 	config, model, prices, format, upstream string
 	threshold, summaryTokens, parallel      int
 	json                                    bool
+	toolTime, latency                       time.Duration
+	outputRate                              float64
 }
 
 func cmdReplay(args []string, stdout, stderr io.Writer) int {
@@ -76,9 +92,13 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.format, "format", "", "")
 	fs.StringVar(&f.upstream, "upstream", "", "")
 	fs.IntVar(&f.summaryTokens, "summary-tokens", replay.DefaultSummaryTokens, "")
+	fs.DurationVar(&f.toolTime, "tool-time", replay.DefaultToolTime, "")
+	fs.Float64Var(&f.outputRate, "output-rate", replay.DefaultOutputRate, "")
+	fs.DurationVar(&f.latency, "latency", replay.DefaultLatency, "")
 	fs.IntVar(&f.parallel, "parallel", 0, "")
 	fs.BoolVar(&f.json, "json", false, "")
-	help := fmt.Sprintf(replayUsage, defaultReplayModel, replay.DefaultSummaryTokens)
+	help := fmt.Sprintf(replayUsage, defaultReplayModel, replay.DefaultSummaryTokens,
+		replay.DefaultToolTime, replay.DefaultOutputRate, replay.DefaultLatency)
 	paths, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, help)
@@ -133,6 +153,9 @@ func replayOptions(f replayFlags) (replay.Options, error) {
 			return replay.Options{}, err
 		}
 	}
+	if f.outputRate <= 0 || f.toolTime < 0 || f.latency < 0 {
+		return replay.Options{}, errors.New("-output-rate must be above 0, -tool-time and -latency not below 0")
+	}
 	if f.upstream != "" {
 		if u, err := url.Parse(f.upstream); err != nil || u.Host == "" {
 			return replay.Options{}, fmt.Errorf("-upstream %q: want a base URL such as http://127.0.0.1:8080/v1", f.upstream)
@@ -152,6 +175,7 @@ func replayOptions(f replayFlags) (replay.Options, error) {
 	o := replay.Options{
 		Start: replayStart(cfg), Upstream: f.upstream, APIKey: cfg.UpstreamAPIKey,
 		SummaryTokens: f.summaryTokens, Parallel: f.parallel,
+		Timing: replay.Timing{ToolTime: orNone(f.toolTime), OutputRate: f.outputRate, Latency: orNone(f.latency)},
 		Prices: costs.PricesFor(priceModel), SummaryPrices: costs.PricesFor(priceModel),
 	}
 	if s := cfg.Compaction.Summarizer; s.BaseURL != "" {
@@ -161,6 +185,14 @@ func replayOptions(f replayFlags) (replay.Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// orNone is d as a Timing field: a flag's 0 is none, a field's 0 the default.
+func orNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func isLoopbackURL(raw string) bool {
@@ -231,6 +263,12 @@ func (p *replayProxy) start(c config) error {
 func (p *replayProxy) BaseURL() string { return "http://" + p.ln.Addr().String() + "/v1" }
 
 func (p *replayProxy) WaitIdle() { p.srv.WaitIdle() }
+
+func (p *replayProxy) WaitRecorded() { p.srv.WaitRecorded() }
+
+func (p *replayProxy) Background() int { return p.srv.Background() }
+
+func (p *replayProxy) Waiting() int { return p.srv.Waiting() }
 
 func (p *replayProxy) Close() error {
 	var err error

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ctxpress/ctxpress/internal/corpustest"
 	"github.com/ctxpress/ctxpress/replay"
@@ -274,5 +275,70 @@ func TestReplayRefusedSummaryCallFailsItsSessionUnlessOverTheWindow(t *testing.T
 				t.Errorf("exit %d, %+v: want the refusal counted and the retried summary in\n%s", code, s, out)
 			}
 		})
+	}
+}
+
+// The replay's clock against the wall clock: corpus traces whose summary
+// is prepared in the background at a 24,000-token trigger, replayed with
+// the simulated clock and then live (the real ctxpress server in front of
+// the simulated provider behind its HTTP server, which takes each answer's
+// time for real, and an agent that waits the tool time for real), cost the
+// same within 2 points of saving per session. A summary call of 600 ms
+// (1,000 tokens at 1,667 a second, no latency) spans three or four turns of
+// about 160 ms (100 ms of tools, the answer's time), so scheduling noise of
+// a few milliseconds moves a summary by a turn rarely, and a turn moves
+// these 50- to 70-turn bills by well under a point; a summary applied from
+// the next turn, as the replay did before, is 3 to 6 points off. About 20 s
+// (the sessions at once, each paced for real).
+func TestReplayTimingMatchesALiveSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a live replay takes seconds")
+	}
+	t.Setenv("CTXPRESS_CONFIG", "")
+	dir := filepath.Join(corpustest.Dir(t), "traces")
+	var paths []string
+	for _, n := range []string{"mini-gemini3pro-django__django-15629.json", "mini-gemini3pro-mwaskom__seaborn-3069.json",
+		"mini-gemini3pro-matplotlib__matplotlib-20826.json", "mini-gemini3pro-pydata__xarray-4695.json"} {
+		paths = append(paths, filepath.Join(dir, n))
+	}
+	sessions, err := replay.Load(paths, "", defaultReplayModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := replayOptions(replayFlags{model: defaultReplayModel, threshold: 24000, summaryTokens: 1000,
+		toolTime: 100 * time.Millisecond, outputRate: 1000 / 0.6, parallel: len(paths)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simulated := replay.Run(sessions, o)
+	timing := o.Timing
+	o.Timing.OutputRate, o.Timing.Latency = 1e12, -1 // a summary ready by the next turn
+	nextTurn := replay.Run(sessions, o)
+	o.Timing = timing
+	o.Timing.Live = true
+	start := time.Now()
+	live := replay.Run(sessions, o)
+	t.Logf("live replay: %v", time.Since(start))
+	for _, r := range []replay.Report{simulated, nextTurn, live} {
+		if r.Failed() {
+			t.Fatalf("a replay failed: %+v", r.Sessions)
+		}
+	}
+	saving := func(r replay.SessionResult) float64 { return 100 * (1 - r.CostCtxpress/r.CostDirect) }
+	const tolerance = 2.0 // points of saving
+	apart := 0
+	for i, s := range simulated.Sessions {
+		l, n := live.Sessions[i], nextTurn.Sessions[i]
+		t.Logf("%s: %d turns, saving %.1f%% simulated (%d summaries), %.1f%% live (%d), %.1f%% applied from the next turn (%d)",
+			s.Name, s.Turns, saving(s), s.Ctxpress.Summaries, saving(l), l.Ctxpress.Summaries, saving(n), n.Ctxpress.Summaries)
+		if d := math.Abs(saving(s) - saving(l)); d > tolerance {
+			t.Errorf("%s: saving %.1f%% simulated, %.1f%% live: %.1f points apart, want at most %v", s.Name, saving(s), saving(l), d, tolerance)
+		}
+		if math.Abs(saving(n)-saving(l)) > tolerance {
+			apart++
+		}
+	}
+	if apart == 0 {
+		t.Error("a summary applied from the next turn is as near the live bills: the sessions do not test the timing")
 	}
 }

@@ -178,8 +178,10 @@ func (c *compactions) precompact(ti turnInput) {
 		return
 	}
 	c.bg.Add(1)
+	c.bgCount.Add(1)
 	go func() {
 		defer c.bg.Done()
+		defer c.bgCount.Add(-1)
 		defer c.release(ti.lockKey(), done)
 		releaseLease, mine := c.takeLease(ti.lockKey())
 		if !mine { // another replica is preparing it

@@ -136,6 +136,7 @@ type compactions struct {
 	mu       sync.Mutex
 	inflight map[lineKey]chan struct{} // guarded by mu; closed when the compaction ends
 	bg       sync.WaitGroup            // background precompactions
+	bgCount  atomic.Int64              // background precompactions running
 	// waiting counts the requests waiting for a compaction of their line
 	// that another request (or a precompaction) started, for metrics.
 	waiting atomic.Int64

@@ -143,6 +143,22 @@ func (s *Server) WaitIdle() {
 	}
 }
 
+// WaitRecorded blocks until the turns answered so far are recorded; unlike
+// WaitIdle, it does not wait for summaries prepared in the background.
+func (s *Server) WaitRecorded() {
+	if s.rec != nil {
+		s.rec.wait()
+	}
+}
+
+// Background reports how many summaries are being prepared in the
+// background now.
+func (s *Server) Background() int { return int(s.comp.bgCount.Load()) }
+
+// Waiting reports how many requests are waiting now for a compaction of
+// their conversation that another request or a precompaction started.
+func (s *Server) Waiting() int { return int(s.comp.waiting.Load()) }
+
 // Shutdown stops accepting, lets in-flight requests and streams finish until
 // ctx is done, then closes idle upstream connections. It returns ctx.Err()
 // when the drain did not complete in time.

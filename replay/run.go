@@ -3,7 +3,6 @@ package replay
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime"
 	"sync"
@@ -17,8 +16,17 @@ type Proxy interface {
 	// BaseURL is where clients send requests, ending in /v1.
 	BaseURL() string
 	// WaitIdle blocks until its background work (a summary being
-	// prepared) has ended.
+	// prepared, turns queued for its store) has ended.
 	WaitIdle()
+	// WaitRecorded blocks until the turns answered so far are in its
+	// store, not waiting for summaries prepared in the background.
+	WaitRecorded()
+	// Background reports how many summaries it is preparing in the
+	// background now.
+	Background() int
+	// Waiting reports how many requests wait now for a compaction of
+	// their conversation that another one started.
+	Waiting() int
 	// Close stops it and removes its state.
 	Close() error
 }
@@ -52,6 +60,9 @@ type Options struct {
 	Parallel int
 	// Tokens counts the simulation's prompts (nil: a new one).
 	Tokens *Tokens
+	// Timing is how long the session's steps take, which decides when a
+	// summary prepared in the background applies (see Timing).
+	Timing Timing
 
 	client *http.Client // the replay's own calls
 }
@@ -109,11 +120,13 @@ func (o Options) session(s Session) SessionResult {
 	return r
 }
 
-// newBackend is a fresh provider: a simulation with an empty cache, or
-// the real upstream at base.
-func (o Options) newBackend(client *http.Client, base string) backend {
+// newBackend is a fresh provider: a simulation with an empty cache, timed
+// by clk when it is not nil, or the real upstream at base.
+func (o Options) newBackend(client *http.Client, base string, clk *clock) backend {
 	if o.Upstream == "" {
-		return simBackend(NewSim(o.Tokens, o.SummaryTokens))
+		sim := NewSim(o.Tokens, o.SummaryTokens)
+		sim.clock = clk
+		return simBackend(sim)
 	}
 	return upstreamBackend(client, base)
 }
@@ -121,7 +134,12 @@ func (o Options) newBackend(client *http.Client, base string) backend {
 // leg replays s once, through ctxpress when through is set, and returns
 // what the provider metered.
 func (o Options) leg(s Session, through bool) (Leg, error) {
-	up, err := startMeter(o.newBackend(o.client, o.Upstream), false)
+	// The direct leg is not timed: nothing of it runs in the background.
+	clk, timed := &clock{timing: o.Timing}, (*clock)(nil)
+	if through {
+		timed = clk
+	}
+	up, err := startMeter(o.newBackend(o.client, o.Upstream, timed), false)
 	if err != nil {
 		return Leg{}, err
 	}
@@ -132,7 +150,7 @@ func (o Options) leg(s Session, through bool) (Leg, error) {
 	if through {
 		summariser := ""
 		if o.Summariser {
-			sum, err := startMeter(o.newBackend(o.client, o.SummariserUpstream), true)
+			sum, err := startMeter(o.newBackend(o.client, o.SummariserUpstream, timed), true)
 			if err != nil {
 				return Leg{}, err
 			}
@@ -144,8 +162,9 @@ func (o Options) leg(s Session, through bool) (Leg, error) {
 		}
 		target = p.BaseURL()
 	}
-	sendErr := o.send(s, target, through, p)
+	sendErr := o.send(s, target, p, clk)
 	if p != nil {
+		clk.drain(p)
 		p.WaitIdle()
 		if err := p.Close(); err != nil && sendErr == nil {
 			sendErr = fmt.Errorf("stopping ctxpress: %w", err)
@@ -174,9 +193,12 @@ func (o Options) leg(s Session, through bool) (Leg, error) {
 	return sumCalls(calls), nil
 }
 
-// send posts s's requests to target in order, as its client did; through
-// ctxpress, each waits for the background work the one before started.
-func (o Options) send(s Session, target string, through bool, p Proxy) error {
+// send posts s's requests to target in order, as its client did, paced
+// as o.Timing says; p is the ctxpress they go through, nil on the direct
+// leg. Simulated, each request waits for the turns before it to be
+// recorded and for the summary calls that ended by its time (clock).
+func (o Options) send(s Session, target string, p Proxy, clk *clock) error {
+	models := answerTokens(s, o.Tokens)
 	for k, body := range s.Requests {
 		req, err := http.NewRequest(http.MethodPost, target+s.Format.Path(), bytes.NewReader(body))
 		if err != nil {
@@ -187,27 +209,33 @@ func (o Options) send(s Session, target string, through bool, p Proxy) error {
 		if s.Format == Messages {
 			req.Header.Set("Anthropic-Version", "2023-06-01")
 		}
-		if o.APIKey != "" && !through {
+		if o.APIKey != "" && p == nil {
 			if s.Format == Messages {
 				req.Header.Set("X-Api-Key", o.APIKey)
 			} else {
 				req.Header.Set("Authorization", "Bearer "+o.APIKey)
 			}
 		}
-		resp, err := o.client.Do(req)
+		simulated := p != nil && o.Upstream == "" && !o.Timing.Live
+		if simulated {
+			clk.releaseDue(p)
+		}
+		clk.sent(o.Timing.answerTime(models[k]))
+		resp, out, err := clk.roundTrip(o.client, req, p)
 		if err != nil {
 			return fmt.Errorf("request %d of %d: %w", k+1, len(s.Requests), err)
-		}
-		out, err := io.ReadAll(resp.Body) // to the end: a stream's last event
-		resp.Body.Close()
-		if err != nil {
-			return fmt.Errorf("request %d of %d: reading the answer: %w", k+1, len(s.Requests), err)
 		}
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("request %d of %d: status %d: %s", k+1, len(s.Requests), resp.StatusCode, errorMessage(out))
 		}
-		if through {
-			p.WaitIdle()
+		switch {
+		case p == nil || k+1 == len(s.Requests):
+		case simulated:
+			clk.settle(p)
+			clk.wait(o.Timing.toolTime())
+		default: // live: a real upstream, or Timing.Live
+			p.WaitRecorded()
+			time.Sleep(o.Timing.toolTime())
 		}
 	}
 	return nil

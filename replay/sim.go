@@ -34,6 +34,9 @@ type Sim struct {
 	tokens        *Tokens
 	summaryTokens int
 
+	// clock, when set, times the answers (see Timing); nil answers at once.
+	clock *clock
+
 	mu    sync.Mutex
 	cache *prefixCache // guarded by mu
 	n     int          // answers so far, for their ids; guarded by mu
@@ -93,7 +96,8 @@ func (s *Sim) answer(f Format, body []byte) (int, string, []byte) {
 	a := answer{id: fmt.Sprintf("replay_%d", s.n), model: p.conv.Model, text: AgentReply,
 		input: p.tokens, cached: cached}
 	s.mu.Unlock()
-	if isSummaryConv(f, p.format, p.conv) {
+	summary := isSummaryConv(f, p.format, p.conv)
+	if summary {
 		n := s.summaryTokens
 		if c := outputCap(f, body); c > 0 && c < n {
 			n, a.truncated = c, true
@@ -101,6 +105,13 @@ func (s *Sim) answer(f Format, body []byte) (int, string, []byte) {
 		a.text = s.tokens.summaryText(n)
 	}
 	a.output = s.tokens.Count(a.text)
+	switch {
+	case s.clock == nil:
+	case summary:
+		s.clock.summaryCall(a.output)
+	default:
+		s.clock.agentCall()
+	}
 	a.stream = gjson.GetBytes(body, "stream").Bool()
 	a.streamUsage = f != Chat || gjson.GetBytes(body, "stream_options.include_usage").Bool()
 	ctype, out := render(f, a)
