@@ -97,16 +97,7 @@ func TestClaudeCodeConversationIsCompacted(t *testing.T) {
 			deps, _ := responsesDeps(t)
 			p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 16000), deps)
 			a := newMessagesAgent(t, p.URL, "auto-"+strconv.FormatBool(stream))
-			compactedAt := 0
-			for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
-				a.turn(stream)
-				if a.resp.Get(HeaderCompacted) == "true" {
-					compactedAt = turn
-				}
-			}
-			if compactedAt == 0 {
-				t.Fatal("never compacted")
-			}
+			compactedAt := a.untilCompacted(stream)
 			for range 4 {
 				a.turn(stream) // refused by the upstream if the compacted history broke a rule
 			}
@@ -144,16 +135,7 @@ func TestMessagesSummaryCallAsksNoContextManagement(t *testing.T) {
 			a.top[i].raw = `{"edits":[{"type":"clear_thinking_20251015","keep":"all"},{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":180000}}]}`
 		}
 	}
-	compactedAt := 0
-	for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
-		a.turn(false)
-		if a.resp.Get(HeaderCompacted) == "true" {
-			compactedAt = turn
-		}
-	}
-	if compactedAt == 0 {
-		t.Fatal("never compacted")
-	}
+	compactedAt := a.untilCompacted(false)
 	a.turn(false)
 	checkMessagesSummaryCall(t, up, 1)
 	turns, _ := up.turns()
@@ -453,4 +435,18 @@ func TestSkippedCompactionIsNoWarning(t *testing.T) {
 			t.Errorf("a skipped compaction warned: %s", line)
 		}
 	}
+}
+
+// untilCompacted runs a's turns until ctxpress compacts one (at most 40),
+// failing the test when none is, and returns that turn's number.
+func (a *messagesAgent) untilCompacted(stream bool) int {
+	a.t.Helper()
+	for turn := 1; turn <= 40; turn++ {
+		a.turn(stream)
+		if a.resp.Get(HeaderCompacted) == "true" {
+			return turn
+		}
+	}
+	a.t.Fatal("never compacted")
+	return 0
 }
