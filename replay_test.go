@@ -283,13 +283,11 @@ func TestReplayRefusedSummaryCallFailsItsSessionUnlessOverTheWindow(t *testing.T
 // the simulated clock and then live (the real ctxpress server in front of
 // the simulated provider behind its HTTP server, which takes each answer's
 // time for real, and an agent that waits the tool time for real), cost the
-// same within 2 points of saving per session. A summary call of 600 ms
-// (1,000 tokens at 1,667 a second, no latency) spans three or four turns of
-// about 160 ms (100 ms of tools, the answer's time), so scheduling noise of
-// a few milliseconds moves a summary by a turn rarely, and a turn moves
-// these 50- to 70-turn bills by well under a point; a summary applied from
-// the next turn, as the replay did before, is 3 to 6 points off. About 20 s
-// (the sessions at once, each paced for real).
+// same within the tolerance per session. Its summary calls span several
+// turns, so scheduling noise rarely moves a summary by a turn, and a turn
+// moves these bills by far less than the tolerance; a summary applied from
+// the next turn, as the replay did before, must fall outside it (figures:
+// docs/replay.md).
 func TestReplayTimingMatchesALiveSession(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a live replay takes seconds")

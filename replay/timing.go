@@ -12,9 +12,8 @@ import (
 
 // The defaults of Timing. A hosted model writes some 50 to 100 tokens a
 // second and answers a long, mostly cached prompt after about a second;
-// 60 tokens a second and 1 s put a 1,000-token summary at about 18 s, a
-// 200-token agent answer at about 4 s. An agent's tools (a file read, a
-// grep, a short command) mostly take a fraction of a second.
+// an agent's tools (a file read, a grep, a short command) mostly take a
+// fraction of a second.
 const (
 	DefaultToolTime   = 100 * time.Millisecond
 	DefaultOutputRate = 60.0 // tokens a second
@@ -106,6 +105,8 @@ type clock struct {
 	model    time.Duration // the request in flight's model time; guarded by mu
 	syncTime time.Duration // its summary calls' time so far; guarded by mu
 	held     []heldCall    // background summary calls, by when they end; guarded by mu
+	// onHeld, when set (tests), is told each time a call is held.
+	onHeld chan<- struct{}
 }
 
 // heldCall is a background summary call whose answer waits for the
@@ -162,6 +163,9 @@ func (c *clock) summaryCall(output int) {
 	})
 	c.held = slices.Insert(c.held, i, h)
 	c.mu.Unlock()
+	if c.onHeld != nil {
+		c.onHeld <- struct{}{}
+	}
 	<-h.release
 }
 

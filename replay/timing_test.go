@@ -64,11 +64,10 @@ func TestClockHoldsABackgroundSummaryUntilItsTime(t *testing.T) {
 	if c.now != 500*time.Millisecond {
 		t.Fatalf("after a turn of 200 ms with a 300 ms summary in its path: %v, want 500ms", c.now)
 	}
-	ended := make(chan struct{})
+	ended, held := make(chan struct{}), make(chan struct{})
+	c.onHeld = held
 	go func() { c.summaryCall(1000); close(ended) }() // in the background: 1 s
-	for c.heldCalls() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-held
 	p := &fakeProxy{background: 1}
 	for turn := 0; turn < 3; turn++ { // 3 × (100 + 200) ms: 1.4 s < 1.5 s
 		c.wait(c.timing.toolTime())
