@@ -213,8 +213,8 @@ func readItem(body []byte, i int) Item {
 		return it
 	}
 	it.Kind = KindMessage
-	var id, approvalRequestID string
-	var output Span
+	// Kept as spans: only the kinds that pair by them decode them.
+	var id, approvalRequestID, output Span
 	it.Span.End = wire.WalkObject(body, i, func(k wire.Span, vs int) int {
 		ve := wire.ValueEnd(body, vs)
 		f := Span{Start: vs, End: ve}
@@ -226,9 +226,9 @@ func readItem(body []byte, i int) Item {
 		case "call_id":
 			it.CallID = stringOf(body, f)
 		case "id":
-			id = stringOf(body, f)
+			id = f
 		case "approval_request_id":
-			approvalRequestID = stringOf(body, f)
+			approvalRequestID = f
 		case "name":
 			it.Name = stringOf(body, f)
 		case "arguments", "input":
@@ -240,22 +240,22 @@ func readItem(body []byte, i int) Item {
 		}
 		return ve
 	})
-	it.settle(id, approvalRequestID, output)
+	it.settle(body, id, approvalRequestID, output)
 	return it
 }
 
 // settle completes an item read member by member: the id a call or an
 // output is paired by (CallID), the output's Content when squash may edit
 // it, and a call's tool name when the kind implies it.
-func (it *Item) settle(id, approvalRequestID string, output Span) {
+func (it *Item) settle(body []byte, id, approvalRequestID, output Span) {
 	switch it.Kind {
 	case KindApprovalRequest:
-		it.CallID = id
+		it.CallID = stringOf(body, id)
 	case KindApprovalResponse:
-		it.CallID = approvalRequestID
+		it.CallID = stringOf(body, approvalRequestID)
 	case KindShellOut:
 		if it.CallID == "" {
-			it.CallID = id // the SDK names the call by id here
+			it.CallID = stringOf(body, id) // the SDK names the call by id here
 		}
 	}
 	if editableOutput(it.Kind) {

@@ -45,8 +45,7 @@ func gjsonRequest(body []byte) (*Request, bool) {
 				v.ForEach(func(_, e gjson.Result) bool {
 					it := Item{Span: spanOf(e)}
 					if e.IsObject() {
-						var id, approvalRequestID string
-						var output Span
+						var id, approvalRequestID, output Span
 						it.Kind = KindMessage
 						e.ForEach(func(k, f gjson.Result) bool {
 							switch k.Str {
@@ -57,9 +56,9 @@ func gjsonRequest(body []byte) (*Request, bool) {
 							case "call_id":
 								it.CallID = f.String()
 							case "id":
-								id = f.String()
+								id = spanOf(f)
 							case "approval_request_id":
-								approvalRequestID = f.String()
+								approvalRequestID = spanOf(f)
 							case "name":
 								it.Name = f.String()
 							case "arguments", "input":
@@ -71,7 +70,7 @@ func gjsonRequest(body []byte) (*Request, bool) {
 							}
 							return true
 						})
-						it.settle(id, approvalRequestID, output)
+						it.settle(body, id, approvalRequestID, output)
 					}
 					req.Items = append(req.Items, it)
 					return true
