@@ -38,13 +38,14 @@ bodies are checked as strictly as the real APIs check them, and a refused one
 fails its session. With -upstream, both legs go to a real server instead and
 its usage is read as it reports it.
 
-A summary ctxpress prepares in the background applies, as in a live
-session, from the first request sent after its call ended: the session's
-turns go on meanwhile, each after the tool time and the model's time for its
-answer (its recorded length at -output-rate, plus -latency); a summary call
-takes -latency plus its length at -output-rate. The simulation keeps this
-time on a clock of its own, so a replay is deterministic and fast; with
--upstream, the turns are paced for real by the tool time.
+A summary ctxpress prepares in the background is sent from the third
+request after the one that started it (or from the one that crosses the
+trigger, if sooner), however long its call takes: a request that comes
+while it still runs waits for it, live as here. The simulated provider
+times turns (the tool time, and the model's time for the recorded answer at
+-output-rate plus -latency) on a clock of its own, so such waits happen and
+a replay is still fast; with -upstream, the turns are paced for real by the
+tool time. No figure depends on these.
 
 Flags:
   -config FILE            ctxpress config, loaded as serve loads it (env CTXPRESS_CONFIG)

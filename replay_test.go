@@ -278,17 +278,14 @@ func TestReplayRefusedSummaryCallFailsItsSessionUnlessOverTheWindow(t *testing.T
 	}
 }
 
-// The replay's clock against the wall clock: corpus traces whose summary
-// is prepared in the background at a 24,000-token trigger, replayed with
-// the simulated clock and then live (the real ctxpress server in front of
-// the simulated provider behind its HTTP server, which takes each answer's
-// time for real, and an agent that waits the tool time for real), cost the
-// same within the tolerance per session. Its summary calls span several
-// turns, so scheduling noise rarely moves a summary by a turn, and a turn
-// moves these bills by far less than the tolerance; a summary applied from
-// the next turn, as the replay did before, must fall outside it (figures:
-// docs/replay.md).
-func TestReplayTimingMatchesALiveSession(t *testing.T) {
+// Timing changes nothing ctxpress forwards: corpus traces whose summaries
+// are prepared in the background at a 24,000-token trigger cost exactly
+// the same replayed on the simulated clock, with every summary ready at
+// once, and live (the real ctxpress server in front of the simulated
+// provider behind its HTTP server, which takes each answer's time for real,
+// and an agent that waits the tool time for real), summaries that span
+// several turns included.
+func TestReplayFiguresDoNotDependOnTiming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a live replay takes seconds")
 	}
@@ -310,33 +307,28 @@ func TestReplayTimingMatchesALiveSession(t *testing.T) {
 	}
 	simulated := replay.Run(sessions, o)
 	timing := o.Timing
-	o.Timing.OutputRate, o.Timing.Latency = 1e12, -1 // a summary ready by the next turn
-	nextTurn := replay.Run(sessions, o)
+	o.Timing.OutputRate, o.Timing.Latency = 1e12, -1 // every summary ready by the next turn
+	instant := replay.Run(sessions, o)
 	o.Timing = timing
 	o.Timing.Live = true
 	start := time.Now()
 	live := replay.Run(sessions, o)
 	t.Logf("live replay: %v", time.Since(start))
-	for _, r := range []replay.Report{simulated, nextTurn, live} {
+	for _, r := range []replay.Report{simulated, instant, live} {
 		if r.Failed() {
 			t.Fatalf("a replay failed: %+v", r.Sessions)
 		}
 	}
-	saving := func(r replay.SessionResult) float64 { return 100 * (1 - r.CostCtxpress/r.CostDirect) }
-	const tolerance = 2.0 // points of saving
-	apart := 0
+	summaries := 0
 	for i, s := range simulated.Sessions {
-		l, n := live.Sessions[i], nextTurn.Sessions[i]
-		t.Logf("%s: %d turns, saving %.1f%% simulated (%d summaries), %.1f%% live (%d), %.1f%% applied from the next turn (%d)",
-			s.Name, s.Turns, saving(s), s.Ctxpress.Summaries, saving(l), l.Ctxpress.Summaries, saving(n), n.Ctxpress.Summaries)
-		if d := math.Abs(saving(s) - saving(l)); d > tolerance {
-			t.Errorf("%s: saving %.1f%% simulated, %.1f%% live: %.1f points apart, want at most %v", s.Name, saving(s), saving(l), d, tolerance)
+		for _, other := range []replay.SessionResult{instant.Sessions[i], live.Sessions[i]} {
+			if other.CostCtxpress != s.CostCtxpress || other.Ctxpress != s.Ctxpress {
+				t.Errorf("%s: simulated $%.6f %+v, another timing $%.6f %+v", s.Name, s.CostCtxpress, s.Ctxpress, other.CostCtxpress, other.Ctxpress)
+			}
 		}
-		if math.Abs(saving(n)-saving(l)) > tolerance {
-			apart++
-		}
+		summaries += s.Ctxpress.Summaries
 	}
-	if apart == 0 {
-		t.Error("a summary applied from the next turn is as near the live bills: the sessions do not test the timing")
+	if summaries == 0 {
+		t.Error("no session prepared a summary: the timing is not tested")
 	}
 }

@@ -222,12 +222,35 @@ func (s *Server) prepareTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) (*tu
 		}
 	}
 	c.t.model, c.t.serverHistory = c.res.Model, c.res.ServerHistory || c.res.ProviderCompacts
+	if id.ID != "" && s.comp.on() && !c.t.ephemeral && !c.t.serverHistory &&
+		s.comp.sendsPrepared(c.rec, lineKey{key: c.t.key, line: c.t.line.id}, c.nums.Turns+1) {
+		s.sendPrepared(c)
+	}
 	c.plan = s.comp.policy.PlanTurn(s.turnFacts(ctx, c), s.comp.now())
 	if c.plan.Compactable {
 		c.compactable = true
 		c.t.trigger = c.plan.Trigger
 	}
 	return c, true
+}
+
+// sendPrepared sends from c's request on the summary a precompaction
+// prepared for it (compactions.sendPrepared), judged, as every request
+// is, by the record with the turns still queued folded in.
+func (s *Server) sendPrepared(c *turnRun) {
+	ti := c.input(c.res)
+	if !s.comp.sendPrepared(&ti) {
+		return
+	}
+	rec := ti.rec
+	if s.rec != nil {
+		if folded, err := s.rec.read(c.t.key); err == nil {
+			rec = folded
+		}
+	}
+	if res, ok := s.rewrite(c.parsed, s.comp.options(rec, c.t.line.id)); ok && res.Understood {
+		c.rec, c.res = rec, res
+	}
 }
 
 // input is c's compaction input with res as the request to compact. It is

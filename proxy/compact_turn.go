@@ -44,7 +44,7 @@ func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, o
 			return ti.res, outcome{}
 		}
 		res := c.pipeline.RewriteParsed(ti.parsed, c.options(fresh, ti.line.id))
-		if kind != kindManual {
+		if kind != kindManual && !c.prepared(fresh) {
 			return res, outcome{}
 		}
 		// The user asked for a compaction of this request: the background
@@ -60,6 +60,9 @@ func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, o
 		return ti.res, outcome{err: fmt.Errorf("%w: another replica's compaction of this conversation is still running", errSkipped)}
 	}
 	defer releaseLease()
+	if c.promote(&ti, math.MaxInt) && kind != kindManual {
+		return ti.res, outcome{}
+	}
 	if changed, due := c.refresh(&ti); (changed && kind == kindRescue) || (!due && kind == kindAuto) {
 		// A compaction of this line stored its summary between this turn's
 		// read of the record and the lock: its result is what to send.
@@ -177,6 +180,10 @@ func (c *compactions) precompact(ti turnInput) {
 	if !mine {
 		return
 	}
+	ti.applyAt = ti.nums.Turns + 1 + rewrite.PrecompactLagTurns
+	c.mu.Lock()
+	c.preparing[ti.lockKey()] = ti.applyAt
+	c.mu.Unlock()
 	c.bg.Add(1)
 	c.bgCount.Add(1)
 	go func() {
@@ -203,6 +210,13 @@ func (c *compactions) precompact(ti turnInput) {
 		}
 		ti.rec = rec
 		ti.parsed = c.pipeline.Parse(ti.api.format, ti.body) // the turn's own body: its parse is remembered
+		if c.prepared(rec) {
+			// One summary waits for the trigger already: the turns up to it
+			// do not each prepare another.
+			if res := c.pipeline.RewriteParsed(ti.parsed, c.promotingOptions(rec, ti.line.id)); res.Applied >= 0 && rec.Branches[res.Applied].Prepared {
+				return
+			}
+		}
 		ti.res = c.pipeline.RewriteParsed(ti.parsed, c.options(rec, ti.line.id))
 		if !ti.res.Understood {
 			return

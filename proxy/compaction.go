@@ -135,8 +135,12 @@ type compactions struct {
 
 	mu       sync.Mutex
 	inflight map[lineKey]chan struct{} // guarded by mu; closed when the compaction ends
-	bg       sync.WaitGroup            // background precompactions
-	bgCount  atomic.Int64              // background precompactions running
+	// preparing is, for a line whose running compaction is a
+	// precompaction, the line's request from which its summary is sent
+	// (state.Branch.ApplyAt); guarded by mu.
+	preparing map[lineKey]int
+	bg        sync.WaitGroup // background precompactions
+	bgCount   atomic.Int64   // background precompactions running
 	// waiting counts the requests waiting for a compaction of their line
 	// that another request (or a precompaction) started, for metrics.
 	waiting atomic.Int64
@@ -196,9 +200,21 @@ type outcome struct {
 var errSkipped = rewrite.ErrSkipped
 
 // options are the rewrite options for a request of line in the state rec:
-// the conversation's summaries, and the dedups and prunes the line's
+// the conversation's summaries (not the prepared ones: promotingOptions),
+// and the dedups and prunes the line's
 // latest forwarded request made (none for a line rec does not have).
 func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Options {
+	return c.optionsWith(rec, line, false)
+}
+
+// promotingOptions are options with the prepared branches too, in
+// rec.Branches' order (Result.Applied indexes rec.Branches): what the turn
+// that crosses the trigger may send.
+func (c *compactions) promotingOptions(rec state.Record, line state.ChainHash) rewrite.Options {
+	return c.optionsWith(rec, line, true)
+}
+
+func (c *compactions) optionsWith(rec state.Record, line state.ChainHash, prepared bool) rewrite.Options {
 	o := rewrite.Options{
 		Placement:     c.cfg.SummaryPlacement,
 		ConciseOutput: c.cfg.ConciseOutput,
@@ -210,6 +226,9 @@ func (c *compactions) options(rec state.Record, line state.ChainHash) rewrite.Op
 	// The one conversion of stored branches (state.Branch) to the ones the
 	// pipeline applies (rewrite.Branch: no parent, no clocks).
 	for _, b := range rec.Branches {
+		if b.Prepared && !prepared {
+			continue
+		}
 		o.Branches = append(o.Branches, rewrite.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Since: b.Since})
 	}
 	if l := rec.LineByID(line); l != nil {
@@ -254,6 +273,7 @@ func (c *compactions) economics(n rewrite.LineNumbers) *rewrite.Economics {
 		return nil
 	}
 	e := rewrite.EconomicsFor(c.cost.PricesFor(n.Model), n.Turns, n.Cache)
+	e.Growth = n.Growth
 	return &e
 }
 
@@ -281,6 +301,7 @@ func (c *compactions) acquire(key lineKey) (done chan struct{}, mine bool) {
 func (c *compactions) release(key lineKey, done chan struct{}) {
 	c.mu.Lock()
 	delete(c.inflight, key)
+	delete(c.preparing, key)
 	c.mu.Unlock()
 	close(done)
 }
@@ -303,6 +324,8 @@ type turnInput struct {
 	creds      clientCreds // the client's, for a summary call to its upstream
 	trigger    int
 	kind       string // auto | precompact | manual
+	// applyAt is a precompaction's state.Branch.ApplyAt.
+	applyAt int
 	// urgent: the request would not fit the model's window at all, so any
 	// reclaim beats the minimum that protects the prompt cache.
 	urgent bool
@@ -417,7 +440,8 @@ func (c *compactions) summaryPrompt(ti turnInput, prop rewrite.Compaction, model
 func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summary string, entry state.SummaryEntry) (state.Record, error) {
 	now := entry.At
 	return c.store.Update(ti.key, func(r *state.Record) error {
-		r.PutBranch(state.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Parent: prop.Parent, Since: prop.Since}, now)
+		r.PutBranch(state.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Parent: prop.Parent, Since: prop.Since,
+			Prepared: ti.kind == kindPrecompact, ApplyAt: ti.applyAt}, now)
 		r.AddSummaryHistory(entry)
 		updateLine(r, ti.line, now, func(l *state.Line) {
 			l.Breaker = state.Breaker(rewrite.Breaker(l.Breaker).Succeeded(ti.kind))

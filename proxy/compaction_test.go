@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -410,5 +411,72 @@ func TestEventWebhook(t *testing.T) {
 	if got.Method != http.MethodPost || gjson.GetBytes(got.Body, "conversation").String() != "hooked" ||
 		gjson.GetBytes(got.Body, "trigger").String() != "manual" || gjson.GetBytes(got.Body, "result").String() != "ok" {
 		t.Fatalf("webhook got %s %s", got.Method, got.Body)
+	}
+}
+
+// A summary prepared in the background applies from the turn that
+// crosses the trigger, however late its call answers: a conversation whose
+// summary calls answer at once (and whose agent waits for them) and one
+// whose summary calls answer only when a turn waits on them forward the
+// same bytes, turn by turn.
+func TestPrecompactionForwardsTheSameBytesHoweverLate(t *testing.T) {
+	run := func(late bool) [][]byte {
+		up := openaitest.New(t)
+		release := holdSummaries(up) // the same summary either way
+		if !late {
+			release()
+		}
+		cfg := compactionConfig(up.BaseURL())
+		cfg.Compaction.Precompact = true
+		p, st := startWithStore(t, cfg)
+		a := newAgent(t, p.BaseURL(), "same-bytes")
+		key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
+		for range 30 {
+			done := make(chan struct{})
+			go func() { defer close(done); a.turn(false) }()
+			if late {
+				waitFor(t, func() bool {
+					select {
+					case <-done:
+						return true
+					default:
+					}
+					if p.comp.waiting.Load() > 0 || p.gate.waitingNow() > 0 { // the turn waits on the held summary
+						release()
+					}
+					return false
+				}, "the turn")
+			} else {
+				<-done
+				p.comp.wait()
+			}
+			waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
+		}
+		release()
+		chats, summaries := up.ChatRequests()
+		if len(summaries) == 0 {
+			t.Fatalf("late %v: no summary call in 30 turns", late)
+		}
+		var bodies [][]byte
+		for _, c := range chats {
+			bodies = append(bodies, c.Body)
+		}
+		return bodies
+	}
+	early, late := run(false), run(true)
+	if len(early) != len(late) {
+		t.Fatalf("%d requests forwarded with summaries answering at once, %d with them late", len(early), len(late))
+	}
+	summarised := 0
+	for i := range early {
+		if !bytes.Equal(early[i], late[i]) {
+			t.Fatalf("turn %d forwarded differently when its summary answered late:\n%s\n---\n%s", i+1, early[i], late[i])
+		}
+		if bytes.Contains(early[i], []byte("<conversation_summary>")) {
+			summarised++
+		}
+	}
+	if summarised == 0 {
+		t.Fatal("no turn sent the prepared summary")
 	}
 }

@@ -213,8 +213,11 @@ type BranchInfo struct {
 	CoveredMessages int             `json:"covered_messages"`
 	Hash            state.ChainHash `json:"hash"`
 	Parent          string          `json:"parent,omitempty"`
-	CreatedAt       time.Time       `json:"created_at"`
-	UsedAt          time.Time       `json:"used_at"`
+	// Prepared: made ahead of the trigger, sent from the request that
+	// crosses it.
+	Prepared  bool      `json:"prepared,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UsedAt    time.Time `json:"used_at"`
 }
 
 // SummaryInfo is a past summary kept for inspection.
@@ -309,19 +312,19 @@ func conversationDetailOf(r state.Record, compacting bool, p Pricing) Conversati
 	cur := -1
 	for i, b := range r.Branches {
 		bi := BranchInfo{SummaryChars: len([]rune(b.Summary)), CoveredMessages: b.Covered, Hash: b.Hash,
-			CreatedAt: b.CreatedAt, UsedAt: b.UsedAt}
+			Prepared: b.Prepared, CreatedAt: b.CreatedAt, UsedAt: b.UsedAt}
 		if !b.Parent.IsZero() {
 			bi.Parent = b.Parent.String()
 		}
 		d.Branches = append(d.Branches, bi)
-		if cur < 0 || b.UsedAt.After(r.Branches[cur].UsedAt) {
+		if !b.Prepared && (cur < 0 || b.UsedAt.After(r.Branches[cur].UsedAt)) {
 			cur = i
 		}
 	}
 	// Most recently used first: the order a person reads them in.
 	slices.SortStableFunc(d.Branches, func(a, b BranchInfo) int { return b.UsedAt.Compare(a.UsedAt) })
 	if cur >= 0 {
-		c := d.Branches[0]
+		c := d.Branches[slices.IndexFunc(d.Branches, func(b BranchInfo) bool { return b.Hash == r.Branches[cur].Hash })]
 		c.Summary = r.Branches[cur].Summary
 		d.CurrentSummary = &c
 	}

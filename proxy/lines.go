@@ -142,7 +142,7 @@ func (e *lineEditor) update(ref lineRef, now time.Time, tr *turnRecord) (opened 
 func numbersOf(l state.Line) rewrite.LineNumbers {
 	return rewrite.LineNumbers{Model: l.Model, Breaker: rewrite.Breaker(l.Breaker),
 		Calibration: rewrite.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate, Ratio: l.Calibration, Slope: l.Slope},
-		Turns:       l.Turns, Cache: rewrite.CacheEvidence{Seen: l.CacheSeen, Uncached: l.UncachedPrompts}, Window: l.Window}
+		Turns:       l.Turns, Cache: rewrite.CacheEvidence{Seen: l.CacheSeen, Uncached: l.UncachedPrompts}, Window: l.Window, Growth: l.Growth}
 }
 
 // setNumbers stores n in line l.
@@ -151,7 +151,7 @@ func setNumbers(l *state.Line, n rewrite.LineNumbers) {
 	l.LastInputTokens, l.LastEstimate = n.Calibration.LastInput, n.Calibration.LastEstimate
 	l.Calibration, l.Slope = n.Calibration.Ratio, n.Calibration.Slope
 	l.Turns, l.CacheSeen, l.UncachedPrompts = n.Turns, n.Cache.Seen, n.Cache.Uncached
-	l.Window = n.Window
+	l.Window, l.Growth = n.Window, n.Growth
 }
 
 // calibrationOf is a line's average ratio (upstream count over

@@ -483,7 +483,9 @@ func TestResponsesPrecompactsAndShowsOnTheDashboard(t *testing.T) {
 	cfg.Compaction.Precompact = true
 	p := startProxyWith(t, cfg, deps)
 	a := newResponsesAgent(t, p.BaseURL(), "pre")
+	started := 0 // the turn whose answer started the precompaction
 	for turn := 1; turn <= 40; turn++ {
+		started = turn
 		a.turn(false)
 		if a.header.Get(HeaderCompacted) == "true" {
 			t.Fatalf("turn %d waited for a summary call", turn)
@@ -494,11 +496,21 @@ func TestResponsesPrecompactsAndShowsOnTheDashboard(t *testing.T) {
 		}
 	}
 	checkSummaryCall(t, up, 1)
-	a.turn(false)
-	turns, _ := up.turns()
-	if summaryItem(turns[len(turns)-1].body) < 0 {
-		t.Fatal("the background summary is not applied")
+	// The prepared summary is sent from the third turn after, or from the
+	// one that crosses the trigger if sooner.
+	for turn, applied := started+1, false; !applied; turn++ {
+		a.turn(false)
+		turns, _ := up.turns()
+		applied = summaryItem(turns[len(turns)-1].body) >= 0
+		before, _ := strconv.Atoi(a.header.Get(HeaderTokensBefore))
+		if due := turn >= started+rewrite.PrecompactLagTurns || before > testTrigger; applied != due {
+			t.Fatalf("turn %d (precompaction after turn %d) of %d tokens before (trigger %d): summary applied %v", turn, started, before, testTrigger, applied)
+		}
 	}
+	if _, summaries := up.turns(); len(summaries) != 1 {
+		t.Fatalf("%d summary calls, want the one prepared", len(summaries))
+	}
+	turns, _ := up.turns()
 	var show ConversationDetail
 	waitFor(t, func() bool {
 		var found struct {

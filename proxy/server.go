@@ -83,7 +83,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp = &compactions{
 		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: NewSummarizer(),
 		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
-		inflight: map[lineKey]chan struct{}{}, now: cfg.Clock, gate: s.gate, cost: s.cfg.Cost,
+		inflight: map[lineKey]chan struct{}{}, preparing: map[lineKey]int{}, now: cfg.Clock, gate: s.gate, cost: s.cfg.Cost,
 	}
 	if deps.Pipeline == nil || deps.Store == nil {
 		s.comp.cfg.Enabled = false // compaction needs both

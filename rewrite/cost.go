@@ -140,6 +140,10 @@ type Economics struct {
 	// TurnsAhead is how many requests are expected from this one on, this
 	// one included (ExpectedTurnsAhead).
 	TurnsAhead int
+	// TurnsSoFar is how many requests the conversation has had, and
+	// Growth how many tokens a request adds to the one before
+	// (LineNumbers.Growth; 0: unknown).
+	TurnsSoFar, Growth int
 }
 
 // ExpectedTurnsAhead is how many more requests a conversation that has had
@@ -205,5 +209,5 @@ func (ev CacheEvidence) NotCaching() bool { return !ev.Seen && ev.Uncached >= un
 // EconomicsFor is the cost model's view of a conversation priced at p that
 // has had turnsSoFar requests, its cache as ev says.
 func EconomicsFor(p Prices, turnsSoFar int, ev CacheEvidence) Economics {
-	return Economics{Prices: p, TurnsAhead: ExpectedTurnsAhead(turnsSoFar), Uncached: ev.NotCaching()}
+	return Economics{Prices: p, TurnsAhead: ExpectedTurnsAhead(turnsSoFar), TurnsSoFar: turnsSoFar, Uncached: ev.NotCaching()}
 }

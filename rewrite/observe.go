@@ -36,6 +36,10 @@ type LineNumbers struct {
 	// they said of the upstream's prompt cache. The cost model reads both.
 	Turns int
 	Cache CacheEvidence
+	// Growth is how many tokens (the upstream's) a request of the line
+	// adds to the one before, on average over its recent turns: how soon
+	// it reaches its trigger. 0 when unknown.
+	Growth int
 	// Window is the context window, in the upstream's tokens, that the
 	// upstream showed for Model by refusing a request of the line as too
 	// long (0: none): smaller than the one configured or known for the
@@ -52,7 +56,7 @@ func (n LineNumbers) ForModel(model string, modelRatio float64) LineNumbers {
 	if n.Model == model {
 		return n
 	}
-	return LineNumbers{Model: model, Calibration: Calibration{Ratio: modelRatio}, Breaker: n.Breaker, Turns: n.Turns}
+	return LineNumbers{Model: model, Calibration: Calibration{Ratio: modelRatio}, Breaker: n.Breaker, Turns: n.Turns, Growth: n.Growth}
 }
 
 // Observation is what one forwarded turn of a line tells its numbers.
@@ -109,6 +113,7 @@ func Observe(n LineNumbers, o Observation) (next LineNumbers, opened bool) {
 	}
 	n.Turns++
 	n.Cache = n.Cache.Observe(Usage{Input: o.InputTokens, Cached: o.CachedTokens, CacheWrite: o.CacheWriteTokens})
+	n.Growth = nextGrowth(n.Growth, n.Calibration.LastInput, o.InputTokens)
 	c := n.Calibration.Observe(o.Raw, o.InputTokens)
 	if o.InputTokens <= 0 || o.Raw <= 0 {
 		// Nothing to learn a ratio from; the anchor is what was reported.
@@ -151,4 +156,18 @@ func (b Breaker) Succeeded(kind string) Breaker {
 	}
 	b.FailureCount, b.BackoffUntil = 0, time.Time{}
 	return b
+}
+
+// nextGrowth folds the step from a request the upstream counted last to
+// one it counts input into growth, the average of the recent steps (each
+// turn weighs half). A request that shrank (compacted, or edited) says
+// nothing of how the history grows.
+func nextGrowth(growth, last, input int) int {
+	if last <= 0 || input <= last {
+		return growth
+	}
+	if growth == 0 {
+		return input - last
+	}
+	return (growth + input - last) / 2
 }

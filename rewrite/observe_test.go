@@ -135,3 +135,28 @@ func TestBreakerReset(t *testing.T) {
 		}
 	}
 }
+
+// A line's growth per turn follows its recent steps, not its first read of
+// a big file, and a request that shrank does not teach it.
+func TestGrowthFollowsTheRecentSteps(t *testing.T) {
+	n := LineNumbers{}
+	for _, step := range []struct{ input, growth int }{
+		{20000, 0},     // the first count: no step yet
+		{40000, 20000}, // one big read
+		{40400, 10200},
+		{40800, 5300},
+		{41200, 2850},
+		{30000, 2850}, // compacted: not a step
+		{30300, 1575},
+	} {
+		n, _ = Observe(n, Observation{Model: "m", Raw: step.input, UsageFound: true, InputTokens: step.input})
+		if n.Growth != step.growth {
+			t.Fatalf("after %d: growth %d, want %d", step.input, n.Growth, step.growth)
+		}
+	}
+	atTheDoor := Plan{Kind: KindPrecompact, Trigger: 40000, Effective: 36000,
+		Economics: &Economics{Prices: DefaultPrices, TurnsSoFar: 7, TurnsAhead: 3, Growth: n.Growth}}
+	if got := atTheDoor.turnsToTrigger(); got != 3 {
+		t.Errorf("4,000 tokens from the trigger at %d a turn: %d turns, want 3", n.Growth, got)
+	}
+}

@@ -13,6 +13,13 @@ const (
 	DefaultTargetRatio     = 0.5
 	DefaultKeepRecent      = 6
 	DefaultPrecompactRatio = 0.7
+	// PrecompactLagTurns is how many turns after the one that starts it a
+	// precompaction's summary is sent (or from the turn that crosses the
+	// trigger, if sooner): a fixed count, not when its call happens to
+	// end, so what is forwarded never depends on timing. A turn that comes
+	// while the call still runs waits for it; live, an agent's turns take
+	// seconds each, and most summaries are ready by then.
+	PrecompactLagTurns = 3
 	// DefaultCostedPrecompactRatio is the precompact ratio where the cost
 	// model times compactions (TurnFacts.Economics: a hosted, caching
 	// upstream): from half the trigger on, a summary is prepared when

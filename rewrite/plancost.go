@@ -1,6 +1,9 @@
 package rewrite
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // maxDeferRatio bounds how far past its trigger the cost model may put an
 // automatic compaction off: at this many times the trigger, or halfway
@@ -39,9 +42,23 @@ func (pl Plan) compactionPays(replaced, kept int, sz Sizing, scale float64) erro
 	}
 	summary := sz.MaxSummaryTokens / 2
 	summarised := int(float64(replaced) * scale)
-	// A precompaction's summary is applied from the next turn on (a stored
-	// branch that matches is applied), so it is weighed as if applied now.
 	removed := summarised - summary
+	// A precompaction's summary is sent PrecompactLagTurns turns on, or
+	// from the turn that crosses the trigger if sooner: it saves from then
+	// on, and the history that grows until then is kept raw beside it.
+	lag, grown := pl.turnsToTrigger(), 0
+	if pl.Kind == KindPrecompact {
+		lag = min(lag, PrecompactLagTurns)
+		if e.Growth > 0 {
+			grown = min(lag*e.Growth, max(0, pl.Trigger-pl.Effective))
+		}
+		if e.TurnsAhead <= lag {
+			return fmt.Errorf("%w: its summary would be sent %d turns on, past the %d turns expected", ErrSkipped, lag, e.TurnsAhead)
+		}
+		ahead := *e
+		ahead.TurnsAhead -= lag
+		e = &ahead
+	}
 	call := Usage{Input: summarised + summaryPromptTokens, Output: summary}
 	if pl.SummaryReusesCache {
 		call = Usage{Input: pl.Effective + summaryPromptTokens, Output: summary}
@@ -51,11 +68,27 @@ func (pl Plan) compactionPays(replaced, kept int, sz Sizing, scale float64) erro
 	}
 	change := PrefixChange{
 		Removed: removed,
-		Rebuilt: int(float64(kept) * scale),
+		Rebuilt: int(float64(kept)*scale) + grown,
 		Extra:   e.Prices.Cost(call) + float64(summary)*e.Prices.CacheWrite/1e6,
 	}
 	if e.Pays(change) {
 		return nil
 	}
 	return fmt.Errorf("%w: compacting now costs $%.4f more than it saves over the %d turns expected", ErrSkipped, -e.Saving(change), e.TurnsAhead)
+}
+
+// turnsToTrigger is how many turns a precompaction planned as pl waits
+// before the request crosses the trigger, at the line's recent growth per
+// turn (else its average so far); 0 for any other compaction, or with no
+// turns to average.
+func (pl Plan) turnsToTrigger() int {
+	e := pl.Economics
+	if pl.Kind != KindPrecompact || e == nil || e.TurnsSoFar <= 0 || pl.Effective <= 0 || pl.Effective >= pl.Trigger {
+		return 0
+	}
+	perTurn := float64(pl.Effective) / float64(e.TurnsSoFar)
+	if e.Growth > 0 {
+		perTurn = float64(e.Growth)
+	}
+	return int(math.Ceil(float64(pl.Trigger-pl.Effective) / perTurn))
 }

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +50,49 @@ func TestCompactionTimingAsksTheCostModel(t *testing.T) {
 	if reusing.compactionPays(20000, 13000, sz, 1) != nil || transcript.compactionPays(20000, 13000, sz, 1) == nil {
 		t.Errorf("at 25 turns ahead a cache-reusing summary should pay and a transcript not: %v / %v",
 			reusing.compactionPays(20000, 13000, sz, 1), transcript.compactionPays(20000, 13000, sz, 1))
+	}
+}
+
+// A precompaction's summary is sent PrecompactLagTurns turns on (or from
+// the turn that crosses the trigger, if sooner), so it saves only over the
+// turns expected after that one, and the history grown until then is
+// rebuilt beside it.
+func TestPrecompactionWeighsTheTurnsBeforeItIsSent(t *testing.T) {
+	sz := Sizing{MaxSummaryTokens: 4000}
+	at := func(kind string, effective, turnsSoFar, turnsAhead, growth int) Plan {
+		return Plan{Kind: kind, Trigger: 40000, Effective: effective, SummaryReusesCache: true,
+			Economics: &Economics{Prices: DefaultPrices, TurnsSoFar: turnsSoFar, TurnsAhead: turnsAhead, Growth: growth}}
+	}
+	for _, tc := range []struct {
+		name string
+		pl   Plan
+		lag  int
+	}{
+		{"at the trigger's door, 950 tokens a turn on average: 3 turns", at(KindPrecompact, 38000, 40, 50, 0), 3},
+		{"1,000 tokens a turn lately: 2", at(KindPrecompact, 38000, 40, 50, 1000), 2},
+		{"far from it: the lag", at(KindPrecompact, 20000, 40, 50, 0), PrecompactLagTurns},
+		{"a compaction at the trigger: none", at(KindAuto, 41000, 40, 50, 0), 0},
+	} {
+		if got := min(tc.pl.turnsToTrigger(), PrecompactLagTurns); tc.pl.Kind == KindPrecompact && got != tc.lag || tc.pl.Kind != KindPrecompact && tc.pl.turnsToTrigger() != 0 {
+			t.Errorf("%s: sent %d turns on, want %d", tc.name, got, tc.lag)
+		}
+	}
+	// The turns ahead from which a compaction pays: a precompaction needs
+	// exactly its lag more than the same compaction at the trigger.
+	paysFrom := func(kind string) int {
+		for ahead := 1; ahead < 200; ahead++ {
+			if at(kind, 30000, 60, ahead, 0).compactionPays(24000, 6000, sz, 1) == nil {
+				return ahead
+			}
+		}
+		return -1
+	}
+	if auto, pre := paysFrom(KindAuto), paysFrom(KindPrecompact); auto < 2 || pre != auto+PrecompactLagTurns {
+		t.Errorf("pays from %d turns ahead at the trigger and %d prepared early, want %d more", auto, pre, PrecompactLagTurns)
+	}
+	// Fewer turns expected than the lag: its summary would never be sent.
+	err := at(KindPrecompact, 30000, 60, PrecompactLagTurns, 0).compactionPays(24000, 6000, sz, 1)
+	if !errors.Is(err, ErrSkipped) || !strings.Contains(err.Error(), "sent 3 turns on, past the 3 turns expected") {
+		t.Errorf("with 3 turns expected: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -390,6 +391,46 @@ func testBranchHelpers(t *testing.T, im impl) {
 	if !ok || b.Summary != "s9+" || !b.UsedAt.Equal(now) || b.Parent != hashOf("h9") {
 		t.Errorf("MatchBranch = %+v, %v; want s9+ used at %v", b, ok, now)
 	}
+
+	// A prepared extension is stored beside its parent, which requests go
+	// on sending, and replaces it only once promoted; it survives the store.
+	now = clock.Advance(time.Minute)
+	mustUpdate(t, s, keyA, func(r *Record) error {
+		r.PutBranch(Branch{Summary: "s9++", Covered: 40, Hash: hashOf("h9++"), Parent: hashOf("h9+"), Prepared: true}, now)
+		return nil
+	})
+	rec = mustGet(t, s, keyA)
+	if got := summariesOf(rec); !strings.Contains(got, "s9+,") || !strings.Contains(got, "s9++") {
+		t.Errorf("after preparing: branches %s, want s9+ kept beside s9++", got)
+	}
+	if i := slices.IndexFunc(rec.Branches, func(b Branch) bool { return b.Summary == "s9++" }); i < 0 || !rec.Branches[i].Prepared {
+		t.Errorf("the prepared branch did not come back prepared: %+v", rec.Branches)
+	}
+	rec = mustUpdate(t, s, keyA, func(r *Record) error {
+		if r.PromoteBranch(hashOf("h9+"), now) {
+			t.Error("PromoteBranch of a branch that is not prepared = true")
+		}
+		if !r.PromoteBranch(hashOf("h9++"), now) {
+			t.Error("PromoteBranch(h9++) = false")
+		}
+		return nil
+	})
+	if got := summariesOf(rec); strings.Contains(got, "s9+,") || !strings.Contains(got, "s9++") || len(rec.Branches) != MaxBranches-1 {
+		t.Errorf("after promoting: branches %s, want s9++ in place of s9+", got)
+	}
+	for _, b := range rec.Branches {
+		if b.Prepared {
+			t.Errorf("branch %s still prepared after promotion", b.Summary)
+		}
+	}
+}
+
+func summariesOf(r Record) string {
+	var have []string
+	for _, b := range r.Branches {
+		have = append(have, b.Summary)
+	}
+	return strings.Join(have, ",") + ","
 }
 
 func testConcurrentUpdates(t *testing.T, im impl) {

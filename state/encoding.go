@@ -53,6 +53,7 @@ type diskLine struct {
 	LastEstimate    int         `json:"last_estimate,omitempty"`
 	Calibration     float64     `json:"calibration,omitempty"`
 	Slope           float64     `json:"slope,omitempty"`
+	Growth          int         `json:"growth,omitempty"`
 	LastSent        int         `json:"last_sent,omitempty"`
 	Breaker         diskBreaker `json:"breaker,omitzero"`
 	Dedups          []diskDedup `json:"dedups,omitempty"`
@@ -144,6 +145,8 @@ type diskBranch struct {
 	Hash      ChainHash `json:"hash"`
 	Parent    ChainHash `json:"parent,omitzero"`
 	Since     int       `json:"since,omitempty"`
+	Prepared  bool      `json:"prepared,omitempty"`
+	ApplyAt   int       `json:"apply_at,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UsedAt    time.Time `json:"used_at,omitzero"`
 }
@@ -346,14 +349,19 @@ func normalize(r *Record) {
 	if len(r.Lines) == 0 {
 		r.Lines = nil
 	}
+	// Lines and Branches may be shared with records other goroutines read
+	// (the cache's copies share their arrays): what is already normal is
+	// not written again.
 	for i := range r.Lines {
 		l := &r.Lines[i]
-		l.Calibration, l.Slope = finite(l.Calibration), finite(l.Slope)
-		l.Breaker.BackoffUntil, l.UsedAt = utc(l.Breaker.BackoffUntil), utc(l.UsedAt)
-		if len(l.Dedups) == 0 {
+		setFinite(&l.Calibration)
+		setFinite(&l.Slope)
+		setUTC(&l.Breaker.BackoffUntil)
+		setUTC(&l.UsedAt)
+		if l.Dedups != nil && len(l.Dedups) == 0 {
 			l.Dedups = nil
 		}
-		if len(l.Prunes) == 0 {
+		if l.Prunes != nil && len(l.Prunes) == 0 {
 			l.Prunes = nil
 		}
 	}
@@ -362,7 +370,8 @@ func normalize(r *Record) {
 	}
 	for i := range r.Branches {
 		b := &r.Branches[i]
-		b.CreatedAt, b.UsedAt = utc(b.CreatedAt), utc(b.UsedAt)
+		setUTC(&b.CreatedAt)
+		setUTC(&b.UsedAt)
 	}
 	if len(r.RecentSummaries) == 0 {
 		r.RecentSummaries = nil
@@ -426,14 +435,14 @@ func encodeRecordWithTurns(r *Record, field string, ts []Turn, list []byte) ([]b
 		d.Lines = append(d.Lines, diskLine{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), Breaker: toDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, func(m DedupMark) diskDedup { return diskDedup(m) }),
+			Slope: finite(l.Slope), Growth: l.Growth, Breaker: toDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, func(m DedupMark) diskDedup { return diskDedup(m) }),
 			Prunes: convertMarks(l.Prunes, func(m PruneMark) diskPrune { return diskPrune(m) }),
 			UsedAt: utc(l.UsedAt), Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent, Window: l.Window,
 		})
 	}
 	for _, b := range r.Branches {
 		d.Branches = append(d.Branches, diskBranch{
-			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent, Since: b.Since,
+			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent, Since: b.Since, Prepared: b.Prepared, ApplyAt: b.ApplyAt,
 			CreatedAt: utc(b.CreatedAt), UsedAt: utc(b.UsedAt),
 		})
 	}
@@ -496,7 +505,7 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 		r.Lines = append(r.Lines, Line{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
 			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), Breaker: fromDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, func(d diskDedup) DedupMark { return DedupMark(d) }),
+			Slope: finite(l.Slope), Growth: l.Growth, Breaker: fromDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, func(d diskDedup) DedupMark { return DedupMark(d) }),
 			Prunes: convertMarks(l.Prunes, func(d diskPrune) PruneMark { return PruneMark(d) }),
 			UsedAt: l.UsedAt, Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent, Window: l.Window,
 		})
@@ -507,7 +516,7 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 	}
 	for _, b := range d.Branches {
 		r.Branches = append(r.Branches, Branch{
-			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent, Since: b.Since,
+			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent, Since: b.Since, Prepared: b.Prepared, ApplyAt: b.ApplyAt,
 			CreatedAt: b.CreatedAt, UsedAt: b.UsedAt,
 		})
 	}
@@ -542,6 +551,19 @@ func fromDiskBreaker(d diskBreaker) Breaker {
 }
 
 // finite returns f, or 0 for NaN and ±Inf (JSON has no such numbers).
+// setFinite and setUTC write f or t only when normalizing changes it.
+func setFinite(f *float64) {
+	if math.IsNaN(*f) || math.IsInf(*f, 0) {
+		*f = 0
+	}
+}
+
+func setUTC(t *time.Time) {
+	if v := utc(*t); v != *t {
+		*t = v
+	}
+}
+
 func finite(f float64) float64 {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0

@@ -253,6 +253,8 @@ func (e *recordAppender) branch(b []byte, br *diskBranch) []byte {
 	b = hash(b, "hash", br.Hash)
 	b = hashOmitZero(b, "parent", br.Parent)
 	b = intOmitEmpty(b, "since", int64(br.Since))
+	b = boolOmitEmpty(b, "prepared", br.Prepared)
+	b = intOmitEmpty(b, "apply_at", int64(br.ApplyAt))
 	b = e.timeOmitZero(b, "created_at", br.CreatedAt)
 	b = e.timeOmitZero(b, "used_at", br.UsedAt)
 	return end(b, s)
@@ -268,6 +270,7 @@ func (e *recordAppender) line(b []byte, l *diskLine) []byte {
 	b = intOmitEmpty(b, "last_estimate", int64(l.LastEstimate))
 	b = e.floatOmitEmpty(b, "calibration", l.Calibration)
 	b = e.floatOmitEmpty(b, "slope", l.Slope)
+	b = intOmitEmpty(b, "growth", int64(l.Growth))
 	b = intOmitEmpty(b, "last_sent", int64(l.LastSent))
 	b = e.breakerOmitZero(b, "breaker", l.Breaker)
 	if len(l.Dedups) > 0 {

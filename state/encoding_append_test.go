@@ -56,6 +56,7 @@ func TestAppendDiskRecordEdgeCases(t *testing.T) {
 		{"U+2028 and U+2029 are escaped", diskRecord{ID: "a\u2028b\u2029c"}},
 		{"other non-ASCII is written as it is", diskRecord{ID: "é中😀"}},
 		{"a summary is written when empty", diskRecord{Branches: []diskBranch{{}}, RecentSummaries: []diskSummary{{}}}},
+		{"a prepared branch says so", diskRecord{Branches: []diskBranch{{Summary: "s", Prepared: true, ApplyAt: 12}, {Summary: "t"}}}},
 		{"an empty non-nil slice is left out", diskRecord{Branches: []diskBranch{}, Lines: []diskLine{}, RecentSummaries: []diskSummary{}, Turns: diskTurns{}}},
 		{"empty lines write {}", diskRecord{Lines: []diskLine{{}, {Dedups: []diskDedup{}, Prunes: []diskPrune{}}}}},
 		{"extreme ints", diskRecord{Requests: math.MaxInt64, TokensBefore: math.MinInt64, TokensAfter: -1,

@@ -35,6 +35,9 @@ type Line struct {
 	// are stored as 0.
 	Calibration float64
 	Slope       float64
+	// Growth is the line's average recent growth per request, in the
+	// upstream's tokens (rewrite.LineNumbers.Growth); 0 when unknown.
+	Growth int
 	// LastSent is the size the line's latest forwarded request would have
 	// had sent as the client wrote it (rewrite.DirectUsage's Input): what
 	// a client talking to the upstream directly would have had cached for

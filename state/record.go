@@ -128,7 +128,14 @@ type Branch struct {
 	// Since is how many messages the compaction's request had (0:
 	// unknown, a record written before it was kept): where the thinking
 	// bound to the replaced history ends (rewrite.Branch.Since).
-	Since     int
+	Since int
+	// Prepared marks a summary made ahead of the trigger (a
+	// precompaction) that no request has sent yet: it is sent
+	// (PromoteBranch) from the line's ApplyAt-th request, or from the
+	// request that crosses the trigger if sooner, never when it happens
+	// to land, so its timing does not change what is forwarded.
+	Prepared  bool
+	ApplyAt   int
 	CreatedAt time.Time
 	// UsedAt is when a request last stored or used the branch: the LRU clock.
 	UsedAt time.Time
@@ -191,7 +198,8 @@ type Turn struct {
 
 // PutBranch stores b as written by a compaction at now: it replaces the branch
 // with the same Hash (the same messages summarised again), or else the branch
-// b extends (Hash == b.Parent), or else is added. Then, while there are more
+// b extends (Hash == b.Parent) unless b is Prepared (the parent is still
+// what requests send until b is promoted), or else is added. Then, while there are more
 // than MaxBranches, the least recently used branch is dropped. b.UsedAt is set
 // to now, and b.CreatedAt too when zero.
 func (r *Record) PutBranch(b Branch, now time.Time) {
@@ -201,7 +209,7 @@ func (r *Record) PutBranch(b Branch, now time.Time) {
 	}
 	branches := slices.DeleteFunc(slices.Clone(r.Branches), func(o Branch) bool { return o.Hash == b.Hash })
 	i := -1
-	if !b.Parent.IsZero() {
+	if !b.Parent.IsZero() && !b.Prepared {
 		i = slices.IndexFunc(branches, func(o Branch) bool { return o.Hash == b.Parent })
 	}
 	if i >= 0 {
@@ -219,6 +227,21 @@ func (r *Record) PutBranch(b Branch, now time.Time) {
 		branches = slices.Delete(branches, lru, lru+1)
 	}
 	r.Branches = branches
+}
+
+// PromoteBranch makes the prepared branch with hash h one that every
+// request sends, as a compaction writing it at now would have (it replaces
+// the branch it extends). It reports whether such a branch exists.
+func (r *Record) PromoteBranch(h ChainHash, now time.Time) bool {
+	i := slices.IndexFunc(r.Branches, func(b Branch) bool { return b.Hash == h && b.Prepared })
+	if i < 0 {
+		return false
+	}
+	b := r.Branches[i]
+	b.Prepared, b.ApplyAt = false, 0
+	r.Branches = slices.Delete(slices.Clone(r.Branches), i, i+1)
+	r.PutBranch(b, now)
+	return true
 }
 
 // TouchBranch marks the branch with hash h as used at now, so LRU eviction

@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/ctxpress/ctxpress/state"
+)
+
+// A summary a precompaction prepares is stored as a prepared branch and
+// sent from a request fixed when the precompaction starts (the line's
+// ApplyAt-th), or from the request that crosses the trigger if sooner:
+// never from whichever request happens to come after its call ended, so
+// a slow or fast summary call changes no byte forwarded. A request that
+// comes while the call still runs waits for it.
+
+// prepared reports whether rec holds a summary prepared ahead of the
+// trigger that no request has sent yet.
+func (c *compactions) prepared(rec state.Record) bool {
+	return slices.ContainsFunc(rec.Branches, func(b state.Branch) bool { return b.Prepared })
+}
+
+// sendsPrepared reports whether the request in c, the line's index-th,
+// is one a prepared summary is due for: stored with an ApplyAt it
+// reached, or still being prepared for it.
+func (c *compactions) sendsPrepared(rec state.Record, key lineKey, index int) bool {
+	c.mu.Lock()
+	at, running := c.preparing[key]
+	c.mu.Unlock()
+	return running && at <= index || slices.ContainsFunc(rec.Branches, func(b state.Branch) bool {
+		return b.Prepared && b.ApplyAt > 0 && b.ApplyAt <= index
+	})
+}
+
+// sendPrepared sends, from ti's request on, the summary prepared for it
+// (sendsPrepared), waiting for its precompaction if that still runs. It
+// reports whether ti.res and ti.rec now have it.
+func (c *compactions) sendPrepared(ti *turnInput) bool {
+	index := ti.nums.Turns + 1
+	c.mu.Lock()
+	at, running := c.preparing[ti.lockKey()]
+	done := c.inflight[ti.lockKey()]
+	c.mu.Unlock()
+	if running && at <= index && !c.join(done) {
+		return false
+	}
+	return c.promote(ti, index)
+}
+
+// promote sends, from ti's request on, a summary prepared for its history
+// whose ApplyAt is at most upTo (math.MaxInt at the trigger: any), if one
+// matches: it is stored as a summary every later request sends, and
+// ti.rec and ti.res have it. It reports whether one was promoted.
+func (c *compactions) promote(ti *turnInput, upTo int) bool {
+	rec, ok, err := c.store.Get(ti.key)
+	if err != nil || !ok || !c.prepared(rec) {
+		return false
+	}
+	res := c.pipeline.RewriteParsed(ti.parsed, c.promotingOptions(rec, ti.line.id))
+	if !res.Understood || res.Applied < 0 {
+		return false
+	}
+	if b := rec.Branches[res.Applied]; !b.Prepared || b.ApplyAt > upTo {
+		return false
+	}
+	h := rec.Branches[res.Applied].Hash
+	promoted, err := c.store.Update(ti.key, func(r *state.Record) error {
+		if !r.PromoteBranch(h, c.now()) {
+			return errNotPrepared
+		}
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, errNotPrepared) {
+			c.storeFailed()
+			c.log.Warn().Err(err).Msg("cannot store the prepared summary as sent; forwarding without it")
+		}
+		return false
+	}
+	ti.rec, ti.res = promoted, c.pipeline.RewriteParsed(ti.parsed, c.options(promoted, ti.line.id))
+	return true
+}
+
+// errNotPrepared: the branch to promote was promoted or dropped meanwhile.
+var errNotPrepared = errors.New("the prepared summary is gone")
