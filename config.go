@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net"
@@ -54,7 +55,7 @@ type config struct {
 	AdminToken        string                 `yaml:"admin_token"`
 	Metrics           metricsConfig          `yaml:"metrics"`
 	Debug             debugConfig            `yaml:"debug"`
-	UI                proxy.UIConfig         `yaml:"ui"`
+	UI                admin.UIConfig         `yaml:"ui"`
 	Log               logConfig              `yaml:"log"`
 	Replica           string                 `yaml:"replica"`
 }
@@ -238,7 +239,7 @@ func defaultConfig() config {
 		Auth:          authConfig{Keys: []string{}},
 		Namespace:     proxy.DefaultNamespace,
 		LocalUpstream: "auto",
-		UI:            proxy.UIConfig{PricePerMillionTokens: proxy.DefaultPricePerMillionTokens, Currency: proxy.DefaultCurrency},
+		UI:            admin.UIConfig{PricePerMillionTokens: admin.DefaultPricePerMillionTokens, Currency: admin.DefaultCurrency},
 		Models:        map[string]modelConfig{},
 		DefaultWindow: rewrite.DefaultContextWindow,
 		Log:           logConfig{Level: "info", Format: "auto"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"io"
 	"net"
 	"net/http"
@@ -159,8 +160,8 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 // backend is where the commands read and write: the db file, or a running
 // server's admin API.
 type backend interface {
-	list(offset, limit int) (proxy.ConversationPage, error)
-	show(id, namespace string) ([]proxy.ConversationDetail, error)
+	list(offset, limit int) (admin.ConversationPage, error)
+	show(id, namespace string) ([]admin.ConversationDetail, error)
 	rm(id, namespace string) (int, error)
 	compact(id, namespace string) (int, error)
 	close()
@@ -242,21 +243,21 @@ func serverURL(listen string) string {
 // admin API uses.
 type dbBackend struct {
 	st  state.Store
-	ops proxy.Conversations
+	ops admin.Conversations
 }
 
 // newDBBackend works on st, pricing its conversations as the server would.
-func newDBBackend(st state.Store, pricing proxy.Pricing) *dbBackend {
-	return &dbBackend{st: st, ops: proxy.Conversations{Store: st, Pricing: pricing}}
+func newDBBackend(st state.Store, pricing admin.Pricing) *dbBackend {
+	return &dbBackend{st: st, ops: admin.Conversations{Store: st, Pricing: pricing}}
 }
 
 func (b *dbBackend) close() { _ = b.st.Close() }
 
-func (b *dbBackend) list(offset, limit int) (proxy.ConversationPage, error) {
+func (b *dbBackend) list(offset, limit int) (admin.ConversationPage, error) {
 	return b.ops.List("", offset, limit)
 }
 
-func (b *dbBackend) show(id, ns string) ([]proxy.ConversationDetail, error) {
+func (b *dbBackend) show(id, ns string) ([]admin.ConversationDetail, error) {
 	return b.ops.Show(id, ns)
 }
 
@@ -315,7 +316,7 @@ func (b *apiBackend) do(method, path string, out any) error {
 		msg := strings.TrimPrefix(e.Error.Message, "ctxpress: ")
 		switch {
 		case e.Error.Code == "conversation_not_found":
-			return proxy.ErrConversationNotFound
+			return admin.ErrConversationNotFound
 		case resp.StatusCode == http.StatusUnauthorized:
 			return fmt.Errorf("%s: %s (pass --admin-token, or set admin_token in --config)", resp.Status, msg)
 		case msg == "":
@@ -339,15 +340,15 @@ func idPath(id, suffix, ns string) string {
 	return p
 }
 
-func (b *apiBackend) list(offset, limit int) (proxy.ConversationPage, error) {
-	var p proxy.ConversationPage
+func (b *apiBackend) list(offset, limit int) (admin.ConversationPage, error) {
+	var p admin.ConversationPage
 	err := b.do(http.MethodGet, "/conversations?offset="+strconv.Itoa(offset)+"&limit="+strconv.Itoa(limit), &p)
 	return p, err
 }
 
-func (b *apiBackend) show(id, ns string) ([]proxy.ConversationDetail, error) {
+func (b *apiBackend) show(id, ns string) ([]admin.ConversationDetail, error) {
 	var got struct {
-		Data []proxy.ConversationDetail `json:"data"`
+		Data []admin.ConversationDetail `json:"data"`
 	}
 	err := b.do(http.MethodGet, idPath(id, "", ns), &got)
 	return got.Data, notFoundID(err, id)
@@ -372,8 +373,8 @@ func (b *apiBackend) compact(id, ns string) (int, error) {
 // notFoundID names id in the API's "no such conversation", as the db
 // backend's error does.
 func notFoundID(err error, id string) error {
-	if errors.Is(err, proxy.ErrConversationNotFound) {
-		return fmt.Errorf("%w %q", proxy.ErrConversationNotFound, id)
+	if errors.Is(err, admin.ErrConversationNotFound) {
+		return fmt.Errorf("%w %q", admin.ErrConversationNotFound, id)
 	}
 	return err
 }

@@ -2,12 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/ctxpress/ctxpress/admin"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/state"
 )
 
@@ -32,12 +32,12 @@ func TestConversationsCLIPricesAtTheConfigsPrices(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errs := runCLI(t, "show", "priced", "--db", db, "--config", cfg, "--json")
-	var shown struct{ Data []proxy.ConversationDetail }
+	var shown struct{ Data []admin.ConversationDetail }
 	if code != 0 || json.Unmarshal([]byte(out), &shown) != nil || len(shown.Data) != 1 {
 		t.Fatalf("show --json: %d %s %s", code, out, errs)
 	}
 	// 500k fresh at 10, 500k cached at 1, 10k out at 100; direct: 1M at 10, 1M at 1, the same output.
-	if d := shown.Data[0]; d.Cost != 6.5 || d.CostDirectEstimate != 12 || d.MoneySaved != 5.5 || d.CostUnit != proxy.CostUSD {
+	if d := shown.Data[0]; d.Cost != 6.5 || d.CostDirectEstimate != 12 || d.MoneySaved != 5.5 || d.CostUnit != admin.CostUSD {
 		t.Fatalf("cost %v, direct %v, saved %v %s", d.Cost, d.CostDirectEstimate, d.MoneySaved, d.CostUnit)
 	}
 	if _, out, _ := runCLI(t, "show", "priced", "--db", db, "--config", cfg); !strings.Contains(out, "$6.5000") || !strings.Contains(out, "50.0% cached") {

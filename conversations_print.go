@@ -3,12 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/ctxpress/ctxpress/proxy"
 )
 
 // shownTurns is how many recent turns `show` prints as a table; --json has
@@ -35,7 +35,7 @@ func (o convOutput) done(v any, text string) error {
 	return err
 }
 
-func (o convOutput) list(p proxy.ConversationPage) error {
+func (o convOutput) list(p admin.ConversationPage) error {
 	if o.json {
 		return o.encode(p)
 	}
@@ -58,7 +58,7 @@ func (o convOutput) list(p proxy.ConversationPage) error {
 	return nil
 }
 
-func (o convOutput) show(ds []proxy.ConversationDetail) error {
+func (o convOutput) show(ds []admin.ConversationDetail) error {
 	if o.json {
 		return o.encode(map[string]any{"object": "list", "data": ds})
 	}
@@ -73,7 +73,7 @@ func (o convOutput) show(ds []proxy.ConversationDetail) error {
 	return nil
 }
 
-func (o convOutput) showOne(d proxy.ConversationDetail) error {
+func (o convOutput) showOne(d admin.ConversationDetail) error {
 	w := o.w
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
@@ -149,7 +149,7 @@ func (o convOutput) showOne(d proxy.ConversationDetail) error {
 	return err
 }
 
-func flags(c proxy.ConversationInfo) string {
+func flags(c admin.ConversationInfo) string {
 	var f []string
 	if c.Compacting {
 		f = append(f, "compacting")
@@ -200,7 +200,7 @@ func ago(t time.Time) string {
 }
 
 // usageText is the upstream's reported usage of a conversation's requests.
-func usageText(u proxy.UsageInfo, cachedShare float64) string {
+func usageText(u admin.UsageInfo, cachedShare float64) string {
 	s := fmt.Sprintf("%d input tokens over %d requests, %.1f%% cached, %d written to the cache, %d output",
 		u.InputTokens, u.Calls, 100*cachedShare, u.CacheWriteTokens, u.OutputTokens)
 	if u.Unreported > 0 {
@@ -209,9 +209,9 @@ func usageText(u proxy.UsageInfo, cachedShare float64) string {
 	return s
 }
 
-// billText is an amount in its unit (proxy.Costs.CostUnit).
+// billText is an amount in its unit (admin.Costs.CostUnit).
 func billText(v float64, unit string) string {
-	if unit == proxy.CostPrefill {
+	if unit == admin.CostPrefill {
 		return fmt.Sprintf("%.0f prefill tokens", v*1e6)
 	}
 	return fmt.Sprintf("$%.4f", v)

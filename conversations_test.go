@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"net"
 	"os"
 	"path/filepath"
@@ -61,7 +62,7 @@ func TestConversationsCLIOnTheDB(t *testing.T) {
 		t.Fatalf("list: %d\n%s%s", code, out, errs)
 	}
 	code, out, _ = runCLI(t, "list", "--db", db, "--json", "--limit", "1")
-	var page proxy.ConversationPage
+	var page admin.ConversationPage
 	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Data) != 1 || !page.HasMore || page.Data[0].TokensSaved != 3000 {
 		t.Fatalf("list --json: %d %s", code, out)
 	}
@@ -76,7 +77,7 @@ func TestConversationsCLIOnTheDB(t *testing.T) {
 		t.Fatalf("compact: %d %s %s", code, out, errs)
 	}
 	code, out, _ = runCLI(t, "show", "fix-leap-year", "--db", db, "--json")
-	var shown struct{ Data []proxy.ConversationDetail }
+	var shown struct{ Data []admin.ConversationDetail }
 	if code != 0 || json.Unmarshal([]byte(out), &shown) != nil || !shown.Data[0].Breaker.ForceNext || len(shown.Data[0].Turns) != 5 {
 		t.Fatalf("show --json after compact: %d %s", code, out)
 	}

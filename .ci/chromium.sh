@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs Debian's chromium for the dashboard's browser test
-# (proxy/ui_browser_test.go), which is skipped when /usr/bin/chromium is
+# (proxy/ui_browser_test.go; the page is admin/ui), which is skipped when /usr/bin/chromium is
 # absent. Needs root (CI containers run as root; elsewhere use sudo).
 set -euo pipefail
 if [ -x /usr/bin/chromium ]; then

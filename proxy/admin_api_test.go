@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"github.com/ctxpress/ctxpress/admin"
 	"io"
 	"net/http"
 	"strings"
@@ -40,8 +41,8 @@ func TestConversationsAPI(t *testing.T) {
 	}, "records")
 
 	var page struct {
-		Data    []ConversationInfo `json:"data"`
-		HasMore bool               `json:"has_more"`
+		Data    []admin.ConversationInfo `json:"data"`
+		HasMore bool                     `json:"has_more"`
 	}
 	getJSON(t, p.URL+"/ctxpress/conversations?limit=2", &page)
 	if len(page.Data) != 2 || !page.HasMore || page.Data[0].ID != "newest" {
@@ -53,7 +54,7 @@ func TestConversationsAPI(t *testing.T) {
 	}
 
 	var show struct {
-		Data []ConversationDetail `json:"data"`
+		Data []admin.ConversationDetail `json:"data"`
 	}
 	getJSON(t, p.URL+"/ctxpress/conversations/shared%2Fid", &show)
 	if len(show.Data) != 2 {
@@ -127,7 +128,7 @@ func TestAdminTokenEnforced(t *testing.T) {
 	if code, _ := adminDo(t, http.MethodGet, p.URL+"/ctxpress/stats", map[string]string{"Authorization": "s3cret"}); code != http.StatusUnauthorized {
 		t.Errorf("a bare token without Bearer: %d", code)
 	}
-	if code, _ := adminDo(t, http.MethodGet, p.URL+"/ctxpress/stats", map[string]string{"Cookie": adminCookie + "=s3cret"}); code != http.StatusOK {
+	if code, _ := adminDo(t, http.MethodGet, p.URL+"/ctxpress/stats", map[string]string{"Cookie": admin.Cookie + "=s3cret"}); code != http.StatusOK {
 		t.Errorf("stats with the cookie: %d", code)
 	}
 
@@ -147,7 +148,7 @@ func TestAdminTokenEnforced(t *testing.T) {
 	resp.Body.Close()
 	cookie := resp.Header.Get("Set-Cookie")
 	if resp.StatusCode != http.StatusSeeOther || !strings.HasSuffix(resp.Header.Get("Location"), "/ctxpress/ui") ||
-		!strings.Contains(cookie, adminCookie+"=s3cret") || !strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") {
+		!strings.Contains(cookie, admin.Cookie+"=s3cret") || !strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") {
 		t.Fatalf("ui login: %d %q %q", resp.StatusCode, resp.Header.Get("Location"), cookie)
 	}
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"io"
 	"math"
 	"net/http"
@@ -293,13 +294,13 @@ func TestAdminAPIBillsTheCachedUsageOfEachFormat(t *testing.T) {
 				if agent.Cached == 0 {
 					t.Fatal("the upstream reported no cache: the test proves nothing")
 				}
-				var d ConversationDetail
+				var d admin.ConversationDetail
 				getDetail(t, p, c.key, &d)
-				if d.Usage != usageInfoOf(agent) || d.SummaryUsage != usageInfoOf(summary) {
+				if d.Usage != admin.UsageInfoOf(agent) || d.SummaryUsage != admin.UsageInfoOf(summary) {
 					t.Fatalf("usage %+v, summary usage %+v; the upstream reported %+v and %+v", d.Usage, d.SummaryUsage, agent, summary)
 				}
 				prices := rewrite.CostConfig{}.PricesFor(rec.Model) // the list price of gpt-4o, gpt-5, claude-opus
-				wantAgent, wantSummary := prices.Cost(billable(agent)), prices.Cost(billable(summary))
+				wantAgent, wantSummary := prices.Cost(admin.Billable(agent)), prices.Cost(admin.Billable(summary))
 				wantDirect := directCost(prices, rec.Turns, turns)
 				for _, c := range []struct {
 					what      string
@@ -315,11 +316,11 @@ func TestAdminAPIBillsTheCachedUsageOfEachFormat(t *testing.T) {
 						t.Errorf("%s %v, want %v", c.what, c.got, c.want)
 					}
 				}
-				if d.CostUnit != CostUSD || d.Usage.Unreported != 0 {
+				if d.CostUnit != admin.CostUSD || d.Usage.Unreported != 0 {
 					t.Errorf("unit %q, %d turns unreported", d.CostUnit, d.Usage.Unreported)
 				}
 
-				var stats Stats
+				var stats admin.Stats
 				getJSON(t, p.URL+"/ctxpress/stats", &stats)
 				if stats.Usage != d.Usage || stats.SummaryUsage != d.SummaryUsage || stats.Costs != d.Costs || stats.CachedShare != d.CachedShare {
 					t.Errorf("stats %+v\nwant the one conversation's %+v", stats, d.ConversationInfo)
@@ -360,7 +361,7 @@ func directCost(prices rewrite.Prices, recorded []state.Turn, reported []rewrite
 		direct = direct.Plus(counted(d))
 		prev = d.Input
 	}
-	return prices.Cost(billable(direct))
+	return prices.Cost(admin.Billable(direct))
 }
 
 // recordOf waits for n turns of key to be recorded and returns its record.
@@ -376,9 +377,9 @@ func recordOf(t *testing.T, p *testProxy, st state.Store, key state.Key, n int) 
 }
 
 // getDetail reads GET /ctxpress/conversations/{id} of key.
-func getDetail(t *testing.T, p *testProxy, key state.Key, d *ConversationDetail) {
+func getDetail(t *testing.T, p *testProxy, key state.Key, d *admin.ConversationDetail) {
 	t.Helper()
-	var got struct{ Data []ConversationDetail }
+	var got struct{ Data []admin.ConversationDetail }
 	getJSON(t, p.URL+"/ctxpress/conversations/"+key.ID+"?namespace="+key.Namespace, &got)
 	if len(got.Data) != 1 {
 		t.Fatalf("%d conversations %s", len(got.Data), key.ID)
@@ -402,12 +403,12 @@ func TestTurnWithoutUsageIsCountedAsUnreportedNotGuessed(t *testing.T) {
 	}
 	rec := recordOf(t, p, st, key, 3)
 	turns, _ := up.reported()
-	var d ConversationDetail
+	var d admin.ConversationDetail
 	getDetail(t, p, key, &d)
 	want := counted(turns[0]).Plus(counted(turns[2]))
 	want.Unreported = 1
-	if d.Usage != usageInfoOf(want) {
-		t.Fatalf("usage %+v, want %+v", d.Usage, usageInfoOf(want))
+	if d.Usage != admin.UsageInfoOf(want) {
+		t.Fatalf("usage %+v, want %+v", d.Usage, admin.UsageInfoOf(want))
 	}
 	// The unreported turn's own estimate is what the next one's cache
 	// is reckoned from.
@@ -416,8 +417,8 @@ func TestTurnWithoutUsageIsCountedAsUnreportedNotGuessed(t *testing.T) {
 	third := rewrite.DirectUsage(rewrite.DirectTurn{Forwarded: turns[2], Sent: r[2].TokensBefore, After: r[2].TokensAfter,
 		PrevSent: r[1].TokensBefore}, cacheSeen(want))
 	gpt4o := rewrite.CostConfig{}.PricesFor("gpt-4o")
-	if !near(d.Cost, gpt4o.Cost(billable(want))) || !near(d.CostDirectEstimate, gpt4o.Cost(first)+gpt4o.Cost(third)) {
-		t.Errorf("cost %v, direct %v; want %v, %v", d.Cost, d.CostDirectEstimate, gpt4o.Cost(billable(want)), gpt4o.Cost(first)+gpt4o.Cost(third))
+	if !near(d.Cost, gpt4o.Cost(admin.Billable(want))) || !near(d.CostDirectEstimate, gpt4o.Cost(first)+gpt4o.Cost(third)) {
+		t.Errorf("cost %v, direct %v; want %v, %v", d.Cost, d.CostDirectEstimate, gpt4o.Cost(admin.Billable(want)), gpt4o.Cost(first)+gpt4o.Cost(third))
 	}
 }
 
@@ -444,9 +445,9 @@ func TestFailedSummaryCallIsStillBilledAsSummary(t *testing.T) {
 		t.Fatalf("%d summary calls", len(sums))
 	}
 	recordOf(t, p, st, key, 5)
-	var d ConversationDetail
+	var d admin.ConversationDetail
 	getDetail(t, p, key, &d)
-	want := UsageInfo{Calls: 1, InputTokens: 3000, CachedTokens: 1000, OutputTokens: 4000}
+	want := admin.UsageInfo{Calls: 1, InputTokens: 3000, CachedTokens: 1000, OutputTokens: 4000}
 	gpt4o := rewrite.CostConfig{}.PricesFor("gpt-4o")
 	if d.SummaryUsage != want || !near(d.SummaryCost, gpt4o.Cost(rewrite.Usage{Input: 3000, Cached: 1000, Output: 4000})) || d.Usage.Calls != 5 {
 		t.Fatalf("summary usage %+v cost %v, agent calls %d", d.SummaryUsage, d.SummaryCost, d.Usage.Calls)
@@ -465,21 +466,21 @@ func TestPricingOf(t *testing.T) {
 		agentLocal, summaryLocal   bool
 		unit, summaryModelForGPT4o string
 	}{
-		{"a hosted upstream bills in dollars", Config{Upstream: "https://api.openai.com/v1"}, false, false, CostUSD, "gpt-4o"},
-		{"an upstream on this machine is priced by prefill", Config{Upstream: "http://127.0.0.1:8080/v1"}, true, true, CostPrefill, "gpt-4o"},
-		{"local_upstream: false prices it as hosted", Config{Upstream: "http://localhost:1234/v1", LocalUpstream: &no}, false, false, CostUSD, "gpt-4o"},
-		{"local_upstream: true prices a remote one by prefill", Config{Upstream: "http://gpu-box:8080/v1", LocalUpstream: &yes}, true, true, CostPrefill, "gpt-4o"},
+		{"a hosted upstream bills in dollars", Config{Upstream: "https://api.openai.com/v1"}, false, false, admin.CostUSD, "gpt-4o"},
+		{"an upstream on this machine is priced by prefill", Config{Upstream: "http://127.0.0.1:8080/v1"}, true, true, admin.CostPrefill, "gpt-4o"},
+		{"local_upstream: false prices it as hosted", Config{Upstream: "http://localhost:1234/v1", LocalUpstream: &no}, false, false, admin.CostUSD, "gpt-4o"},
+		{"local_upstream: true prices a remote one by prefill", Config{Upstream: "http://gpu-box:8080/v1", LocalUpstream: &yes}, true, true, admin.CostPrefill, "gpt-4o"},
 		{"a summariser elsewhere is priced as its own server, at its own model",
 			Config{Upstream: "http://127.0.0.1:8080/v1", Compaction: CompactionConfig{Summarizer: SummarizerConfig{BaseURL: "https://api.openai.com/v1", Model: "gpt-5-mini"}}},
-			true, false, CostPrefill, "gpt-5-mini"},
+			true, false, admin.CostPrefill, "gpt-5-mini"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := PricingOf(tc.cfg)
-			if p.Agent.Local != tc.agentLocal || p.Summary.Local != tc.summaryLocal || p.unit() != tc.unit {
-				t.Errorf("agent local %v, summary local %v, unit %s", p.Agent.Local, p.Summary.Local, p.unit())
+			if p.Agent.Local != tc.agentLocal || p.Summary.Local != tc.summaryLocal || p.Unit() != tc.unit {
+				t.Errorf("agent local %v, summary local %v, unit %s", p.Agent.Local, p.Summary.Local, p.Unit())
 			}
 			want := p.Summary.PricesFor(tc.summaryModelForGPT4o)
-			if got := p.summaryPrices("gpt-4o"); got != want {
+			if got := p.SummaryPrices("gpt-4o"); got != want {
 				t.Errorf("a gpt-4o conversation's summary calls are priced %+v, want %+v", got, want)
 			}
 		})

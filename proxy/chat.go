@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"strconv"
 	"unsafe"
 
@@ -396,7 +397,7 @@ func (s *Server) finish(x *exchange) {
 		x.gate = nil
 	}
 	t := x.turn
-	s.metrics.exchange(x)
+	s.metrics.Exchange(exchangeOf(x))
 	if t != nil && s.recordable(t) {
 		if x.status >= 200 && x.status < 300 && x.err == nil {
 			tr := turnRecord{turn: *t, usage: x.usage}
@@ -411,4 +412,16 @@ func (s *Server) finish(x *exchange) {
 		s.rec.answered()
 	}
 	s.logExchange(x)
+}
+
+// exchangeOf is x as the metrics count it: a conversation request's turn
+// only when the upstream answered it 2xx (the rule of the record).
+func exchangeOf(x *exchange) admin.Exchange {
+	e := admin.Exchange{Path: x.path, Status: x.status, Upstream: x.upstream}
+	if t := x.turn; t != nil && x.status >= 200 && x.status < 300 && x.err == nil {
+		e.Turn = &admin.Turn{Model: t.model, TokensBefore: t.tokensBefore, TokensAfter: t.tokensAfter,
+			Squashed: t.squashStats, Deduped: t.deduped, DedupSaved: t.dedupSaved, Pruned: t.pruned, PruneSaved: t.pruneSaved,
+			Usage: callUsage(x.usage), UsageFound: x.usage.Found}
+	}
+	return e
 }

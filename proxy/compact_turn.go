@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"github.com/valyala/fasthttp"
 	"math"
 	"strings"
@@ -76,7 +77,7 @@ func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, o
 		if kind == kindManual && errors.Is(err, errSkipped) && ti.res.Covered > asked.Covered {
 			// The background compaction waited on already covered what
 			// there was: the user's request is compacted all the same.
-			ev = Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: kindManual, Result: "ok",
+			ev = admin.Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: kindManual, Result: "ok",
 				Covered: ti.res.Covered, TokensBefore: calibrated(asked.TokensAfter, ti.nums), TokensAfter: calibrated(ti.res.TokensAfter, ti.nums)}
 			return ti.res, outcome{compacted: true, joined: true, event: ev}
 		}
@@ -84,7 +85,7 @@ func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, o
 	}
 	res := c.pipeline.RewriteParsed(ti.parsed, c.options(newRec, ti.line.id))
 	ev.TokensAfter = calibrated(res.TokensAfter, ti.nums)
-	c.events.publish(ev)
+	c.events.Publish(ev)
 	return res, outcome{compacted: true, event: ev}
 }
 
@@ -223,7 +224,7 @@ func (c *compactions) precompact(ti turnInput) {
 		}
 		ti.kind = kindPrecompact
 		if _, ev, err := c.run(ti); err == nil {
-			c.events.publish(ev)
+			c.events.Publish(ev)
 		}
 	}()
 }

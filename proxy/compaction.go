@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,7 +125,7 @@ type compactions struct {
 	store    state.Store
 	pipeline *rewrite.Pipeline
 	sum      *Summarizer
-	events   *eventBus
+	events   *admin.Bus
 	log      zerolog.Logger
 	upstream string // default summariser base URL
 	apiKey   string // upstream_api_key, when set
@@ -191,7 +192,7 @@ type outcome struct {
 	// joined: that summary was written by the background compaction this
 	// request waited for, which counted itself.
 	joined bool
-	event  Event
+	event  admin.Event
 	err    error
 }
 
@@ -343,13 +344,13 @@ func (c *compactions) summaryTimeout() time.Duration {
 // run writes a summary for ti and stores it as a branch. Failures and skips
 // are published as events here; success is published by the caller, which
 // knows the tokens after.
-func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
+func (c *compactions) run(ti turnInput) (state.Record, admin.Event, error) {
 	start := time.Now()
-	ev := Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: ti.kind,
+	ev := admin.Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: ti.kind,
 		TokensBefore: calibrated(ti.res.TokensAfter, ti.nums)}
-	fail := func(result string, err error) (state.Record, Event, error) {
+	fail := func(result string, err error) (state.Record, admin.Event, error) {
 		ev.Result, ev.Reason, ev.DurationMS = result, err.Error(), time.Since(start).Milliseconds()
-		c.events.publish(ev)
+		c.events.Publish(ev)
 		return ti.rec, ev, err
 	}
 	cal := calibrationOf(ti.nums)
@@ -375,7 +376,7 @@ func (c *compactions) run(ti turnInput) (state.Record, Event, error) {
 		// beside the summary call (see localGate).
 		defer c.gate.summary()()
 	}
-	c.events.started(ev) // a dashboard shows the compaction while the summary is written
+	c.events.Started(ev) // a dashboard shows the compaction while the summary is written
 	callStart := time.Now()
 	// spent is what the summary calls cost (a fallback makes two), for the
 	// record and the event.
@@ -483,4 +484,23 @@ func (c *compactions) clearForceNext(key state.Key) {
 		c.storeFailed()
 		c.log.Warn().Err(err).Msg("cannot clear the scheduled compaction")
 	}
+}
+
+// isCompacting reports whether a summary of key is being written now.
+func (c *compactions) isCompacting(key state.Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.inflight {
+		if k.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// running reports how many compactions are in flight now.
+func (c *compactions) running() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.inflight)
 }

@@ -3,7 +3,9 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -46,7 +48,7 @@ type Config struct {
 	// behind the admin rule, for a heap or CPU profile of a live process.
 	Pprof bool
 	// UI configures the dashboard at /ctxpress/ui.
-	UI UIConfig
+	UI admin.UIConfig
 	// AuthKeys, when not empty, are the keys a client must present
 	// (Authorization: Bearer …, X-Ctxpress-Key, or x-api-key as Claude
 	// Code sends ANTHROPIC_API_KEY) on every path but healthz
@@ -208,4 +210,12 @@ func (u upstreamURL) target(dst []byte, path, query []byte) []byte {
 		dst = append(dst, query...)
 	}
 	return dst
+}
+
+// hostname is the default replica name.
+func hostname() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "ctxpress"
 }

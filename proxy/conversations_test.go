@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"github.com/ctxpress/ctxpress/admin"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -43,8 +44,8 @@ func convFixture(t *testing.T, readOnly bool) (state.Store, state.Key, state.Key
 // The operations the admin API and the CLI share, each rule a row.
 func TestConversationsOperations(t *testing.T) {
 	st, a1, a2, b := convFixture(t, false)
-	ops := Conversations{Store: st, Compacting: func(k state.Key) bool { return k == b }}
-	ids := func(p ConversationPage) (out []string) {
+	ops := admin.Conversations{Store: st, Compacting: func(k state.Key) bool { return k == b }}
+	ids := func(p admin.ConversationPage) (out []string) {
 		for _, c := range p.Data {
 			out = append(out, c.ID+"@"+c.Namespace[:4])
 		}
@@ -65,7 +66,7 @@ func TestConversationsOperations(t *testing.T) {
 		{rule: "offset skips", offset: 2, limit: 2, want: []string{"a@" + ns1}, wantLimit: 2, wantOffset: 2},
 		{rule: "a namespace lists only its own", namespace: a1.Namespace, limit: 10, want: []string{"b@" + ns1, "a@" + ns1}, wantLimit: 10},
 		{rule: "a limit below 1 is 1", limit: 0, want: []string{"b@" + ns1}, hasMore: true, wantLimit: 1},
-		{rule: "a limit above the largest page is the largest page", limit: 10000, want: []string{"b@" + ns1, "a@" + ns2, "a@" + ns1}, wantLimit: maxListLimit},
+		{rule: "a limit above the largest page is the largest page", limit: 10000, want: []string{"b@" + ns1, "a@" + ns2, "a@" + ns1}, wantLimit: admin.MaxListLimit},
 		{rule: "a negative offset is 0", offset: -5, limit: 1, want: []string{"b@" + ns1}, hasMore: true, wantLimit: 1},
 	} {
 		p, err := ops.List(tc.namespace, tc.offset, tc.limit)
@@ -88,7 +89,7 @@ func TestConversationsOperations(t *testing.T) {
 	} {
 		got, err := ops.Show(tc.id, tc.namespace)
 		switch {
-		case tc.want == 0 && (!errors.Is(err, ErrConversationNotFound) || !strings.Contains(err.Error(), `"`+tc.id+`"`)):
+		case tc.want == 0 && (!errors.Is(err, admin.ErrConversationNotFound) || !strings.Contains(err.Error(), `"`+tc.id+`"`)):
 			t.Errorf("%s: Show err = %v, want not found naming the id", tc.rule, err)
 		case tc.want > 0 && (err != nil || len(got) != tc.want):
 			t.Errorf("%s: Show = %d, %v; want %d", tc.rule, len(got), err, tc.want)
@@ -104,17 +105,17 @@ func TestConversationsOperations(t *testing.T) {
 	if r2, _, _ := st.Get(a2); !r2.ForceNext {
 		t.Error("Compact did not mark the record")
 	}
-	if _, err := ops.Compact("nobody", ""); !errors.Is(err, ErrConversationNotFound) {
+	if _, err := ops.Compact("nobody", ""); !errors.Is(err, admin.ErrConversationNotFound) {
 		t.Errorf("Compact of an unknown id: %v", err)
 	}
 	if ns, err := ops.Forget("a", ""); err != nil || len(ns) != 2 {
 		t.Fatalf("Forget in every namespace = %v, %v", ns, err)
 	}
-	if _, err := ops.Forget("a", ""); !errors.Is(err, ErrConversationNotFound) {
+	if _, err := ops.Forget("a", ""); !errors.Is(err, admin.ErrConversationNotFound) {
 		t.Errorf("Forget of a forgotten id: %v", err)
 	}
 
-	none := Conversations{}
+	none := admin.Conversations{}
 	if p, err := none.List("", 0, 10); err != nil || len(p.Data) != 0 || p.Data == nil {
 		t.Errorf("no store: List = %+v, %v; want an empty page", p, err)
 	}
@@ -123,7 +124,7 @@ func TestConversationsOperations(t *testing.T) {
 		"Forget":  func() error { _, err := none.Forget("a", ""); return err },
 		"Compact": func() error { _, err := none.Compact("a", ""); return err },
 	} {
-		if err := op(); !errors.Is(err, ErrConversationNotFound) {
+		if err := op(); !errors.Is(err, admin.ErrConversationNotFound) {
 			t.Errorf("no store: %s err = %v, want not found", name, err)
 		}
 	}
@@ -133,11 +134,11 @@ func TestConversationsOperations(t *testing.T) {
 // unknown conversation.
 func TestConversationsWriteFailureIsNotNotFound(t *testing.T) {
 	st, _, _, _ := convFixture(t, true)
-	ops := Conversations{Store: st}
-	if n, err := ops.Compact("a", ""); err == nil || errors.Is(err, ErrConversationNotFound) || n != 0 {
+	ops := admin.Conversations{Store: st}
+	if n, err := ops.Compact("a", ""); err == nil || errors.Is(err, admin.ErrConversationNotFound) || n != 0 {
 		t.Errorf("Compact on a read-only store = %d, %v; want a store error", n, err)
 	}
-	if ns, err := ops.Forget("a", ""); err == nil || errors.Is(err, ErrConversationNotFound) || len(ns) != 0 {
+	if ns, err := ops.Forget("a", ""); err == nil || errors.Is(err, admin.ErrConversationNotFound) || len(ns) != 0 {
 		t.Errorf("Forget on a read-only store = %v, %v; want a store error", ns, err)
 	}
 }

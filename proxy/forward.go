@@ -316,7 +316,7 @@ func (s *Server) relayStream(ctx *fasthttp.RequestCtx, x *exchange, resp *fastht
 		fasthttp.ReleaseResponse(resp)
 		s.finish(x)
 	}
-	ctx.SetBodyStreamWriter(s.metrics.countStream(r.writeTo))
+	ctx.SetBodyStreamWriter(s.metrics.CountStream(r.writeTo))
 }
 
 // relayHeld relays an answer of which held was read ahead: all of it when

@@ -145,7 +145,7 @@ var moduleDir = func() string {
 
 // serverLifeFrames are the goroutines a running Server (or its store) keeps
 // for its whole life.
-var serverLifeFrames = []string{"proxy.(*Server).Serve(", "proxy.(*recorder).run(", "proxy.(*eventBus).postHooks(", "state.startSweeper.", "state.startMapTrimmer."}
+var serverLifeFrames = []string{"proxy.(*Server).Serve(", "proxy.(*recorder).run(", "admin.(*Bus).postHooks(", "state.startSweeper.", "state.startMapTrimmer."}
 
 // strayGoroutines returns the stacks of goroutines, other than the
 // caller's, that run ctxpress code beyond a server's own (serverLifeFrames):

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/ctxpress/ctxpress/admin"
 	"net/url"
 	"strconv"
 	"testing"
@@ -86,7 +87,7 @@ func TestServerCompactionIsBilledAndCalibratesNothing(t *testing.T) {
 			}
 
 			var show struct {
-				Data []ConversationDetail `json:"data"`
+				Data []admin.ConversationDetail `json:"data"`
 			}
 			getJSON(t, p.URL+"/ctxpress/conversations/"+url.PathEscape(session), &show)
 			if len(show.Data) != 1 || len(show.Data[0].Turns) != 4 {
@@ -105,7 +106,7 @@ func TestServerCompactionIsBilledAndCalibratesNothing(t *testing.T) {
 			}
 			pricing := PricingOf(Config{Upstream: up.BaseURL()})
 			compaction := pricing.Agent.PricesFor(rec.Model).Cost(rewrite.Usage{Input: 15013, Output: 812})
-			withoutIt := pricing.costs(withoutServerCompaction(rec))
+			withoutIt := pricing.Bill(withoutServerCompaction(rec))
 			if !near(d.Cost-withoutIt.Cost, compaction) || compaction == 0 {
 				t.Errorf("cost %v, %v without the server compaction; want it to add %v", d.Cost, withoutIt.Cost, compaction)
 			}

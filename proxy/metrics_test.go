@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -9,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
@@ -116,7 +116,7 @@ func TestMetricsAfterScriptedConversation(t *testing.T) {
 	}
 
 	// The dashboard's totals come from the records and agree.
-	var stats Stats
+	var stats admin.Stats
 	getJSON(t, p.URL+"/ctxpress/stats", &stats)
 	if stats.Requests != turns || float64(stats.TokensSaved) != saved || stats.Compactions != int64(compacted) {
 		t.Errorf("stats %+v; want %d requests, %v saved, %d compactions", stats, turns, saved, compacted)
@@ -184,22 +184,6 @@ func TestMetricsAuth(t *testing.T) {
 	scrape(t, pub.URL)
 }
 
-func TestMetricPath(t *testing.T) {
-	for in, want := range map[string]string{
-		"/v1/chat/completions": "/v1/chat/completions",
-		"/chat/completions":    "/v1/chat/completions",
-		"/v1/models":           "/v1/models",
-		"/models/gpt-4o":       "/v1/models",
-		"/v1/chat/other":       "other",
-		"/v1/whatever/x":       "other",
-		"/":                    "other",
-	} {
-		if got := metricPath(in); got != want {
-			t.Errorf("metricPath(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // A request refused for a missing client key is a request: it is counted
 // in ctxpress_requests_total with its 401, as every other answer is.
 func TestRefusedClientKeyIsCountedInMetrics(t *testing.T) {
@@ -218,62 +202,5 @@ func TestRefusedClientKeyIsCountedInMetrics(t *testing.T) {
 	}
 	if len(up.Requests()) != 0 {
 		t.Fatal("a request without a client key reached the upstream")
-	}
-}
-
-// Each request is counted in the series of its path and status, those
-// beyond the statuses kept at hand (any three digits an upstream sends)
-// too, and only the series that counted something exist.
-func TestRequestsAreCountedByPathAndStatus(t *testing.T) {
-	m := newMetrics(func() int { return 0 }, nil, nil)
-	for _, x := range []exchange{
-		{path: "/v1/embeddings", status: 200, upstream: time.Millisecond},
-		{path: "/embeddings", status: 200, upstream: time.Millisecond},
-		{path: "/v1/embeddings", status: 404},
-		{path: "/v1/chat/completions", status: 200},
-		{path: "/v1/whatever", status: 200},
-		{path: "/v1/embeddings", status: 799},
-		{path: "/v1/embeddings", status: 799},
-	} {
-		m.exchange(&x)
-	}
-	counts := map[string]float64{} // "path status": count
-	latencies := 0
-	families, err := m.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		for _, mt := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range mt.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			switch f.GetName() {
-			case "ctxpress_requests_total":
-				counts[labels["path"]+" "+labels["status"]] = mt.GetCounter().GetValue()
-			case "ctxpress_upstream_latency_seconds":
-				latencies++
-			}
-		}
-	}
-	want := map[string]float64{"/v1/embeddings 200": 2, "/v1/embeddings 404": 1, "/v1/chat/completions 200": 1,
-		"other 200": 1, "/v1/embeddings 799": 2}
-	if fmt.Sprint(counts) != fmt.Sprint(want) {
-		t.Errorf("ctxpress_requests_total by path and status:\n%v\nwant\n%v", counts, want)
-	}
-	if latencies != 1 {
-		t.Errorf("%d latency series, want the 1 that observed", latencies)
-	}
-}
-
-// BenchmarkMetricsExchange is the metrics' cost of one pass-through
-// request: its count and its upstream latency.
-func BenchmarkMetricsExchange(b *testing.B) {
-	m := newMetrics(func() int { return 0 }, nil, nil)
-	x := &exchange{path: "/v1/embeddings", status: 200, upstream: 300 * time.Microsecond}
-	b.ReportAllocs()
-	for b.Loop() {
-		m.exchange(x)
 	}
 }

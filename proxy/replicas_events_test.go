@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"github.com/ctxpress/ctxpress/admin"
 	"net/http"
 	"strings"
 	"syscall"
@@ -78,7 +79,7 @@ func readUntil(t *testing.T, events <-chan sseEvent, what string, stop func(sseE
 
 func compactionsOf(events []sseEvent, conv string) (replicas []string) {
 	for _, e := range events {
-		if e.typ == EventCompaction && e.get("conversation") == conv {
+		if e.typ == admin.EventCompaction && e.get("conversation") == conv {
 			replicas = append(replicas, e.get("replica"))
 		}
 	}
@@ -87,7 +88,7 @@ func compactionsOf(events []sseEvent, conv string) (replicas []string) {
 
 func isCompaction(replica, conv string) func(sseEvent) bool {
 	return func(e sseEvent) bool {
-		return e.typ == EventCompaction && e.get("replica") == replica && e.get("conversation") == conv
+		return e.typ == admin.EventCompaction && e.get("replica") == replica && e.get("conversation") == conv
 	}
 }
 
@@ -131,7 +132,7 @@ func TestCompactionOnOneReplicaIsOnEveryReplicasEventsOnce(t *testing.T) {
 	// A publishes the compaction before the turn it was made in is
 	// recorded: the turn's event comes after it everywhere.
 	isCompactedTurn := func(e sseEvent) bool {
-		return e.typ == EventTurn && e.get("replica") == "a" && e.get("conversation") == "on a" && e.get("requests") == "11"
+		return e.typ == admin.EventTurn && e.get("replica") == "a" && e.get("conversation") == "on a" && e.get("requests") == "11"
 	}
 	if got := compactionsOf(readUntil(t, atB, "a's compacted turn on b", isCompactedTurn), "on a"); len(got) != 1 || got[0] != "a" {
 		t.Fatalf("b's stream showed a's compaction from replicas %q, want once from a", got)
@@ -189,7 +190,7 @@ func TestRequestsGoThroughAndEventsDoNotWaitWhileRedisHangs(t *testing.T) {
 	// As many events as a busy cluster makes while Redis is gone; each is
 	// published from the caller's goroutine, which must not wait.
 	for i := range 2000 {
-		pa.events.turn(TurnEvent{Conversation: "filler", Requests: int64(i)})
+		pa.events.Turn(admin.TurnEvent{Conversation: "filler", Requests: int64(i)})
 	}
 	if dropped := sharedEvents(t, pa, "dropped"); dropped == 0 {
 		t.Fatal("no shared event dropped with Redis hung: the queue is not bounded")

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"time"
 
 	"github.com/ctxpress/ctxpress/rewrite"
@@ -99,7 +100,7 @@ func (s *Server) cutToFit(c *turnRun, budget int, why string) bool {
 		// would change the request for nothing: it goes as it is.
 		return false
 	}
-	s.events.publish(Event{Time: s.comp.now(), Conversation: c.t.id.ID, Model: res.Model, Trigger: eventFit, Result: "cut",
+	s.events.Publish(admin.Event{Time: s.comp.now(), Conversation: c.t.id.ID, Model: res.Model, Trigger: eventFit, Result: "cut",
 		Reason: fmt.Sprintf("%d messages left out to fit the model's window: %s", res.FitDropped, why), Covered: res.FitDropped,
 		TokensBefore: calibrated(c.res.TokensAfter, c.nums), TokensAfter: calibrated(res.TokensAfter, c.nums)})
 	c.res = res

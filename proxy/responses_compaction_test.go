@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"slices"
 	"time"
 
@@ -511,10 +512,10 @@ func TestResponsesPrecompactsAndShowsOnTheDashboard(t *testing.T) {
 		t.Fatalf("%d summary calls, want the one prepared", len(summaries))
 	}
 	turns, _ := up.turns()
-	var show ConversationDetail
+	var show admin.ConversationDetail
 	waitFor(t, func() bool {
 		var found struct {
-			Data []ConversationDetail `json:"data"`
+			Data []admin.ConversationDetail `json:"data"`
 		}
 		getJSON(t, p.URL+"/ctxpress/conversations/pre", &found)
 		if len(found.Data) == 1 {

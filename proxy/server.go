@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"io"
 	"net"
 	"strings"
@@ -31,8 +32,9 @@ type Server struct {
 	store    state.Store       // nil: no per-conversation state
 	rec      *recorder         // nil without a store
 	comp     *compactions      // always set; compaction itself may be off
-	events   *eventBus
-	metrics  *metrics // private registry behind /metrics
+	events   *admin.Bus
+	metrics  *admin.Metrics // private registry behind /metrics
+	admin    *admin.Admin   // /ctxpress/ and /metrics
 	// namespace is cfg.Namespace, parsed.
 	namespace  namespaceMode
 	namespaces namespaceMemo
@@ -76,9 +78,9 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		s.gate = newLocalGate()
 		s.cfg.Cost.Local = true
 	}
-	s.events = newEventBus(log, cfg.Compaction.WebhookURL, cfg.Replica)
+	s.events = admin.NewBus(log, cfg.Compaction.WebhookURL, cfg.Replica)
 	if deps.Store != nil {
-		s.rec = newRecorder(deps.Store, log, cfg.Clock, s.recorded)
+		s.rec = newRecorder(deps.Store, log, cfg.Clock, func(rec state.Record, tripped bool) { s.admin.Recorded(rec, tripped) })
 	}
 	s.comp = &compactions{
 		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: NewSummarizer(),
@@ -89,23 +91,26 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		s.comp.cfg.Enabled = false // compaction needs both
 	}
 	s.comp.policy = s.comp.cfg.policy()
-	s.metrics = newMetrics(s.comp.running, deps.Store, deps.Pipeline)
-	s.metrics.pricing = s.pricing()
-	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
+	s.metrics = admin.NewMetrics(s.comp.running, deps.Store, deps.Pipeline)
+	s.metrics.Pricing = s.pricing()
+	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
 		Help: "Conversation requests (chat, Responses, Messages) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
 		func() float64 { return float64(s.gate.waitingNow()) }))
-	s.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compaction_waiting",
+	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compaction_waiting",
 		Help: "Conversation requests waiting for a compaction of their conversation that another request started."},
 		func() float64 { return float64(s.comp.waiting.Load()) }))
-	s.events.onCompaction = s.metrics.compaction
-	s.comp.onStoreFailure = s.metrics.storeFailed
+	s.events.OnCompaction = s.metrics.Compaction
+	s.comp.onStoreFailure = s.metrics.StoreFailed
 	if s.rec != nil {
-		s.rec.onStoreFailure = s.metrics.storeFailed
+		s.rec.onStoreFailure = s.metrics.StoreFailed
 	}
 	if bc, ok := deps.Store.(state.Broadcaster); ok { // replicas see each other's events
-		s.events.join(bc)
-		registerSharedEventMetrics(s.metrics.reg, bc)
+		s.events.Join(bc)
+		admin.RegisterSharedEventMetrics(s.metrics.Reg, bc)
 	}
+	s.admin = admin.New(admin.Config{Token: cfg.AdminToken, MetricsPublic: cfg.MetricsPublic, Pprof: cfg.Pprof, UI: cfg.UI, Clock: cfg.Clock},
+		admin.Deps{Store: deps.Store, Pricing: s.pricing(), Compacting: s.comp.isCompacting, Running: s.comp.running,
+			Events: s.events, Metrics: s.metrics, StoreFailed: s.storeFailed})
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		ErrorHandler:       s.handleReadError,
@@ -169,7 +174,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.rec != nil {
 		s.rec.close() // writes what is queued; later turns are not recorded
 	}
-	s.events.leave() // before the caller closes the store
+	s.events.Leave() // before the caller closes the store
 	return err
 }
 
@@ -216,13 +221,10 @@ func newExchange(ctx *fasthttp.RequestCtx) *exchange {
 }
 
 // pathName is the request's path as a string, without an allocation for
-// the endpoints the metrics name (pathLabels: the agents' API paths among
-// them, with /v1 as clients send it).
+// the endpoints the metrics name (admin.KnownPath).
 func pathName(p []byte) string {
-	for _, known := range pathLabels[:pathOtherIndex] {
-		if string(p) == known {
-			return known
-		}
+	if known, ok := admin.KnownPath(p); ok {
+		return known
 	}
 	return string(p)
 }
@@ -270,12 +272,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}()
 	path := ctx.Path()
-	if string(path) == pathMetrics {
-		s.handleMetrics(ctx) // ctxpress's own, never the upstream's
+	if string(path) == admin.PathMetrics {
+		s.admin.ServeMetrics(ctx) // ctxpress's own, never the upstream's
 		return
 	}
-	if len(path) >= len(adminPrefix) && string(path[:len(adminPrefix)]) == adminPrefix {
-		s.handleAdmin(ctx)
+	if len(path) >= len(admin.Prefix) && string(path[:len(admin.Prefix)]) == admin.Prefix {
+		s.admin.Serve(ctx)
 		return
 	}
 	x = newExchange(ctx)
@@ -427,6 +429,6 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 // storeFailed reports a store failure on the request path, once per
 // interval: the request itself goes on without the record.
 func (s *Server) storeFailed(op, msg string, err error) {
-	s.metrics.storeFailed(op)
+	s.metrics.StoreFailed(op)
 	s.warn.warn(s.cfg.Clock(), s.log, msg, err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ctxpress/ctxpress/admin"
 	"math"
 	"os"
 	"path/filepath"
@@ -189,10 +190,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	// Another replica's compaction, as it comes from the shared store:
 	// with two replicas heard from, each compaction names its own.
 	otherReplica := func(typ string) {
-		p.events.received([]byte(`{"origin":"elsewhere","type":"` + typ + `","event":{"type":"` + typ +
+		p.events.Receive([]byte(`{"origin":"elsewhere","type":"` + typ + `","event":{"type":"` + typ +
 			`","conversation":"another-chat","trigger":"auto","replica":"replica-b"}}`))
 	}
-	otherReplica(EventCompactionStarted)
+	otherReplica(admin.EventCompactionStarted)
 	wantBanner := "leap-year-fix on " + p.cfg.Replica + ", another-chat on replica-b"
 	// The page redraws when the event arrives: wait in the page for it.
 	js, _ := json.Marshal(wantBanner)
@@ -206,7 +207,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeArtifact(t, filepath.Join(dir, "dashboard-compacting.png"), shot)
-	otherReplica(EventCompaction)
+	otherReplica(admin.EventCompaction)
 	releaseOnce()
 	<-done
 	if err := chromedp.Do(ctx, chromedp.WaitNotVisible(css(`#compacting`))); err != nil {
@@ -235,9 +236,9 @@ func TestDashboardInBrowser(t *testing.T) {
 // and its facts. text reads an element's text, count counts matches.
 func checkBillShown(t *testing.T, p *testProxy, text func(string) string, count func(string) int) {
 	t.Helper()
-	var stats Stats
+	var stats admin.Stats
 	getJSON(t, p.URL+"/ctxpress/stats", &stats)
-	if stats.CachedShare == 0 || stats.SummaryUsage.Calls == 0 || stats.SummaryCost <= 0 || stats.CostUnit != CostUSD {
+	if stats.CachedShare == 0 || stats.SummaryUsage.Calls == 0 || stats.SummaryCost <= 0 || stats.CostUnit != admin.CostUSD {
 		t.Fatalf("stats %+v: no cache, no summary calls or no dollars; the check proves nothing", stats)
 	}
 	want := map[string]string{
@@ -247,7 +248,7 @@ func checkBillShown(t *testing.T, p *testProxy, text func(string) string, count 
 		`#t-money`:    moneyText(stats.MoneySaved),
 		`#t-price`:    "vs. " + moneyText(stats.CostDirectEstimate) + " direct (estimate), net of cache and summaries",
 	}
-	var got struct{ Data []ConversationDetail }
+	var got struct{ Data []admin.ConversationDetail }
 	getJSON(t, p.URL+"/ctxpress/conversations/leap-year-fix", &got)
 	d := got.Data[0]
 	row := `#conversations tbody tr[data-id="leap-year-fix"] `

@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"bufio"
@@ -84,14 +84,14 @@ type subscriber struct {
 	types map[string]bool
 }
 
-// eventBus fans events out to SSE subscribers and an optional webhook. A
+// Bus fans events out to SSE subscribers and an optional webhook. A
 // slow subscriber misses events rather than slowing a request.
-type eventBus struct {
+type Bus struct {
 	log  zerolog.Logger
 	hook chan []byte // nil without a webhook
-	// onCompaction, when set, sees every compaction event (metrics); set
+	// OnCompaction, when set, sees every compaction event (metrics); set
 	// before the server serves, never changed after.
-	onCompaction func(Event)
+	OnCompaction func(Event)
 
 	// replica is put in every event this process makes.
 	replica string
@@ -104,8 +104,10 @@ type eventBus struct {
 	subs map[*subscriber]struct{} // guarded by mu
 }
 
-func newEventBus(log zerolog.Logger, webhookURL, replica string) *eventBus {
-	b := &eventBus{log: log, subs: map[*subscriber]struct{}{}, replica: replica}
+// NewBus is a bus that logs to log, posts compaction events to
+// webhookURL when set, and names replica in every event.
+func NewBus(log zerolog.Logger, webhookURL, replica string) *Bus {
+	b := &Bus{log: log, subs: map[*subscriber]struct{}{}, replica: replica}
 	if webhookURL != "" {
 		b.hook = make(chan []byte, 256)
 		go b.postHooks(webhookURL)
@@ -113,7 +115,9 @@ func newEventBus(log zerolog.Logger, webhookURL, replica string) *eventBus {
 	return b
 }
 
-func (b *eventBus) publish(e Event) {
+// Publish tells subscribers, the webhook and the log that a compaction
+// ended.
+func (b *Bus) Publish(e Event) {
 	e.Type, e.Replica = EventCompaction, b.replica
 	data, _ := json.Marshal(e)
 	lvl := zerolog.InfoLevel
@@ -121,8 +125,8 @@ func (b *eventBus) publish(e Event) {
 		lvl = zerolog.WarnLevel
 	}
 	b.log.WithLevel(lvl).RawJSON("event", data).Msg("compaction")
-	if b.onCompaction != nil {
-		b.onCompaction(e)
+	if b.OnCompaction != nil {
+		b.OnCompaction(e)
 	}
 	b.send(frame{EventCompaction, data})
 	b.share(EventCompaction, data)
@@ -135,9 +139,9 @@ func (b *eventBus) publish(e Event) {
 	}
 }
 
-// started tells subscribers that a summary call of e's conversation began.
+// Started tells subscribers that a summary call of e's conversation began.
 // It is not logged at info nor posted: the compaction event that follows is.
-func (b *eventBus) started(e Event) {
+func (b *Bus) Started(e Event) {
 	e.Type, e.Replica = EventCompactionStarted, b.replica
 	data, _ := json.Marshal(e)
 	b.log.Debug().RawJSON("event", data).Msg("compaction started")
@@ -145,8 +149,8 @@ func (b *eventBus) started(e Event) {
 	b.share(EventCompactionStarted, data)
 }
 
-// turn tells subscribers that a turn was recorded.
-func (b *eventBus) turn(e TurnEvent) {
+// Turn tells subscribers that a turn was recorded.
+func (b *Bus) Turn(e TurnEvent) {
 	if b.shared == nil && !b.wanted(EventTurn) {
 		return // encoded for nobody, on every turn
 	}
@@ -158,7 +162,7 @@ func (b *eventBus) turn(e TurnEvent) {
 
 // send gives f to every subscriber that asked for its type, without
 // waiting: a full subscriber misses it.
-func (b *eventBus) send(f frame) {
+func (b *Bus) send(f frame) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for sub := range b.subs {
@@ -173,7 +177,7 @@ func (b *eventBus) send(f frame) {
 }
 
 // wanted reports whether a subscriber asks for events of typ now.
-func (b *eventBus) wanted(typ string) bool {
+func (b *Bus) wanted(typ string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for sub := range b.subs {
@@ -184,7 +188,7 @@ func (b *eventBus) wanted(typ string) bool {
 	return false
 }
 
-func (b *eventBus) subscribe(types map[string]bool) *subscriber {
+func (b *Bus) subscribe(types map[string]bool) *subscriber {
 	sub := &subscriber{ch: make(chan frame, 64), types: types}
 	b.mu.Lock()
 	b.subs[sub] = struct{}{}
@@ -192,7 +196,7 @@ func (b *eventBus) subscribe(types map[string]bool) *subscriber {
 	return sub
 }
 
-func (b *eventBus) unsubscribe(sub *subscriber) {
+func (b *Bus) unsubscribe(sub *subscriber) {
 	b.mu.Lock()
 	delete(b.subs, sub)
 	b.mu.Unlock()
@@ -222,7 +226,7 @@ func eventTypes(q string) (map[string]bool, bool) {
 
 // postHooks posts each event to the webhook, one at a time, giving up on an
 // event after one try: events are a notification, not a ledger.
-func (b *eventBus) postHooks(url string) {
+func (b *Bus) postHooks(url string) {
 	dial, _ := envproxy.Dial("", 10*time.Second) // as the upstream's; nil dials directly
 	client := &fasthttp.Client{ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, Dial: dial,
 		DialDualStack: true} // fasthttp dials IPv4 only by default
@@ -242,7 +246,7 @@ func (b *eventBus) postHooks(url string) {
 
 // serveEvents streams events as SSE until the client leaves or the server
 // shuts down; a comment every 15 s keeps idle connections open.
-func (b *eventBus) serveEvents(ctx *fasthttp.RequestCtx) {
+func (b *Bus) serveEvents(ctx *fasthttp.RequestCtx) {
 	types, ok := eventTypes(string(ctx.QueryArgs().Peek("types")))
 	if !ok {
 		writeError(ctx, fasthttp.StatusBadRequest, "bad_request",

@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"embed"
@@ -66,7 +66,7 @@ const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // serveUI serves /ctxpress/ui (the page) and /ctxpress/ui/{app.js,style.css}.
-func (s *Server) serveUI(ctx *fasthttp.RequestCtx, rest string) {
+func (a *Admin) serveUI(ctx *fasthttp.RequestCtx, rest string) {
 	name := "index.html"
 	if f := strings.TrimPrefix(rest, "ui/"); f != rest && f != "" {
 		name = f

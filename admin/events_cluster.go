@@ -1,10 +1,9 @@
-package proxy
+package admin
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,19 +25,19 @@ type sharedEvent struct {
 // redraws a dashboard, whose conversation list the replicas share.
 var sharedTypes = map[string]bool{EventCompaction: true, EventCompactionStarted: true, EventTurn: true}
 
-// join makes b send its events to the other replicas on bc and deliver
+// Join makes b send its events to the other replicas on bc and deliver
 // theirs to its subscribers, until leave. Theirs are not logged, counted
 // or posted to the webhook: their own replica did that.
-func (b *eventBus) join(bc state.Broadcaster) {
+func (b *Bus) Join(bc state.Broadcaster) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	b.origin = hex.EncodeToString(id[:])
 	b.shared = bc
-	b.stopShared = bc.Subscribe(b.received)
+	b.stopShared = bc.Subscribe(b.Receive)
 }
 
-// leave ends the subscription of join, before the store closes.
-func (b *eventBus) leave() {
+// Leave ends the subscription of Join, before the store closes.
+func (b *Bus) Leave() {
 	if b.stopShared != nil {
 		b.stopShared()
 	}
@@ -46,7 +45,7 @@ func (b *eventBus) leave() {
 
 // share sends one event of this replica to the others; it never waits (a
 // full queue drops it, and the Broadcaster counts it).
-func (b *eventBus) share(typ string, data []byte) {
+func (b *Bus) share(typ string, data []byte) {
 	if b.shared == nil {
 		return
 	}
@@ -54,8 +53,8 @@ func (b *eventBus) share(typ string, data []byte) {
 	_ = b.shared.Publish(msg)
 }
 
-// received delivers another replica's event to the local subscribers.
-func (b *eventBus) received(payload []byte) {
+// Receive delivers another replica's event to the local subscribers.
+func (b *Bus) Receive(payload []byte) {
 	var m sharedEvent
 	if json.Unmarshal(payload, &m) != nil || m.Origin == b.origin || !sharedTypes[m.Type] || len(m.Event) == 0 {
 		return
@@ -63,8 +62,8 @@ func (b *eventBus) received(payload []byte) {
 	b.send(frame{m.Type, m.Event})
 }
 
-// registerSharedEventMetrics counts the events sent to other replicas.
-func registerSharedEventMetrics(reg *prometheus.Registry, bc state.Broadcaster) {
+// RegisterSharedEventMetrics counts the events sent to other replicas.
+func RegisterSharedEventMetrics(reg *prometheus.Registry, bc state.Broadcaster) {
 	for _, r := range []struct {
 		result string
 		get    func(state.BroadcastStats) uint64
@@ -78,12 +77,4 @@ func registerSharedEventMetrics(reg *prometheus.Registry, bc state.Broadcaster) 
 			ConstLabels: prometheus.Labels{"result": r.result}},
 			func() float64 { return float64(r.get(bc.BroadcastStats())) }))
 	}
-}
-
-// hostname is the default replica name.
-func hostname() string {
-	if h, err := os.Hostname(); err == nil && h != "" {
-		return h
-	}
-	return "ctxpress"
 }

@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -16,13 +17,15 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 )
 
-const pathMetrics = "/metrics"
+// PathMetrics is where the metrics are served, outside /ctxpress/.
+const PathMetrics = "/metrics"
 
-// metrics are the Server's Prometheus collectors, on a registry of its own:
-// two Servers in one process (tests, embedders) never share or clash, and
+// Metrics are a server's Prometheus collectors, on a registry of its own:
+// two servers in one process (tests, embedders) never share or clash, and
 // nothing is registered globally.
-type metrics struct {
-	reg     *prometheus.Registry
+type Metrics struct {
+	// Reg is the registry; a server registers its own gauges on it.
+	Reg     *prometheus.Registry
 	handler fasthttp.RequestHandler
 
 	requests        *prometheus.CounterVec   // path, status
@@ -57,21 +60,21 @@ type metrics struct {
 	// every answer.
 	agentTokens, summaryTokenSeries tokenSeries
 	agentCost, summaryCost          lazySeries
-	// pricing prices the cost counter; set before the server serves.
-	pricing Pricing
+	// Pricing prices the cost counter; set before the server serves.
+	Pricing Pricing
 }
 
 // tokenBuckets span a one-line request to a 1M-token context.
 var tokenBuckets = prometheus.ExponentialBuckets(256, 2, 13) // 256 … 1,048,576
 
-// newMetrics registers every collector. inflight reports the compactions
+// NewMetrics registers every collector. inflight reports the compactions
 // running now; store, when it implements state.Sizer, gives the db size;
 // pipeline, when not nil, its cache's fill.
-func newMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeline) *metrics {
+func NewMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeline) *Metrics {
 	reg := prometheus.NewRegistry()
 	f := factory{reg}
-	m := &metrics{
-		reg: reg,
+	m := &Metrics{
+		Reg: reg,
 		requests: f.counterVec("ctxpress_requests_total",
 			"Proxied requests by path (known OpenAI endpoints, else \"other\") and answer status.", "path", "status"),
 		upstreamLatency: f.histogramVec("ctxpress_upstream_latency_seconds",
@@ -220,14 +223,26 @@ var endpointIndex = func() map[string]int {
 	return m
 }()
 
-// metricPath is the path label of a proxied request: /v1/<endpoint> for a
+// KnownPath is p when it is one of the paths the metrics name (the agents'
+// API paths among them, with /v1 as clients send it), as a string made
+// once.
+func KnownPath(p []byte) (string, bool) {
+	for _, known := range pathLabels[:pathOtherIndex] {
+		if string(p) == known {
+			return known, true
+		}
+	}
+	return "", false
+}
+
+// MetricPath is the path label of a proxied request: /v1/<endpoint> for a
 // known endpoint (with or without the client's /v1), "other" else.
-func metricPath(path string) string { return pathLabels[metricPathIndex(path)] }
+func MetricPath(path string) string { return pathLabels[metricPathIndex(path)] }
 
 // metricPathIndex is metricPath's index in pathLabels.
 func metricPathIndex(path string) int {
 	p := strings.TrimPrefix(path, "/v1")
-	if p == pathChatCompletions {
+	if p == "/chat/completions" {
 		return pathChatIndex
 	}
 	seg, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
@@ -237,22 +252,46 @@ func metricPathIndex(path string) int {
 	return pathOtherIndex
 }
 
-// exchange counts one proxied request once its answer is sent, and what
-// the rewrite of an understood chat request did when the upstream answered
-// it 2xx (the rule of the conversation record, so the dashboard and these
-// counters agree; they differ only by turns no record keeps: ephemeral
-// ones and those without a conversation id).
-func (m *metrics) exchange(x *exchange) {
-	ps := &m.paths[metricPathIndex(x.path)]
-	ps.counter(m.requests, x.status).Inc()
-	if x.upstream > 0 {
-		ps.latency.get(m.upstreamLatency, ps.label).Observe(x.upstream.Seconds())
+// Exchange is one proxied request as the metrics count it.
+type Exchange struct {
+	Path   string
+	Status int
+	// Upstream is the time to the upstream's response headers; 0 when
+	// none was sent.
+	Upstream time.Duration
+	// Turn is what the rewrite of an understood conversation request did,
+	// when the upstream answered it 2xx; nil otherwise.
+	Turn *Turn
+}
+
+// Turn is one answered conversation request's rewrite and usage.
+type Turn struct {
+	Model                     string
+	TokensBefore, TokensAfter int
+	Squashed                  []rewrite.SquashStat
+	Deduped, DedupSaved       int
+	Pruned, PruneSaved        int
+	// Usage is what the upstream billed (found: UsageFound).
+	Usage      state.Usage
+	UsageFound bool
+}
+
+// Exchange counts one proxied request once its answer is sent, and what
+// the rewrite of an understood conversation request did when the upstream
+// answered it 2xx (the rule of the conversation record, so the dashboard
+// and these counters agree; they differ only by turns no record keeps:
+// ephemeral ones and those without a conversation id).
+func (m *Metrics) Exchange(x Exchange) {
+	ps := &m.paths[metricPathIndex(x.Path)]
+	ps.counter(m.requests, x.Status).Inc()
+	if x.Upstream > 0 {
+		ps.latency.get(m.upstreamLatency, ps.label).Observe(x.Upstream.Seconds())
 	}
-	if x.turn != nil && x.status >= 200 && x.status < 300 && x.err == nil {
-		m.turn(x.turn)
-		if u := x.usage; u.Found {
-			m.agentTokens.add(m.upstreamTokens, callUsage(u))
-			m.agentCost.get(m.cost, "agent").Add(m.pricing.Agent.PricesFor(x.turn.model).Cost(billable(callUsage(u))))
+	if t := x.Turn; t != nil {
+		m.turn(t)
+		if t.UsageFound {
+			m.agentTokens.add(m.upstreamTokens, t.Usage)
+			m.agentCost.get(m.cost, "agent").Add(m.Pricing.Agent.PricesFor(t.Model).Cost(Billable(t.Usage)))
 		}
 	}
 }
@@ -298,9 +337,9 @@ func (l *lazyObserver) get(vec *prometheus.HistogramVec, label string) prometheu
 	return l.o
 }
 
-// turn counts the tokens and savings of one answered chat turn.
-func (m *metrics) turn(t *turn) {
-	before, after := t.tokensBefore, t.tokensAfter
+// turn counts the tokens and savings of one answered conversation turn.
+func (m *Metrics) turn(t *Turn) {
+	before, after := t.TokensBefore, t.TokensAfter
 	saved := max(0, before-after)
 	m.tokensBefore.Add(float64(before))
 	m.tokensAfter.Add(float64(after))
@@ -308,7 +347,7 @@ func (m *metrics) turn(t *turn) {
 	m.reqTokensBefore.Observe(float64(before))
 	m.reqTokensAfter.Observe(float64(after))
 	m.reqTokensSaved.Observe(float64(saved))
-	for _, st := range t.squashStats {
+	for _, st := range t.Squashed {
 		shape := st.Shape
 		if shape == "" {
 			shape = "unknown"
@@ -316,13 +355,13 @@ func (m *metrics) turn(t *turn) {
 		m.squashed.WithLabelValues(shape).Inc()
 		m.squashSaved.WithLabelValues(shape).Add(float64(max(0, st.TokensBefore-st.TokensAfter)))
 	}
-	if t.deduped > 0 {
-		m.dedupHits.Add(float64(t.deduped))
-		m.dedupSaved.Add(float64(t.dedupSaved))
+	if t.Deduped > 0 {
+		m.dedupHits.Add(float64(t.Deduped))
+		m.dedupSaved.Add(float64(t.DedupSaved))
 	}
-	if t.pruned > 0 {
-		m.pruneHits.Add(float64(t.pruned))
-		m.pruneSaved.Add(float64(t.pruneSaved))
+	if t.Pruned > 0 {
+		m.pruneHits.Add(float64(t.Pruned))
+		m.pruneSaved.Add(float64(t.PruneSaved))
 	}
 }
 
@@ -352,33 +391,33 @@ func (t *tokenSeries) add(vec *prometheus.CounterVec, u state.Usage) {
 	t.output.get(vec, "output").Add(float64(u.Output))
 }
 
-// compaction counts a compaction event (not a start), and what its
+// Compaction counts a compaction event (not a start), and what its
 // summary calls cost.
-func (m *metrics) compaction(e Event) {
+func (m *Metrics) Compaction(e Event) {
 	m.compactions.WithLabelValues(e.Trigger, e.Result).Inc()
 	if u := e.SummaryUsage; u != nil {
 		su := state.Usage{Input: u.InputTokens, Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens, Output: u.OutputTokens}
 		m.summaryTokenSeries.add(m.summaryTokens, su)
-		m.summaryCost.get(m.cost, "summary").Add(m.pricing.summaryPrices(e.Model).Cost(billable(su)))
+		m.summaryCost.get(m.cost, "summary").Add(m.Pricing.SummaryPrices(e.Model).Cost(Billable(su)))
 	}
 	if e.SummarizerMS > 0 {
 		m.summarizer.WithLabelValues(e.Result).Observe(float64(e.SummarizerMS) / 1000)
 	}
 }
 
-// recorded counts a turn written to the store, and a breaker it opened.
-func (m *metrics) recorded(tripped bool) {
+// Recorded counts a turn written to the store, and a breaker it opened.
+func (m *Metrics) Recorded(tripped bool) {
 	if tripped {
 		m.breakerTrips.Inc()
 	}
 	m.recordedTurns.Inc() // last: a scrape that counts the turn counts its trip
 }
 
-// storeFailed counts a failed store operation of op (read, write, lease).
-func (m *metrics) storeFailed(op string) { m.storeFailures.WithLabelValues(op).Inc() }
+// StoreFailed counts a failed store operation of op (read, write, lease).
+func (m *Metrics) StoreFailed(op string) { m.storeFailures.WithLabelValues(op).Inc() }
 
-// countStream wraps a stream writer so the gauge counts it while it runs.
-func (m *metrics) countStream(w fasthttp.StreamWriter) fasthttp.StreamWriter {
+// CountStream wraps a stream writer so the gauge counts it while it runs.
+func (m *Metrics) CountStream(w fasthttp.StreamWriter) fasthttp.StreamWriter {
 	return func(bw *bufio.Writer) {
 		m.activeStreams.Inc()
 		defer m.activeStreams.Dec()
@@ -386,17 +425,10 @@ func (m *metrics) countStream(w fasthttp.StreamWriter) fasthttp.StreamWriter {
 	}
 }
 
-// running reports how many compactions are in flight now.
-func (c *compactions) running() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.inflight)
-}
-
-// handleMetrics serves /metrics in the Prometheus text format. It follows
+// serveMetrics serves /metrics in the Prometheus text format. It follows
 // the admin rule (admin token, else loopback) unless metrics are public.
-func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
-	if !s.cfg.MetricsPublic && !s.adminAllowed(ctx) {
+func (a *Admin) ServeMetrics(ctx *fasthttp.RequestCtx) {
+	if !a.cfg.MetricsPublic && !a.Allowed(ctx) {
 		writeError(ctx, fasthttp.StatusUnauthorized, "admin_unauthorized",
 			"/metrics needs the admin token (Authorization: Bearer …), or a loopback client when none is set; or set metrics.public")
 		return
@@ -405,12 +437,13 @@ func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "/metrics answers GET")
 		return
 	}
-	s.metrics.handler(ctx)
+	a.metrics.handler(ctx)
 }
 
-// recorded is the recorder's callback: a turn is in the store.
-func (s *Server) recorded(rec state.Record, tripped bool) {
-	s.metrics.recorded(tripped)
+// Recorded is the recorder's callback: a turn is in the store. It counts
+// it and tells the events' subscribers.
+func (a *Admin) Recorded(rec state.Record, tripped bool) {
+	a.metrics.Recorded(tripped)
 	e := TurnEvent{Time: rec.UpdatedAt, Conversation: rec.Key.ID, Namespace: rec.Key.Namespace,
 		Model: rec.Model, Requests: rec.Requests}
 	if n := len(rec.Turns); n > 0 {
@@ -419,5 +452,5 @@ func (s *Server) recorded(rec state.Record, tripped bool) {
 		e.CachedTokens, e.CacheWriteTokens = t.CachedTokens, t.CacheWriteTokens
 		e.ServerCompactionInputTokens, e.ServerCompactionOutputTokens = t.ServerCompactionInput, t.ServerCompactionOutput
 	}
-	s.events.turn(e)
+	a.events.Turn(e)
 }

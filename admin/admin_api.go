@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"encoding/json"
@@ -20,18 +20,6 @@ import (
 // match and answer them all in "data", unless ?namespace= picks one. An id
 // with a slash is sent percent-encoded (%2F).
 
-// isCompacting reports whether a summary of key is being written now.
-func (c *compactions) isCompacting(key state.Key) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k := range c.inflight {
-		if k.key == key {
-			return true
-		}
-	}
-	return false
-}
-
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -45,28 +33,33 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 }
 
 // storeError answers a failure to verb ("read", "update") the store.
-func (s *Server) storeError(ctx *fasthttp.RequestCtx, verb string, err error) {
+func (a *Admin) storeError(ctx *fasthttp.RequestCtx, verb string, err error) {
 	op := "write"
 	if verb == "read" {
 		op = "read"
 	}
-	s.storeFailed(op, "admin API: cannot "+verb+" the conversation store", err)
+	if a.deps.StoreFailed != nil {
+		a.deps.StoreFailed(op, "admin API: cannot "+verb+" the conversation store", err)
+	}
 	writeError(ctx, fasthttp.StatusInternalServerError, "store_error", "cannot "+verb+" the conversation store")
 }
 
 // serveStats answers GET /ctxpress/stats: totals over every record. It
 // reads every record, so it costs in proportion to the db; the dashboard
 // asks at most once a second.
-func (s *Server) serveStats(ctx *fasthttp.RequestCtx) {
-	pricing := s.pricing()
-	st := Stats{PricePerMillionTokens: s.cfg.UI.price(), Currency: s.cfg.UI.currency(),
-		Compacting: s.comp.running(), Time: s.cfg.Clock().UTC(), Costs: Costs{CostUnit: pricing.unit()}}
+func (a *Admin) serveStats(ctx *fasthttp.RequestCtx) {
+	pricing := a.deps.Pricing
+	st := Stats{PricePerMillionTokens: a.cfg.UI.price(), Currency: a.cfg.UI.currency(),
+		Time: a.cfg.Clock().UTC(), Costs: Costs{CostUnit: pricing.Unit()}}
+	if a.deps.Running != nil {
+		st.Compacting = a.deps.Running()
+	}
 	var usage, summary, server state.Usage
-	if s.store != nil {
-		_, st.Persistent = s.store.(state.Sizer)
-		recs, err := s.store.List(state.ListOptions{})
+	if a.deps.Store != nil {
+		_, st.Persistent = a.deps.Store.(state.Sizer)
+		recs, err := a.deps.Store.List(state.ListOptions{})
 		if err != nil {
-			s.storeError(ctx, "read", err)
+			a.storeError(ctx, "read", err)
 			return
 		}
 		for _, r := range recs {
@@ -77,17 +70,17 @@ func (s *Server) serveStats(ctx *fasthttp.RequestCtx) {
 			st.TokensSaved += r.TokensSaved
 			st.Compactions += r.Compactions
 			usage, summary, server = usage.Plus(r.Usage), summary.Plus(r.Summary), server.Plus(r.ServerCompaction)
-			st.Costs = st.Costs.plus(pricing.costs(r))
+			st.Costs = st.Costs.plus(pricing.Bill(r))
 		}
 	}
-	st.Usage, st.SummaryUsage, st.CachedShare = usageInfoOf(usage), usageInfoOf(summary), cachedShare(usage)
-	st.ServerCompactionUsage = usageInfoOf(server)
+	st.Usage, st.SummaryUsage, st.CachedShare = UsageInfoOf(usage), UsageInfoOf(summary), cachedShare(usage)
+	st.ServerCompactionUsage = UsageInfoOf(server)
 	writeJSON(ctx, fasthttp.StatusOK, st)
 }
 
 // listConversations answers GET /ctxpress/conversations?offset=&limit=&namespace=,
 // most recently updated first.
-func (s *Server) listConversations(ctx *fasthttp.RequestCtx) {
+func (a *Admin) listConversations(ctx *fasthttp.RequestCtx) {
 	args := ctx.QueryArgs()
 	offset, limit := 0, defaultListLimit
 	for name, dst := range map[string]*int{"offset": &offset, "limit": &limit} {
@@ -100,26 +93,26 @@ func (s *Server) listConversations(ctx *fasthttp.RequestCtx) {
 			*dst = n
 		}
 	}
-	page, err := s.conversations().List(string(args.Peek("namespace")), offset, limit)
+	page, err := a.conversations().List(string(args.Peek("namespace")), offset, limit)
 	if err != nil {
-		s.storeError(ctx, "read", err)
+		a.storeError(ctx, "read", err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, page)
 }
 
 // conversationEndpoint routes /ctxpress/conversations/{id}[/compact].
-func (s *Server) conversationEndpoint(ctx *fasthttp.RequestCtx) {
+func (a *Admin) conversationEndpoint(ctx *fasthttp.RequestCtx) {
 	id, action, ok := conversationPath(string(ctx.URI().PathOriginal()))
 	switch {
 	case !ok:
 		writeError(ctx, fasthttp.StatusNotFound, "not_found", "no such ctxpress endpoint")
 	case action == "compact" && ctx.IsPost():
-		s.scheduleCompaction(ctx, id)
+		a.scheduleCompaction(ctx, id)
 	case action == "" && (ctx.IsGet() || ctx.IsHead()):
-		s.showConversation(ctx, id)
+		a.showConversation(ctx, id)
 	case action == "" && ctx.IsDelete():
-		s.deleteConversation(ctx, id)
+		a.deleteConversation(ctx, id)
 	case action == "" || action == "compact":
 		writeError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed",
 			"conversations/{id} answers GET and DELETE; conversations/{id}/compact answers POST")
@@ -147,25 +140,25 @@ func conversationPath(escaped string) (id, action string, ok bool) {
 	return id, action, true
 }
 
-// conversations are the conversation operations on s's store.
-func (s *Server) conversations() Conversations {
-	return Conversations{Store: s.store, Compacting: s.comp.isCompacting, Pricing: s.pricing()}
+// conversations are the conversation operations on a's store.
+func (a *Admin) conversations() Conversations {
+	return Conversations{Store: a.deps.Store, Compacting: a.deps.Compacting, Pricing: a.deps.Pricing}
 }
 
 // conversationError answers an error of a Conversations operation: 404 for
 // an unknown id, else a store failure.
-func (s *Server) conversationError(ctx *fasthttp.RequestCtx, verb string, err error) {
+func (a *Admin) conversationError(ctx *fasthttp.RequestCtx, verb string, err error) {
 	if errors.Is(err, ErrConversationNotFound) {
 		writeError(ctx, fasthttp.StatusNotFound, "conversation_not_found", "no such conversation")
 		return
 	}
-	s.storeError(ctx, verb, err)
+	a.storeError(ctx, verb, err)
 }
 
-func (s *Server) showConversation(ctx *fasthttp.RequestCtx, id string) {
-	details, err := s.conversations().Show(id, string(ctx.QueryArgs().Peek("namespace")))
+func (a *Admin) showConversation(ctx *fasthttp.RequestCtx, id string) {
+	details, err := a.conversations().Show(id, string(ctx.QueryArgs().Peek("namespace")))
 	if err != nil {
-		s.conversationError(ctx, "read", err)
+		a.conversationError(ctx, "read", err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, struct {
@@ -175,10 +168,10 @@ func (s *Server) showConversation(ctx *fasthttp.RequestCtx, id string) {
 	}{Object: "list", ID: id, Data: details})
 }
 
-func (s *Server) deleteConversation(ctx *fasthttp.RequestCtx, id string) {
-	deleted, err := s.conversations().Forget(id, string(ctx.QueryArgs().Peek("namespace")))
+func (a *Admin) deleteConversation(ctx *fasthttp.RequestCtx, id string) {
+	deleted, err := a.conversations().Forget(id, string(ctx.QueryArgs().Peek("namespace")))
 	if err != nil {
-		s.conversationError(ctx, "update", err)
+		a.conversationError(ctx, "update", err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"id": id, "deleted": len(deleted), "namespaces": deleted})
@@ -186,10 +179,10 @@ func (s *Server) deleteConversation(ctx *fasthttp.RequestCtx, id string) {
 
 // scheduleCompaction marks every conversation with this id (in the
 // namespace asked, else in any) to be compacted on its next request.
-func (s *Server) scheduleCompaction(ctx *fasthttp.RequestCtx, id string) {
-	n, err := s.conversations().Compact(id, string(ctx.QueryArgs().Peek("namespace")))
+func (a *Admin) scheduleCompaction(ctx *fasthttp.RequestCtx, id string) {
+	n, err := a.conversations().Compact(id, string(ctx.QueryArgs().Peek("namespace")))
 	if err != nil {
-		s.conversationError(ctx, "update", err)
+		a.conversationError(ctx, "update", err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusAccepted, map[string]any{"conversation": id, "scheduled": n,

@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"errors"
@@ -43,9 +43,9 @@ type ConversationPage struct {
 
 // List returns the page of conversations after offset, most recently
 // updated first, in namespace ("" for all). limit is clamped to
-// [1, maxListLimit].
+// [1, MaxListLimit].
 func (c Conversations) List(namespace string, offset, limit int) (ConversationPage, error) {
-	limit = min(max(limit, 1), maxListLimit)
+	limit = min(max(limit, 1), MaxListLimit)
 	offset = max(offset, 0)
 	p := ConversationPage{Object: "list", Data: []ConversationInfo{}, Offset: offset, Limit: limit}
 	if c.Store == nil {
@@ -150,7 +150,7 @@ func notFoundError(id string) error { return fmt.Errorf("%w %q", ErrConversation
 // Paging of the list: the default and the largest page.
 const (
 	defaultListLimit = 50
-	maxListLimit     = 500
+	MaxListLimit     = 500
 )
 
 // ConversationInfo is a conversation in a list: its counters and state.
@@ -299,9 +299,9 @@ func conversationInfoOf(r state.Record, compacting bool, p Pricing) Conversation
 		BranchCount: len(r.Branches), LineCount: len(r.Lines), BreakerTripped: l.Breaker.Tripped,
 		CompactionScheduled: r.ForceNext, Compacting: compacting,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		Usage: usageInfoOf(r.Usage), SummaryUsage: usageInfoOf(r.Summary), CachedShare: cachedShare(r.Usage),
-		ServerCompactionUsage: usageInfoOf(r.ServerCompaction),
-		Costs:                 p.costs(r),
+		Usage: UsageInfoOf(r.Usage), SummaryUsage: UsageInfoOf(r.Summary), CachedShare: cachedShare(r.Usage),
+		ServerCompactionUsage: UsageInfoOf(r.ServerCompaction),
+		Costs:                 p.Bill(r),
 	}
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/ctxpress/ctxpress/admin"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
@@ -11,34 +12,11 @@ import (
 // when shown, at the prices configured then, so a corrected price applies
 // to the whole history.
 
-// Units of a bill (Costs.CostUnit).
-const (
-	// CostUSD: dollars at the models' prices (rewrite.CostConfig.PricesFor).
-	CostUSD = "USD"
-	// CostPrefill: a local upstream (rewrite.LocalPrices), in millions of
-	// prefill-token equivalents: a fresh prompt token is one, a cached one
-	// none, an output token ten. A models: price is read in this unit too.
-	CostPrefill = "prefill"
-)
-
-// Pricing prices conversations' reported usage. The zero value prices
-// every model at the built-in table's list prices.
-type Pricing struct {
-	// Agent prices the conversations' own requests (Config.Cost).
-	Agent rewrite.CostConfig
-	// Summary prices ctxpress's summary calls: the upstream's prices,
-	// unless compaction.summarizer.base_url names another server.
-	Summary rewrite.CostConfig
-	// SummaryModel is the summary calls' model
-	// (compaction.summarizer.model); "" means the conversation's own.
-	SummaryModel string
-}
-
 // PricingOf is how a server run with cfg prices its conversations (the
 // `ctxpress conversations` CLI prices a db file alike): the models' prices
 // (cfg.Cost), a local upstream (LocalUpstream, else its address) by
 // prefill, and the summary calls at the summariser's model and server.
-func PricingOf(cfg Config) Pricing {
+func PricingOf(cfg Config) admin.Pricing {
 	local := func(base string, force *bool) bool {
 		if force != nil {
 			return *force
@@ -46,7 +24,7 @@ func PricingOf(cfg Config) Pricing {
 		up, err := parseUpstream(base)
 		return err == nil && isLocalHost(up.host)
 	}
-	p := Pricing{Agent: cfg.Cost, SummaryModel: cfg.Compaction.Summarizer.Model}
+	p := admin.Pricing{Agent: cfg.Cost, SummaryModel: cfg.Compaction.Summarizer.Model}
 	p.Agent.Local = cfg.Cost.Local || local(cfg.Upstream, cfg.LocalUpstream)
 	p.Summary = p.Agent
 	if base := cfg.Compaction.Summarizer.BaseURL; base != "" {
@@ -56,89 +34,7 @@ func PricingOf(cfg Config) Pricing {
 }
 
 // pricing is how s prices its conversations.
-func (s *Server) pricing() Pricing { return PricingOf(s.cfg) }
-
-// unit is the unit p's bills are in.
-func (p Pricing) unit() string {
-	if p.Agent.Local {
-		return CostPrefill
-	}
-	return CostUSD
-}
-
-// summaryPrices are the prices of a summary call for a conversation of
-// model.
-func (p Pricing) summaryPrices(model string) rewrite.Prices {
-	if p.SummaryModel != "" {
-		model = p.SummaryModel
-	}
-	return p.Summary.PricesFor(model)
-}
-
-// Costs are a bill at per-model prices (Pricing), in CostUnit, of the
-// calls whose usage the upstream reported: a call answered without usage
-// is counted in UsageInfo.Unreported and priced at nothing, not guessed.
-type Costs struct {
-	// Cost is what the conversation's requests and ctxpress's summary
-	// calls cost; SummaryCost is the summary calls' part of it.
-	Cost        float64 `json:"cost"`
-	SummaryCost float64 `json:"summary_cost"`
-	// CostDirectEstimate is what the same requests would have cost sent
-	// as the client wrote them, with the cache a client that resends its
-	// previous request as a prefix has (rewrite.DirectUsage).
-	CostDirectEstimate float64 `json:"cost_direct_estimate"`
-	// MoneySaved is CostDirectEstimate less Cost: what ctxpress saved net
-	// of cache effects and its summary calls; negative when it cost more.
-	MoneySaved float64 `json:"money_saved"`
-	// CostUnit is CostUSD or CostPrefill (a local upstream).
-	CostUnit string `json:"cost_unit"`
-}
-
-// plus returns c with d's amounts added.
-func (c Costs) plus(d Costs) Costs {
-	return Costs{Cost: c.Cost + d.Cost, SummaryCost: c.SummaryCost + d.SummaryCost,
-		CostDirectEstimate: c.CostDirectEstimate + d.CostDirectEstimate, MoneySaved: c.MoneySaved + d.MoneySaved,
-		CostUnit: c.CostUnit}
-}
-
-// costs is r's bill: its requests and the direct estimate at its model's
-// prices, its summary calls at the summariser's.
-func (p Pricing) costs(r state.Record) Costs {
-	prices := p.Agent.PricesFor(r.Model)
-	agent, direct := prices.Cost(billable(r.Usage)), prices.Cost(billable(r.Direct))
-	summary := p.summaryPrices(r.Model).Cost(billable(r.Summary))
-	return Costs{Cost: agent + summary, SummaryCost: summary, CostDirectEstimate: direct,
-		MoneySaved: direct - agent - summary, CostUnit: p.unit()}
-}
-
-// UsageInfo is usage an upstream reported, summed over calls.
-type UsageInfo struct {
-	// Calls is how many calls reported usage; Unreported how many were
-	// answered without (they are in no count and no cost).
-	Calls      int64 `json:"calls"`
-	Unreported int64 `json:"unreported"`
-	// InputTokens is every prompt token; CachedTokens and
-	// CacheWriteTokens the parts of it read from and written to the
-	// prompt cache.
-	InputTokens      int64 `json:"input_tokens"`
-	CachedTokens     int64 `json:"cached_tokens"`
-	CacheWriteTokens int64 `json:"cache_write_tokens"`
-	OutputTokens     int64 `json:"output_tokens"`
-}
-
-func usageInfoOf(u state.Usage) UsageInfo {
-	return UsageInfo{Calls: u.Calls, Unreported: u.Unreported, InputTokens: u.Input, CachedTokens: u.Cached,
-		CacheWriteTokens: u.CacheWrite, OutputTokens: u.Output}
-}
-
-// cachedShare is the part of u's input read from the prompt cache; 0
-// without input.
-func cachedShare(u state.Usage) float64 {
-	if u.Input <= 0 {
-		return 0
-	}
-	return float64(u.Cached) / float64(u.Input)
-}
+func (s *Server) pricing() admin.Pricing { return PricingOf(s.cfg) }
 
 // callUsage is one answered call's usage as a record sums it: counted,
 // or counted as unreported. It is what the call was billed: its answer's
@@ -171,11 +67,6 @@ func serverCompactionUsage(u wire.Usage) state.Usage {
 		CacheWrite: int64(c.CacheWriteTokens), Output: int64(c.OutputTokens)}
 }
 
-// billable is u as prices count it.
-func billable(u state.Usage) rewrite.Usage {
-	return rewrite.Usage{Input: int(u.Input), Cached: int(u.Cached), CacheWrite: int(u.CacheWrite), Output: int(u.Output)}
-}
-
 // cacheSeen is what a conversation's usage so far shows of the
 // upstream's prompt cache.
 func cacheSeen(u state.Usage) rewrite.CacheSeen {
@@ -202,7 +93,7 @@ func countUsage(rec *state.Record, l *state.Line, t *turn, u wire.Usage) {
 		l.LastSent = t.tokensBefore // the estimate alone, for the next one's cache
 		return
 	}
-	d := rewrite.DirectUsage(rewrite.DirectTurn{Forwarded: billable(answerUsage(u)), Sent: t.tokensBefore, After: t.tokensAfter,
+	d := rewrite.DirectUsage(rewrite.DirectTurn{Forwarded: admin.Billable(answerUsage(u)), Sent: t.tokensBefore, After: t.tokensAfter,
 		PrevSent: l.LastSent}, cacheSeen(rec.Usage))
 	rec.Direct = rec.Direct.Plus(state.Usage{Input: int64(d.Input) + server.Input, Cached: int64(d.Cached) + server.Cached,
 		CacheWrite: int64(d.CacheWrite) + server.CacheWrite, Output: int64(d.Output) + server.Output})
@@ -223,11 +114,11 @@ func summaryUsage(sr SummaryResult) state.Usage {
 // to its event ev: apart from the turn's, so a summary is never counted
 // as a request of the agent's, and whether the summary is then stored or
 // not (its tokens were spent either way).
-func (c *compactions) countSummary(ti turnInput, ev *Event, u state.Usage) {
+func (c *compactions) countSummary(ti turnInput, ev *admin.Event, u state.Usage) {
 	if u == (state.Usage{}) {
 		return
 	}
-	info := usageInfoOf(u)
+	info := admin.UsageInfoOf(u)
 	ev.SummaryUsage = &info
 	if _, err := c.store.Update(ti.key, func(r *state.Record) error {
 		r.Summary = r.Summary.Plus(u)
