@@ -8,7 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
 )
 
 // shownTurns is how many recent turns `show` prints as a table; --json has
