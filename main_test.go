@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -226,5 +227,26 @@ func TestCountCommandReadsResponsesBodies(t *testing.T) {
 	want := rewrite.New(rewrite.Config{Format: responses.Format{}}).Rewrite(body).TokensBefore
 	if got := strings.TrimSpace(out.String()); got != strconv.Itoa(want) {
 		t.Fatalf("count printed %s, the proxy estimates %d", got, want)
+	}
+}
+
+func TestExposureWarning(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		keys int
+		warn bool
+	}{
+		{"127.0.0.1:8484", 0, false},
+		{"[::1]:8484", 0, false},
+		{"0.0.0.0:8484", 0, true},
+		{"[::]:8484", 0, true},
+		{"192.0.2.10:8484", 0, true},
+		{"0.0.0.0:8484", 1, false},
+	} {
+		addr, _ := net.ResolveTCPAddr("tcp", tc.addr)
+		msg := exposureWarning(addr, tc.keys)
+		if (msg != "") != tc.warn || tc.warn && !strings.Contains(msg, "auth.keys") {
+			t.Errorf("exposureWarning(%s, %d keys) = %q", tc.addr, tc.keys, msg)
+		}
 	}
 }
