@@ -1,121 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/wire/responses"
 )
-
-// buildBinary builds ctxpress once per test binary run.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ctxpress")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// startBinary runs `ctxpress serve` with JSON logs and returns its base URL
-// once it says it is serving.
-func startBinary(t *testing.T, bin string, args ...string) (*exec.Cmd, string, *bufio.Scanner) {
-	t.Helper()
-	return startBinaryEnv(t, bin, nil, args...)
-}
-
-// startBinaryEnv is startBinary with env added to the environment.
-func startBinaryEnv(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, string, *bufio.Scanner) {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
-	cmd.Env = append(append(os.Environ(), "CTXPRESS_CONFIG="), env...)
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(stderr)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var line struct{ Message, Listen string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "ctxpress serving" {
-			return cmd, "http://" + line.Listen, sc
-		}
-	}
-	t.Fatal("ctxpress exited before serving")
-	return nil, "", nil
-}
-
-// The real binary serves, and on SIGTERM lets a stream in flight finish,
-// then exits 0.
-func TestBinaryServesAndDrainsOnSIGTERM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	up := openaitest.New(t)
-	finish := make(chan struct{})
-	up.Handle("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: {\"n\":1}\n\n")
-		w.(http.Flusher).Flush()
-		<-finish
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	})
-	cmd, url, logs := startBinary(t, buildBinary(t), "--upstream", up.BaseURL())
-
-	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	if line, _ := br.ReadString('\n'); line != "data: {\"n\":1}\n" {
-		t.Fatalf("first line %q", line)
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	for logs.Scan() { // wait until it has begun draining
-		if strings.Contains(logs.Text(), "shutting down") {
-			break
-		}
-	}
-	close(finish)
-	rest, err := io.ReadAll(br)
-	if err != nil || string(rest) != "\ndata: [DONE]\n\n" {
-		t.Fatalf("stream cut by SIGTERM: %q, %v", rest, err)
-	}
-	go func() {
-		for logs.Scan() {
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("ctxpress did not exit after SIGTERM")
-	}
-}
 
 func TestRunUnknownCommand(t *testing.T) {
 	var out, errb strings.Builder
