@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs Debian's nginx for the replicas test (replicas_test.go runs two
-# ctxpress processes behind its own nginx on 127.0.0.1, with a config in
-# a temporary directory), which skips without it unless
+# Installs Debian's nginx for the replicas test (e2e/system/replicas_test.go
+# runs two ctxpress processes behind its own nginx on 127.0.0.1, with a
+# config in a temporary directory), which skips without it unless
 # CTXPRESS_REQUIRE_NGINX=1. Needs root (CI containers run as root;
 # elsewhere use sudo). The package's own service is not started.
 set -euo pipefail

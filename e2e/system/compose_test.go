@@ -1,7 +1,8 @@
-package main
+package system
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -27,7 +28,7 @@ type composeFile struct {
 // nginx, whose config (deploy/nginx.conf) balances exactly those two.
 // (Where docker is installed, `docker compose config` checks the rest.)
 func TestComposeReplicasProfile(t *testing.T) {
-	raw, err := os.ReadFile("docker-compose.yml")
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docker-compose.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestComposeReplicasProfile(t *testing.T) {
 	if !slices.Contains(lb.Volumes, "./deploy/nginx.conf:/etc/nginx/nginx.conf:ro") {
 		t.Fatalf("lb does not mount deploy/nginx.conf: %v", lb.Volumes)
 	}
-	conf, err := os.ReadFile("deploy/nginx.conf")
+	conf, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "nginx.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,10 @@
-package main
+package system
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,27 +21,6 @@ import (
 	"github.com/ctxpress/ctxpress/state"
 	bolt "go.etcd.io/bbolt"
 )
-
-func TestExposureWarning(t *testing.T) {
-	for _, tc := range []struct {
-		addr string
-		keys int
-		warn bool
-	}{
-		{"127.0.0.1:8484", 0, false},
-		{"[::1]:8484", 0, false},
-		{"0.0.0.0:8484", 0, true},
-		{"[::]:8484", 0, true},
-		{"192.0.2.10:8484", 0, true},
-		{"0.0.0.0:8484", 1, false},
-	} {
-		addr, _ := net.ResolveTCPAddr("tcp", tc.addr)
-		msg := exposureWarning(addr, tc.keys)
-		if (msg != "") != tc.warn || tc.warn && !strings.Contains(msg, "auth.keys") {
-			t.Errorf("exposureWarning(%s, %d keys) = %q", tc.addr, tc.keys, msg)
-		}
-	}
-}
 
 // simAgent is a tool-using conversation driven over raw HTTP.
 type simAgent struct {
@@ -225,7 +203,7 @@ func TestSIGKILLDuringCompactions(t *testing.T) {
 	dbPath := filepath.Join(dir, "ctxpress.db")
 	cfgPath := filepath.Join(dir, "config.yml")
 	os.WriteFile(cfgPath, []byte("compaction:\n  threshold_tokens: 4000\n  keep_recent: 4\n"), 0o600)
-	bin := buildBinary(t)
+	bin := ctxpressBinary(t)
 	agents := make([]*simAgent, 6)
 	for i := range agents {
 		agents[i] = newSimAgent(fmt.Sprintf("agent-%d", i))
@@ -308,7 +286,7 @@ func TestSIGKILLLosesNoAnsweredTurn(t *testing.T) {
 	}
 	up := openaitest.New(t)
 	dbPath := filepath.Join(t.TempDir(), "ctxpress.db")
-	bin := buildBinary(t)
+	bin := ctxpressBinary(t)
 	agents := make([]*simAgent, 8)
 	for i := range agents {
 		agents[i] = newSimAgent(fmt.Sprintf("kill-%d", i))

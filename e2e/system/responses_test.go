@@ -1,4 +1,4 @@
-package main
+package system
 
 import (
 	"bytes"
@@ -303,7 +303,7 @@ func TestBinaryCodexRemoteCompactionWithEveryCallKind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := buildBinary(t)
+	bin := ctxpressBinary(t)
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			up := newRespFake(t, allCallKinds...)
@@ -423,7 +423,7 @@ func TestBinaryRescuesEveryCallKind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := buildBinary(t)
+	bin := ctxpressBinary(t)
 	for _, c := range []struct {
 		name           string
 		openai, stream bool

@@ -1,4 +1,4 @@
-package main
+package system
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func TestHTTPSUpstream(t *testing.T) {
 	if err := os.WriteFile(ca, up.CertPEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildBinary(t)
+	bin := ctxpressBinary(t)
 	_, url, logs := startBinaryEnv(t, bin, []string{"SSL_CERT_FILE=" + ca}, "--upstream", up.BaseURL(),
 		"--db", filepath.Join(t.TempDir(), "a.db"))
 	go func() {

@@ -1,4 +1,4 @@
-package main
+package system
 
 import (
 	"bytes"
@@ -112,7 +112,7 @@ func TestConversationAlternatingTwoReplicasCompactsAsOnOne(t *testing.T) {
 	nginxBinary(t)
 	rds := redistest.Need(t)
 	up := newReplicaUpstream(t, "a", "b", "solo")
-	bin := buildBinary(t)
+	bin := ctxpressBinary(t)
 
 	shared := replicaConfig(t, rds.URL(), "two:", clusterThreshold)
 	_, a := startReplica(t, bin, shared, up.URL+"/a/v1")
@@ -216,7 +216,7 @@ func TestReplicaKilledMidCompactionLeavesTheOtherToFinish(t *testing.T) {
 	up := newReplicaUpstream(t, "a", "b")
 	held := make(chan string, 1)
 	up.hold.Store(&held)
-	bin := buildBinary(t)
+	bin := ctxpressBinary(t)
 	cfg := replicaConfig(t, rds.URL(), "kill:", clusterThreshold)
 	cmds, bases := map[string]*exec.Cmd{}, map[string]string{}
 	for _, name := range []string{"a", "b"} {

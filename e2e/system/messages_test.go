@@ -1,4 +1,4 @@
-package main
+package system
 
 import (
 	"bytes"
@@ -332,7 +332,7 @@ func TestBinaryClaudeServerCompaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := buildBinary(t)
+	bin := ctxpressBinary(t)
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			up := newMsgFake(t)
@@ -488,7 +488,7 @@ func TestBinaryRescuesAfterServerCompaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := buildBinary(t)
+	bin := ctxpressBinary(t)
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			up := newMsgFake(t)
