@@ -71,7 +71,7 @@ func TestClientGoneBeforeHeadersCancelsUpstream(t *testing.T) {
 			}
 			// The aborted lease was dropped, not pooled: the next request
 			// dialled a fresh one, which is back in the pool once done.
-			waitFor(t, func() bool { return p.up.leases.active.Load() == 0 && p.up.leases.idleCount() == 1 },
+			waitFor(t, func() bool { return p.up.abortable.active.Load() == 0 && p.up.abortable.idleCount() == 1 },
 				"every lease returned, the aborted one dropped")
 		})
 	}
@@ -81,7 +81,7 @@ func TestClientGoneBeforeHeadersCancelsUpstream(t *testing.T) {
 // the likeliest to be still open); beyond the limit, get says to use the
 // shared pool.
 func TestLeasesMostRecentFirst(t *testing.T) {
-	ls := newLeases(2, nil, func(fasthttp.DialFunc) *fasthttp.HostClient { return &fasthttp.HostClient{} })
+	ls := newAbortablePool(2, nil, func(fasthttp.DialFunc) *fasthttp.HostClient { return &fasthttp.HostClient{} })
 	a, b := ls.get(), ls.get()
 	if a == nil || b == nil || a == b {
 		t.Fatal("two leases expected")
@@ -200,10 +200,10 @@ func TestClientWatchTellsEachRequestItsOwnFate(t *testing.T) {
 	// The test looks itself; the watch's own looks (as often as it likes)
 	// change nothing, and its goroutine ends soon after the last stop.
 	cw := newClientWatch(10 * time.Millisecond)
-	var leases [n]*lease
+	var leases [n]*abortableClient
 	var waiters [n]*clientWaiter
 	for i := range n {
-		leases[i] = &lease{}
+		leases[i] = &abortableClient{}
 		waiters[i] = cw.watch(served[i], leases[i])
 	}
 	cw.mu.Lock()

@@ -384,14 +384,14 @@ func (s *Server) recordable(t *turn) bool {
 
 // finish is the one way a request ends, once, whoever answered it (the
 // upstream, ctxpress's own /compact reply or error, a refused client key,
-// the 500 of a recovered panic): it returns the request's lease and gate
+// the 500 of a recovered panic): it returns the request's upstream client and gate
 // share, counts it in the metrics, records an understood turn that was
 // answered (which emits its turn event once written), starts a
 // precompaction when the turn's plan and the upstream's count say so, and
 // writes the access-log line.
 func (s *Server) finish(x *exchange) {
 	x.finished = true
-	s.releaseLease(x)
+	s.releaseUpstreamClient(x)
 	if x.gate != nil {
 		x.gate()
 		x.gate = nil

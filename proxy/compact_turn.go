@@ -56,11 +56,11 @@ func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, o
 	defer c.release(ti.lockKey(), done)
 	// Another replica's compaction of the line is waited for like a local
 	// one; refresh then finds its summary in the record.
-	releaseLease, ok := c.awaitLease(ti.lockKey())
+	releaseUpstreamClient, ok := c.awaitLease(ti.lockKey())
 	if !ok {
 		return ti.res, outcome{err: fmt.Errorf("%w: another replica's compaction of this conversation is still running", errSkipped)}
 	}
-	defer releaseLease()
+	defer releaseUpstreamClient()
 	if c.promote(&ti, math.MaxInt) && kind != kindManual {
 		return ti.res, outcome{}
 	}
@@ -191,11 +191,11 @@ func (c *compactions) precompact(ti turnInput) {
 		defer c.bg.Done()
 		defer c.bgCount.Add(-1)
 		defer c.release(ti.lockKey(), done)
-		releaseLease, mine := c.takeLease(ti.lockKey())
+		releaseUpstreamClient, mine := c.takeLease(ti.lockKey())
 		if !mine { // another replica is preparing it
 			return
 		}
-		defer releaseLease()
+		defer releaseUpstreamClient()
 		rec, ok, err := c.store.Get(ti.key)
 		if err != nil {
 			return

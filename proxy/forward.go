@@ -111,7 +111,7 @@ func (s *Server) retryRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasth
 	}
 	_ = stream.CloseWithError(nil) // not read to its end: its connection is closed
 	fasthttp.ReleaseResponse(resp)
-	s.releaseLease(x)
+	s.releaseUpstreamClient(x)
 	o.retry = nil // once
 	s.forward(ctx, x, next, o)
 	return true
@@ -226,7 +226,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 	var err error
 	if cancellable {
 		var gone bool
-		x.lease, gone, err = s.up.doCancellable(req, resp, ctx.Conn(), t0)
+		x.upClient, gone, err = s.up.doCancellable(req, resp, ctx.Conn(), t0)
 		if gone {
 			fasthttp.ReleaseRequest(req)
 			fasthttp.ReleaseResponse(resp)

@@ -190,11 +190,11 @@ type exchange struct {
 	stream       bool
 	usage        wire.Usage
 	err          error
-	turn         *turn      // conversation requests ctxpress understood
-	lease        *lease     // the upstream lease, put back once the answer is done (releaseLease)
-	gate         func()     // returns the local gate's share (see localGate), once the answer is done
-	finished     bool       // finish ran
-	body         bodyCloser // the answer's body, when relayed as it arrives (relayRest)
+	turn         *turn            // conversation requests ctxpress understood
+	upClient     *abortableClient // its own upstream client, put back once the answer is done (releaseUpstreamClient)
+	gate         func()           // returns the local gate's share (see localGate), once the answer is done
+	finished     bool             // finish ran
+	body         bodyCloser       // the answer's body, when relayed as it arrives (relayRest)
 	// credential names the client's conversation namespace: its
 	// Authorization header, or its ctxpress key (see authenticate). It
 	// starts in credentialBuf, which holds the usual key without an
@@ -229,11 +229,11 @@ func pathName(p []byte) string {
 	return string(p)
 }
 
-// releaseLease puts x's upstream lease back, once.
-func (s *Server) releaseLease(x *exchange) {
-	if x.lease != nil {
-		s.up.leases.put(x.lease)
-		x.lease = nil
+// releaseUpstreamClient puts x's upstream client back, once.
+func (s *Server) releaseUpstreamClient(x *exchange) {
+	if x.upClient != nil {
+		s.up.abortable.put(x.upClient)
+		x.upClient = nil
 	}
 }
 
@@ -264,7 +264,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.log.Error().Str("panic", fmt.Sprint(p)).Str("path", string(ctx.Path())).Msg("handler panic")
 			writeClientError(ctx, fasthttp.StatusInternalServerError, "internal_error", "internal error")
 			// A request ends through finish, a panicking one too: its log
-			// line, its count, its lease and gate share back.
+			// line, its count, its upstream client and gate share back.
 			if x != nil && !x.finished {
 				x.status, x.err = fasthttp.StatusInternalServerError, fmt.Errorf("handler panic: %v", p)
 				s.finish(x)

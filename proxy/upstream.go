@@ -28,12 +28,12 @@ var hopHeaders = [...]string{
 
 // upstreamClient sends requests to the one upstream over pooled connections.
 type upstreamClient struct {
-	url     upstreamURL
-	client  *fasthttp.HostClient
-	leases  *leases // for requests a gone client should cancel
-	watch   *clientWatch
-	conns   *connRegistry
-	timeout time.Duration // response-header timeout
+	url       upstreamURL
+	client    *fasthttp.HostClient
+	abortable *abortablePool // for requests a gone client should cancel
+	watch     *clientWatch
+	conns     *connRegistry
+	timeout   time.Duration // response-header timeout
 }
 
 func newUpstreamClient(cfg Config) (*upstreamClient, error) {
@@ -84,7 +84,7 @@ func newUpstreamClient(cfg Config) (*upstreamClient, error) {
 	// by the request's host on every request (a shared lock, a map).
 	c := newHC(tracked, cfg.MaxConnsPerHost)
 	return &upstreamClient{url: u, client: c, conns: conns, timeout: cfg.UpstreamTimeout, watch: newClientWatch(clientWatchInterval),
-		leases: newLeases(max(cfg.MaxConnsPerHost, 1), tracked, func(dial fasthttp.DialFunc) *fasthttp.HostClient { return newHC(dial, 1) })}, nil
+		abortable: newAbortablePool(max(cfg.MaxConnsPerHost, 1), tracked, func(dial fasthttp.DialFunc) *fasthttp.HostClient { return newHC(dial, 1) })}, nil
 }
 
 const (
@@ -118,15 +118,15 @@ func (u *upstreamClient) releaseDeadline(resp *fasthttp.Response) {
 	}
 }
 
-// doCancellable is do on a lease of its own, so that the request is
+// doCancellable is do on an abortable client of its own, so that the request is
 // aborted, its upstream connection closed, when the client behind
-// clientConn goes away before the headers come. The lease (nil: none)
-// must be put back (leases.put) once resp's body is read or abandoned.
-// gone reports an abort; without a free lease (or a client connection) it
+// clientConn goes away before the headers come. The client (nil: none)
+// must be put back (abortable.put) once resp's body is read or abandoned.
+// gone reports an abort; without a free client (or a client connection) it
 // is plain do.
-func (u *upstreamClient) doCancellable(req *fasthttp.Request, resp *fasthttp.Response, clientConn net.Conn, sent time.Time) (l *lease, gone bool, err error) {
+func (u *upstreamClient) doCancellable(req *fasthttp.Request, resp *fasthttp.Response, clientConn net.Conn, sent time.Time) (l *abortableClient, gone bool, err error) {
 	if clientConn != nil {
-		l = u.leases.get()
+		l = u.abortable.get()
 	}
 	if l == nil {
 		return nil, false, u.do(req, resp, sent)
@@ -143,7 +143,7 @@ const clientWatchInterval = 250 * time.Millisecond
 
 func (u *upstreamClient) closeIdle() {
 	u.client.CloseIdleConnections()
-	u.leases.closeIdle()
+	u.abortable.closeIdle()
 }
 
 // connRegistry finds an upstream connection by its local address, the one

@@ -13,22 +13,22 @@ import (
 // prompt processing of a long history, or a whole non-streamed answer. When
 // its client gives up meanwhile, the upstream should stop too (llama.cpp,
 // LM Studio and vLLM stop generating when the connection closes), but
-// fasthttp's pooled Client cannot abort one request. So chat requests go
-// through leases: single-connection clients that keep their connection
+// fasthttp's pooled Client cannot abort one request. So conversation requests
+// go through abortable clients: single-connection clients that keep their connection
 // alive between requests like the pool does, and that know which
 // connection to close.
 
-// lease is one single-connection upstream client, used by one request at a
+// abortableClient is one single-connection upstream client, used by one request at a
 // time.
-type lease struct {
+type abortableClient struct {
 	hc      *fasthttp.HostClient
 	mu      sync.Mutex
 	conn    net.Conn // the connection hc holds, guarded by mu
 	aborted bool     // guarded by mu: no new connection may be dialled
 }
 
-// abort closes the lease's connection, failing the request on it.
-func (l *lease) abort() {
+// abort closes the client's connection, failing the request on it.
+func (l *abortableClient) abort() {
 	l.mu.Lock()
 	l.aborted = true
 	c := l.conn
@@ -38,32 +38,32 @@ func (l *lease) abort() {
 	}
 }
 
-// leases hands out leases, keeping idle ones for reuse, most recently used
+// abortablePool hands out abortable clients, keeping idle ones for reuse, most recently used
 // first: its connection is the likeliest to be still open (a TLS handshake
 // with a hosted provider costs a round trip or two).
-type leases struct {
+type abortablePool struct {
 	mu     sync.Mutex
-	idle   []*lease // guarded by mu; a stack
+	idle   []*abortableClient // guarded by mu; a stack
 	active atomic.Int64
-	limit  int64 // at most this many leased at once; beyond it, the shared pool
+	limit  int64 // at most this many out at once; beyond it, the shared pool
 	newHC  func(dial fasthttp.DialFunc) *fasthttp.HostClient
 	dial   fasthttp.DialFunc
 }
 
-func newLeases(limit int, dial fasthttp.DialFunc, newHC func(fasthttp.DialFunc) *fasthttp.HostClient) *leases {
-	return &leases{limit: int64(limit), newHC: newHC, dial: dial}
+func newAbortablePool(limit int, dial fasthttp.DialFunc, newHC func(fasthttp.DialFunc) *fasthttp.HostClient) *abortablePool {
+	return &abortablePool{limit: int64(limit), newHC: newHC, dial: dial}
 }
 
-// idleCount is how many leases wait for reuse.
-func (ls *leases) idleCount() int {
+// idleCount is how many clients wait for reuse.
+func (ls *abortablePool) idleCount() int {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return len(ls.idle)
 }
 
-// get returns a lease, or nil when as many are out as the upstream may
+// get returns a client, or nil when as many are out as the upstream may
 // have connections (the caller then uses the shared pool, uncancellable).
-func (ls *leases) get() *lease {
+func (ls *abortablePool) get() *abortableClient {
 	if ls.active.Add(1) > ls.limit {
 		ls.active.Add(-1)
 		return nil
@@ -77,7 +77,7 @@ func (ls *leases) get() *lease {
 		return l
 	}
 	ls.mu.Unlock()
-	l := &lease{}
+	l := &abortableClient{}
 	l.hc = ls.newHC(func(addr string) (net.Conn, error) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -94,7 +94,7 @@ func (ls *leases) get() *lease {
 }
 
 // put returns l once its response is fully read or abandoned.
-func (ls *leases) put(l *lease) {
+func (ls *abortablePool) put(l *abortableClient) {
 	ls.active.Add(-1)
 	l.mu.Lock()
 	aborted := l.aborted
@@ -114,8 +114,8 @@ func (ls *leases) put(l *lease) {
 	}
 }
 
-// closeIdle closes the connections of the idle leases.
-func (ls *leases) closeIdle() {
+// closeIdle closes the connections of the idle clients.
+func (ls *abortablePool) closeIdle() {
 	ls.mu.Lock()
 	idle := ls.idle
 	ls.idle = nil
@@ -126,7 +126,7 @@ func (ls *leases) closeIdle() {
 }
 
 // clientWatch looks, every interval, at the clients of the requests
-// waiting for an upstream's headers, and aborts the lease of any whose
+// waiting for an upstream's headers, and aborts the client of any whose
 // client has closed its connection: one ticker for every waiting request
 // instead of a timer each. It runs only while a request waits, so a quick
 // request costs a registration and no look at all.
@@ -140,7 +140,7 @@ type clientWatch struct {
 // clientWaiter is one request waiting for its upstream's headers.
 type clientWaiter struct {
 	conn net.Conn
-	l    *lease
+	l    *abortableClient
 	at   int // its index in waiting, guarded by the watch's mu
 	// mu is held through a look and the abort it leads to: stop waits for
 	// it, so the look never reads a connection the handler reads again.
@@ -155,7 +155,7 @@ func newClientWatch(every time.Duration) *clientWatch {
 
 // watch watches the client behind conn until its waiter's stop is
 // called, aborting l if it goes.
-func (cw *clientWatch) watch(conn net.Conn, l *lease) *clientWaiter {
+func (cw *clientWatch) watch(conn net.Conn, l *abortableClient) *clientWaiter {
 	w := &clientWaiter{conn: conn, l: l}
 	cw.mu.Lock()
 	w.at = len(cw.waiting)
@@ -210,7 +210,7 @@ func (cw *clientWatch) run() {
 	}
 }
 
-// look aborts w's lease if its client has gone.
+// look aborts w's client if its client has gone.
 func (w *clientWaiter) look() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
