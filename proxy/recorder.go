@@ -15,11 +15,10 @@ import (
 // within a batch or two loses no turn), and only then is its record
 // dropped (and said so): a store that far behind is failing, and the
 // answer must not wait on it. It is long enough that under sustained load
-// the writer's interval, not the queue, bounds a batch: a half-full queue
-// cuts the gathering short, and at 1,024 it did so every ~40 ms at 12k
-// turns a second, where recordEveryMost allows 100 (two disk syncs per
-// batch, each holding the writer's thread and, with one P, the whole
-// proxy). The queue holds pointers, so its length costs 8 bytes a slot.
+// the writer's interval, not the queue, bounds a batch (a half-full queue
+// cuts the gathering short, and every batch costs two disk syncs); the
+// figures are in docs/measurements.md. The queue holds pointers, so its
+// length costs 8 bytes a slot.
 const (
 	recordQueue     = 8192
 	recordQueueWait = time.Second
@@ -223,10 +222,10 @@ const recordEvery = 10 * time.Millisecond
 
 // Under sustained load the interval stretches so that writing takes at
 // most 1/writeShare of the writer's time: a write that took d is followed
-// by at least writeShare×d of gathering, up to recordEveryMost. At 14k
-// turns a second over 64 conversations a write takes ~2 ms, and a writer
-// at 10 ms was a sixth of the proxy's CPU; an agent's few turns a second
-// write in well under a millisecond and keep the 10 ms (and so, without a
+// by at least writeShare×d of gathering, up to recordEveryMost: under a
+// load test's thousands of turns a second a fixed 10 ms writer took a
+// large share of the proxy's CPU (docs/measurements.md), while an agent's
+// few turns a second write fast and keep the 10 ms (and so, without a
 // journal, the SIGKILL window).
 const (
 	writeShare      = 20

@@ -205,7 +205,7 @@ type exchange struct {
 
 func newExchange(ctx *fasthttp.RequestCtx) *exchange {
 	// fasthttp read the clock as the request came in: the same start, one
-	// clock reading fewer (60 ns each in a VM).
+	// clock reading fewer.
 	start := ctx.Time()
 	if start.IsZero() { // a ctx no fasthttp server made
 		start = time.Now()

@@ -23,9 +23,7 @@ const (
 	// DefaultCostedPrecompactRatio is the precompact ratio where the cost
 	// model times compactions (TurnFacts.Economics: a hosted, caching
 	// upstream): from half the trigger on, a summary is prepared when
-	// compacting pays. Measured by ctxpress replay over the corpus at a
-	// 32k trigger: 0.7 → 0.5 takes the bill from -32% to -35% and the
-	// tokens sent from -53% to -60%, with no session costlier.
+	// compacting pays (chosen on the corpus replay: docs/replay.md).
 	DefaultCostedPrecompactRatio = 0.5
 	// DefaultKeepRecentShare is KeepRecentTokens' default, as a share of
 	// the trigger: the kept raw tail is read fresh after every compaction,

@@ -127,8 +127,8 @@ func (c *Counter) Count(enc Encoding, text string) int {
 // Texts above sampleOver bytes that ctxpress replaces (a squashed tool
 // output) are never sent, so their token count is only a figure for the
 // savings: Estimate counts sampleWindows evenly spread windows of
-// sampleWindow bytes and scales, instead of tokenising megabytes at about
-// 3 MB/s on the request path.
+// sampleWindow bytes and scales, instead of tokenising megabytes on the
+// request path.
 const (
 	sampleOver    = 128 << 10
 	sampleWindows = 32

@@ -8,9 +8,7 @@ import (
 // DefaultReadMaxBytes is Config.ReadMaxBytes when it is 0: 64 KiB, about
 // 16k tokens. Agents bound what one read shows them well below it (mini-swe-agent
 // at 10,000 characters, Claude Code's Bash and OpenHands at 30,000), and
-// on the corpus the largest shell read is 10.6 KB (the 95th percentile
-// 6.4 KB, the median 0.9 KB); only a runaway read (cat of a 131 KB
-// server.go) is ever cut.
+// on the corpus only a runaway read is ever cut (docs/measurements.md).
 const DefaultReadMaxBytes = 64 << 10
 
 // searchMaxBytes is the largest search output (ShapeSearch) kept whole,

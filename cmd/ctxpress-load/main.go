@@ -161,8 +161,8 @@ type target struct{ name, url string }
 
 // compareRounds is how many rounds a comparison's time per target is cut
 // into, the targets taking turns within each: run one after another for
-// the whole time, targets met different phases of the machine's load (the
-// same build measured 0.55x to 0.70x nginx in five runs).
+// the whole time, targets met different phases of the machine's load
+// (docs/measurements.md).
 const compareRounds = 4
 
 // roundRatios is cx's rate over base's, round by round.

@@ -252,14 +252,11 @@ func skipWS(data []byte, i int) int {
 // word's first byte). Unlike a loop that restarts after each escape, no
 // load address depends on where the previous special byte was, which keeps
 // escape-dense text (source code, logs, doubly escaped tool arguments)
-// fast. Measured alternatives: a 256-entry lookup table with 8x unrolling
-// (~25% slower on chat bodies), restarting the word scan after every
-// escape (10-35% slower), and 16/32/64-byte blocks with one combined bit
-// mask (no faster; slower for short strings).
+// fast. The alternatives tried were slower (docs/measurements.md).
 func scanString(data []byte, i int) (int, bool) {
 	// Loading the masks from variables keeps them in registers for the
 	// whole loop; as constants the compiler rematerializes all five 64-bit
-	// immediates in every iteration, which costs ~6% here.
+	// immediates in every iteration.
 	quotes, backslashs, ones, ctlLimit, highs := swarQuotes, swarBackslashs, swarLSB, swarCtlLimit, swarMSB
 
 	// The 32-byte window lets every access below (at most w[20]) be

@@ -286,10 +286,10 @@ const smallMessages = 3
 
 // firstMessages is the room Parse makes for the messages of an array of
 // at most size bytes before it can tell how many there are: one per KiB
-// and two more, at most 16 (an agent's messages are 1-1.5 KB on average).
-// A request of two short messages then costs two Messages and four Items,
-// not 16 and 32 (4 KB a request); a longer one grows (growFor) once its
-// first messages tell how many the rest of the bytes hold.
+// and two more, at most 16 (about an agent's average message size). A
+// request of two short messages then costs two Messages and four Items,
+// not 16 and 32; a longer one grows (growFor) once its first messages
+// tell how many the rest of the bytes hold.
 func firstMessages(size int) int {
 	return min(16, 2+size/1024)
 }
