@@ -289,14 +289,14 @@ func (p *Pipeline) Rewrite(body []byte) Result {
 	return p.RewriteWith(body, Options{})
 }
 
-// RewriteWith rewrites a chat-completions body: it applies the longest
+// RewriteWith rewrites a request body of the pipeline's format
+// (Config.Format): it applies the longest
 // stored summary of opts.Branches that matches the request's history (see
 // Options), or else trims it to opts.MaxHistoryMessages; squashes and dedups
 // the tool results that remain; adds the concise-output instruction; and
 // counts tokens before and after. It validates body once (Parse); every
-// later step relies on that. A body that is not
-// valid JSON or not a chat request is returned unchanged with Understood
-// false.
+// later step relies on that. A body that is not valid JSON or not a
+// request of that format is returned unchanged with Understood false.
 //
 // Every byte outside the messages array is copied as sent, key order and
 // whitespace included, and so is every forwarded message but for its squash
