@@ -69,7 +69,7 @@ type historyInput struct {
 // historyCall returns the summary call of ti that continues its forwarded
 // history, and false when the transcript form is the one to send
 // (continuesHistory). The history goes to the upstream that already
-// received it, byte for byte: the transcript's redaction (compactor.Redact)
+// received it, byte for byte: the transcript's redaction (redact.Secrets)
 // has nothing to protect there.
 func (c *compactions) historyCall(in historyInput) (SummaryRequest, bool) {
 	ti, prop := in.ti, in.prop

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
+	"github.com/ctxpress/ctxpress/redact"
 	"github.com/tidwall/gjson"
 )
 
@@ -271,9 +272,9 @@ func upstreamMessage(body []byte, auth string) string {
 	}
 	// Redact before cutting, so a cut cannot leave a key too short to spot.
 	if key := strings.TrimSpace(strings.TrimPrefix(auth, "Bearer ")); len(key) >= 8 {
-		msg = strings.ReplaceAll(msg, key, compactor.Redacted)
+		msg = strings.ReplaceAll(msg, key, redact.Marker)
 	}
-	msg = strings.TrimSpace(compactor.Redact(msg))
+	msg = strings.TrimSpace(redact.Secrets(msg))
 	if len(msg) > maxErrorText {
 		msg = msg[:runeFloor(msg, maxErrorText)] + "…"
 	}
