@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/envproxy"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/ctxpress/ctxpress/wire/messages"
@@ -196,9 +197,14 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 	}
 }
 
-// call is req's body as the formats build it.
+// call is req's body as the formats build it, its cap the compactor's
+// default when req sets none (the wire adapters have no default of their own).
 func (req SummaryRequest) call() chat.SummaryCall {
-	return chat.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens, History: req.History}
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = compactor.DefaultMaxTokens(0)
+	}
+	return chat.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: maxTokens, History: req.History}
 }
 
 // answerCap is the room for the answer that req's body reserves under the
@@ -219,7 +225,7 @@ func (s *Summarizer) answerCap(req SummaryRequest) (int, error) {
 			return int(v.Int()), nil
 		}
 	}
-	return req.call().Cap(), nil
+	return req.call().MaxTokens, nil
 }
 
 // setSummaryHeaders sets the credentials of req (and a Messages call's

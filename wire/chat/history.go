@@ -122,9 +122,9 @@ func historySummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
 		edits = append(edits, TopEdit{Key: "function_call", Raw: []byte(`"none"`)})
 	}
 	if rules.MaxCompletionTokens {
-		edits = append(edits, TopEdit{Key: "max_tokens"}, TopEdit{Key: "max_completion_tokens", Raw: itoa(c.Cap() + ReasoningHeadroom)})
+		edits = append(edits, TopEdit{Key: "max_tokens"}, TopEdit{Key: "max_completion_tokens", Raw: itoa(c.MaxTokens + ReasoningHeadroom)})
 	} else {
-		edits = append(edits, TopEdit{Key: "max_completion_tokens"}, TopEdit{Key: "max_tokens", Raw: itoa(c.Cap())})
+		edits = append(edits, TopEdit{Key: "max_completion_tokens"}, TopEdit{Key: "max_tokens", Raw: itoa(c.MaxTokens)})
 	}
 	return EditTop(body, edits...)
 }

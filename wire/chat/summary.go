@@ -8,7 +8,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/ctxpress/ctxpress/redact"
 	"github.com/tidwall/gjson"
@@ -56,10 +55,15 @@ var ErrContextOverflow = errors.New("compactor: summary request exceeds the summ
 // SummaryCall is one summary request, in any format: the prompt as the one
 // user message, stream false; or, with History, the conversation itself
 // followed by the prompt.
+//
+// The caller writes the prompt and sizes the cap (the summariser's logic
+// is not the wire's), so an adapter needs nothing from the compactor.
 type SummaryCall struct {
-	Model     string
-	Prompt    string // compactor.Summary.Prompt, or compactor.HistoryPrompt with History
-	MaxTokens int    // the summary's length cap; 0 = compactor.DefaultMaxTokens(0)
+	Model string
+	// Prompt is the one user message (the transcript form's whole prompt),
+	// or with History the instruction that follows the conversation.
+	Prompt    string
+	MaxTokens int // the summary's length cap, as the caller sized it
 	// History is the conversation's request as forwarded, in the call's
 	// format, for a call that continues it (its prompt cache then holds);
 	// nil for the transcript form.
@@ -102,7 +106,7 @@ func SummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
 	if c.History != nil {
 		return historySummaryBody(c, rules)
 	}
-	maxTokens := c.Cap()
+	maxTokens := c.MaxTokens
 	cr := summaryRequest{Model: c.Model, Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}}
 	if rules.MaxCompletionTokens {
 		cr.MaxCompletionTokens = maxTokens + ReasoningHeadroom
@@ -111,15 +115,6 @@ func SummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
 	}
 	cr.Temperature = rules.Temperature()
 	return EncodeSummaryRequest(cr)
-}
-
-// Cap is the summary's length cap: MaxTokens, or
-// compactor.DefaultMaxTokens(0) when it is 0.
-func (c SummaryCall) Cap() int {
-	if c.MaxTokens > 0 {
-		return c.MaxTokens
-	}
-	return compactor.DefaultMaxTokens(0)
 }
 
 // Temperature is the summary call's temperature under r: nil (left out)

@@ -44,7 +44,7 @@ func historySummaryBody(c chat.SummaryCall, _ chat.ParamRules) ([]byte, error) {
 	if !ok {
 		return nil, chat.ErrNoHistoryForm
 	}
-	limit := thinkingCap(gjson.GetBytes(body, "thinking"), int(gjson.GetBytes(body, "max_tokens").Int()), c.Cap())
+	limit := thinkingCap(gjson.GetBytes(body, "thinking"), int(gjson.GetBytes(body, "max_tokens").Int()), c.MaxTokens)
 	return chat.EditTop(body, chat.TopEdit{Key: "stream"}, chat.TopEdit{Key: "context_management"},
 		chat.TopEdit{Key: "max_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
 }

@@ -35,7 +35,7 @@ func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
 	if c.History != nil {
 		return historySummaryBody(c, rules)
 	}
-	return chat.EncodeSummaryRequest(summaryRequest{Model: c.Model, MaxTokens: c.Cap(),
+	return chat.EncodeSummaryRequest(summaryRequest{Model: c.Model, MaxTokens: c.MaxTokens,
 		Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}, Temperature: rules.Temperature()})
 }
 

@@ -59,7 +59,7 @@ func historySummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, erro
 	if chat.HasList(body, "tools") {
 		edits = append(edits, chat.TopEdit{Key: "tool_choice", Raw: []byte(`"none"`)})
 	}
-	limit := c.Cap()
+	limit := c.MaxTokens
 	if rules.MaxCompletionTokens {
 		limit += chat.ReasoningHeadroom
 	}

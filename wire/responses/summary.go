@@ -37,7 +37,7 @@ func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
 	if c.History != nil {
 		return historySummaryBody(c, rules)
 	}
-	r := summaryRequest{Model: c.Model, MaxOutputTokens: c.Cap(), Temperature: rules.Temperature(),
+	r := summaryRequest{Model: c.Model, MaxOutputTokens: c.MaxTokens, Temperature: rules.Temperature(),
 		Input: []summaryInput{{Role: "user", Content: []summaryPart{{Type: "input_text", Text: c.Prompt}}}}}
 	if rules.MaxCompletionTokens {
 		r.MaxOutputTokens += chat.ReasoningHeadroom
