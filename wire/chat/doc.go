@@ -16,8 +16,7 @@
 //     the client's stream again (UsageChunkFilter);
 //   - the replies ctxpress writes itself (AssistantReply, e.g. to /compact);
 //   - the summary call (SummaryBody, ReadSummary, the per-model ParamRules
-//     and RetryRules after a refusal);
-//   - an upstream's "too long" answer (IsContextOverflow, OverflowSize).
+//     and RetryRules after a refusal).
 //
 // It knows no identities, records or policy; the shell (proxy) makes the
 // calls, the core (rewrite, compactor) decides what goes in them.

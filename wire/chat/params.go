@@ -148,6 +148,16 @@ func mentionsRefusal(msg, param string) bool {
 	}
 }
 
+// hasAny reports whether s contains one of subs.
+func hasAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
 func isWordByte(c byte) bool { return isAlnum(c) || c == '_' }
 
 func isAlnum(c byte) bool {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/ctxpress/ctxpress/redact"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -160,7 +161,7 @@ func SummaryText(res *Summary, texts []string, why string) error {
 //
 // Errors wrap ErrUpstream (non-2xx; the upstream's own error message
 // included, secrets redacted; also ErrContextOverflow when
-// IsContextOverflow), ErrBadResponse (not a chat completion) or
+// wire.IsContextOverflow), ErrBadResponse (not a chat completion) or
 // ErrEmptySummary (no text, e.g. a reasoning model that spent its cap on
 // reasoning_content; or ErrToolCallReply).
 func ReadSummary(status int, body []byte, auth string) (Summary, error) {
@@ -189,12 +190,12 @@ func ReadSummary(status int, body []byte, auth string) (Summary, error) {
 
 // CheckSummaryAnswer returns the error a summary call's answer is, in any
 // format: a non-2xx status (ErrUpstream, and ErrContextOverflow when
-// IsContextOverflow, else ErrRefused for 400, 413, 422), a body that is not JSON (ErrBadResponse), or an
+// wire.IsContextOverflow, else ErrRefused for 400, 413, 422), a body that is not JSON (ErrBadResponse), or an
 // "error" member in a 2xx answer (some local servers answer errors with
 // 200). auth never appears in the error.
 func CheckSummaryAnswer(status int, body []byte, auth string) error {
 	if status < 200 || status > 299 {
-		if IsContextOverflow(status, body) {
+		if wire.IsContextOverflow(status, body) {
 			return fmt.Errorf("%w: %w: status %d: %s", ErrContextOverflow, ErrUpstream, status, upstreamMessage(body, auth))
 		}
 		if status == 400 || status == 413 || status == 422 {
