@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/envproxy"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/ctxpress/ctxpress/wire/responses"
@@ -52,7 +53,7 @@ type SummaryRequest struct {
 	// anthropic-beta (left out when empty).
 	AnthropicVersion, AnthropicBeta string
 	Model                           string        // the summary model
-	Reasoning                       *bool         // overrides the family table (RulesFor) for Model; nil = the table
+	Reasoning                       *bool         // overrides the family table (wire.RulesFor) for Model; nil = the table
 	Prompt                          string        // the one user message (compactor.Summary.Prompt), or with History the instruction (compactor.HistoryPrompt)
 	MaxTokens                       int           // the summary's length cap (max_tokens, or max_completion_tokens with headroom); 0 = compactor.DefaultMaxTokens(0)
 	Timeout                         time.Duration // per Summarize, retries included; 0 = DefaultSummaryTimeout
@@ -76,7 +77,7 @@ type Summarizer struct {
 	client *fasthttp.Client
 
 	mu      sync.Mutex                   // guards learned
-	learned map[modelKey]chat.ParamRules // rules an upstream's refusal taught, for the life of the process
+	learned map[modelKey]wire.ParamRules // rules an upstream's refusal taught, for the life of the process
 }
 
 // modelKey is one model behind one summariser endpoint (base URL and path).
@@ -86,7 +87,7 @@ type modelKey struct{ endpoint, model string }
 // body is built and how its answer is read.
 type summaryForm struct {
 	path string
-	body func(chat.SummaryCall, chat.ParamRules) ([]byte, error)
+	body func(chat.SummaryCall, wire.ParamRules) ([]byte, error)
 	read func(status int, body []byte, auth string) (chat.Summary, error)
 	// anthropic: the call carries anthropic-version (Anthropic refuses a
 	// request without one).
@@ -106,7 +107,7 @@ func NewSummarizer() *Summarizer {
 	// The environment's outbound proxy, as for the upstream (a bad proxy
 	// URL has already stopped the upstream client from starting).
 	dial, _ := envproxy.Dial("", 10*time.Second)
-	return &Summarizer{learned: map[modelKey]chat.ParamRules{}, client: &fasthttp.Client{
+	return &Summarizer{learned: map[modelKey]wire.ParamRules{}, client: &fasthttp.Client{
 		Dial: dial,
 		// fasthttp dials IPv4 only by default: an upstream at [::1] or a
 		// localhost that resolves only to ::1 would be unreachable.
@@ -128,7 +129,7 @@ func NewSummarizer() *Summarizer {
 // assistant's text. With req.History it posts that conversation with
 // req.Prompt as its next user text instead (chat.SummaryCall.History: all
 // as sent but the stream, the cap and, in chat and Responses,
-// tool_choice). The options follow the model's chat.ParamRules:
+// tool_choice). The options follow the model's wire.ParamRules:
 // max_tokens (Responses: max_output_tokens) and temperature 0.3, or for
 // reasoning models max_completion_tokens (Responses: max_output_tokens),
 // with room for the reasoning, and no temperature (with History, the
@@ -186,7 +187,7 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 			}
 			return res, fmt.Errorf("%w: %w", ErrTransport, err)
 		}
-		if next, refused := chat.RetryRules(rules, hresp.StatusCode(), hresp.Body()); refused && attempt < maxParamRetries {
+		if next, refused := wire.RetryRules(rules, hresp.StatusCode(), hresp.Body()); refused && attempt < maxParamRetries {
 			s.learn(key, next)
 			rules = next
 			continue
@@ -255,17 +256,17 @@ func setSummaryHeaders(h *fasthttp.RequestHeader, req SummaryRequest, form summa
 
 // rulesFor is what a refusal taught for key, else the family table with
 // req's override.
-func (s *Summarizer) rulesFor(key modelKey, req SummaryRequest) chat.ParamRules {
+func (s *Summarizer) rulesFor(key modelKey, req SummaryRequest) wire.ParamRules {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.learned[key]; ok {
 		return r
 	}
-	return chat.RulesFor(req.Model, req.Reasoning)
+	return wire.RulesFor(req.Model, req.Reasoning)
 }
 
 // learn remembers the rules an upstream's refusal taught for key.
-func (s *Summarizer) learn(key modelKey, r chat.ParamRules) {
+func (s *Summarizer) learn(key modelKey, r wire.ParamRules) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.learned[key]; ok || len(s.learned) < maxLearned {

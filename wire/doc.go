@@ -16,7 +16,9 @@
 // The package also holds the JSON tools the adapters share: a scanner
 // over JSON known to be valid (SkipSpace, ValueEnd, WalkArray,
 // WalkObject), AppendJSONString and the canonical form chain hashes and
-// dedup keys are built on (AppendCanonical); and what any format's
-// upstream may answer alike: that a request is longer than the model's
-// window (IsContextOverflow, OverflowSize). It does no I/O.
+// dedup keys are built on (AppendCanonical); what any format's upstream
+// may answer alike: that a request is longer than the model's window
+// (IsContextOverflow, OverflowSize); and how a summary call spells its
+// options for a model in every format (ParamRules: RulesFor, RetryRules
+// after a refusal). It does no I/O.
 package wire

@@ -107,9 +107,9 @@ func noCount(string) int { return 0 }
 // disabled (tool_choice "none" when tools are offered, function_call
 // "none" for legacy functions), not streamed (stream and stream_options
 // left out), and the length cap by rules (max_tokens, or
-// max_completion_tokens with ReasoningHeadroom). The temperature stays
+// max_completion_tokens with wire.ReasoningHeadroom). The temperature stays
 // the client's: the upstream took it for this model.
-func historySummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
+func historySummaryBody(c SummaryCall, rules wire.ParamRules) ([]byte, error) {
 	body, ok := wire.AppendUserText(c.History, "messages", c.Prompt, userText)
 	if !ok {
 		return nil, ErrNoHistoryForm
@@ -122,7 +122,7 @@ func historySummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
 		edits = append(edits, TopEdit{Key: "function_call", Raw: []byte(`"none"`)})
 	}
 	if rules.MaxCompletionTokens {
-		edits = append(edits, TopEdit{Key: "max_tokens"}, TopEdit{Key: "max_completion_tokens", Raw: itoa(c.MaxTokens + ReasoningHeadroom)})
+		edits = append(edits, TopEdit{Key: "max_tokens"}, TopEdit{Key: "max_completion_tokens", Raw: itoa(c.MaxTokens + wire.ReasoningHeadroom)})
 	} else {
 		edits = append(edits, TopEdit{Key: "max_completion_tokens"}, TopEdit{Key: "max_tokens", Raw: itoa(c.MaxTokens)})
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -24,7 +25,7 @@ func TestHistorySummaryBody(t *testing.T) {
 	rows := []struct {
 		name  string
 		body  string
-		rules ParamRules
+		rules wire.ParamRules
 		// upTo is what the call keeps byte for byte: the body up to where
 		// the instruction goes.
 		upTo string
@@ -34,23 +35,23 @@ func TestHistorySummaryBody(t *testing.T) {
 	}{
 		{"after tool results: the assistant pauses, then one new user message; tools disabled, not streamed",
 			`{"messages":` + toolTurn + `,"model":"gpt-4o","max_tokens":16,"stream":true,"stream_options":{"include_usage":true},"temperature":0,` + tools + `,"parallel_tool_calls":false}`,
-			ParamRules{}, `error: x.go:3"}`, `,` + pauseReply + `,{"role":"user","content":"[Context checkpoint request] Summarise."}]`,
+			wire.ParamRules{}, `error: x.go:3"}`, `,` + pauseReply + `,{"role":"user","content":"[Context checkpoint request] Summarise."}]`,
 			map[string]string{"tool_choice": `"none"`, "max_tokens": "2000", "temperature": "0", "parallel_tool_calls": "false", "stream": "", "stream_options": ""}},
 		{"after the user's text: the instruction joins it, so no two user messages follow each other",
 			`{"model":"local","stream":true,"messages":` + userTurn + `}`,
-			ParamRules{}, `"Now test it.`, `\n\n[Context checkpoint request] Summarise."}]`,
+			wire.ParamRules{}, `"Now test it.`, `\n\n[Context checkpoint request] Summarise."}]`,
 			map[string]string{"tool_choice": "", "max_tokens": "2000", "stream": ""}},
 		{"after the user's parts: one more text part",
 			`{"model":"local","messages":` + partsTurn + `,"max_completion_tokens":50,` + tools + `,"tool_choice":"required"}`,
-			ParamRules{}, `"Now test it."}`, `,{"type":"text","text":"[Context checkpoint request] Summarise."}]}]`,
+			wire.ParamRules{}, `"Now test it."}`, `,{"type":"text","text":"[Context checkpoint request] Summarise."}]}]`,
 			map[string]string{"tool_choice": `"none"`, "max_tokens": "2000", "max_completion_tokens": ""}},
 		{"a reasoning model's cap is max_completion_tokens with headroom",
 			`{"model":"o3","messages":` + toolTurn + `,"max_tokens":16,` + tools + `}`,
-			ReasoningRules, `error: x.go:3"}`, `,` + pauseReply + `,{"role":"user",`,
+			wire.ReasoningRules, `error: x.go:3"}`, `,` + pauseReply + `,{"role":"user",`,
 			map[string]string{"max_tokens": "", "max_completion_tokens": "18384"}},
 		{"legacy functions are disabled as such",
 			`{"model":"gpt-3.5-turbo","messages":` + userTurn + `,"functions":[{"name":"bash","parameters":{}}]}`,
-			ParamRules{}, `"Now test it.`, `\n\n`,
+			wire.ParamRules{}, `"Now test it.`, `\n\n`,
 			map[string]string{"function_call": `"none"`, "tool_choice": ""}},
 	}
 	for _, r := range rows {
@@ -106,7 +107,7 @@ func messagesRaw(body []byte) string { return gjson.GetBytes(body, "messages").R
 
 func TestHistorySummaryBodyWithoutMessages(t *testing.T) {
 	for _, body := range []string{`{"model":"m","messages":[]}`, `{"model":"m"}`, `{"model":"m","messages":["x"]}`} {
-		if _, err := SummaryBody(SummaryCall{Prompt: historyPrompt, History: []byte(body)}, ParamRules{}); !errors.Is(err, ErrNoHistoryForm) {
+		if _, err := SummaryBody(SummaryCall{Prompt: historyPrompt, History: []byte(body)}, wire.ParamRules{}); !errors.Is(err, ErrNoHistoryForm) {
 			t.Errorf("%s: %v, want ErrNoHistoryForm", body, err)
 		}
 	}

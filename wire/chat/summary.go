@@ -14,10 +14,6 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// SummaryTemperature keeps summaries close to the transcript while leaving
-// the model room to phrase.
-const SummaryTemperature = 0.3
-
 // maxErrorText caps how much of an upstream error body goes into an error.
 const maxErrorText = 300
 
@@ -83,7 +79,7 @@ type Summary struct {
 }
 
 // summaryRequest is the summary call's body; field order is the wire order.
-// ParamRules decide which of temperature, max_tokens and
+// wire.ParamRules decide which of temperature, max_tokens and
 // max_completion_tokens are present.
 type summaryRequest struct {
 	Model               string           `json:"model"`
@@ -103,29 +99,19 @@ type summaryMessage struct {
 // reasoning models max_completion_tokens (with room for the reasoning) and
 // no temperature. With c.History it is the history form
 // (historySummaryBody).
-func SummaryBody(c SummaryCall, rules ParamRules) ([]byte, error) {
+func SummaryBody(c SummaryCall, rules wire.ParamRules) ([]byte, error) {
 	if c.History != nil {
 		return historySummaryBody(c, rules)
 	}
 	maxTokens := c.MaxTokens
 	cr := summaryRequest{Model: c.Model, Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}}
 	if rules.MaxCompletionTokens {
-		cr.MaxCompletionTokens = maxTokens + ReasoningHeadroom
+		cr.MaxCompletionTokens = maxTokens + wire.ReasoningHeadroom
 	} else {
 		cr.MaxTokens = maxTokens
 	}
 	cr.Temperature = rules.Temperature()
 	return EncodeSummaryRequest(cr)
-}
-
-// Temperature is the summary call's temperature under r: nil (left out)
-// for a model that takes none, else SummaryTemperature.
-func (r ParamRules) Temperature() *float64 {
-	if r.NoTemperature {
-		return nil
-	}
-	t := SummaryTemperature
-	return &t
 }
 
 // EncodeSummaryRequest encodes a summary call's body, in any format,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/messagestest"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/tidwall/gjson"
 )
@@ -37,7 +38,7 @@ func TestHistorySummaryBody(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			body := []byte(r.body)
 			accepted(t, body)
-			out, err := SummaryBody(chat.SummaryCall{Model: "ignored", Prompt: prompt, MaxTokens: 2000, History: body}, chat.ParamRules{})
+			out, err := SummaryBody(chat.SummaryCall{Model: "ignored", Prompt: prompt, MaxTokens: 2000, History: body}, wire.ParamRules{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +76,7 @@ func TestHistorySummaryBody(t *testing.T) {
 // After a role:"system" message only an assistant message may come: no
 // summary instruction can follow it.
 func TestHistorySummaryBodyAfterSystemMessage(t *testing.T) {
-	_, err := SummaryBody(chat.SummaryCall{Prompt: "x", History: capture(t, "turn1")}, chat.ParamRules{})
+	_, err := SummaryBody(chat.SummaryCall{Prompt: "x", History: capture(t, "turn1")}, wire.ParamRules{})
 	if !errors.Is(err, chat.ErrNoHistoryForm) {
 		t.Fatalf("%v, want ErrNoHistoryForm", err)
 	}
@@ -92,7 +93,7 @@ func TestThinkingCap(t *testing.T) {
 		{"thinking disabled: the summary's cap", `{"type":"disabled"}`, 32000, 2000},
 		{"a budget: budget and summary", `{"type":"enabled","budget_tokens":10000}`, 32000, 12000},
 		{"a budget near the request's cap: the request's cap, above the budget", `{"type":"enabled","budget_tokens":31000}`, 32000, 32000},
-		{"adaptive: the summary with reasoning headroom", `{"type":"adaptive"}`, 128000, 2000 + chat.ReasoningHeadroom},
+		{"adaptive: the summary with reasoning headroom", `{"type":"adaptive"}`, 128000, 2000 + wire.ReasoningHeadroom},
 		{"adaptive under a small cap: the request's cap", `{"type":"adaptive"}`, 8000, 8000},
 	}
 	for _, r := range rows {
@@ -131,7 +132,7 @@ func TestHistorySummaryBodyAsksNoProviderCompaction(t *testing.T) {
 	const want = `{"model":"claude","max_tokens":2000,"messages":[` + joined + `]}`
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			out, err := SummaryBody(chat.SummaryCall{Model: "claude", Prompt: "Summarise.", MaxTokens: 2000, History: []byte(r.body)}, chat.ParamRules{})
+			out, err := SummaryBody(chat.SummaryCall{Model: "claude", Prompt: "Summarise.", MaxTokens: 2000, History: []byte(r.body)}, wire.ParamRules{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/ctxpress/ctxpress/wire/sse"
 )
@@ -128,7 +129,7 @@ func TestErrorBodyIsAnthropicsShape(t *testing.T) {
 }
 
 func TestSummaryCall(t *testing.T) {
-	b, err := SummaryBody(chat.SummaryCall{Model: "claude-sonnet-4-5", Prompt: "Summarise <this>", MaxTokens: 3000}, chat.RulesFor("claude-sonnet-4-5", nil))
+	b, err := SummaryBody(chat.SummaryCall{Model: "claude-sonnet-4-5", Prompt: "Summarise <this>", MaxTokens: 3000}, wire.RulesFor("claude-sonnet-4-5", nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package messages
 import (
 	"fmt"
 
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/tidwall/gjson"
 )
@@ -31,7 +32,7 @@ type summaryMessage struct {
 // rules say the model takes none, not streamed. The shell sends it with
 // the client's x-api-key and anthropic-version (APIVersion when absent).
 // With c.History it is the history form (historySummaryBody).
-func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
+func SummaryBody(c chat.SummaryCall, rules wire.ParamRules) ([]byte, error) {
 	if c.History != nil {
 		return historySummaryBody(c, rules)
 	}

@@ -39,14 +39,14 @@ func asksProviderCompaction(item gjson.Result) bool {
 // text (wire.AppendUserText), so the provider's cached prefix holds:
 // every member as sent, tools included, but tool_choice "none" when tools
 // are offered, not streamed (stream and stream_options left out), and
-// max_output_tokens the summary's cap (with chat.ReasoningHeadroom for a
+// max_output_tokens the summary's cap (with wire.ReasoningHeadroom for a
 // reasoning model). store stays as sent, unlike the transcript form's
 // false: under store:false an input item that names a stored one (a
 // reasoning item without its encrypted content) is refused. A string input
 // (one user message, never compacted) cannot take the instruction. What
 // would have the provider compact the call instead of answering it is left
 // out (asksProviderCompaction, leftOutOfSummary).
-func historySummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
+func historySummaryBody(c chat.SummaryCall, rules wire.ParamRules) ([]byte, error) {
 	history, err := chat.DropElements(c.History, "input", asksProviderCompaction)
 	if err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ func historySummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, erro
 	}
 	limit := c.MaxTokens
 	if rules.MaxCompletionTokens {
-		limit += chat.ReasoningHeadroom
+		limit += wire.ReasoningHeadroom
 	}
 	edits = append(edits, chat.TopEdit{Key: "max_output_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
 	return chat.EditTop(body, edits...)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/responsestest"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/tidwall/gjson"
 )
@@ -23,13 +24,13 @@ func TestHistorySummaryBody(t *testing.T) {
 	const prompt = "[Context checkpoint request] Summarise."
 	rows := []struct {
 		name, file string
-		rules      chat.ParamRules
+		rules      wire.ParamRules
 		then       string // what follows the last item's bytes up to its end (or its content's)
 		wantCap    string
 	}{
-		{"after tool output: one new user message", "codex171-exec-loop.json", chat.ParamRules{},
+		{"after tool output: one new user message", "codex171-exec-loop.json", wire.ParamRules{},
 			`,{"type":"message","role":"user","content":[{"type":"input_text","text":"` + prompt + `"}]}]`, "2000"},
-		{"after the user's message: one more input_text part", "codex171-apply-patch-second-ask.json", chat.ReasoningRules,
+		{"after the user's message: one more input_text part", "codex171-apply-patch-second-ask.json", wire.ReasoningRules,
 			`,{"type":"input_text","text":"` + prompt + `"}]}]`, "18384"},
 	}
 	for _, r := range rows {
@@ -120,7 +121,7 @@ func TestHistorySummaryBodyAsksNoProviderCompaction(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			out, err := SummaryBody(chat.SummaryCall{Model: "m", Prompt: "Summarise.", MaxTokens: 2000, History: []byte(r.body)}, chat.ParamRules{})
+			out, err := SummaryBody(chat.SummaryCall{Model: "m", Prompt: "Summarise.", MaxTokens: 2000, History: []byte(r.body)}, wire.ParamRules{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +131,7 @@ func TestHistorySummaryBodyAsksNoProviderCompaction(t *testing.T) {
 		})
 	}
 	t.Run("a trigger alone: no history to continue", func(t *testing.T) {
-		_, err := SummaryBody(chat.SummaryCall{Model: "m", Prompt: "Summarise.", History: []byte(`{"model":"m","input":[` + trigger + `]}`)}, chat.ParamRules{})
+		_, err := SummaryBody(chat.SummaryCall{Model: "m", Prompt: "Summarise.", History: []byte(`{"model":"m","input":[` + trigger + `]}`)}, wire.ParamRules{})
 		if !errors.Is(err, chat.ErrNoHistoryForm) {
 			t.Fatalf("err %v, want ErrNoHistoryForm", err)
 		}

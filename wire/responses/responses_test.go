@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -138,10 +139,10 @@ func TestSummaryBodyFollowsTheModelsParameterRules(t *testing.T) {
 		wantMax         int
 	}{
 		{"gpt-4.1", true, 2000},
-		{"gpt-5-mini", false, 2000 + chat.ReasoningHeadroom},
-		{"o3", false, 2000 + chat.ReasoningHeadroom},
+		{"gpt-5-mini", false, 2000 + wire.ReasoningHeadroom},
+		{"o3", false, 2000 + wire.ReasoningHeadroom},
 	} {
-		b, err := SummaryBody(chat.SummaryCall{Model: tc.model, Prompt: "Summarise <this> & that", MaxTokens: 2000}, chat.RulesFor(tc.model, nil))
+		b, err := SummaryBody(chat.SummaryCall{Model: tc.model, Prompt: "Summarise <this> & that", MaxTokens: 2000}, wire.RulesFor(tc.model, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package responses
 import (
 	"fmt"
 
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/tidwall/gjson"
 )
@@ -33,14 +34,14 @@ type summaryPart struct {
 // message, max_output_tokens (with room for the reasoning of a reasoning
 // model, which also gets no temperature), not stored, not streamed. With
 // c.History it is the history form (historySummaryBody).
-func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
+func SummaryBody(c chat.SummaryCall, rules wire.ParamRules) ([]byte, error) {
 	if c.History != nil {
 		return historySummaryBody(c, rules)
 	}
 	r := summaryRequest{Model: c.Model, MaxOutputTokens: c.MaxTokens, Temperature: rules.Temperature(),
 		Input: []summaryInput{{Role: "user", Content: []summaryPart{{Type: "input_text", Text: c.Prompt}}}}}
 	if rules.MaxCompletionTokens {
-		r.MaxOutputTokens += chat.ReasoningHeadroom
+		r.MaxOutputTokens += wire.ReasoningHeadroom
 	}
 	return chat.EncodeSummaryRequest(r)
 }
