@@ -58,14 +58,14 @@ type SummaryRequest struct {
 	MaxTokens                       int           // the summary's length cap (max_tokens, or max_completion_tokens with headroom); 0 = compactor.DefaultMaxTokens(0)
 	Timeout                         time.Duration // per Summarize, retries included; 0 = DefaultSummaryTimeout
 	// History is the conversation's request as forwarded, in API's form:
-	// the call continues it with Prompt (chat.SummaryCall.History); nil
+	// the call continues it with Prompt (wire.SummaryCall.History); nil
 	// sends Prompt alone.
 	History []byte
 }
 
 // SummaryResult is a summary and what it cost, as the upstream reported it.
 type SummaryResult struct {
-	chat.Summary
+	wire.Summary
 	Duration time.Duration // wall time of the call
 	// Status is the last answer's HTTP status; 0 when none came.
 	Status int
@@ -87,8 +87,8 @@ type modelKey struct{ endpoint, model string }
 // body is built and how its answer is read.
 type summaryForm struct {
 	path string
-	body func(chat.SummaryCall, wire.ParamRules) ([]byte, error)
-	read func(status int, body []byte, auth string) (chat.Summary, error)
+	body func(wire.SummaryCall, wire.ParamRules) ([]byte, error)
+	read func(status int, body []byte, auth string) (wire.Summary, error)
 	// anthropic: the call carries anthropic-version (Anthropic refuses a
 	// request without one).
 	anthropic bool
@@ -127,7 +127,7 @@ func NewSummarizer() *Summarizer {
 // (stream false, and for Responses store false; Messages: max_tokens
 // always, and the anthropic-version header), and returns the
 // assistant's text. With req.History it posts that conversation with
-// req.Prompt as its next user text instead (chat.SummaryCall.History: all
+// req.Prompt as its next user text instead (wire.SummaryCall.History: all
 // as sent but the stream, the cap and, in chat and Responses,
 // tool_choice). The options follow the model's wire.ParamRules:
 // max_tokens (Responses: max_output_tokens) and temperature 0.3, or for
@@ -141,7 +141,8 @@ func NewSummarizer() *Summarizer {
 // before the call starts, since fasthttp cancels by deadline.
 //
 // Errors wrap ErrTransport (no answer: dial, reset, timeout, ctx) or one of
-// chat.ReadSummary's (responses.ReadSummary's are the same).
+// the summary errors every format's ReadSummary returns (wire.ErrUpstream,
+// wire.ErrEmptySummary, …).
 func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (SummaryResult, error) {
 	if err := ctx.Err(); err != nil {
 		return SummaryResult{}, fmt.Errorf("%w: %w", ErrTransport, err)
@@ -200,18 +201,18 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 
 // call is req's body as the formats build it, its cap the compactor's
 // default when req sets none (the wire adapters have no default of their own).
-func (req SummaryRequest) call() chat.SummaryCall {
+func (req SummaryRequest) call() wire.SummaryCall {
 	maxTokens := req.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = compactor.DefaultMaxTokens(0)
 	}
-	return chat.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: maxTokens, History: req.History}
+	return wire.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: maxTokens, History: req.History}
 }
 
 // answerCap is the room for the answer that req's body reserves under the
 // rules the Summarizer would send it with: its max_tokens,
 // max_completion_tokens or max_output_tokens. The error is the body's
-// (chat.ErrNoHistoryForm: the history cannot take the prompt).
+// (wire.ErrNoHistoryForm: the history cannot take the prompt).
 func (s *Summarizer) answerCap(req SummaryRequest) (int, error) {
 	form, ok := summaryForms[req.API]
 	if !ok {

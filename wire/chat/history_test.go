@@ -56,7 +56,7 @@ func TestHistorySummaryBody(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			out, err := SummaryBody(SummaryCall{Model: "ignored", Prompt: historyPrompt, MaxTokens: 2000, History: []byte(r.body)}, r.rules)
+			out, err := SummaryBody(wire.SummaryCall{Model: "ignored", Prompt: historyPrompt, MaxTokens: 2000, History: []byte(r.body)}, r.rules)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,8 +107,8 @@ func messagesRaw(body []byte) string { return gjson.GetBytes(body, "messages").R
 
 func TestHistorySummaryBodyWithoutMessages(t *testing.T) {
 	for _, body := range []string{`{"model":"m","messages":[]}`, `{"model":"m"}`, `{"model":"m","messages":["x"]}`} {
-		if _, err := SummaryBody(SummaryCall{Prompt: historyPrompt, History: []byte(body)}, wire.ParamRules{}); !errors.Is(err, ErrNoHistoryForm) {
-			t.Errorf("%s: %v, want ErrNoHistoryForm", body, err)
+		if _, err := SummaryBody(wire.SummaryCall{Prompt: historyPrompt, History: []byte(body)}, wire.ParamRules{}); !errors.Is(err, wire.ErrNoHistoryForm) {
+			t.Errorf("%s: %v, want wire.ErrNoHistoryForm", body, err)
 		}
 	}
 }
@@ -119,7 +119,7 @@ func TestReadSummaryToolCall(t *testing.T) {
 	body := `{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"Let me check first.",` +
 		`"tool_calls":[{"id":"c9","type":"function","function":{"name":"bash","arguments":"{}"}}]}}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`
 	res, err := ReadSummary(200, []byte(body), "")
-	if !errors.Is(err, ErrToolCallReply) || !errors.Is(err, ErrEmptySummary) || res.PromptTokens != 10 {
+	if !errors.Is(err, wire.ErrToolCallReply) || !errors.Is(err, wire.ErrEmptySummary) || res.PromptTokens != 10 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 }

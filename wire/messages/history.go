@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/ctxpress/ctxpress/wire"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/tidwall/gjson"
 )
 
@@ -39,14 +38,14 @@ func noCount(string) int { return 0 }
 // ReadSummary). context_management is left out: its edits would have the
 // provider compact or clear the call's history instead of answering it
 // (a compaction block, no summary).
-func historySummaryBody(c chat.SummaryCall, _ wire.ParamRules) ([]byte, error) {
+func historySummaryBody(c wire.SummaryCall, _ wire.ParamRules) ([]byte, error) {
 	body, ok := wire.AppendUserText(c.History, "messages", c.Prompt, userText)
 	if !ok {
-		return nil, chat.ErrNoHistoryForm
+		return nil, wire.ErrNoHistoryForm
 	}
 	limit := thinkingCap(gjson.GetBytes(body, "thinking"), int(gjson.GetBytes(body, "max_tokens").Int()), c.MaxTokens)
-	return chat.EditTop(body, chat.TopEdit{Key: "stream"}, chat.TopEdit{Key: "context_management"},
-		chat.TopEdit{Key: "max_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
+	return wire.EditTop(body, wire.TopEdit{Key: "stream"}, wire.TopEdit{Key: "context_management"},
+		wire.TopEdit{Key: "max_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
 }
 
 // thinkingCap is a summary call's max_tokens with thinking as the request
