@@ -5,9 +5,10 @@
 //
 // Everything here is a pure function of its arguments: the summary call
 // itself is the shell's (proxy), spoken in the summariser's wire format
-// (wire/chat). The package knows nothing about routing, persistence or
-// request bodies; the rewrite package converts its parsed messages to
-// Message and applies the result.
+// by that format's adapter, which gets the prompt and the cap from the
+// shell in a wire.SummaryCall. The package knows nothing about routing,
+// persistence or request bodies; the rewrite package converts its parsed
+// messages to Message and applies the result.
 //
 // A compaction, step by step:
 //
