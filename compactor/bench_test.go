@@ -3,6 +3,8 @@ package compactor
 import (
 	"strings"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/redact"
 )
 
 // BenchmarkTranscript serialises (and redacts) the corpus trace with the most
@@ -38,6 +40,6 @@ func BenchmarkRedactCorpus(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
 	for b.Loop() {
-		Redact(text)
+		redact.Secrets(text)
 	}
 }

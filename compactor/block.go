@@ -1,6 +1,10 @@
 package compactor
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ctxpress/ctxpress/redact"
+)
 
 const (
 	blockOpen  = "<conversation_summary>"
@@ -39,7 +43,7 @@ func SeedActiveTask(summary, latestUserAsk string) string {
 	if ask == "" {
 		return summary
 	}
-	ask = fitMiddle(Redact(ask), maxSeed)
+	ask = fitMiddle(redact.Secrets(ask), maxSeed)
 	seed := "Latest user request (verbatim):\n> " + strings.ReplaceAll(ask, "\n", "\n> ")
 
 	summary = strings.TrimRight(summary, " \t\r\n")

@@ -5,9 +5,10 @@
 //
 // Everything here is a pure function of its arguments: the summary call
 // itself is the shell's (proxy), spoken in the summariser's wire format
-// (wire/chat). The package knows nothing about routing, persistence or
-// request bodies; the rewrite package converts its parsed messages to
-// Message and applies the result.
+// by that format's adapter, which gets the prompt and the cap from the
+// shell in a wire.SummaryCall. The package knows nothing about routing,
+// persistence or request bodies; the rewrite package converts its parsed
+// messages to Message and applies the result.
 //
 // A compaction, step by step:
 //
@@ -18,7 +19,7 @@
 //     assistant's tool_calls from their tool results.
 //   - TranscriptBudget says how many characters of transcript fit the summary
 //     model's window; Transcript serialises the messages with labels,
-//     redacts secrets (Redact) and truncates long bodies head+tail.
+//     redacts secrets (redact.Secrets) and truncates long bodies head+tail.
 //   - BuildPromptFor wraps the transcript in the preamble and the 13-section
 //     template, feeding the previous summary back for an iterative update
 //     (one summary, never a summary of summaries). NewSummary does both
@@ -29,8 +30,8 @@
 //     is the conversation's own upstream and model (its prompt cache then
 //     holds the history); it names where the kept part begins and asks
 //     for a previous summary block in the history to be folded in.
-//   - Finish (SeedActiveTask, Redact) pins the latest user ask at the top
-//     of "## Active Task"; Block renders the <conversation_summary> block
+//   - Finish (SeedActiveTask, redact.Secrets) pins the latest user ask at
+//     the top of "## Active Task"; Block renders the <conversation_summary> block
 //     for the system message.
 //   - TrimHistory is the history limit without a summary, cut in blocks so
 //     the prompt cache holds between two trims.

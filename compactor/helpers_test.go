@@ -130,3 +130,12 @@ func roleOf(role string) wire.Role {
 	}
 	return wire.RoleOther
 }
+
+// Fake credentials are assembled at run time so secret scanners do not
+// flag this file.
+var (
+	fakeOpenAI = "sk-" + "proj-" + strings.Repeat("aB3dE5", 8)
+	fakeJWT    = "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjMifQ." + "c2lnbmF0dXJlMTIz"
+	fakeGitHub = "ghp_" + strings.Repeat("a1B2c3", 6)
+	fakePEM    = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234567890abcdef\nQWERTYuiop+/asdfGHJKL==\n-----END RSA PRIVATE KEY-----"
+)

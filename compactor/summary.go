@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/ctxpress/ctxpress/redact"
 )
 
 // ErrNoRoom means the summariser's window has no room for a transcript
@@ -76,5 +78,5 @@ func (s Summary) Halved() Summary {
 // user ask pinned at the top of "## Active Task" (SeedActiveTask), secrets
 // redacted.
 func Finish(text, latestUserAsk string) string {
-	return Redact(SeedActiveTask(text, latestUserAsk))
+	return redact.Secrets(SeedActiveTask(text, latestUserAsk))
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ctxpress/ctxpress/redact"
 	"github.com/ctxpress/ctxpress/wire"
 )
 
@@ -40,8 +41,8 @@ const (
 //
 // ([SYSTEM]: for an instruction, [UNKNOWN]: for a message of no role ctxpress
 // knows); an Omit message is left out.
-// Secrets are redacted first (Redact), so a truncation can never leave half
-// a key behind. Then message bodies longer than 6000+1500 chars keep their
+// Secrets are redacted first (redact.Secrets), so a truncation can never
+// leave half a key behind. Then message bodies longer than 6000+1500 chars keep their
 // first 6000 and last 1500, tool results their first 4000 and last 1500,
 // tool call arguments their first 900 and last 300; the middle becomes
 // "...[truncated]...".
@@ -90,12 +91,12 @@ func renderMessage(m *Message) string {
 		b.WriteString("[TOOL RESULT ")
 		b.WriteString(oneLine(id))
 		b.WriteString("]: ")
-		b.WriteString(truncateMiddle(Redact(m.Text), resultHead, resultTail, truncMarker))
+		b.WriteString(truncateMiddle(redact.Secrets(m.Text), resultHead, resultTail, truncMarker))
 		return b.String()
 	default:
 		b.WriteString(labels[m.Role])
 	}
-	text := truncateMiddle(Redact(m.Text), bodyHead, bodyTail, truncMarker)
+	text := truncateMiddle(redact.Secrets(m.Text), bodyHead, bodyTail, truncMarker)
 	b.WriteString(text)
 	if len(m.ToolCalls) > 0 {
 		if text != "" {
@@ -108,7 +109,7 @@ func renderMessage(m *Message) string {
 			}
 			b.WriteString(oneLine(tc.Name))
 			b.WriteByte('(')
-			b.WriteString(truncateMiddle(Redact(tc.Arguments), argsHead, argsTail, argsMarker))
+			b.WriteString(truncateMiddle(redact.Secrets(tc.Arguments), argsHead, argsTail, argsMarker))
 			b.WriteByte(')')
 		}
 		b.WriteByte(']')

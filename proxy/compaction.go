@@ -70,7 +70,7 @@ type SummarizerConfig struct {
 	// Reasoning says, by exact model name, whether a summary call for that
 	// model (the request's own or Model) takes the reasoning parameter
 	// rules (max_completion_tokens, no temperature) or the classic ones,
-	// over compactor.RulesFor's family table. Nil means the table alone.
+	// over wire.RulesFor's family table. Nil means the table alone.
 	Reasoning map[string]bool
 }
 

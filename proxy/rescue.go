@@ -7,7 +7,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 )
@@ -108,7 +108,7 @@ func (s *Server) cutToFit(c *turnRun, budget int, why string) bool {
 }
 
 // rescueHook is the retry hook of a conversation request: an answer that refuses
-// it as longer than the model's window (chat.IsContextOverflow),
+// it as longer than the model's window (wire.IsContextOverflow),
 // before any of it was relayed, gets the request compacted now (or the
 // compaction in flight joined), cut to fit when that is not enough, and
 // sent once more. A llama.cpp 500 for a full shared KV cache (several
@@ -120,7 +120,7 @@ func (s *Server) rescueHook(ctx *fasthttp.RequestCtx, c *turnRun) refusalHook {
 		return nil
 	}
 	return func(status int, _ *fasthttp.ResponseHeader, answer []byte) ([]byte, bool) {
-		if !chat.IsContextOverflow(status, answer) {
+		if !wire.IsContextOverflow(status, answer) {
 			return nil, false
 		}
 		start := time.Now()
@@ -171,7 +171,7 @@ func (s *Server) rescueHook(ctx *fasthttp.RequestCtx, c *turnRun) refusalHook {
 //     cache, full while other requests run) shows no window: the request
 //     may fit on its own.
 func rescueBudget(api *api, window int, refused rewrite.Result, status int, answer []byte, nums state.Line) (budget, shown int) {
-	if w, size, ok := chat.OverflowSize(answer); ok && size > w {
+	if w, size, ok := wire.OverflowSize(answer); ok && size > w {
 		return int(float64(refused.TokensAfter) * float64(w) / float64(size) * fitMargin), w
 	}
 	if known := fitBudget(fitLimit(api, window, refused.Body), nums); known < refused.TokensAfter || status >= 500 {

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/envproxy"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/ctxpress/ctxpress/wire/responses"
@@ -51,19 +53,19 @@ type SummaryRequest struct {
 	// anthropic-beta (left out when empty).
 	AnthropicVersion, AnthropicBeta string
 	Model                           string        // the summary model
-	Reasoning                       *bool         // overrides the family table (RulesFor) for Model; nil = the table
+	Reasoning                       *bool         // overrides the family table (wire.RulesFor) for Model; nil = the table
 	Prompt                          string        // the one user message (compactor.Summary.Prompt), or with History the instruction (compactor.HistoryPrompt)
 	MaxTokens                       int           // the summary's length cap (max_tokens, or max_completion_tokens with headroom); 0 = compactor.DefaultMaxTokens(0)
 	Timeout                         time.Duration // per Summarize, retries included; 0 = DefaultSummaryTimeout
 	// History is the conversation's request as forwarded, in API's form:
-	// the call continues it with Prompt (chat.SummaryCall.History); nil
+	// the call continues it with Prompt (wire.SummaryCall.History); nil
 	// sends Prompt alone.
 	History []byte
 }
 
 // SummaryResult is a summary and what it cost, as the upstream reported it.
 type SummaryResult struct {
-	chat.Summary
+	wire.Summary
 	Duration time.Duration // wall time of the call
 	// Status is the last answer's HTTP status; 0 when none came.
 	Status int
@@ -75,7 +77,7 @@ type Summarizer struct {
 	client *fasthttp.Client
 
 	mu      sync.Mutex                   // guards learned
-	learned map[modelKey]chat.ParamRules // rules an upstream's refusal taught, for the life of the process
+	learned map[modelKey]wire.ParamRules // rules an upstream's refusal taught, for the life of the process
 }
 
 // modelKey is one model behind one summariser endpoint (base URL and path).
@@ -85,8 +87,8 @@ type modelKey struct{ endpoint, model string }
 // body is built and how its answer is read.
 type summaryForm struct {
 	path string
-	body func(chat.SummaryCall, chat.ParamRules) ([]byte, error)
-	read func(status int, body []byte, auth string) (chat.Summary, error)
+	body func(wire.SummaryCall, wire.ParamRules) ([]byte, error)
+	read func(status int, body []byte, auth string) (wire.Summary, error)
 	// anthropic: the call carries anthropic-version (Anthropic refuses a
 	// request without one).
 	anthropic bool
@@ -105,7 +107,7 @@ func NewSummarizer() *Summarizer {
 	// The environment's outbound proxy, as for the upstream (a bad proxy
 	// URL has already stopped the upstream client from starting).
 	dial, _ := envproxy.Dial("", 10*time.Second)
-	return &Summarizer{learned: map[modelKey]chat.ParamRules{}, client: &fasthttp.Client{
+	return &Summarizer{learned: map[modelKey]wire.ParamRules{}, client: &fasthttp.Client{
 		Dial: dial,
 		// fasthttp dials IPv4 only by default: an upstream at [::1] or a
 		// localhost that resolves only to ::1 would be unreachable.
@@ -125,9 +127,9 @@ func NewSummarizer() *Summarizer {
 // (stream false, and for Responses store false; Messages: max_tokens
 // always, and the anthropic-version header), and returns the
 // assistant's text. With req.History it posts that conversation with
-// req.Prompt as its next user text instead (chat.SummaryCall.History: all
+// req.Prompt as its next user text instead (wire.SummaryCall.History: all
 // as sent but the stream, the cap and, in chat and Responses,
-// tool_choice). The options follow the model's chat.ParamRules:
+// tool_choice). The options follow the model's wire.ParamRules:
 // max_tokens (Responses: max_output_tokens) and temperature 0.3, or for
 // reasoning models max_completion_tokens (Responses: max_output_tokens),
 // with room for the reasoning, and no temperature (with History, the
@@ -139,7 +141,8 @@ func NewSummarizer() *Summarizer {
 // before the call starts, since fasthttp cancels by deadline.
 //
 // Errors wrap ErrTransport (no answer: dial, reset, timeout, ctx) or one of
-// chat.ReadSummary's (responses.ReadSummary's are the same).
+// the summary errors every format's ReadSummary returns (wire.ErrUpstream,
+// wire.ErrEmptySummary, …).
 func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (SummaryResult, error) {
 	if err := ctx.Err(); err != nil {
 		return SummaryResult{}, fmt.Errorf("%w: %w", ErrTransport, err)
@@ -185,7 +188,7 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 			}
 			return res, fmt.Errorf("%w: %w", ErrTransport, err)
 		}
-		if next, refused := chat.RetryRules(rules, hresp.StatusCode(), hresp.Body()); refused && attempt < maxParamRetries {
+		if next, refused := wire.RetryRules(rules, hresp.StatusCode(), hresp.Body()); refused && attempt < maxParamRetries {
 			s.learn(key, next)
 			rules = next
 			continue
@@ -196,15 +199,20 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 	}
 }
 
-// call is req's body as the formats build it.
-func (req SummaryRequest) call() chat.SummaryCall {
-	return chat.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: req.MaxTokens, History: req.History}
+// call is req's body as the formats build it, its cap the compactor's
+// default when req sets none (the wire adapters have no default of their own).
+func (req SummaryRequest) call() wire.SummaryCall {
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = compactor.DefaultMaxTokens(0)
+	}
+	return wire.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: maxTokens, History: req.History}
 }
 
 // answerCap is the room for the answer that req's body reserves under the
 // rules the Summarizer would send it with: its max_tokens,
 // max_completion_tokens or max_output_tokens. The error is the body's
-// (chat.ErrNoHistoryForm: the history cannot take the prompt).
+// (wire.ErrNoHistoryForm: the history cannot take the prompt).
 func (s *Summarizer) answerCap(req SummaryRequest) (int, error) {
 	form, ok := summaryForms[req.API]
 	if !ok {
@@ -219,7 +227,7 @@ func (s *Summarizer) answerCap(req SummaryRequest) (int, error) {
 			return int(v.Int()), nil
 		}
 	}
-	return req.call().Cap(), nil
+	return req.call().MaxTokens, nil
 }
 
 // setSummaryHeaders sets the credentials of req (and a Messages call's
@@ -249,17 +257,17 @@ func setSummaryHeaders(h *fasthttp.RequestHeader, req SummaryRequest, form summa
 
 // rulesFor is what a refusal taught for key, else the family table with
 // req's override.
-func (s *Summarizer) rulesFor(key modelKey, req SummaryRequest) chat.ParamRules {
+func (s *Summarizer) rulesFor(key modelKey, req SummaryRequest) wire.ParamRules {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.learned[key]; ok {
 		return r
 	}
-	return chat.RulesFor(req.Model, req.Reasoning)
+	return wire.RulesFor(req.Model, req.Reasoning)
 }
 
 // learn remembers the rules an upstream's refusal taught for key.
-func (s *Summarizer) learn(key modelKey, r chat.ParamRules) {
+func (s *Summarizer) learn(key modelKey, r wire.ParamRules) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.learned[key]; ok || len(s.learned) < maxLearned {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/wire"
-	"github.com/ctxpress/ctxpress/wire/chat"
 )
 
 // upstream is an in-test OpenAI-compatible server on 127.0.0.1 that
@@ -117,23 +116,23 @@ func TestSummarizeErrors(t *testing.T) {
 		says  string
 	}{
 		{"upstream 500", summaryReply(500, `{"error":{"message":"The server had an error while processing your request","type":"server_error"}}`),
-			chat.ErrUpstream, "status 500: The server had an error while processing your request"},
+			wire.ErrUpstream, "status 500: The server had an error while processing your request"},
 		{"upstream 401 echoing the key", summaryReply(401, `{"error":{"message":"Incorrect API key provided: `+key+`"}}`),
-			chat.ErrUpstream, "Incorrect API key provided: [REDACTED]"},
+			wire.ErrUpstream, "Incorrect API key provided: [REDACTED]"},
 		{"plain-text 502", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "bad gateway from nginx", 502) },
-			chat.ErrUpstream, "bad gateway from nginx"},
+			wire.ErrUpstream, "bad gateway from nginx"},
 		{"llama.cpp overflow 400", summaryReply(400, `{"error":{"code":400,"message":"request (4390 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4390,"n_ctx":4096}}`),
-			chat.ErrContextOverflow, "exceeds the available context size"},
+			wire.ErrContextOverflow, "exceeds the available context size"},
 		{"llama.cpp shared KV cache full 500", summaryReply(500, `{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}`),
-			chat.ErrContextOverflow, "status 500: Context size has been exceeded."},
-		{"error with 200", summaryReply(200, `{"error":"model not loaded"}`), chat.ErrUpstream, "model not loaded"},
-		{"garbage body", summaryReply(200, `<html>oops`), chat.ErrBadResponse, "not JSON"},
-		{"no choices", summaryReply(200, `{"choices":[]}`), chat.ErrBadResponse, "no choices"},
-		{"empty content", summaryReply(200, summaryCompletion("  \n ")), chat.ErrEmptySummary, ""},
-		{"null content", summaryReply(200, `{"choices":[{"message":{"role":"assistant","content":null}}]}`), chat.ErrEmptySummary, ""},
+			wire.ErrContextOverflow, "status 500: Context size has been exceeded."},
+		{"error with 200", summaryReply(200, `{"error":"model not loaded"}`), wire.ErrUpstream, "model not loaded"},
+		{"garbage body", summaryReply(200, `<html>oops`), wire.ErrBadResponse, "not JSON"},
+		{"no choices", summaryReply(200, `{"choices":[]}`), wire.ErrBadResponse, "no choices"},
+		{"empty content", summaryReply(200, summaryCompletion("  \n ")), wire.ErrEmptySummary, ""},
+		{"null content", summaryReply(200, `{"choices":[{"message":{"role":"assistant","content":null}}]}`), wire.ErrEmptySummary, ""},
 		{"reasoning only", summaryReply(200, `{"choices":[{"message":{"content":"","reasoning_content":"Let me think..."},"finish_reason":"length"}]}`),
-			chat.ErrEmptySummary, "only reasoning"},
-		{"unclosed think", summaryReply(200, summaryCompletion("<think>hmm, the user wants")), chat.ErrEmptySummary, ""},
+			wire.ErrEmptySummary, "only reasoning"},
+		{"unclosed think", summaryReply(200, summaryCompletion("<think>hmm, the user wants")), wire.ErrEmptySummary, ""},
 	}
 	s := NewSummarizer()
 	for _, tc := range tests {

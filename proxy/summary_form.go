@@ -8,7 +8,7 @@ import (
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // historyReserve is the room left beside a history summary call's prompt
@@ -69,7 +69,7 @@ type historyInput struct {
 // historyCall returns the summary call of ti that continues its forwarded
 // history, and false when the transcript form is the one to send
 // (continuesHistory). The history goes to the upstream that already
-// received it, byte for byte: the transcript's redaction (compactor.Redact)
+// received it, byte for byte: the transcript's redaction (redact.Secrets)
 // has nothing to protect there.
 func (c *compactions) historyCall(in historyInput) (SummaryRequest, bool) {
 	ti, prop := in.ti, in.prop
@@ -147,7 +147,7 @@ func (c *compactions) summarize(in historyInput, sum compactor.Summary) (Summary
 			return sr, spent, err
 		}
 		msg := "summary call continuing the conversation failed; sending a transcript instead"
-		if errors.Is(err, chat.ErrProviderCompacted) {
+		if errors.Is(err, wire.ErrProviderCompacted) {
 			msg = "the provider compacted the summary call continuing the conversation instead of answering it; sending a transcript instead"
 		}
 		c.log.Info().Err(err).Str("conversation", in.ti.key.ID).Msg(msg)
@@ -158,7 +158,7 @@ func (c *compactions) summarize(in historyInput, sum compactor.Summary) (Summary
 		return call1(call)
 	}
 	sr, err := transcript(sum)
-	if errors.Is(err, chat.ErrContextOverflow) {
+	if errors.Is(err, wire.ErrContextOverflow) {
 		c.log.Info().Str("conversation", in.ti.key.ID).Msg("summary request over the summariser's window; retrying with half the transcript")
 		sr, err = transcript(sum.Halved())
 	}
@@ -174,7 +174,7 @@ func (c *compactions) summarize(in historyInput, sum compactor.Summary) (Summary
 // would meet as well: the upstream down, overloaded or not answering, a
 // garbled or empty answer.
 func fallsBack(err error) bool {
-	return errors.Is(err, chat.ErrRefused) || errors.Is(err, chat.ErrContextOverflow) ||
-		errors.Is(err, chat.ErrToolCallReply) || errors.Is(err, chat.ErrNoHistoryForm) ||
-		errors.Is(err, chat.ErrProviderCompacted)
+	return errors.Is(err, wire.ErrRefused) || errors.Is(err, wire.ErrContextOverflow) ||
+		errors.Is(err, wire.ErrToolCallReply) || errors.Is(err, wire.ErrNoHistoryForm) ||
+		errors.Is(err, wire.ErrProviderCompacted)
 }

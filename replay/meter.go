@@ -163,7 +163,7 @@ func (m *meter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.err = err.Error()
 		case rep.status < 200 || rep.status > 299:
 			c.err = fmt.Sprintf("status %d: %s", rep.status, errorMessage(rep.body))
-			c.overflow = chat.IsContextOverflow(rep.status, rep.body)
+			c.overflow = wire.IsContextOverflow(rep.status, rep.body)
 		default:
 			if c.usage = usageOf(f, rep); !c.usage.Found {
 				c.err = "the answer carried no usage"

@@ -10,7 +10,7 @@ import (
 )
 
 // core are the packages that must do no I/O of their own.
-var core = []string{"./rewrite", "./compactor", "./squash", "./wire/..."}
+var core = []string{"./rewrite", "./compactor", "./squash", "./wire/...", "./redact"}
 
 // forbidden are the dependencies that would mean network or storage I/O.
 var forbidden = []string{"net", "net/http", "github.com/valyala/fasthttp", "go.etcd.io/bbolt"}

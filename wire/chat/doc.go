@@ -15,9 +15,8 @@
 //     StreamOptionsRefused) and taking the chunk ctxpress asked for out of
 //     the client's stream again (UsageChunkFilter);
 //   - the replies ctxpress writes itself (AssistantReply, e.g. to /compact);
-//   - the summary call (SummaryBody, ReadSummary, the per-model ParamRules
-//     and RetryRules after a refusal);
-//   - an upstream's "too long" answer (IsContextOverflow, OverflowSize).
+//   - the summary call in this format (SummaryBody, ReadSummary), its
+//     options spelt by wire.ParamRules.
 //
 // It knows no identities, records or policy; the shell (proxy) makes the
 // calls, the core (rewrite, compactor) decides what goes in them.

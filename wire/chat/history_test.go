@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -24,7 +25,7 @@ func TestHistorySummaryBody(t *testing.T) {
 	rows := []struct {
 		name  string
 		body  string
-		rules ParamRules
+		rules wire.ParamRules
 		// upTo is what the call keeps byte for byte: the body up to where
 		// the instruction goes.
 		upTo string
@@ -34,28 +35,28 @@ func TestHistorySummaryBody(t *testing.T) {
 	}{
 		{"after tool results: the assistant pauses, then one new user message; tools disabled, not streamed",
 			`{"messages":` + toolTurn + `,"model":"gpt-4o","max_tokens":16,"stream":true,"stream_options":{"include_usage":true},"temperature":0,` + tools + `,"parallel_tool_calls":false}`,
-			ParamRules{}, `error: x.go:3"}`, `,` + pauseReply + `,{"role":"user","content":"[Context checkpoint request] Summarise."}]`,
+			wire.ParamRules{}, `error: x.go:3"}`, `,` + pauseReply + `,{"role":"user","content":"[Context checkpoint request] Summarise."}]`,
 			map[string]string{"tool_choice": `"none"`, "max_tokens": "2000", "temperature": "0", "parallel_tool_calls": "false", "stream": "", "stream_options": ""}},
 		{"after the user's text: the instruction joins it, so no two user messages follow each other",
 			`{"model":"local","stream":true,"messages":` + userTurn + `}`,
-			ParamRules{}, `"Now test it.`, `\n\n[Context checkpoint request] Summarise."}]`,
+			wire.ParamRules{}, `"Now test it.`, `\n\n[Context checkpoint request] Summarise."}]`,
 			map[string]string{"tool_choice": "", "max_tokens": "2000", "stream": ""}},
 		{"after the user's parts: one more text part",
 			`{"model":"local","messages":` + partsTurn + `,"max_completion_tokens":50,` + tools + `,"tool_choice":"required"}`,
-			ParamRules{}, `"Now test it."}`, `,{"type":"text","text":"[Context checkpoint request] Summarise."}]}]`,
+			wire.ParamRules{}, `"Now test it."}`, `,{"type":"text","text":"[Context checkpoint request] Summarise."}]}]`,
 			map[string]string{"tool_choice": `"none"`, "max_tokens": "2000", "max_completion_tokens": ""}},
 		{"a reasoning model's cap is max_completion_tokens with headroom",
 			`{"model":"o3","messages":` + toolTurn + `,"max_tokens":16,` + tools + `}`,
-			ReasoningRules, `error: x.go:3"}`, `,` + pauseReply + `,{"role":"user",`,
+			wire.ReasoningRules, `error: x.go:3"}`, `,` + pauseReply + `,{"role":"user",`,
 			map[string]string{"max_tokens": "", "max_completion_tokens": "18384"}},
 		{"legacy functions are disabled as such",
 			`{"model":"gpt-3.5-turbo","messages":` + userTurn + `,"functions":[{"name":"bash","parameters":{}}]}`,
-			ParamRules{}, `"Now test it.`, `\n\n`,
+			wire.ParamRules{}, `"Now test it.`, `\n\n`,
 			map[string]string{"function_call": `"none"`, "tool_choice": ""}},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			out, err := SummaryBody(SummaryCall{Model: "ignored", Prompt: historyPrompt, MaxTokens: 2000, History: []byte(r.body)}, r.rules)
+			out, err := SummaryBody(wire.SummaryCall{Model: "ignored", Prompt: historyPrompt, MaxTokens: 2000, History: []byte(r.body)}, r.rules)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,8 +107,8 @@ func messagesRaw(body []byte) string { return gjson.GetBytes(body, "messages").R
 
 func TestHistorySummaryBodyWithoutMessages(t *testing.T) {
 	for _, body := range []string{`{"model":"m","messages":[]}`, `{"model":"m"}`, `{"model":"m","messages":["x"]}`} {
-		if _, err := SummaryBody(SummaryCall{Prompt: historyPrompt, History: []byte(body)}, ParamRules{}); !errors.Is(err, ErrNoHistoryForm) {
-			t.Errorf("%s: %v, want ErrNoHistoryForm", body, err)
+		if _, err := SummaryBody(wire.SummaryCall{Prompt: historyPrompt, History: []byte(body)}, wire.ParamRules{}); !errors.Is(err, wire.ErrNoHistoryForm) {
+			t.Errorf("%s: %v, want wire.ErrNoHistoryForm", body, err)
 		}
 	}
 }
@@ -118,7 +119,7 @@ func TestReadSummaryToolCall(t *testing.T) {
 	body := `{"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":"Let me check first.",` +
 		`"tool_calls":[{"id":"c9","type":"function","function":{"name":"bash","arguments":"{}"}}]}}],"usage":{"prompt_tokens":10,"completion_tokens":5}}`
 	res, err := ReadSummary(200, []byte(body), "")
-	if !errors.Is(err, ErrToolCallReply) || !errors.Is(err, ErrEmptySummary) || res.PromptTokens != 10 {
+	if !errors.Is(err, wire.ErrToolCallReply) || !errors.Is(err, wire.ErrEmptySummary) || res.PromptTokens != 10 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/ctxpress/ctxpress/wire"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/tidwall/gjson"
 )
 
@@ -39,14 +38,14 @@ func noCount(string) int { return 0 }
 // ReadSummary). context_management is left out: its edits would have the
 // provider compact or clear the call's history instead of answering it
 // (a compaction block, no summary).
-func historySummaryBody(c chat.SummaryCall, _ chat.ParamRules) ([]byte, error) {
+func historySummaryBody(c wire.SummaryCall, _ wire.ParamRules) ([]byte, error) {
 	body, ok := wire.AppendUserText(c.History, "messages", c.Prompt, userText)
 	if !ok {
-		return nil, chat.ErrNoHistoryForm
+		return nil, wire.ErrNoHistoryForm
 	}
-	limit := thinkingCap(gjson.GetBytes(body, "thinking"), int(gjson.GetBytes(body, "max_tokens").Int()), c.Cap())
-	return chat.EditTop(body, chat.TopEdit{Key: "stream"}, chat.TopEdit{Key: "context_management"},
-		chat.TopEdit{Key: "max_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
+	limit := thinkingCap(gjson.GetBytes(body, "thinking"), int(gjson.GetBytes(body, "max_tokens").Int()), c.MaxTokens)
+	return wire.EditTop(body, wire.TopEdit{Key: "stream"}, wire.TopEdit{Key: "context_management"},
+		wire.TopEdit{Key: "max_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
 }
 
 // thinkingCap is a summary call's max_tokens with thinking as the request
@@ -56,7 +55,7 @@ func historySummaryBody(c chat.SummaryCall, _ chat.ParamRules) ([]byte, error) {
 // but never more than the request's own (which the upstream took for
 // this model: its output limit may be lower), so a budget close to sent
 // leaves the summary less room, and a summary cut short is reported as
-// truncated. Adaptive thinking (no budget) gets chat.ReasoningHeadroom
+// truncated. Adaptive thinking (no budget) gets wire.ReasoningHeadroom
 // for its thinking, within the request's max_tokens too.
 func thinkingCap(thinking gjson.Result, sent, summary int) int {
 	switch thinking.Get("type").String() {
@@ -68,9 +67,9 @@ func thinkingCap(thinking gjson.Result, sent, summary int) int {
 		return budget + summary
 	case "adaptive":
 		if sent > 0 {
-			return min(summary+chat.ReasoningHeadroom, sent)
+			return min(summary+wire.ReasoningHeadroom, sent)
 		}
-		return summary + chat.ReasoningHeadroom
+		return summary + wire.ReasoningHeadroom
 	}
 	return summary
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/messagestest"
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -37,7 +37,7 @@ func TestHistorySummaryBody(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			body := []byte(r.body)
 			accepted(t, body)
-			out, err := SummaryBody(chat.SummaryCall{Model: "ignored", Prompt: prompt, MaxTokens: 2000, History: body}, chat.ParamRules{})
+			out, err := SummaryBody(wire.SummaryCall{Model: "ignored", Prompt: prompt, MaxTokens: 2000, History: body}, wire.ParamRules{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,8 +75,8 @@ func TestHistorySummaryBody(t *testing.T) {
 // After a role:"system" message only an assistant message may come: no
 // summary instruction can follow it.
 func TestHistorySummaryBodyAfterSystemMessage(t *testing.T) {
-	_, err := SummaryBody(chat.SummaryCall{Prompt: "x", History: capture(t, "turn1")}, chat.ParamRules{})
-	if !errors.Is(err, chat.ErrNoHistoryForm) {
+	_, err := SummaryBody(wire.SummaryCall{Prompt: "x", History: capture(t, "turn1")}, wire.ParamRules{})
+	if !errors.Is(err, wire.ErrNoHistoryForm) {
 		t.Fatalf("%v, want ErrNoHistoryForm", err)
 	}
 }
@@ -92,7 +92,7 @@ func TestThinkingCap(t *testing.T) {
 		{"thinking disabled: the summary's cap", `{"type":"disabled"}`, 32000, 2000},
 		{"a budget: budget and summary", `{"type":"enabled","budget_tokens":10000}`, 32000, 12000},
 		{"a budget near the request's cap: the request's cap, above the budget", `{"type":"enabled","budget_tokens":31000}`, 32000, 32000},
-		{"adaptive: the summary with reasoning headroom", `{"type":"adaptive"}`, 128000, 2000 + chat.ReasoningHeadroom},
+		{"adaptive: the summary with reasoning headroom", `{"type":"adaptive"}`, 128000, 2000 + wire.ReasoningHeadroom},
 		{"adaptive under a small cap: the request's cap", `{"type":"adaptive"}`, 8000, 8000},
 	}
 	for _, r := range rows {
@@ -106,7 +106,7 @@ func TestThinkingCap(t *testing.T) {
 func TestReadSummaryToolUse(t *testing.T) {
 	body := `{"type":"message","role":"assistant","content":[{"type":"text","text":"Let me check first."},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}],"stop_reason":"tool_use","usage":{"input_tokens":10,"output_tokens":5}}`
 	res, err := ReadSummary(200, []byte(body), "")
-	if !errors.Is(err, chat.ErrToolCallReply) || !errors.Is(err, chat.ErrEmptySummary) || res.PromptTokens != 10 {
+	if !errors.Is(err, wire.ErrToolCallReply) || !errors.Is(err, wire.ErrEmptySummary) || res.PromptTokens != 10 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 }
@@ -131,7 +131,7 @@ func TestHistorySummaryBodyAsksNoProviderCompaction(t *testing.T) {
 	const want = `{"model":"claude","max_tokens":2000,"messages":[` + joined + `]}`
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			out, err := SummaryBody(chat.SummaryCall{Model: "claude", Prompt: "Summarise.", MaxTokens: 2000, History: []byte(r.body)}, chat.ParamRules{})
+			out, err := SummaryBody(wire.SummaryCall{Model: "claude", Prompt: "Summarise.", MaxTokens: 2000, History: []byte(r.body)}, wire.ParamRules{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,12 +157,12 @@ func TestReadSummaryProviderCompacted(t *testing.T) {
 		want                error
 		text                string
 	}{
-		{"paused after compacting", `[` + compaction + `]`, "compaction", chat.ErrProviderCompacted, ""},
-		{"a compaction block, stop_reason end_turn", `[` + compaction + `]`, "end_turn", chat.ErrProviderCompacted, ""},
-		{"stop_reason compaction with no block", `[]`, "compaction", chat.ErrProviderCompacted, ""},
-		{"thinking, then a compaction block", `[` + thinking + `,` + compaction + `]`, "compaction", chat.ErrProviderCompacted, ""},
+		{"paused after compacting", `[` + compaction + `]`, "compaction", wire.ErrProviderCompacted, ""},
+		{"a compaction block, stop_reason end_turn", `[` + compaction + `]`, "end_turn", wire.ErrProviderCompacted, ""},
+		{"stop_reason compaction with no block", `[]`, "compaction", wire.ErrProviderCompacted, ""},
+		{"thinking, then a compaction block", `[` + thinking + `,` + compaction + `]`, "compaction", wire.ErrProviderCompacted, ""},
 		{"a compaction block, then the summary", `[` + compaction + `,` + text + `]`, "end_turn", nil, "## Goal\nx"},
-		{"nothing at all: an empty summary", `[]`, "end_turn", chat.ErrEmptySummary, ""},
+		{"nothing at all: an empty summary", `[]`, "end_turn", wire.ErrEmptySummary, ""},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
@@ -171,7 +171,7 @@ func TestReadSummaryProviderCompacted(t *testing.T) {
 			if !errors.Is(err, r.want) || (r.want == nil) != (err == nil) || res.Text != r.text || res.PromptTokens != 10 {
 				t.Fatalf("%+v, %v; want %q, %v", res, err, r.text, r.want)
 			}
-			if r.want == chat.ErrEmptySummary && errors.Is(err, chat.ErrProviderCompacted) {
+			if r.want == wire.ErrEmptySummary && errors.Is(err, wire.ErrProviderCompacted) {
 				t.Fatal("an empty answer read as a compaction")
 			}
 		})

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/sse"
 )
 
@@ -128,7 +128,7 @@ func TestErrorBodyIsAnthropicsShape(t *testing.T) {
 }
 
 func TestSummaryCall(t *testing.T) {
-	b, err := SummaryBody(chat.SummaryCall{Model: "claude-sonnet-4-5", Prompt: "Summarise <this>", MaxTokens: 3000}, chat.RulesFor("claude-sonnet-4-5", nil))
+	b, err := SummaryBody(wire.SummaryCall{Model: "claude-sonnet-4-5", Prompt: "Summarise <this>", MaxTokens: 3000}, wire.RulesFor("claude-sonnet-4-5", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,14 +143,14 @@ func TestSummaryCall(t *testing.T) {
 	if s, err := ReadSummary(200, []byte(`{"type":"message","content":[{"type":"text","text":"## Act"}],"stop_reason":"max_tokens"}`), ""); err != nil || !s.Truncated {
 		t.Fatalf("max_tokens: %+v %v", s, err)
 	}
-	if _, err := ReadSummary(200, []byte(`{"type":"message","content":[{"type":"thinking","thinking":"hmm","signature":"x"}]}`), ""); !errors.Is(err, chat.ErrEmptySummary) {
+	if _, err := ReadSummary(200, []byte(`{"type":"message","content":[{"type":"thinking","thinking":"hmm","signature":"x"}]}`), ""); !errors.Is(err, wire.ErrEmptySummary) {
 		t.Fatalf("only thinking: %v", err)
 	}
 	tooLong := `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}`
-	if _, err := ReadSummary(400, []byte(tooLong), "sk-ant-secret-key"); !errors.Is(err, chat.ErrContextOverflow) || strings.Contains(err.Error(), "sk-ant-secret-key") {
+	if _, err := ReadSummary(400, []byte(tooLong), "sk-ant-secret-key"); !errors.Is(err, wire.ErrContextOverflow) || strings.Contains(err.Error(), "sk-ant-secret-key") {
 		t.Fatalf("prompt too long: %v", err)
 	}
-	if _, err := ReadSummary(529, []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), ""); !errors.Is(err, chat.ErrUpstream) {
+	if _, err := ReadSummary(529, []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), ""); !errors.Is(err, wire.ErrUpstream) {
 		t.Fatalf("overloaded: %v", err)
 	}
 }

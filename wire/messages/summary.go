@@ -3,7 +3,7 @@ package messages
 import (
 	"fmt"
 
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -31,30 +31,30 @@ type summaryMessage struct {
 // rules say the model takes none, not streamed. The shell sends it with
 // the client's x-api-key and anthropic-version (APIVersion when absent).
 // With c.History it is the history form (historySummaryBody).
-func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
+func SummaryBody(c wire.SummaryCall, rules wire.ParamRules) ([]byte, error) {
 	if c.History != nil {
 		return historySummaryBody(c, rules)
 	}
-	return chat.EncodeSummaryRequest(summaryRequest{Model: c.Model, MaxTokens: c.Cap(),
+	return wire.EncodeSummaryRequest(summaryRequest{Model: c.Model, MaxTokens: c.MaxTokens,
 		Messages: []summaryMessage{{Role: "user", Content: c.Prompt}}, Temperature: rules.Temperature()})
 }
 
 // ReadSummary reads a summary call's answer (status and body), a message:
 // the text of its text blocks, thinking blocks skipped. auth is the
 // credential the call was sent with: it never appears in an error. Errors
-// are chat's: chat.ErrUpstream (and chat.ErrContextOverflow, e.g. "prompt
-// is too long"), chat.ErrBadResponse, chat.ErrEmptySummary, and
-// chat.ErrProviderCompacted when the provider compacted instead of
+// are every format's: wire.ErrUpstream (and wire.ErrContextOverflow, e.g.
+// "prompt is too long"), wire.ErrBadResponse, wire.ErrEmptySummary, and
+// wire.ErrProviderCompacted when the provider compacted instead of
 // answering (stop_reason "compaction" or a compaction block, no text).
-func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
-	var res chat.Summary
-	if err := chat.CheckSummaryAnswer(status, body, auth); err != nil {
+func ReadSummary(status int, body []byte, auth string) (wire.Summary, error) {
+	var res wire.Summary
+	if err := wire.CheckSummaryAnswer(status, body, auth); err != nil {
 		return res, err
 	}
 	root := gjson.ParseBytes(body)
 	content := root.Get("content")
 	if !content.IsArray() {
-		return res, fmt.Errorf("%w: no content", chat.ErrBadResponse)
+		return res, fmt.Errorf("%w: no content", wire.ErrBadResponse)
 	}
 	var texts []string
 	thought, called := false, false
@@ -75,15 +75,15 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 	res.PromptTokens, res.CompletionTokens, res.Usage = u.InputTokens, u.OutputTokens, u
 	res.Truncated = root.Get("stop_reason").String() == "max_tokens"
 	if called {
-		return res, chat.ErrToolCallReply
+		return res, wire.ErrToolCallReply
 	}
 	why := ""
 	if thought {
 		why = fmt.Sprintf("only thinking came back (stop_reason %q)", root.Get("stop_reason").String())
 	}
-	err := chat.SummaryText(&res, texts, why)
+	err := wire.SummaryText(&res, texts, why)
 	if err != nil && compacted {
-		return res, chat.ErrProviderCompacted
+		return res, wire.ErrProviderCompacted
 	}
 	return res, err
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/ctxpress/ctxpress/wire"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/tidwall/gjson"
 )
 
@@ -26,7 +25,7 @@ func noCount(string) int { return 0 }
 // out: context_management would have the provider compact the call (a
 // compaction item, no summary), and previous_response_id and conversation
 // continue a history the provider keeps and may compact.
-var leftOutOfSummary = []chat.TopEdit{{Key: "context_management"}, {Key: "previous_response_id"}, {Key: "conversation"}}
+var leftOutOfSummary = []wire.TopEdit{{Key: "context_management"}, {Key: "previous_response_id"}, {Key: "conversation"}}
 
 // asksProviderCompaction reports whether an input item asks the provider
 // to compact: a summary call leaves it out.
@@ -39,30 +38,30 @@ func asksProviderCompaction(item gjson.Result) bool {
 // text (wire.AppendUserText), so the provider's cached prefix holds:
 // every member as sent, tools included, but tool_choice "none" when tools
 // are offered, not streamed (stream and stream_options left out), and
-// max_output_tokens the summary's cap (with chat.ReasoningHeadroom for a
+// max_output_tokens the summary's cap (with wire.ReasoningHeadroom for a
 // reasoning model). store stays as sent, unlike the transcript form's
 // false: under store:false an input item that names a stored one (a
 // reasoning item without its encrypted content) is refused. A string input
 // (one user message, never compacted) cannot take the instruction. What
 // would have the provider compact the call instead of answering it is left
 // out (asksProviderCompaction, leftOutOfSummary).
-func historySummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
-	history, err := chat.DropElements(c.History, "input", asksProviderCompaction)
+func historySummaryBody(c wire.SummaryCall, rules wire.ParamRules) ([]byte, error) {
+	history, err := wire.DropArrayElements(c.History, "input", asksProviderCompaction)
 	if err != nil {
 		return nil, err
 	}
 	body, ok := wire.AppendUserText(history, "input", c.Prompt, userText)
 	if !ok {
-		return nil, chat.ErrNoHistoryForm
+		return nil, wire.ErrNoHistoryForm
 	}
-	edits := append([]chat.TopEdit{{Key: "stream"}, {Key: "stream_options"}}, leftOutOfSummary...)
-	if chat.HasList(body, "tools") {
-		edits = append(edits, chat.TopEdit{Key: "tool_choice", Raw: []byte(`"none"`)})
+	edits := append([]wire.TopEdit{{Key: "stream"}, {Key: "stream_options"}}, leftOutOfSummary...)
+	if wire.HasList(body, "tools") {
+		edits = append(edits, wire.TopEdit{Key: "tool_choice", Raw: []byte(`"none"`)})
 	}
-	limit := c.Cap()
+	limit := c.MaxTokens
 	if rules.MaxCompletionTokens {
-		limit += chat.ReasoningHeadroom
+		limit += wire.ReasoningHeadroom
 	}
-	edits = append(edits, chat.TopEdit{Key: "max_output_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
-	return chat.EditTop(body, edits...)
+	edits = append(edits, wire.TopEdit{Key: "max_output_tokens", Raw: fmt.Appendf(nil, "%d", limit)})
+	return wire.EditTop(body, edits...)
 }

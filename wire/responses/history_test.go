@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/internal/responsestest"
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -23,13 +23,13 @@ func TestHistorySummaryBody(t *testing.T) {
 	const prompt = "[Context checkpoint request] Summarise."
 	rows := []struct {
 		name, file string
-		rules      chat.ParamRules
+		rules      wire.ParamRules
 		then       string // what follows the last item's bytes up to its end (or its content's)
 		wantCap    string
 	}{
-		{"after tool output: one new user message", "codex171-exec-loop.json", chat.ParamRules{},
+		{"after tool output: one new user message", "codex171-exec-loop.json", wire.ParamRules{},
 			`,{"type":"message","role":"user","content":[{"type":"input_text","text":"` + prompt + `"}]}]`, "2000"},
-		{"after the user's message: one more input_text part", "codex171-apply-patch-second-ask.json", chat.ReasoningRules,
+		{"after the user's message: one more input_text part", "codex171-apply-patch-second-ask.json", wire.ReasoningRules,
 			`,{"type":"input_text","text":"` + prompt + `"}]}]`, "18384"},
 	}
 	for _, r := range rows {
@@ -38,7 +38,7 @@ func TestHistorySummaryBody(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := SummaryBody(chat.SummaryCall{Model: "ignored", Prompt: prompt, MaxTokens: 2000, History: body}, r.rules)
+			out, err := SummaryBody(wire.SummaryCall{Model: "ignored", Prompt: prompt, MaxTokens: 2000, History: body}, r.rules)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +75,7 @@ func TestReadSummaryFunctionCall(t *testing.T) {
 	body := `{"object":"response","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Let me check."}]},` +
 		`{"type":"function_call","call_id":"c9","name":"exec_command","arguments":"{}"}],"usage":{"input_tokens":10,"output_tokens":5}}`
 	res, err := ReadSummary(200, []byte(body), "")
-	if !errors.Is(err, chat.ErrToolCallReply) || res.PromptTokens != 10 {
+	if !errors.Is(err, wire.ErrToolCallReply) || res.PromptTokens != 10 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 }
@@ -120,7 +120,7 @@ func TestHistorySummaryBodyAsksNoProviderCompaction(t *testing.T) {
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			out, err := SummaryBody(chat.SummaryCall{Model: "m", Prompt: "Summarise.", MaxTokens: 2000, History: []byte(r.body)}, chat.ParamRules{})
+			out, err := SummaryBody(wire.SummaryCall{Model: "m", Prompt: "Summarise.", MaxTokens: 2000, History: []byte(r.body)}, wire.ParamRules{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,8 +130,8 @@ func TestHistorySummaryBodyAsksNoProviderCompaction(t *testing.T) {
 		})
 	}
 	t.Run("a trigger alone: no history to continue", func(t *testing.T) {
-		_, err := SummaryBody(chat.SummaryCall{Model: "m", Prompt: "Summarise.", History: []byte(`{"model":"m","input":[` + trigger + `]}`)}, chat.ParamRules{})
-		if !errors.Is(err, chat.ErrNoHistoryForm) {
+		_, err := SummaryBody(wire.SummaryCall{Model: "m", Prompt: "Summarise.", History: []byte(`{"model":"m","input":[` + trigger + `]}`)}, wire.ParamRules{})
+		if !errors.Is(err, wire.ErrNoHistoryForm) {
 			t.Fatalf("err %v, want ErrNoHistoryForm", err)
 		}
 	})
@@ -151,11 +151,11 @@ func TestReadSummaryProviderCompacted(t *testing.T) {
 		want         error
 		text         string
 	}{
-		{"a compaction item alone", `[` + compaction + `]`, chat.ErrProviderCompacted, ""},
-		{"its older name", `[{"type":"compaction_summary","encrypted_content":"gAAA"}]`, chat.ErrProviderCompacted, ""},
-		{"reasoning, then a compaction item", `[` + reasoning + `,` + compaction + `]`, chat.ErrProviderCompacted, ""},
+		{"a compaction item alone", `[` + compaction + `]`, wire.ErrProviderCompacted, ""},
+		{"its older name", `[{"type":"compaction_summary","encrypted_content":"gAAA"}]`, wire.ErrProviderCompacted, ""},
+		{"reasoning, then a compaction item", `[` + reasoning + `,` + compaction + `]`, wire.ErrProviderCompacted, ""},
 		{"a compaction item, then the summary", `[` + compaction + `,` + message + `]`, nil, "## Goal\nx"},
-		{"nothing at all: an empty summary", `[]`, chat.ErrEmptySummary, ""},
+		{"nothing at all: an empty summary", `[]`, wire.ErrEmptySummary, ""},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
@@ -164,7 +164,7 @@ func TestReadSummaryProviderCompacted(t *testing.T) {
 			if !errors.Is(err, r.want) || (r.want == nil) != (err == nil) || res.Text != r.text || res.PromptTokens != 10 {
 				t.Fatalf("%+v, %v; want %q, %v", res, err, r.text, r.want)
 			}
-			if r.want == chat.ErrEmptySummary && errors.Is(err, chat.ErrProviderCompacted) {
+			if r.want == wire.ErrEmptySummary && errors.Is(err, wire.ErrProviderCompacted) {
 				t.Fatal("an empty answer read as a compaction")
 			}
 		})

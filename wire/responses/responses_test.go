@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -138,10 +138,10 @@ func TestSummaryBodyFollowsTheModelsParameterRules(t *testing.T) {
 		wantMax         int
 	}{
 		{"gpt-4.1", true, 2000},
-		{"gpt-5-mini", false, 2000 + chat.ReasoningHeadroom},
-		{"o3", false, 2000 + chat.ReasoningHeadroom},
+		{"gpt-5-mini", false, 2000 + wire.ReasoningHeadroom},
+		{"o3", false, 2000 + wire.ReasoningHeadroom},
 	} {
-		b, err := SummaryBody(chat.SummaryCall{Model: tc.model, Prompt: "Summarise <this> & that", MaxTokens: 2000}, chat.RulesFor(tc.model, nil))
+		b, err := SummaryBody(wire.SummaryCall{Model: tc.model, Prompt: "Summarise <this> & that", MaxTokens: 2000}, wire.RulesFor(tc.model, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,14 +178,14 @@ func TestReadSummary(t *testing.T) {
 		t.Fatalf("incomplete: %+v %v", s, err)
 	}
 	onlyReasoning := `{"object":"response","status":"incomplete","output":[{"type":"reasoning","id":"rs_1","summary":[]}]}`
-	if _, err := ReadSummary(200, []byte(onlyReasoning), ""); !errors.Is(err, chat.ErrEmptySummary) {
+	if _, err := ReadSummary(200, []byte(onlyReasoning), ""); !errors.Is(err, wire.ErrEmptySummary) {
 		t.Fatalf("only reasoning: %v", err)
 	}
 	overflow := `{"error":{"message":"Your input exceeds the context window of this model.","type":"invalid_request_error","code":"context_length_exceeded"}}`
-	if _, err := ReadSummary(400, []byte(overflow), "Bearer sk-secret-key-1234"); !errors.Is(err, chat.ErrContextOverflow) {
+	if _, err := ReadSummary(400, []byte(overflow), "Bearer sk-secret-key-1234"); !errors.Is(err, wire.ErrContextOverflow) {
 		t.Fatalf("overflow: %v", err)
 	}
-	if _, err := ReadSummary(200, []byte(`{"object":"response"}`), ""); !errors.Is(err, chat.ErrBadResponse) {
+	if _, err := ReadSummary(200, []byte(`{"object":"response"}`), ""); !errors.Is(err, wire.ErrBadResponse) {
 		t.Fatalf("no output: %v", err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // OpenAI's events, as its streams send them (the response object cut to
@@ -44,7 +44,7 @@ func TestStreamStart(t *testing.T) {
 			s.Feed([]byte(tc.stream[:cut]))
 			s.Feed([]byte(tc.stream[cut:]))
 			refusal := s.Refusal()
-			if s.Decided() != tc.decided || (refusal != nil) != tc.refused || chat.IsContextOverflow(400, refusal) != tc.overflow {
+			if s.Decided() != tc.decided || (refusal != nil) != tc.refused || wire.IsContextOverflow(400, refusal) != tc.overflow {
 				t.Fatalf("%s, cut at %d: decided %v, refusal %s", tc.name, cut, s.Decided(), refusal)
 			}
 		}

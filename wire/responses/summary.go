@@ -3,7 +3,7 @@ package responses
 import (
 	"fmt"
 
-	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
 
@@ -33,34 +33,34 @@ type summaryPart struct {
 // message, max_output_tokens (with room for the reasoning of a reasoning
 // model, which also gets no temperature), not stored, not streamed. With
 // c.History it is the history form (historySummaryBody).
-func SummaryBody(c chat.SummaryCall, rules chat.ParamRules) ([]byte, error) {
+func SummaryBody(c wire.SummaryCall, rules wire.ParamRules) ([]byte, error) {
 	if c.History != nil {
 		return historySummaryBody(c, rules)
 	}
-	r := summaryRequest{Model: c.Model, MaxOutputTokens: c.Cap(), Temperature: rules.Temperature(),
+	r := summaryRequest{Model: c.Model, MaxOutputTokens: c.MaxTokens, Temperature: rules.Temperature(),
 		Input: []summaryInput{{Role: "user", Content: []summaryPart{{Type: "input_text", Text: c.Prompt}}}}}
 	if rules.MaxCompletionTokens {
-		r.MaxOutputTokens += chat.ReasoningHeadroom
+		r.MaxOutputTokens += wire.ReasoningHeadroom
 	}
-	return chat.EncodeSummaryRequest(r)
+	return wire.EncodeSummaryRequest(r)
 }
 
 // ReadSummary reads a summary call's answer (status and body), a response
 // object: the text of its output messages' output_text parts, reasoning
 // items skipped. auth is the credential the call was sent with: it never
-// appears in an error. Errors are chat's: chat.ErrUpstream (and
-// chat.ErrContextOverflow), chat.ErrBadResponse, chat.ErrEmptySummary, and
-// chat.ErrProviderCompacted when the provider compacted instead of
+// appears in an error. Errors are every format's: wire.ErrUpstream (and
+// wire.ErrContextOverflow), wire.ErrBadResponse, wire.ErrEmptySummary, and
+// wire.ErrProviderCompacted when the provider compacted instead of
 // answering (a compaction item and no message text).
-func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
-	var res chat.Summary
-	if err := chat.CheckSummaryAnswer(status, body, auth); err != nil {
+func ReadSummary(status int, body []byte, auth string) (wire.Summary, error) {
+	var res wire.Summary
+	if err := wire.CheckSummaryAnswer(status, body, auth); err != nil {
 		return res, err
 	}
 	root := gjson.ParseBytes(body)
 	output := root.Get("output")
 	if !output.IsArray() {
-		return res, fmt.Errorf("%w: no output", chat.ErrBadResponse)
+		return res, fmt.Errorf("%w: no output", wire.ErrBadResponse)
 	}
 	var texts []string
 	reasoned, called, compacted := false, false, false
@@ -85,15 +85,15 @@ func ReadSummary(status int, body []byte, auth string) (chat.Summary, error) {
 	res.Truncated = root.Get("status").String() == "incomplete" &&
 		root.Get("incomplete_details.reason").String() == "max_output_tokens"
 	if called {
-		return res, chat.ErrToolCallReply
+		return res, wire.ErrToolCallReply
 	}
 	why := ""
 	if reasoned {
 		why = fmt.Sprintf("only reasoning came back (status %q)", root.Get("status").String())
 	}
-	err := chat.SummaryText(&res, texts, why)
+	err := wire.SummaryText(&res, texts, why)
 	if err != nil && compacted {
-		return res, chat.ErrProviderCompacted
+		return res, wire.ErrProviderCompacted
 	}
 	return res, err
 }

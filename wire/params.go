@@ -1,4 +1,4 @@
-package chat
+package wire
 
 import (
 	"strings"
@@ -7,9 +7,9 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// ParamRules say how a summary call spells its options for one model.
-// The zero value is the classic chat completions call: max_tokens and
-// temperature 0.3.
+// ParamRules say how a summary call spells its options for one model, in
+// any format. The zero value is the classic chat completions call:
+// max_tokens and temperature 0.3.
 type ParamRules struct {
 	// MaxCompletionTokens sends the length cap as max_completion_tokens:
 	// OpenAI's reasoning models refuse max_tokens.
@@ -17,6 +17,20 @@ type ParamRules struct {
 	// NoTemperature leaves temperature out, so the server's default
 	// applies: OpenAI's reasoning models refuse any value but 1.
 	NoTemperature bool
+}
+
+// SummaryTemperature keeps summaries close to the transcript while leaving
+// the model room to phrase.
+const SummaryTemperature = 0.3
+
+// Temperature is the summary call's temperature under r: nil (left out)
+// for a model that takes none, else SummaryTemperature.
+func (r ParamRules) Temperature() *float64 {
+	if r.NoTemperature {
+		return nil
+	}
+	t := SummaryTemperature
+	return &t
 }
 
 // ReasoningRules are the rules of OpenAI's reasoning models.

@@ -1,4 +1,4 @@
-package chat
+package wire
 
 import (
 	"regexp"
@@ -78,6 +78,16 @@ func hasAny(s string, subs []string) bool {
 		}
 	}
 	return false
+}
+
+// firstOf returns the first of paths present in r.
+func firstOf(r gjson.Result, paths ...string) gjson.Result {
+	for _, p := range paths {
+		if v := r.Get(p); v.Exists() {
+			return v
+		}
+	}
+	return gjson.Result{}
 }
 
 // overflowSizes find the window and the request's size in an overflow

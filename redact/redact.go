@@ -1,9 +1,13 @@
-package compactor
+// Package redact finds credentials in text and replaces them, so they reach
+// neither a summary model, a stored summary nor an error message. It
+// stands alone so the summariser (compactor) and the wire adapters, which
+// quote upstream errors, can share it: wire does not import compactor.
+package redact
 
 import "strings"
 
-// Redacted replaces every secret Redact finds.
-const Redacted = "[REDACTED]"
+// Marker replaces every secret Secrets finds.
+const Marker = "[REDACTED]"
 
 // Minimum lengths: below them a "secret" is more likely an ordinary word,
 // a placeholder or a short example than a credential.
@@ -16,8 +20,7 @@ const (
 	maxKeyLen     = 64
 )
 
-// Redact replaces secrets in s with "[REDACTED]", so they reach neither the
-// summary model nor the stored summary:
+// Secrets replaces the secrets in s with Marker:
 //
 //   - bearer tokens ("Bearer xxx": the token, the word stays),
 //   - OpenAI sk-… / sk-proj-… and Anthropic sk-ant-… keys,
@@ -31,11 +34,11 @@ const (
 //     and, unquoted, with a digit and not a call like token=make_token(…).
 //
 // Ordinary hex hashes, git SHAs and uuids are left alone: only their key
-// (token=…) would make them secret. Redact is a single left-to-right scan
+// (token=…) would make them secret. Secrets is a single left-to-right scan
 // with bounded look-around, linear in len(s); it returns s itself when there
 // is nothing to redact. Replaced spans start and end at ASCII bytes, so
 // valid UTF-8 stays valid.
-func Redact(s string) string {
+func Secrets(s string) string {
 	var b strings.Builder
 	last := 0         // s[last:i] is not yet copied to b
 	noPEMEnd := false // no "-----END " after the current position: stop searching
@@ -58,7 +61,7 @@ func Redact(s string) string {
 			b.Grow(len(s))
 		}
 		b.WriteString(s[last:from])
-		b.WriteString(Redacted)
+		b.WriteString(Marker)
 		last = to
 		i = to - 1
 	}
@@ -286,7 +289,7 @@ func secretKey(key string) bool {
 // secretValue reports whether an assignment's value may be a secret: long
 // enough, not a number, not a variable reference or already redacted.
 func secretValue(v string) bool {
-	if len(v) < minAssignment || v == Redacted || strings.HasPrefix(v, "$") || strings.HasPrefix(v, "{{") {
+	if len(v) < minAssignment || v == Marker || strings.HasPrefix(v, "$") || strings.HasPrefix(v, "{{") {
 		return false
 	}
 	for k := 0; k < len(v); k++ {

@@ -1,4 +1,4 @@
-package compactor
+package redact
 
 import (
 	"strings"
@@ -22,7 +22,7 @@ var (
 	fakePEM       = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234567890abcdef\nQWERTYuiop+/asdfGHJKL==\n-----END RSA PRIVATE KEY-----"
 )
 
-func TestRedactCatches(t *testing.T) {
+func TestSecretsCatches(t *testing.T) {
 	tests := []struct {
 		name, in, want string
 	}{
@@ -50,17 +50,17 @@ func TestRedactCatches(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Redact(tc.in); got != tc.want {
-				t.Errorf("Redact(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+			if got := Secrets(tc.in); got != tc.want {
+				t.Errorf("Secrets(%q)\n got %q\nwant %q", tc.in, got, tc.want)
 			}
-			if got := Redact(tc.want); got != tc.want {
-				t.Errorf("Redact is not idempotent: %q -> %q", tc.want, got)
+			if got := Secrets(tc.want); got != tc.want {
+				t.Errorf("Secrets is not idempotent: %q -> %q", tc.want, got)
 			}
 		})
 	}
 }
 
-func TestRedactLeavesAlone(t *testing.T) {
+func TestSecretsLeavesAlone(t *testing.T) {
 	for _, s := range []string{
 		"commit 3f786850e387550fdab836ed7e6dc881de23001b",
 		"git checkout e83c5163316f89bfbde7d9ab23ca2e25604af290 && git log -1",
@@ -82,16 +82,16 @@ func TestRedactLeavesAlone(t *testing.T) {
 		"ghp_short gho_ xoxb-1 sk-1",
 		"Über naïve café — 日本語のテキスト",
 	} {
-		if got := Redact(s); got != s {
-			t.Errorf("Redact(%q) = %q, want unchanged", s, got)
+		if got := Secrets(s); got != s {
+			t.Errorf("Secrets(%q) = %q, want unchanged", s, got)
 		}
 	}
 }
 
-// TestRedactLarge runs a 1 MiB input of near-misses and real secrets; with
+// TestSecretsLarge runs a 1 MiB input of near-misses and real secrets; with
 // a linear scan this takes milliseconds (no timing assertion: a quadratic
 // scanner would make the suite visibly slow instead).
-func TestRedactLarge(t *testing.T) {
+func TestSecretsLarge(t *testing.T) {
 	chunk := "token=token=token: password:\"x\" Bearer short sk-short -----BEGIN X PRIVATE KEY----- AKIA " +
 		"commit e83c5163316f89bfbde7d9ab23ca2e25604af290 " + fakeOpenAI + " héllo\n"
 	var b strings.Builder
@@ -99,7 +99,7 @@ func TestRedactLarge(t *testing.T) {
 		b.WriteString(chunk)
 	}
 	in := b.String()
-	out := Redact(in)
+	out := Secrets(in)
 	if strings.Contains(out, fakeOpenAI) {
 		t.Error("a key survived")
 	}
@@ -111,19 +111,19 @@ func TestRedactLarge(t *testing.T) {
 	}
 	// One long run with no delimiter at all.
 	long := "sk-" + strings.Repeat("a", 1<<20)
-	if Redact(long) != Redacted {
+	if Secrets(long) != Marker {
 		t.Error("a 1 MiB key was not redacted whole")
 	}
-	if s := strings.Repeat("password=", 1<<17); Redact(s) != s {
+	if s := strings.Repeat("password=", 1<<17); Secrets(s) != s {
 		t.Error("repeated keys without values changed")
 	}
 }
 
-func BenchmarkRedact1MiB(b *testing.B) {
+func BenchmarkSecrets1MiB(b *testing.B) {
 	in := strings.Repeat("plain log line with token=abc and Bearer x and commit e83c5163316f89bf\n", 1<<20/72)
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
 	for b.Loop() {
-		Redact(in)
+		Secrets(in)
 	}
 }
