@@ -60,7 +60,7 @@ type turn struct {
 	serverHistory bool
 	// refusedWindow is the window, in the upstream's tokens, the upstream
 	// showed by refusing the request as too long before it was rescued
-	// (0: not refused): its line keeps it (rewrite.LineNumbers.Window).
+	// (0: not refused): its line keeps it (history.Numbers.Window).
 	// Not journaled: a crash before the turn is written loses it until
 	// the next refusal.
 	refusedWindow int

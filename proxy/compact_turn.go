@@ -205,7 +205,7 @@ func (c *compactions) precompact(ti turnInput) {
 		if l := rec.LineByID(ti.line.id); l != nil {
 			ti.nums.Breaker = l.Breaker
 		}
-		if numbersOf(ti.nums).Breaker.Blocks(c.now()) != nil {
+		if rewrite.BreakerBlocks(numbersOf(ti.nums).Breaker, c.now()) != nil {
 			return
 		}
 		ti.rec = rec

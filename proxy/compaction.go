@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/rs/zerolog"
@@ -224,17 +225,17 @@ func (c *compactions) optionsWith(rec state.Record, line state.ChainHash, prepar
 		o.MaxHistoryMessages = c.cfg.MaxHistoryMessages
 	}
 	// The one conversion of stored branches (state.Branch) to the ones the
-	// pipeline applies (rewrite.Branch: no parent, no clocks).
+	// pipeline applies (history.Branch: no parent, no clocks).
 	for _, b := range rec.Branches {
 		if b.Prepared && !prepared {
 			continue
 		}
-		o.Branches = append(o.Branches, rewrite.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Since: b.Since})
+		o.Branches = append(o.Branches, history.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Since: b.Since})
 	}
 	if l := rec.LineByID(line); l != nil {
 		o.PrevDedups = dedupMarks(l.Dedups)
 		for _, m := range l.Prunes {
-			o.PrevPrunes = append(o.PrevPrunes, rewrite.PruneMark{Index: m.Index, Result: m.Result, Digest: m.Digest, Turn: m.Turn})
+			o.PrevPrunes = append(o.PrevPrunes, history.PruneMark{Index: m.Index, Result: m.Result, Digest: m.Digest, Turn: m.Turn})
 		}
 	}
 	l := rec.LineByID(line)
@@ -250,7 +251,7 @@ func (c *compactions) optionsWith(rec state.Record, line state.ChainHash, prepar
 // model for a hosted provider; none for a local server, whose trigger is
 // there to fit its window (priced by prefill, a compaction never pays
 // there, and putting it off only brings the window nearer).
-func (c *compactions) compactionEconomics(n rewrite.LineNumbers) *rewrite.Economics {
+func (c *compactions) compactionEconomics(n history.Numbers) *rewrite.Economics {
 	if c.cost.Local {
 		return nil
 	}
@@ -268,7 +269,7 @@ func (c *compactions) summariserIsOwn(model string) bool {
 
 // economics is the cost model's view of a line with numbers n; nil for one
 // that never reported usage (nothing of it is known to be cached).
-func (c *compactions) economics(n rewrite.LineNumbers) *rewrite.Economics {
+func (c *compactions) economics(n history.Numbers) *rewrite.Economics {
 	if n.Turns == 0 {
 		return nil
 	}
@@ -277,10 +278,10 @@ func (c *compactions) economics(n rewrite.LineNumbers) *rewrite.Economics {
 	return &e
 }
 
-func dedupMarks(ms []state.DedupMark) []rewrite.DedupMark {
-	out := make([]rewrite.DedupMark, len(ms))
+func dedupMarks(ms []state.DedupMark) []history.DedupMark {
+	out := make([]history.DedupMark, len(ms))
 	for i, m := range ms {
-		out[i] = rewrite.DedupMark{Index: m.Index, Result: m.Result, Digest: m.Digest}
+		out[i] = history.DedupMark{Index: m.Index, Result: m.Result, Digest: m.Digest}
 	}
 	return out
 }
@@ -444,7 +445,7 @@ func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summar
 			Prepared: ti.kind == kindPrecompact, ApplyAt: ti.applyAt}, now)
 		r.AddSummaryHistory(entry)
 		updateLine(r, ti.line, now, func(l *state.Line) {
-			l.Breaker = state.Breaker(rewrite.Breaker(l.Breaker).Succeeded(ti.kind))
+			l.Breaker = state.Breaker(rewrite.BreakerAfterSuccess(history.Breaker(l.Breaker), ti.kind))
 			if l.Model == "" {
 				l.Model = ti.res.Model
 			}
@@ -460,12 +461,12 @@ func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summar
 }
 
 // backoff records a summariser failure: the next automatic compaction of the
-// line waits (rewrite.Breaker.Failed).
+// line waits (rewrite.BreakerAfterFailure).
 func (c *compactions) backoff(ti turnInput) {
 	now := c.now()
 	_, err := c.store.Update(ti.key, func(r *state.Record) error {
 		updateLine(r, ti.line, now, func(l *state.Line) {
-			l.Breaker = state.Breaker(rewrite.Breaker(l.Breaker).Failed(now))
+			l.Breaker = state.Breaker(rewrite.BreakerAfterFailure(history.Breaker(l.Breaker), now))
 		})
 		return nil
 	})

@@ -205,7 +205,7 @@ type ConversationDetail struct {
 
 // BranchInfo is a summary branch as the admin API shows it; Summary is set
 // on CurrentSummary only. It is the API's JSON contract, not a third
-// branch for logic: state.Branch is the stored one, rewrite.Branch the one
+// branch for logic: state.Branch is the stored one, history.Branch the one
 // the pipeline applies, and this is rendered from state.Branch for reading.
 type BranchInfo struct {
 	Summary         string          `json:"summary,omitempty"`

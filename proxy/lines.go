@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 )
@@ -52,7 +53,7 @@ func lineOfChain(rec *state.Record, chain [][32]byte, model string) (lineRef, st
 	l := rec.Lines[i]
 	ref.id = l.ID
 	if l.Model != model {
-		setNumbers(&l, numbersOf(l).ForModel(model, rec.CalibrationFor(model)))
+		setNumbers(&l, rewrite.NumbersForModel(numbersOf(l), model, rec.CalibrationFor(model)))
 	}
 	return ref, l
 }
@@ -137,16 +138,16 @@ func (e *lineEditor) update(ref lineRef, now time.Time, tr *turnRecord) (opened 
 }
 
 // numbersOf is line l's numbers as rewrite's decisions read them: state.Line
-// is the persisted shape, rewrite.LineNumbers the core's, and this and
+// is the persisted shape, history.Numbers the core's, and this and
 // setNumbers the only conversions between them.
-func numbersOf(l state.Line) rewrite.LineNumbers {
-	return rewrite.LineNumbers{Model: l.Model, Breaker: rewrite.Breaker(l.Breaker),
-		Calibration: rewrite.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate, Ratio: l.Calibration, Slope: l.Slope},
-		Turns:       l.Turns, Cache: rewrite.CacheEvidence{Seen: l.CacheSeen, Uncached: l.UncachedPrompts}, Window: l.Window, Growth: l.Growth}
+func numbersOf(l state.Line) history.Numbers {
+	return history.Numbers{Model: l.Model, Breaker: history.Breaker(l.Breaker),
+		Calibration: history.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate, Ratio: l.Calibration, Slope: l.Slope},
+		Turns:       l.Turns, Cache: history.CacheEvidence{Seen: l.CacheSeen, Uncached: l.UncachedPrompts}, Window: l.Window, Growth: l.Growth}
 }
 
 // setNumbers stores n in line l.
-func setNumbers(l *state.Line, n rewrite.LineNumbers) {
+func setNumbers(l *state.Line, n history.Numbers) {
 	l.Model, l.Breaker = n.Model, state.Breaker(n.Breaker)
 	l.LastInputTokens, l.LastEstimate = n.Calibration.LastInput, n.Calibration.LastEstimate
 	l.Calibration, l.Slope = n.Calibration.Ratio, n.Calibration.Slope
@@ -159,5 +160,5 @@ func setNumbers(l *state.Line, n rewrite.LineNumbers) {
 func calibrationOf(l state.Line) float64 { return numbersOf(l).Calibration.Scale() }
 
 // calibrated converts raw, a tiktoken estimate of a request on line l, to
-// what the upstream will most likely count (rewrite.Calibration.Upstream).
+// what the upstream will most likely count (history.Calibration.Upstream).
 func calibrated(raw int, l state.Line) int { return numbersOf(l).Calibration.Upstream(raw) }

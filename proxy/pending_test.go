@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/corpustest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -52,7 +53,7 @@ type writerTrace struct {
 type turnSeen struct {
 	body    string
 	plan    string
-	numbers rewrite.LineNumbers
+	numbers history.Numbers
 	marks   string // the line's dedup and prune marks
 }
 
@@ -196,7 +197,7 @@ func commonPrefix(a, b []byte) int {
 func TestQueuedTurnsReadAsWritten(t *testing.T) {
 	w := newWriterTrace(t, "sweagent-ctf-crypto-katy.json", 6)
 	w.bodies = w.bodies[:5]
-	line := func(writeAfter func(int) bool) rewrite.LineNumbers {
+	line := func(writeAfter func(int) bool) history.Numbers {
 		_, s, key := w.run(t, writeAfter)
 		rec, err := s.rec.read(key)
 		if err != nil || len(rec.Lines) != 1 {
