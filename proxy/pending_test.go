@@ -146,7 +146,7 @@ func (w writerTrace) run(t *testing.T, writeAfter func(i int) bool) ([]turnSeen,
 		sent := append([]byte(nil), c.res.Body...)
 		var marks strings.Builder
 		fmt.Fprintf(&marks, "%+v %+v", c.nums.Dedups, c.nums.Prunes)
-		seen = append(seen, turnSeen{body: string(sent), plan: planText(c.plan), numbers: numbersOf(c.nums), marks: marks.String()})
+		seen = append(seen, turnSeen{body: string(sent), plan: planText(c.plan), numbers: c.nums.Numbers, marks: marks.String()})
 
 		prompt := c.res.TokensAfter*107/100 + i%5
 		cached := 0
@@ -203,7 +203,7 @@ func TestQueuedTurnsReadAsWritten(t *testing.T) {
 		if err != nil || len(rec.Lines) != 1 {
 			t.Fatalf("read: %v, %d lines", err, len(rec.Lines))
 		}
-		return numbersOf(rec.Lines[0])
+		return rec.Lines[0].Numbers
 	}
 	written := line(func(int) bool { return true })
 	if written.Cache.Uncached < 2 || written.Calibration.Slope == 0 {
