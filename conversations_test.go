@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/rs/zerolog"
@@ -40,7 +41,7 @@ func seedDB(t *testing.T, path string) {
 		for i := 0; i < 5; i++ {
 			r.AddTurn(state.Turn{At: now, TokensBefore: 1000 * (i + 1), TokensAfter: 800 * (i + 1), Compacted: i == 3})
 		}
-		r.PutBranch(state.Branch{Summary: "## Active Task\nPatch parse.go", Covered: 6, Hash: state.ChainHash{1}}, now)
+		r.PutBranch(state.Branch{Branch: history.Branch{Summary: "## Active Task\nPatch parse.go", Covered: 6, Hash: state.ChainHash{1}}}, now)
 		return nil
 	})
 }

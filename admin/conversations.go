@@ -204,9 +204,10 @@ type ConversationDetail struct {
 }
 
 // BranchInfo is a summary branch as the admin API shows it; Summary is set
-// on CurrentSummary only. It is the API's JSON contract, not a third
-// branch for logic: state.Branch is the stored one, rewrite.Branch the one
-// the pipeline applies, and this is rendered from state.Branch for reading.
+// on CurrentSummary only. It is the API's JSON contract, not another
+// branch for logic: history.Branch is the one the pipeline applies,
+// state.Branch it as stored, and this is rendered from state.Branch for
+// reading.
 type BranchInfo struct {
 	Summary         string          `json:"summary,omitempty"`
 	SummaryChars    int             `json:"summary_chars"`
@@ -295,7 +296,7 @@ func conversationInfoOf(r state.Record, compacting bool, p Pricing) Conversation
 		ID: r.Key.ID, Namespace: r.Key.Namespace, Model: r.Model,
 		Requests: r.Requests, TokensBefore: r.TokensBefore, TokensAfter: r.TokensAfter,
 		TokensSaved: r.TokensSaved, Compactions: r.Compactions,
-		LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: l.Calibration,
+		LastInputTokens: l.Calibration.LastInput, LastEstimate: l.Calibration.LastEstimate, Calibration: l.Calibration.Ratio,
 		BranchCount: len(r.Branches), LineCount: len(r.Lines), BreakerTripped: l.Breaker.Tripped,
 		CompactionScheduled: r.ForceNext, Compacting: compacting,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,

@@ -180,8 +180,8 @@ func TestCalibration(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("no record: %v", err)
 	}
-	if l := rec.CurrentLine(); math.Abs(l.Calibration-cal) > 0.05*cal || l.LastInputTokens == 0 {
-		t.Fatalf("recorded calibration %.3f, observed %.3f (line %+v)", l.Calibration, cal, l)
+	if l := rec.CurrentLine(); math.Abs(l.Calibration.Ratio-cal) > 0.05*cal || l.Calibration.LastInput == 0 {
+		t.Fatalf("recorded calibration %.3f, observed %.3f (line %+v)", l.Calibration.Ratio, cal, l)
 	}
 }
 

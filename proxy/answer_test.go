@@ -182,8 +182,8 @@ func TestChunkedJSONAnswerUsageIsRecorded(t *testing.T) {
 			if !strings.Contains(p.logs.String(), fmt.Sprintf(`"input_tokens":%d`, want)) {
 				t.Errorf("the access log has no usage: %s", p.logs.String())
 			}
-			if rec := recordAfterShutdown(t, p, st, "conv-chunked").CurrentLine(); rec.LastInputTokens != want || rec.Calibration == 0 {
-				t.Fatalf("record: last input %d, calibration %v; want %d and a calibration", rec.LastInputTokens, rec.Calibration, want)
+			if rec := recordAfterShutdown(t, p, st, "conv-chunked").CurrentLine(); rec.Calibration.LastInput != want || rec.Calibration.Ratio == 0 {
+				t.Fatalf("record: last input %d, calibration %v; want %d and a calibration", rec.Calibration.LastInput, rec.Calibration.Ratio, want)
 			}
 		})
 	}
@@ -218,8 +218,8 @@ func TestInjectedUsageChunkDoesNotLeakThroughCompressedStream(t *testing.T) {
 		t.Fatal("ctxpress did not ask for usage")
 	}
 	want := openaitest.PromptTokens(sent.Body)
-	if rec := recordAfterShutdown(t, p, st, "conv-gzip").CurrentLine(); rec.LastInputTokens != want {
-		t.Fatalf("recorded input tokens %d, want %d", rec.LastInputTokens, want)
+	if rec := recordAfterShutdown(t, p, st, "conv-gzip").CurrentLine(); rec.Calibration.LastInput != want {
+		t.Fatalf("recorded input tokens %d, want %d", rec.Calibration.LastInput, want)
 	}
 }
 
@@ -246,8 +246,8 @@ func TestClientAskedUsageIsRecordedFromCompressedStream(t *testing.T) {
 	if usage != int64(want) {
 		t.Fatalf("the client's usage chunk says %d, want %d", usage, want)
 	}
-	if rec := recordAfterShutdown(t, p, st, "conv-asked").CurrentLine(); rec.LastInputTokens != want {
-		t.Fatalf("recorded input tokens %d, want %d", rec.LastInputTokens, want)
+	if rec := recordAfterShutdown(t, p, st, "conv-asked").CurrentLine(); rec.Calibration.LastInput != want {
+		t.Fatalf("recorded input tokens %d, want %d", rec.Calibration.LastInput, want)
 	}
 }
 
@@ -387,8 +387,8 @@ func TestCROnlyStreamRelaysEventByEvent(t *testing.T) {
 				t.Errorf("stream end %q", rest)
 			}
 			want := openaitest.PromptTokens(up.received()[0].Body)
-			if rec := recordAfterShutdown(t, p, st, "conv-cr").CurrentLine(); rec.LastInputTokens != want {
-				t.Fatalf("recorded input tokens %d, want %d", rec.LastInputTokens, want)
+			if rec := recordAfterShutdown(t, p, st, "conv-cr").CurrentLine(); rec.Calibration.LastInput != want {
+				t.Fatalf("recorded input tokens %d, want %d", rec.Calibration.LastInput, want)
 			}
 		})
 	}

@@ -98,7 +98,7 @@ func keepDedups(l *state.Line, t *turn) {
 // whether the breaker opened.
 func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 	t := tr.turn
-	n, opened := rewrite.Observe(numbersOf(*l), rewrite.Observation{
+	l.Numbers, opened = rewrite.Observe(l.Numbers, rewrite.Observation{
 		Model: t.model, ModelRatio: rec.CalibrationFor(t.model), Raw: t.rawAfter,
 		// The upstream's count of a request whose history it keeps is not
 		// of what ctxpress counted: it calibrates nothing.
@@ -106,13 +106,11 @@ func observe(rec *state.Record, l *state.Line, tr turnRecord) (opened bool) {
 		CachedTokens: tr.usage.CachedTokens, CacheWriteTokens: tr.usage.CacheWriteTokens, RefusedWindow: t.refusedWindow,
 		ServerCompacted: tr.usage.ServerCompacted,
 	})
-	setNumbers(l, n)
 	return opened
 }
 
 // observeWindow gives l the window a refusal of one of its requests
 // showed (rewrite.Observe's rule: a smaller one only).
 func observeWindow(l *state.Line, window int) {
-	n, _ := rewrite.Observe(numbersOf(*l), rewrite.Observation{RefusedWindow: window})
-	setNumbers(l, n)
+	l.Numbers, _ = rewrite.Observe(l.Numbers, rewrite.Observation{RefusedWindow: window})
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unsafe"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
@@ -48,8 +49,8 @@ type turn struct {
 	// dedups are the forwarded body's (rewrite.Result.Dedups), for the
 	// line's next request; forwarded is false when ctxpress answered the
 	// turn itself (/compact), which leaves the line's dedups as they were.
-	dedups    []state.DedupMark
-	prunes    []state.PruneMark // rewrite.Result.Prunes, kept as dedups are
+	dedups    []history.DedupMark
+	prunes    []history.PruneMark // rewrite.Result.Prunes, kept as dedups are
 	forwarded bool
 	compacted bool
 	trigger   int
@@ -61,7 +62,7 @@ type turn struct {
 	serverHistory bool
 	// refusedWindow is the window, in the upstream's tokens, the upstream
 	// showed by refusing the request as too long before it was rescued
-	// (0: not refused): its line keeps it (rewrite.LineNumbers.Window).
+	// (0: not refused): its line keeps it (history.Numbers.Window).
 	// Not journaled: a crash before the turn is written loses it until
 	// the next refusal.
 	refusedWindow int
@@ -267,12 +268,12 @@ func (c *turnRun) input(res rewrite.Result) turnInput {
 
 // turnFacts are what rewrite plans c's compaction from.
 func (s *Server) turnFacts(ctx *fasthttp.RequestCtx, c *turnRun) rewrite.TurnFacts {
-	return rewrite.TurnFacts{Model: c.res.Model, Tokens: c.res.TokensAfter, Line: numbersOf(c.nums),
+	return rewrite.TurnFacts{Model: c.res.Model, Tokens: c.res.TokensAfter, Line: c.nums.Numbers,
 		Identified: c.t.id.ID != "", Ephemeral: c.t.ephemeral, ServerHistory: c.res.ServerHistory,
 		ProviderCompacts: c.res.ProviderCompacts,
 		Manual:           bytes.EqualFold(ctx.Request.Header.Peek(HeaderCompact), []byte("force")) || c.rec.ForceNext || c.res.CompactCommand,
 		Command:          c.res.CompactCommand, StoreFailedAt: s.comp.lastStoreFailure(),
-		Economics: s.comp.compactionEconomics(numbersOf(c.nums)), SummaryReusesCache: s.comp.summariserIsOwn(c.res.Model)}
+		Economics: s.comp.compactionEconomics(c.nums.Numbers), SummaryReusesCache: s.comp.summariserIsOwn(c.res.Model)}
 }
 
 // compactTurn compacts the request when its plan says now, and prepares a
@@ -328,7 +329,7 @@ func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 	// One estimator for both (Calibration.Upstream, monotone in the raw
 	// count): a rewrite that took tokens out never reads as one that
 	// added some.
-	t.tokensBefore, t.tokensAfter = calibrated(res.TokensBefore, nums), calibrated(res.TokensAfter, nums)
+	t.tokensBefore, t.tokensAfter = nums.Calibration.Upstream(res.TokensBefore), nums.Calibration.Upstream(res.TokensAfter)
 	t.squashed, t.deduped, t.pruned = res.Squashed, res.Deduped, res.Pruned
 	t.squashStats, t.dedupSaved, t.pruneSaved = res.SquashStats, res.DedupSavedTokens, res.PruneSavedTokens
 	t.applied = nil
@@ -336,14 +337,8 @@ func (t *turn) setResult(res rewrite.Result, nums state.Line) {
 		applied := state.ChainHash(h)
 		t.applied = &applied
 	}
-	t.dedups = t.dedups[:0]
-	for _, d := range res.Dedups {
-		t.dedups = append(t.dedups, state.DedupMark{Index: d.Index, Result: d.Result, Digest: d.Digest})
-	}
-	t.prunes = t.prunes[:0]
-	for _, m := range res.Prunes {
-		t.prunes = append(t.prunes, state.PruneMark{Index: m.Index, Result: m.Result, Digest: m.Digest, Turn: m.Turn})
-	}
+	t.dedups = append(t.dedups[:0], res.Dedups...)
+	t.prunes = append(t.prunes[:0], res.Prunes...)
 	t.forwarded = true
 }
 

@@ -105,11 +105,11 @@ func TestChatIsSquashedCountedAndRecorded(t *testing.T) {
 			reported := openaitest.PromptTokens(sent)
 			waitFor(t, func() bool {
 				rec, ok, _ := st.Get(key)
-				return ok && rec.CurrentLine().LastInputTokens == reported
+				return ok && rec.CurrentLine().Calibration.LastInput == reported
 			}, "the record to hold the upstream's input tokens")
 			rec, _, _ := st.Get(key)
 			l := rec.CurrentLine()
-			if (l.LastEstimate != after && !stream) || rec.Model != "gpt-4o" || l.Calibration < 0.5 || l.Calibration > 2 {
+			if (l.Calibration.LastEstimate != after && !stream) || rec.Model != "gpt-4o" || l.Calibration.Ratio < 0.5 || l.Calibration.Ratio > 2 {
 				t.Fatalf("record: %+v", rec)
 			}
 			if other, ok, _ := st.Get(state.NewKey([]byte("Bearer someone-else"), conv)); ok {

@@ -77,14 +77,15 @@ func (c *compactions) maybeCompact(ti turnInput, kind string) (rewrite.Result, o
 		if kind == kindManual && errors.Is(err, errSkipped) && ti.res.Covered > asked.Covered {
 			// The background compaction waited on already covered what
 			// there was: the user's request is compacted all the same.
+			cal := ti.nums.Calibration
 			ev = admin.Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: kindManual, Result: "ok",
-				Covered: ti.res.Covered, TokensBefore: calibrated(asked.TokensAfter, ti.nums), TokensAfter: calibrated(ti.res.TokensAfter, ti.nums)}
+				Covered: ti.res.Covered, TokensBefore: cal.Upstream(asked.TokensAfter), TokensAfter: cal.Upstream(ti.res.TokensAfter)}
 			return ti.res, outcome{compacted: true, joined: true, event: ev}
 		}
 		return ti.res, outcome{event: ev, err: err}
 	}
 	res := c.pipeline.RewriteParsed(ti.parsed, c.options(newRec, ti.line.id))
-	ev.TokensAfter = calibrated(res.TokensAfter, ti.nums)
+	ev.TokensAfter = ti.nums.Calibration.Upstream(res.TokensAfter)
 	c.events.Publish(ev)
 	return res, outcome{compacted: true, event: ev}
 }
@@ -106,7 +107,7 @@ func (c *compactions) join(done chan struct{}) bool {
 // the line's numbers as ti has them: ActNow or ActRescue when it is to run,
 // else Why says why not when it was due or asked. It sets ti.urgent.
 func (c *compactions) plan(ti *turnInput) rewrite.Plan {
-	pl := c.policy.PlanTurn(rewrite.TurnFacts{Model: ti.res.Model, Tokens: ti.res.TokensAfter, Line: numbersOf(ti.nums),
+	pl := c.policy.PlanTurn(rewrite.TurnFacts{Model: ti.res.Model, Tokens: ti.res.TokensAfter, Line: ti.nums.Numbers,
 		Identified: true, Manual: ti.kind == kindManual, Refused: ti.kind == kindRescue, StoreFailedAt: c.lastStoreFailure()}, c.now())
 	ti.urgent = pl.Urgent
 	return pl
@@ -206,7 +207,7 @@ func (c *compactions) precompact(ti turnInput) {
 		if l := rec.LineByID(ti.line.id); l != nil {
 			ti.nums.Breaker = l.Breaker
 		}
-		if numbersOf(ti.nums).Breaker.Blocks(c.now()) != nil {
+		if rewrite.BreakerBlocks(ti.nums.Breaker, c.now()) != nil {
 			return
 		}
 		ti.rec = rec

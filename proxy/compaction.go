@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/rs/zerolog"
@@ -224,26 +225,24 @@ func (c *compactions) optionsWith(rec state.Record, line state.ChainHash, prepar
 	if !c.on() {
 		o.MaxHistoryMessages = c.cfg.MaxHistoryMessages
 	}
-	// The one conversion of stored branches (state.Branch) to the ones the
-	// pipeline applies (rewrite.Branch: no parent, no clocks).
+	// The pipeline applies a stored branch's summary (history.Branch), not
+	// its parent or clocks.
 	for _, b := range rec.Branches {
 		if b.Prepared && !prepared {
 			continue
 		}
-		o.Branches = append(o.Branches, rewrite.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Since: b.Since})
+		o.Branches = append(o.Branches, b.Branch)
 	}
 	if l := rec.LineByID(line); l != nil {
-		o.PrevDedups = dedupMarks(l.Dedups)
-		for _, m := range l.Prunes {
-			o.PrevPrunes = append(o.PrevPrunes, rewrite.PruneMark{Index: m.Index, Result: m.Result, Digest: m.Digest, Turn: m.Turn})
-		}
+		// The record's: the pipeline only reads them.
+		o.PrevDedups, o.PrevPrunes = l.Dedups, l.Prunes
 	}
 	l := rec.LineByID(line)
 	if l == nil {
 		cur := rec.CurrentLine()
 		l = &cur
 	}
-	o.Economics = c.economics(numbersOf(*l))
+	o.Economics = c.economics(l.Numbers)
 	return o
 }
 
@@ -251,7 +250,7 @@ func (c *compactions) optionsWith(rec state.Record, line state.ChainHash, prepar
 // model for a hosted provider; none for a local server, whose trigger is
 // there to fit its window (priced by prefill, a compaction never pays
 // there, and putting it off only brings the window nearer).
-func (c *compactions) compactionEconomics(n rewrite.LineNumbers) *rewrite.Economics {
+func (c *compactions) compactionEconomics(n history.Numbers) *rewrite.Economics {
 	if c.cost.Local {
 		return nil
 	}
@@ -269,21 +268,13 @@ func (c *compactions) summariserIsOwn(model string) bool {
 
 // economics is the cost model's view of a line with numbers n; nil for one
 // that never reported usage (nothing of it is known to be cached).
-func (c *compactions) economics(n rewrite.LineNumbers) *rewrite.Economics {
+func (c *compactions) economics(n history.Numbers) *rewrite.Economics {
 	if n.Turns == 0 {
 		return nil
 	}
 	e := rewrite.EconomicsFor(c.cost.PricesFor(n.Model), n.Turns, n.Cache)
 	e.Growth = n.Growth
 	return &e
-}
-
-func dedupMarks(ms []state.DedupMark) []rewrite.DedupMark {
-	out := make([]rewrite.DedupMark, len(ms))
-	for i, m := range ms {
-		out[i] = rewrite.DedupMark{Index: m.Index, Result: m.Result, Digest: m.Digest}
-	}
-	return out
 }
 
 // acquire starts a compaction of a line, or returns the channel of the one
@@ -347,14 +338,14 @@ func (c *compactions) summaryTimeout() time.Duration {
 func (c *compactions) run(ti turnInput) (state.Record, admin.Event, error) {
 	start := time.Now()
 	ev := admin.Event{Time: c.now(), Conversation: ti.key.ID, Model: ti.res.Model, Trigger: ti.kind,
-		TokensBefore: calibrated(ti.res.TokensAfter, ti.nums)}
+		TokensBefore: ti.nums.Calibration.Upstream(ti.res.TokensAfter)}
 	fail := func(result string, err error) (state.Record, admin.Event, error) {
 		ev.Result, ev.Reason, ev.DurationMS = result, err.Error(), time.Since(start).Milliseconds()
 		c.events.Publish(ev)
 		return ti.rec, ev, err
 	}
-	cal := calibrationOf(ti.nums)
-	nums := numbersOf(ti.nums)
+	cal := ti.nums.Calibration.Scale()
+	nums := ti.nums.Numbers
 	prop, size, err := c.policy.Size(ti.res, rewrite.Plan{Kind: ti.kind, Trigger: ti.trigger, Urgent: ti.urgent,
 		Window:    c.policy.Trigger.WindowOf(ti.res.Model, nums),
 		Effective: nums.Calibration.Upstream(ti.res.TokensAfter), Economics: c.compactionEconomics(nums),
@@ -391,14 +382,14 @@ func (c *compactions) run(ti turnInput) (state.Record, admin.Event, error) {
 	now := c.now()
 	summaryTokens := ti.res.SummaryTokens(summary)
 	newRec, err := c.storeSummary(ti, prop, summary, state.SummaryEntry{At: now, Summary: summary, CoveredMessages: prop.Covered,
-		TokensBefore: ev.TokensBefore, TokensAfter: calibrated(prop.KeptTokens+summaryTokens, ti.nums)})
+		TokensBefore: ev.TokensBefore, TokensAfter: ti.nums.Calibration.Upstream(prop.KeptTokens + summaryTokens)})
 	if err != nil {
 		c.storeFailed()
 		return fail("failed", fmt.Errorf("storing the summary: %w", err))
 	}
 	ev.Result, ev.Covered = "ok", prop.Covered
 	ev.SummaryTokens = scaled(summaryTokens, cal)
-	ev.TokensAfter = calibrated(prop.KeptTokens+summaryTokens, ti.nums)
+	ev.TokensAfter = ti.nums.Calibration.Upstream(prop.KeptTokens + summaryTokens)
 	ev.DurationMS = time.Since(start).Milliseconds()
 	if sr.Truncated {
 		c.log.Warn().Str("conversation", ti.key.ID).Msg("summary hit max_tokens and may be cut short")
@@ -412,7 +403,7 @@ func (c *compactions) run(ti turnInput) (state.Record, admin.Event, error) {
 // configured or known one.
 func (c *compactions) summaryWindow(ti turnInput, model string) int {
 	if model == ti.res.Model && c.summariserIsOwn(model) {
-		return c.cfg.Trigger.WindowOf(model, numbersOf(ti.nums))
+		return c.cfg.Trigger.WindowOf(model, ti.nums.Numbers)
 	}
 	return c.cfg.Trigger.ContextWindow(model)
 }
@@ -441,11 +432,11 @@ func (c *compactions) summaryPrompt(ti turnInput, prop rewrite.Compaction, model
 func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summary string, entry state.SummaryEntry) (state.Record, error) {
 	now := entry.At
 	return c.store.Update(ti.key, func(r *state.Record) error {
-		r.PutBranch(state.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Parent: prop.Parent, Since: prop.Since,
-			Prepared: ti.kind == kindPrecompact, ApplyAt: ti.applyAt}, now)
+		r.PutBranch(state.Branch{Branch: history.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Since: prop.Since},
+			Parent: prop.Parent, Prepared: ti.kind == kindPrecompact, ApplyAt: ti.applyAt}, now)
 		r.AddSummaryHistory(entry)
 		updateLine(r, ti.line, now, func(l *state.Line) {
-			l.Breaker = state.Breaker(rewrite.Breaker(l.Breaker).Succeeded(ti.kind))
+			l.Breaker = rewrite.BreakerAfterSuccess(l.Breaker, ti.kind)
 			if l.Model == "" {
 				l.Model = ti.res.Model
 			}
@@ -461,12 +452,12 @@ func (c *compactions) storeSummary(ti turnInput, prop rewrite.Compaction, summar
 }
 
 // backoff records a summariser failure: the next automatic compaction of the
-// line waits (rewrite.Breaker.Failed).
+// line waits (rewrite.BreakerAfterFailure).
 func (c *compactions) backoff(ti turnInput) {
 	now := c.now()
 	_, err := c.store.Update(ti.key, func(r *state.Record) error {
 		updateLine(r, ti.line, now, func(l *state.Line) {
-			l.Breaker = state.Breaker(rewrite.Breaker(l.Breaker).Failed(now))
+			l.Breaker = rewrite.BreakerAfterFailure(l.Breaker, now)
 		})
 		return nil
 	})

@@ -3,6 +3,7 @@ package proxy
 import (
 	"testing"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 )
@@ -15,16 +16,16 @@ import (
 func TestTokensAfterNeverExceedBeforeWhenNothingWasAdded(t *testing.T) {
 	lines := []state.Line{
 		{},
-		{Calibration: 1.2},
-		{LastInputTokens: 20000, LastEstimate: 10000, Calibration: 1.2, Slope: 1},
-		{LastInputTokens: 5000, LastEstimate: 10000, Calibration: 2, Slope: 0.25},
-		{LastInputTokens: 9000, LastEstimate: 3000, Calibration: 1, Slope: 4},
+		{Numbers: history.Numbers{Calibration: history.Calibration{Ratio: 1.2}}},
+		{Numbers: history.Numbers{Calibration: history.Calibration{LastInput: 20000, LastEstimate: 10000, Ratio: 1.2, Slope: 1}}},
+		{Numbers: history.Numbers{Calibration: history.Calibration{LastInput: 5000, LastEstimate: 10000, Ratio: 2, Slope: 0.25}}},
+		{Numbers: history.Numbers{Calibration: history.Calibration{LastInput: 9000, LastEstimate: 3000, Ratio: 1, Slope: 4}}},
 	}
 	for _, l := range lines {
 		for _, raw := range [][2]int{{16000, 15000}, {5661, 5600}, {19387, 12000}, {800, 799}, {1000, 1000}} {
 			var tr turn
 			tr.setResult(rewrite.Result{TokensBefore: raw[0], TokensAfter: raw[1]}, l)
-			if tr.tokensAfter > tr.tokensBefore || tr.tokensBefore != calibrated(raw[0], l) {
+			if tr.tokensAfter > tr.tokensBefore || tr.tokensBefore != l.Calibration.Upstream(raw[0]) {
 				t.Errorf("line %+v, raw %v: before %d, after %d", l, raw, tr.tokensBefore, tr.tokensAfter)
 			}
 		}

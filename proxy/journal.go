@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/state"
 )
 
@@ -186,15 +187,15 @@ func readJournalEntry(b []byte) (turnRecord, error) {
 		*n = r.varint()
 	}
 	if n := r.count(34); n > 0 {
-		t.dedups = make([]state.DedupMark, n)
+		t.dedups = make([]history.DedupMark, n)
 		for i := range t.dedups {
-			t.dedups[i] = state.DedupMark{Index: r.varint(), Result: r.varint(), Digest: r.hash()}
+			t.dedups[i] = history.DedupMark{Index: r.varint(), Result: r.varint(), Digest: r.hash()}
 		}
 	}
 	if n := r.count(35); n > 0 {
-		t.prunes = make([]state.PruneMark, n)
+		t.prunes = make([]history.PruneMark, n)
 		for i := range t.prunes {
-			t.prunes[i] = state.PruneMark{Index: r.varint(), Result: r.varint(), Digest: r.hash(), Turn: r.varint()}
+			t.prunes[i] = history.PruneMark{Index: r.varint(), Result: r.varint(), Digest: r.hash(), Turn: r.varint()}
 		}
 	}
 	if len(flags) == 1 && flags[0]&jServerCompacted != 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/rs/zerolog"
@@ -25,8 +26,8 @@ func journalTurns(key state.Key, at time.Time) []turnRecord {
 			usage: wire.Usage{InputTokens: 1150, OutputTokens: 40, Found: true}, at: at},
 		{turn: turn{key: key, line: l2, model: "gpt-4o", tokensBefore: 5000, tokensAfter: 3000, rawAfter: 2900, forwarded: true,
 			applied: &applied, trigger: 4000, compacted: true,
-			dedups: []state.DedupMark{{Index: 3, Result: 4, Digest: state.ChainHash{5}}},
-			prunes: []state.PruneMark{{Index: 2, Result: 3, Digest: state.ChainHash{6}, Turn: 1}}},
+			dedups: []history.DedupMark{{Index: 3, Result: 4, Digest: state.ChainHash{5}}},
+			prunes: []history.PruneMark{{Index: 2, Result: 3, Digest: state.ChainHash{6}, Turn: 1}}},
 			usage: wire.Usage{InputTokens: 3100, OutputTokens: 12, CachedTokens: 2048, CacheWriteTokens: 7, Found: true}, at: at.Add(time.Millisecond)},
 		{turn: turn{key: key, line: l2, model: "gpt-4o", tokensBefore: 3300, tokensAfter: 3300, rawAfter: 3200, forwarded: true},
 			at: at.Add(2 * time.Millisecond)},

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
 )
@@ -20,7 +21,7 @@ func TestLineEditorEditsAsUpdateLineDoes(t *testing.T) {
 	var base state.Record
 	for n := range state.MaxLines - 1 {
 		base.Lines = append(base.Lines, state.Line{ID: id(n), Tip: id(n), Messages: 4, UsedAt: t0.Add(time.Duration(n) * time.Second),
-			Model: []string{"gpt-4o-mini", "gpt-4o"}[n%2], Calibration: 1 + float64(n)/10})
+			Numbers: history.Numbers{Model: []string{"gpt-4o-mini", "gpt-4o"}[n%2], Calibration: history.Calibration{Ratio: 1 + float64(n)/10}}})
 	}
 	type edit struct {
 		line, messages int
@@ -65,7 +66,7 @@ func editOf(i int, ref lineRef) *turnRecord {
 	tr := &turnRecord{turn: turn{line: ref, model: "gpt-4o", rawAfter: 900 + 10*i, forwarded: true, tokensBefore: 1000}, usage: u}
 	switch i % 3 {
 	case 1:
-		tr.turn.dedups = []state.DedupMark{{Index: i}}
+		tr.turn.dedups = []history.DedupMark{{Index: i}}
 	case 2:
 		tr.usage = wire.Usage{}
 	}
@@ -76,7 +77,7 @@ func linesOf(r state.Record) string {
 	var s string
 	for _, l := range r.Lines {
 		s += fmt.Sprintf("  %d tip %d messages %d turns %d calibration %.4f dedups %v at %d\n",
-			l.ID[0], l.Tip[0], l.Messages, l.Turns, l.Calibration, l.Dedups, l.UsedAt.Unix())
+			l.ID[0], l.Tip[0], l.Messages, l.Turns, l.Calibration.Ratio, l.Dedups, l.UsedAt.Unix())
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 )
@@ -47,12 +48,13 @@ func lineOfChain(rec *state.Record, chain [][32]byte, model string) (lineRef, st
 	i := matchChain(rec, chain)
 	if i < 0 {
 		ref.id, ref.chain = ref.tip, chain
-		return ref, state.Line{ID: ref.id, Model: model, Calibration: rec.CalibrationFor(model)}
+		cal := history.Calibration{Ratio: rec.CalibrationFor(model)}
+		return ref, state.Line{ID: ref.id, Numbers: history.Numbers{Model: model, Calibration: cal}}
 	}
 	l := rec.Lines[i]
 	ref.id = l.ID
 	if l.Model != model {
-		setNumbers(&l, numbersOf(l).ForModel(model, rec.CalibrationFor(model)))
+		l.Numbers = rewrite.NumbersForModel(l.Numbers, model, rec.CalibrationFor(model))
 	}
 	return ref, l
 }
@@ -135,29 +137,3 @@ func (e *lineEditor) update(ref lineRef, now time.Time, tr *turnRecord) (opened 
 	r.Lines[len(r.Lines)-1] = l
 	return opened
 }
-
-// numbersOf is line l's numbers as rewrite's decisions read them: state.Line
-// is the persisted shape, rewrite.LineNumbers the core's, and this and
-// setNumbers the only conversions between them.
-func numbersOf(l state.Line) rewrite.LineNumbers {
-	return rewrite.LineNumbers{Model: l.Model, Breaker: rewrite.Breaker(l.Breaker),
-		Calibration: rewrite.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate, Ratio: l.Calibration, Slope: l.Slope},
-		Turns:       l.Turns, Cache: rewrite.CacheEvidence{Seen: l.CacheSeen, Uncached: l.UncachedPrompts}, Window: l.Window, Growth: l.Growth}
-}
-
-// setNumbers stores n in line l.
-func setNumbers(l *state.Line, n rewrite.LineNumbers) {
-	l.Model, l.Breaker = n.Model, state.Breaker(n.Breaker)
-	l.LastInputTokens, l.LastEstimate = n.Calibration.LastInput, n.Calibration.LastEstimate
-	l.Calibration, l.Slope = n.Calibration.Ratio, n.Calibration.Slope
-	l.Turns, l.CacheSeen, l.UncachedPrompts = n.Turns, n.Cache.Seen, n.Cache.Uncached
-	l.Window, l.Growth = n.Window, n.Growth
-}
-
-// calibrationOf is a line's average ratio (upstream count over
-// tiktoken's), 1 when it has none: for converting budgets and sizes.
-func calibrationOf(l state.Line) float64 { return numbersOf(l).Calibration.Scale() }
-
-// calibrated converts raw, a tiktoken estimate of a request on line l, to
-// what the upstream will most likely count (rewrite.Calibration.Upstream).
-func calibrated(raw int, l state.Line) int { return numbersOf(l).Calibration.Upstream(raw) }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -96,7 +97,7 @@ func TestSideRequestDoesNotMoveTheMainLinesNumbers(t *testing.T) {
 	}
 	waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == int64(a.turns) }, "the main turns recorded")
 	rec, _, _ := st.Get(key)
-	mainCal := rec.CurrentLine().Calibration
+	mainCal := rec.CurrentLine().Calibration.Ratio
 
 	// Two side requests under the same header: a title, a classification.
 	for i := range 2 {
@@ -126,10 +127,10 @@ func TestSideRequestDoesNotMoveTheMainLinesNumbers(t *testing.T) {
 	}
 	rec, _, _ = st.Get(key)
 	for _, l := range rec.Lines {
-		if l.Model == "gpt-4o" && l.Messages >= 2*a.turns-2 && l.Calibration != mainCal {
+		if l.Model == "gpt-4o" && l.Messages >= 2*a.turns-2 && l.Calibration.Ratio != mainCal {
 			// One more main turn moves it only by what that turn observed.
-			if math.Abs(l.Calibration-mainCal) > 0.2 {
-				t.Errorf("main line calibration %.2f -> %.2f", mainCal, l.Calibration)
+			if math.Abs(l.Calibration.Ratio-mainCal) > 0.2 {
+				t.Errorf("main line calibration %.2f -> %.2f", mainCal, l.Calibration.Ratio)
 			}
 		}
 	}
@@ -218,12 +219,13 @@ func TestAppliedSummaryIsNotEvictedByOtherBranches(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var rec state.Record
 	active := state.ChainHash{1}
-	rec.PutBranch(state.Branch{Summary: "active", Covered: 10, Hash: active}, t0)
+	rec.PutBranch(state.Branch{Branch: history.Branch{Summary: "active", Covered: 10, Hash: active}}, t0)
 	for i := range 2 * state.MaxBranches {
 		// A turn of the active conversation applies its summary...
 		applyTurn(&rec, turnRecord{turn: turn{applied: &active}}, t0.Add(time.Duration(2*i+1)*time.Minute))
 		// ...and another history of the key compacts.
-		rec.PutBranch(state.Branch{Summary: "other", Covered: 4, Hash: state.ChainHash{byte(2 + i)}}, t0.Add(time.Duration(2*i+2)*time.Minute))
+		rec.PutBranch(state.Branch{Branch: history.Branch{Summary: "other", Covered: 4, Hash: state.ChainHash{byte(2 + i)}}},
+			t0.Add(time.Duration(2*i+2)*time.Minute))
 	}
 	found := false
 	for _, b := range rec.Branches {
@@ -422,9 +424,9 @@ func TestQueuedTurnsOfEveryHistoryAreSeenByTheNextRequest(t *testing.T) {
 			t.Errorf("line %x not seen while its turn is queued (lines %+v)", want.ref.id[:1], rec.Lines)
 			continue
 		}
-		if l.Tip != want.ref.tip || l.Messages != want.ref.messages || l.LastInputTokens != want.input {
+		if l.Tip != want.ref.tip || l.Messages != want.ref.messages || l.Calibration.LastInput != want.input {
 			t.Errorf("line %x: tip %x at %d, input %d; want the queued turn's %x at %d, %d",
-				want.ref.id[:1], l.Tip[:2], l.Messages, l.LastInputTokens, want.ref.tip[:2], want.ref.messages, want.input)
+				want.ref.id[:1], l.Tip[:2], l.Messages, l.Calibration.LastInput, want.ref.tip[:2], want.ref.messages, want.input)
 		}
 	}
 }

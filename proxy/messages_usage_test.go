@@ -21,7 +21,7 @@ type lineLearnt struct {
 }
 
 func learntOf(l state.Line) lineLearnt {
-	return lineLearnt{l.LastInputTokens, l.LastEstimate, l.Calibration, l.Slope, l.Turns, l.CacheSeen, l.UncachedPrompts}
+	return lineLearnt{l.Calibration.LastInput, l.Calibration.LastEstimate, l.Calibration.Ratio, l.Calibration.Slope, l.Turns, l.Cache.Seen, l.Cache.Uncached}
 }
 
 // askServerCompaction makes the agent's next requests ask Anthropic to
@@ -100,7 +100,7 @@ func TestServerCompactionIsBilledAndCalibratesNothing(t *testing.T) {
 			if ti := d.Turns[3]; ti.InputTokens != 108 || ti.ServerCompactionInputTokens != 15013 || ti.ServerCompactionOutputTokens != 812 {
 				t.Errorf("admin view's turn %+v", ti)
 			}
-			if d.Usage.InputTokens != rec.Usage.Input || d.Calibration != before.CurrentLine().Calibration {
+			if d.Usage.InputTokens != rec.Usage.Input || d.Calibration != before.CurrentLine().Calibration.Ratio {
 				t.Errorf("admin view: input %d (record %d), calibration %v (before the turn %v)",
 					d.Usage.InputTokens, rec.Usage.Input, d.Calibration, before.CurrentLine().Calibration)
 			}

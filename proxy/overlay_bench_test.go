@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
 )
@@ -24,7 +25,8 @@ func BenchmarkRead(b *testing.B) {
 			key := state.NewKey([]byte("Bearer sk"), "bench")
 			if _, err := st.Update(key, func(rec *state.Record) error {
 				for n := range 4 {
-					rec.Lines = append(rec.Lines, state.Line{ID: state.ChainHash{byte(n)}, Messages: 10, Model: "gpt-4o", Calibration: 1.1})
+					rec.Lines = append(rec.Lines, state.Line{ID: state.ChainHash{byte(n)}, Messages: 10,
+						Numbers: history.Numbers{Model: "gpt-4o", Calibration: history.Calibration{Ratio: 1.1}}})
 				}
 				return nil
 			}); err != nil {
@@ -55,7 +57,8 @@ func BenchmarkApplyTurns(b *testing.B) {
 	key := state.NewKey([]byte("Bearer sk"), "bench")
 	var stored state.Record
 	for n := range 4 {
-		stored.Lines = append(stored.Lines, state.Line{ID: state.ChainHash{byte(n)}, Messages: 10, Model: "gpt-4o", Calibration: 1.1})
+		stored.Lines = append(stored.Lines, state.Line{ID: state.ChainHash{byte(n)}, Messages: 10,
+			Numbers: history.Numbers{Model: "gpt-4o", Calibration: history.Calibration{Ratio: 1.1}}})
 	}
 	for range state.MaxTurns {
 		stored.AddTurn(state.Turn{At: time.Unix(1764000000, 0), TokensBefore: 1000, TokensAfter: 900})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/corpustest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -52,7 +53,7 @@ type writerTrace struct {
 type turnSeen struct {
 	body    string
 	plan    string
-	numbers rewrite.LineNumbers
+	numbers history.Numbers
 	marks   string // the line's dedup and prune marks
 }
 
@@ -145,7 +146,7 @@ func (w writerTrace) run(t *testing.T, writeAfter func(i int) bool) ([]turnSeen,
 		sent := append([]byte(nil), c.res.Body...)
 		var marks strings.Builder
 		fmt.Fprintf(&marks, "%+v %+v", c.nums.Dedups, c.nums.Prunes)
-		seen = append(seen, turnSeen{body: string(sent), plan: planText(c.plan), numbers: numbersOf(c.nums), marks: marks.String()})
+		seen = append(seen, turnSeen{body: string(sent), plan: planText(c.plan), numbers: c.nums.Numbers, marks: marks.String()})
 
 		prompt := c.res.TokensAfter*107/100 + i%5
 		cached := 0
@@ -196,13 +197,13 @@ func commonPrefix(a, b []byte) int {
 func TestQueuedTurnsReadAsWritten(t *testing.T) {
 	w := newWriterTrace(t, "sweagent-ctf-crypto-katy.json", 6)
 	w.bodies = w.bodies[:5]
-	line := func(writeAfter func(int) bool) rewrite.LineNumbers {
+	line := func(writeAfter func(int) bool) history.Numbers {
 		_, s, key := w.run(t, writeAfter)
 		rec, err := s.rec.read(key)
 		if err != nil || len(rec.Lines) != 1 {
 			t.Fatalf("read: %v, %d lines", err, len(rec.Lines))
 		}
-		return numbersOf(rec.Lines[0])
+		return rec.Lines[0].Numbers
 	}
 	written := line(func(int) bool { return true })
 	if written.Cache.Uncached < 2 || written.Calibration.Slope == 0 {

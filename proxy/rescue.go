@@ -51,7 +51,7 @@ func fitLimit(api *api, window int, body []byte) int {
 // budget rewrite.Options.FitTokens takes, on a line whose calibration
 // is in nums.
 func fitBudget(limit int, nums state.Line) int {
-	return numbersOf(nums).Calibration.Raw(int(float64(limit) * fitMargin))
+	return nums.Calibration.Raw(int(float64(limit) * fitMargin))
 }
 
 // fitTurn cuts c's request to fit the model's window when its calibrated
@@ -102,7 +102,7 @@ func (s *Server) cutToFit(c *turnRun, budget int, why string) bool {
 	}
 	s.events.Publish(admin.Event{Time: s.comp.now(), Conversation: c.t.id.ID, Model: res.Model, Trigger: eventFit, Result: "cut",
 		Reason: fmt.Sprintf("%d messages left out to fit the model's window: %s", res.FitDropped, why), Covered: res.FitDropped,
-		TokensBefore: calibrated(c.res.TokensAfter, c.nums), TokensAfter: calibrated(res.TokensAfter, c.nums)})
+		TokensBefore: c.nums.Calibration.Upstream(c.res.TokensAfter), TokensAfter: c.nums.Calibration.Upstream(res.TokensAfter)})
 	c.res = res
 	return true
 }
@@ -152,7 +152,7 @@ func (s *Server) rescueHook(ctx *fasthttp.RequestCtx, c *turnRun) refusalHook {
 			out, _ = s.askStreamUsage(c.api, out, c.res.Model)
 		}
 		s.log.Info().Str("conversation", c.t.id.ID).Int("status", status).
-			Int("tokens_refused", calibrated(refused.TokensAfter, c.nums)).Int("tokens_after", c.t.tokensAfter).
+			Int("tokens_refused", c.nums.Calibration.Upstream(refused.TokensAfter)).Int("tokens_after", c.t.tokensAfter).
 			Dur("rescue", time.Since(start)).Msg("the upstream refused the request as too long; sending it again compacted or cut to fit")
 		return out, true
 	}
@@ -178,7 +178,7 @@ func rescueBudget(api *api, window int, refused rewrite.Result, status int, answ
 		return known, 0
 	}
 	budget = int(float64(refused.TokensAfter) * refusedShare)
-	return budget, calibrated(budget, nums)
+	return budget, nums.Calibration.Upstream(budget)
 }
 
 // refusedShare is the share of a refused request's size its one retry is

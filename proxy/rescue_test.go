@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -217,7 +218,7 @@ func TestRescueBudget(t *testing.T) {
 	} {
 		status := cmp.Or(tc.status, 400)
 		refused := rewrite.Result{TokensAfter: tc.refused, Body: []byte(`{"model":"m","messages":[]}`)}
-		budget, shown := rescueBudget(chatAPI, tc.window, refused, status, tc.answer, state.Line{Calibration: tc.ratio})
+		budget, shown := rescueBudget(chatAPI, tc.window, refused, status, tc.answer, state.Line{Numbers: history.Numbers{Calibration: history.Calibration{Ratio: tc.ratio}}})
 		if budget != tc.budget || shown != tc.shownWant {
 			t.Errorf("%s: rescueBudget = %d, %d; want %d, %d", tc.rule, budget, shown, tc.budget, tc.shownWant)
 		}

@@ -541,12 +541,12 @@ func TestServerHistoryTurnTeachesNoCalibration(t *testing.T) {
 	rec, l := &state.Record{}, &state.Line{}
 	tr := turnRecord{turn: turn{model: "gpt-5", rawAfter: 100, serverHistory: true}, usage: wire.Usage{InputTokens: 5000, Found: true}}
 	observe(rec, l, tr)
-	if l.Calibration != 0 || l.LastInputTokens != 0 {
-		t.Fatalf("calibration %v, last input %d after a previous_response_id turn", l.Calibration, l.LastInputTokens)
+	if l.Calibration.Ratio != 0 || l.Calibration.LastInput != 0 {
+		t.Fatalf("calibration %v, last input %d after a previous_response_id turn", l.Calibration.Ratio, l.Calibration.LastInput)
 	}
 	tr.turn.serverHistory = false
 	observe(rec, l, tr)
-	if l.LastInputTokens != 5000 {
-		t.Fatalf("an ordinary turn: last input %d", l.LastInputTokens)
+	if l.Calibration.LastInput != 5000 {
+		t.Fatalf("an ordinary turn: last input %d", l.Calibration.LastInput)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // benchConversation builds an agent conversation from corpus data: a real
@@ -107,7 +109,7 @@ func BenchmarkRewriteWarmSummary(b *testing.B) {
 		b.Fatal("no compaction proposed")
 	}
 	summary := strings.Repeat("- a line of a checkpoint summary, as a summariser writes them\n", 60)
-	opts := Options{Branches: []Branch{{Summary: summary, Covered: c.Covered, Hash: c.Hash}}}
+	opts := Options{Branches: []history.Branch{{Summary: summary, Covered: c.Covered, Hash: c.Hash}}}
 	res := p.RewriteWith(closeBody(open, resultMsg(id, "warm-up")), opts)
 	b.Logf("branch covers %d messages; %d -> %d tokens", c.Covered, res.TokensBefore, res.TokensAfter)
 	b.SetBytes(int64(len(open)))

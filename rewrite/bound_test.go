@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/messagestest"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
@@ -229,7 +230,7 @@ func TestCutNeverOpensTheKeptHistoryWithTheSystemMessage(t *testing.T) {
 	if !ok || c.Cut != 2 {
 		t.Fatalf("ok %v, cut %d, want 2", ok, c.Cut)
 	}
-	res := s.p.RewriteWith(in, Options{Branches: []Branch{{Summary: "s", Covered: c.Covered, Hash: c.Hash, Since: c.Since}}})
+	res := s.p.RewriteWith(in, Options{Branches: []history.Branch{{Summary: "s", Covered: c.Covered, Hash: c.Hash, Since: c.Since}}})
 	if _, err := messagestest.Check(res.Body, messagestest.Options{}); err != nil || res.Applied != 0 {
 		t.Fatalf("applied %d: %v", res.Applied, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // The chain a Pipeline remembers must be the chain of the request in
@@ -35,7 +37,7 @@ func TestRememberedChainIsTheRequestsOwn(t *testing.T) {
 	p := New(Config{Format: chatFormat})
 	// With a stored summary to match, the chain is made in two steps (to
 	// the branch, then to the end) from keys made once.
-	branched := Options{Branches: []Branch{{Summary: "s", Covered: 1}}}
+	branched := Options{Branches: []history.Branch{{Summary: "s", Covered: 1}}}
 	for i, body := range bodies {
 		for _, opts := range []Options{{}, branched} {
 			got := p.RewriteWith(body, opts).HistoryChain()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/messagestest"
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/messages"
@@ -102,7 +103,7 @@ func (s *claudeSession) request(compact bool, keepRecent int) *messagestest.Requ
 			s.t.Fatalf("request %d: nothing to compact", len(s.results)+1)
 		}
 		sum := fmt.Sprintf("## Active Task\nsummary %d of messages %d to %d", len(s.opts.Branches)+1, c.From, c.Cut)
-		b := Branch{Summary: sum, Covered: c.Covered, Hash: c.Hash, Since: c.Since}
+		b := history.Branch{Summary: sum, Covered: c.Covered, Hash: c.Hash, Since: c.Since}
 		if s.noSince {
 			b.Since = 0
 		}

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"bytes"
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"github.com/ctxpress/ctxpress/wire"
 	"slices"
@@ -100,7 +101,7 @@ func TestCorpusSummaryApply(t *testing.T) {
 			if !ok {
 				continue
 			}
-			b := Branch{Summary: "## Active Task\nfake summary of " + tr.name, Covered: c.Covered, Hash: c.Hash}
+			b := history.Branch{Summary: "## Active Task\nfake summary of " + tr.name, Covered: c.Covered, Hash: c.Hash}
 			bodies := [][]byte{body}
 			if k2 := firstAtLeast(turns, k+1); k2 > 0 && k2 <= k+8 {
 				bodies = append(bodies, prefixBody(t, tr.body, k2))
@@ -111,7 +112,7 @@ func TestCorpusSummaryApply(t *testing.T) {
 				}
 				for _, pl := range []string{PlacementSystem, PlacementUser} {
 					cases++
-					res := p.RewriteWith(in, Options{Branches: []Branch{b}, Placement: pl})
+					res := p.RewriteWith(in, Options{Branches: []history.Branch{b}, Placement: pl})
 					where := tr.name + " turn " + itoa(k) + " (" + itoa(len(rawMessages(t, in))) + " msgs, " + pl + ")"
 					checkCorpusApplied(t, p, where, in, res, b)
 				}
@@ -125,7 +126,7 @@ func TestCorpusSummaryApply(t *testing.T) {
 					continue
 				}
 				edited := wire.Splice(body, []wire.Edit{{Start: m.content.start + 1, End: m.content.start + 1, Repl: []byte("EDITED ")}})
-				res := p.RewriteWith(edited, Options{Branches: []Branch{b}})
+				res := p.RewriteWith(edited, Options{Branches: []history.Branch{b}})
 				if res.Applied != -1 || !res.SummaryMiss {
 					t.Errorf("%s: edited message %d, branch still applied", tr.name, i)
 				} else if plain := p.RewriteWith(edited, Options{}); !bytes.Equal(plain.Body, res.Body) {
@@ -142,7 +143,7 @@ func TestCorpusSummaryApply(t *testing.T) {
 	}
 }
 
-func checkCorpusApplied(t *testing.T, p *Pipeline, where string, in []byte, res Result, b Branch) {
+func checkCorpusApplied(t *testing.T, p *Pipeline, where string, in []byte, res Result, b history.Branch) {
 	t.Helper()
 	if res.Applied != 0 || res.Covered != b.Covered || res.SummaryMiss {
 		t.Errorf("%s: not applied (Applied %d, Miss %v)", where, res.Applied, res.SummaryMiss)
@@ -223,7 +224,7 @@ func checkSummaryPrefixStability(t *testing.T, traces []trace, p *Pipeline, ever
 		if !ok {
 			continue
 		}
-		opts := Options{Branches: []Branch{{Summary: "fake summary", Covered: c.Covered, Hash: c.Hash}}, ConciseOutput: i%2 == 0}
+		opts := Options{Branches: []history.Branch{{Summary: "fake summary", Covered: c.Covered, Hash: c.Hash}}, ConciseOutput: i%2 == 0}
 		if i%3 == 0 {
 			opts.Placement = PlacementUser
 		}

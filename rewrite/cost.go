@@ -1,6 +1,10 @@
 package rewrite
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ctxpress/ctxpress/history"
+)
 
 // Prices are what a model's tokens cost, in dollars per million tokens.
 // CachedInput is a prompt token read from the provider's prompt cache,
@@ -142,7 +146,7 @@ type Economics struct {
 	TurnsAhead int
 	// TurnsSoFar is how many requests the conversation has had, and
 	// Growth how many tokens a request adds to the one before
-	// (LineNumbers.Growth; 0: unknown).
+	// (history.Numbers.Growth; 0: unknown).
 	TurnsSoFar, Growth int
 }
 
@@ -181,33 +185,25 @@ const minCacheablePrompt = 2048
 // cached before a conversation is taken as not cached.
 const uncachedEvidence = 3
 
-// CacheEvidence is what a line's reported usages say of the upstream's
-// prompt cache: Seen, some turn read from or wrote to it; Uncached, how
-// many prompts large enough to cache reported neither, none ever having.
-type CacheEvidence struct {
-	Seen     bool
-	Uncached int
-}
-
-// Observe returns ev after a turn that reported u.
-func (ev CacheEvidence) Observe(u Usage) CacheEvidence {
+// nextCacheEvidence returns ev after a turn that reported u.
+func nextCacheEvidence(ev history.CacheEvidence, u Usage) history.CacheEvidence {
 	switch {
 	case u.Cached > 0 || u.CacheWrite > 0:
-		return CacheEvidence{Seen: true}
+		return history.CacheEvidence{Seen: true}
 	case !ev.Seen && u.Input >= minCacheablePrompt:
 		ev.Uncached++
 	}
 	return ev
 }
 
-// NotCaching reports whether ev shows an upstream that does not cache:
+// notCaching reports whether ev shows an upstream that does not cache:
 // uncachedEvidence large prompts and never a cached token. Until then it
 // is assumed to cache: the cautious guess, under which a rewrite must pay
 // for the cache it breaks.
-func (ev CacheEvidence) NotCaching() bool { return !ev.Seen && ev.Uncached >= uncachedEvidence }
+func notCaching(ev history.CacheEvidence) bool { return !ev.Seen && ev.Uncached >= uncachedEvidence }
 
 // EconomicsFor is the cost model's view of a conversation priced at p that
 // has had turnsSoFar requests, its cache as ev says.
-func EconomicsFor(p Prices, turnsSoFar int, ev CacheEvidence) Economics {
-	return Economics{Prices: p, TurnsAhead: ExpectedTurnsAhead(turnsSoFar), TurnsSoFar: turnsSoFar, Uncached: ev.NotCaching()}
+func EconomicsFor(p Prices, turnsSoFar int, ev history.CacheEvidence) Economics {
+	return Economics{Prices: p, TurnsAhead: ExpectedTurnsAhead(turnsSoFar), TurnsSoFar: turnsSoFar, Uncached: notCaching(ev)}
 }

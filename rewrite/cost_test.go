@@ -2,6 +2,8 @@ package rewrite
 
 import (
 	"testing"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 func TestPricesFor(t *testing.T) {
@@ -91,12 +93,12 @@ func TestCacheEvidence(t *testing.T) {
 		{"a cached read after the evidence: caching after all", []Usage{big, big, big, cached}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var ev CacheEvidence
+			var ev history.CacheEvidence
 			for _, u := range tc.usages {
-				ev = ev.Observe(u)
+				ev = nextCacheEvidence(ev, u)
 			}
-			if ev.NotCaching() != tc.notCaching {
-				t.Errorf("evidence %+v: NotCaching = %v, want %v", ev, ev.NotCaching(), tc.notCaching)
+			if notCaching(ev) != tc.notCaching {
+				t.Errorf("evidence %+v: notCaching = %v, want %v", ev, notCaching(ev), tc.notCaching)
 			}
 			if e := EconomicsFor(DefaultPrices, 10, ev); e.Uncached != tc.notCaching || e.TurnsAhead != 5 {
 				t.Errorf("EconomicsFor = %+v", e)

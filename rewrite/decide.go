@@ -1,6 +1,10 @@
 package rewrite
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ctxpress/ctxpress/history"
+)
 
 // knownContextWindows are the context windows, in tokens, of common model
 // families, matched by the longest prefix of the (lower-cased) model name
@@ -87,9 +91,9 @@ func (c TriggerConfig) Trigger(model string) int {
 }
 
 // WindowOf is the context window of a request of model on a line with
-// numbers line (LineNumbers.ForModel's for model): the one its upstream
+// numbers line (NumbersForModel's for model): the one its upstream
 // showed by a refusal when that is smaller, else ContextWindow's.
-func (c TriggerConfig) WindowOf(model string, line LineNumbers) int {
+func (c TriggerConfig) WindowOf(model string, line history.Numbers) int {
 	window := c.ContextWindow(model)
 	if line.Window > 0 && line.Window < window {
 		return line.Window

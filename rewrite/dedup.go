@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 )
@@ -16,22 +17,6 @@ const DedupPlaceholder = "[duplicate result: superseded by a later call with the
 // Anthropic's thinking), the content of a tool result that repeats an
 // earlier one word for word; %s is the earlier result's call id.
 const RepeatStub = "[duplicate result: the same output as the result of call %s above (same tool and arguments); see that result]"
-
-// DedupMark names a tool result a forwarded request sent as
-// DedupPlaceholder (Result.Dedups, Options.PrevDedups).
-type DedupMark struct {
-	// Index is the index of the result's message in the client's
-	// `messages` as sent.
-	Index int
-	// Result is which of that message's tool results it is, 0 for the
-	// first. A chat or Responses message carries one result, so every mark
-	// written before results were deduped one by one names result 0.
-	Result int
-	// Digest is the sha256 of the message's canonical form, as the chain hash
-	// hashes it: the same message sent again matches, an edited or a
-	// different one does not. It is stable across restarts.
-	Digest [sha256.Size]byte
-}
 
 // supersedeShare: later read-only results all under 1/supersedeShare of an
 // earlier one's tokens do not supersede it. It is a stub that points
@@ -247,7 +232,7 @@ func (plan dedupPlan) appendEdits(edits []wire.Edit, req *request, i int, f *fac
 // prevDedups returns the result items marks name in req as it is now: a
 // mark counts when its message is still there, unchanged, with that many
 // results.
-func (p *Pipeline) prevDedups(req *request, a *analysis, marks []DedupMark) map[int]bool {
+func (p *Pipeline) prevDedups(req *request, a *analysis, marks []history.DedupMark) map[int]bool {
 	var out map[int]bool
 	for _, mk := range marks {
 		i := mk.Index
@@ -283,14 +268,14 @@ func nthResult(req *request, i, n int) int {
 }
 
 // dedupMarks returns the marks of the results plan replaces, in body order.
-func (p *Pipeline) dedupMarks(req *request, a *analysis, plan dedupPlan) []DedupMark {
+func (p *Pipeline) dedupMarks(req *request, a *analysis, plan dedupPlan) []history.DedupMark {
 	if len(plan.items) == 0 {
 		return nil
 	}
-	marks := make([]DedupMark, 0, len(plan.items))
+	marks := make([]history.DedupMark, 0, len(plan.items))
 	for _, r := range a.results {
 		if _, ok := plan.items[r.item]; ok {
-			marks = append(marks, DedupMark{Index: r.msg, Result: r.ord, Digest: p.messageDigest(req, r.msg, a.hashes[r.msg])})
+			marks = append(marks, history.DedupMark{Index: r.msg, Result: r.ord, Digest: p.messageDigest(req, r.msg, a.hashes[r.msg])})
 		}
 	}
 	return marks

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/wire"
 )
 
@@ -55,7 +56,7 @@ func withPlaceholders(tb testing.TB, f wire.Format, body []byte, names []at) []b
 	return wire.Splice(body, edits)
 }
 
-func marksAt(marks []DedupMark) []at {
+func marksAt(marks []history.DedupMark) []at {
 	var out []at
 	for _, m := range marks {
 		out = append(out, at{m.Index, m.Result})
@@ -185,21 +186,21 @@ func TestDedupMarksNameOneResult(t *testing.T) {
 	tests := []struct {
 		name string
 		msgs []string
-		prev []DedupMark
+		prev []history.DedupMark
 		want []at
 	}{
 		{"the big result was sent replaced: the small one beside it alone is under the minimum", msgs,
-			[]DedupMark{{Index: 2, Result: 0, Digest: digest}}, []at{{2, 0}}},
+			[]history.DedupMark{{Index: 2, Result: 0, Digest: digest}}, []at{{2, 0}}},
 		{"the small result was sent replaced: it stays so, and the big one pays for itself", msgs,
-			[]DedupMark{{Index: 2, Result: 1, Digest: digest}}, []at{{2, 0}, {2, 1}}},
+			[]history.DedupMark{{Index: 2, Result: 1, Digest: digest}}, []at{{2, 0}, {2, 1}}},
 		{"a mark written before per-result dedup (Result 0) names the message's first result", msgs,
-			[]DedupMark{{Index: 2, Digest: digest}}, []at{{2, 0}}},
+			[]history.DedupMark{{Index: 2, Digest: digest}}, []at{{2, 0}}},
 		{"a mark past the message's results does not count", msgs,
-			[]DedupMark{{Index: 2, Result: 3, Digest: digest}}, []at{{2, 0}, {2, 1}}},
+			[]history.DedupMark{{Index: 2, Result: 3, Digest: digest}}, []at{{2, 0}, {2, 1}}},
 		{"a mark of another message's digest does not count", msgs,
-			[]DedupMark{{Index: 4, Result: 1, Digest: digest}}, []at{{2, 0}, {2, 1}}},
+			[]history.DedupMark{{Index: 4, Result: 1, Digest: digest}}, []at{{2, 0}, {2, 1}}},
 		{"a new big dedup of the third result pays for itself and the small one beside it", withB,
-			[]DedupMark{{Index: 2, Result: 0, Digest: digest}}, []at{{2, 0}, {2, 1}, {2, 2}}},
+			[]history.DedupMark{{Index: 2, Result: 0, Digest: digest}}, []at{{2, 0}, {2, 1}, {2, 2}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // goSource returns a real source file (several thousand tokens) to play a
@@ -284,29 +286,29 @@ func TestDedupMinimumAppliesToWhatIsNew(t *testing.T) {
 	p := New(Config{Format: chatFormat, Dedup: DefaultDedupConfig()})
 	body := chat("gpt-4o", msgs...)
 	marks := p.RewriteWith(body, Options{}).Dedups // 2 and 6: no previous list
-	mark := func(i int) DedupMark {
+	mark := func(i int) history.DedupMark {
 		for _, m := range marks {
 			if m.Index == i {
 				return m
 			}
 		}
 		t.Fatalf("no mark for %d in %+v", i, marks)
-		return DedupMark{}
+		return history.DedupMark{}
 	}
 	edited := mark(2)
 	edited.Digest[0] ^= 1
 	tests := []struct {
 		name string
 		msgs []string
-		prev []DedupMark
+		prev []history.DedupMark
 		want []int
 	}{
 		{"no previous list (first turn, no state): the minimum is on the total", msgs, nil, []int{2, 6}},
-		{"the big one was sent before: the small one alone is under the minimum", msgs, []DedupMark{mark(2)}, []int{2}},
-		{"both were sent before: both stay", msgs, []DedupMark{mark(2), mark(6)}, []int{2, 6}},
-		{"a mark of an edited message does not count", msgs, []DedupMark{edited}, []int{2, 6}},
-		{"a mark past the end does not count", msgs, []DedupMark{{Index: 40, Digest: mark(2).Digest}}, []int{2, 6}},
-		{"a new big dedup pays for itself and the small one", withThird, []DedupMark{mark(2)}, []int{2, 4, 6}},
+		{"the big one was sent before: the small one alone is under the minimum", msgs, []history.DedupMark{mark(2)}, []int{2}},
+		{"both were sent before: both stay", msgs, []history.DedupMark{mark(2), mark(6)}, []int{2, 6}},
+		{"a mark of an edited message does not count", msgs, []history.DedupMark{edited}, []int{2, 6}},
+		{"a mark past the end does not count", msgs, []history.DedupMark{{Index: 40, Digest: mark(2).Digest}}, []int{2, 6}},
+		{"a new big dedup pays for itself and the small one", withThird, []history.DedupMark{mark(2)}, []int{2, 4, 6}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,8 +14,9 @@
 //     is it on a body Parse already read): validate once, read the
 //     conversation through the adapter (byte ranges into the body, never a
 //     decode into structs);
-//     apply the longest stored summary (Branch) whose chain hash matches the
-//     client's history, or else trim it to MaxHistoryMessages (in blocks);
+//     apply the longest stored summary (history.Branch) whose chain hash
+//     matches the client's history, or else trim it to MaxHistoryMessages
+//     (in blocks);
 //     leave out a /compact command and ctxpress's reply to it; squash each
 //     tool result that remains through the configured squasher (given the
 //     call that produced it: name and arguments), replace
@@ -32,7 +33,8 @@
 //     compacts now, in the background, as a rescue or not at all, and why;
 //     Policy.Size how much (hysteresis, min reclaim); Observe what the
 //     upstream's reported usage means for the line's calibration and
-//     breaker. Pure functions over plain values, the clock passed in. The
+//     breaker. Pure functions over plain values (package history's: the
+//     caller stores them), the clock passed in. The
 //     proxy executes: it calls the summariser and stores the branch; this
 //     package does no I/O.
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire/chat"
@@ -71,9 +72,9 @@ func ExampleResult_Compaction() {
 	fmt.Println(ok, c.From, c.Cut, c.Covered, c.LatestUserAsk)
 
 	// It stores the summary as a branch; the next turn applies it.
-	branch := rewrite.Branch{Summary: "The user had foo renamed to bar.", Covered: c.Covered, Hash: c.Hash}
+	branch := history.Branch{Summary: "The user had foo renamed to bar.", Covered: c.Covered, Hash: c.Hash}
 	next := append(body[:len(body)-2:len(body)-2], `,{"role":"user","content":"Thanks."}]}`...)
-	res := p.RewriteWith(next, rewrite.Options{Branches: []rewrite.Branch{branch}})
+	res := p.RewriteWith(next, rewrite.Options{Branches: []history.Branch{branch}})
 	fmt.Println(res.Applied, res.Covered, res.Messages, strings.Count(string(res.Body), `"role"`))
 	// Output:
 	// true 1 3 2 Now run the tests.

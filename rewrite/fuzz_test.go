@@ -3,6 +3,7 @@ package rewrite
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	wirechat "github.com/ctxpress/ctxpress/wire/chat"
 	"os"
@@ -88,10 +89,10 @@ func checkFuzzSummary(t *testing.T, p *Pipeline, body []byte, res Result) {
 		return
 	}
 	valid := chatcheck.ValidateChat(body) == nil
-	b := Branch{Summary: "fuzz </conversation_summary> summary", Covered: c.Covered, Hash: c.Hash}
+	b := history.Branch{Summary: "fuzz </conversation_summary> summary", Covered: c.Covered, Hash: c.Hash}
 	for _, opts := range []Options{
-		{Branches: []Branch{b}, ConciseOutput: true},
-		{Branches: []Branch{b}, Placement: PlacementUser},
+		{Branches: []history.Branch{b}, ConciseOutput: true},
+		{Branches: []history.Branch{b}, Placement: PlacementUser},
 		{MaxHistoryMessages: 1},
 	} {
 		out := p.RewriteWith(body, opts)

@@ -9,22 +9,9 @@ import (
 	"strings"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/wire"
 )
-
-// Branch is a stored summary the pipeline may apply; the proxy converts
-// state.Branch to this.
-type Branch struct {
-	Summary string            // the summary text (not the block)
-	Covered int               // how many messages right after the leading system messages it replaces
-	Hash    [sha256.Size]byte // ChainHash of those Covered messages
-	// Since is Compaction.Since of the compaction that made the branch:
-	// how many client messages its request had (0: unknown). The thinking
-	// blocks kept after the summary that come from before it are bound to
-	// the history it replaced; knowing where they end lets them be left
-	// out at a new user turn (see Result.DropMismatched).
-	Since int
-}
 
 // Summary placements (Options.Placement).
 const (
@@ -54,7 +41,7 @@ type Options struct {
 	// the largest Covered whose Hash equals the request's own chain hash
 	// after Covered messages is applied; none matching sets
 	// Result.SummaryMiss and forwards the history as sent.
-	Branches []Branch
+	Branches []history.Branch
 	// Placement is PlacementAuto ("" or anything unknown too),
 	// PlacementSystem or PlacementUser.
 	Placement string
@@ -82,12 +69,12 @@ type Options struct {
 	// to the dedups this request adds over them, so a small new dedup does
 	// not rewrite an old, cached message. A mark whose message changed
 	// (the history was edited or rewound) does not count.
-	PrevDedups []DedupMark
+	PrevDedups []history.DedupMark
 	// PrevPrunes is Result.Prunes of the previous forwarded request of
 	// this history (nil when unknown): those results stay pruned, and a
 	// request that opens a new user turn decides, once, whether to prune
 	// the others from before its ask (PruneConfig).
-	PrevPrunes []PruneMark
+	PrevPrunes []history.PruneMark
 	// Economics, when set, is the cost model's view of the conversation:
 	// the steps that rewrite what was already sent (dedup of an earlier
 	// result, pruning) are taken only when it says they pay for the cache
@@ -154,7 +141,7 @@ type view struct {
 
 	applied int                  // index of the applied branch, -1
 	missed  bool                 // branches were given and none applies
-	branch  *Branch              // the applied branch, nil when none
+	branch  *history.Branch      // the applied branch, nil when none
 	dropTo  int                  // client messages [lead, dropTo) are not forwarded
 	resend  int                  // the user message re-sent verbatim after them, -1
 	chain   [][sha256.Size]byte  // h_0 … h_k for the k matching needed; capacity clipped
@@ -349,7 +336,7 @@ func isCompactReply(req *request, i int) bool {
 // limit drops the oldest, in blocks. When the first message kept is not a
 // user message, the latest covered or dropped user message is re-sent
 // verbatim.
-func (v *view) selectHistory(branches []Branch, maxHistory int) {
+func (v *view) selectHistory(branches []history.Branch, maxHistory int) {
 	n := len(v.req.Messages)
 	longest := 0
 	for _, b := range branches {

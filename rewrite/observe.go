@@ -3,6 +3,8 @@ package rewrite
 import (
 	"fmt"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // BreakerTrips is how many compactions in a row may leave the upstream's
@@ -13,56 +15,20 @@ const BreakerTrips = 2
 // its first, second, and third and later summariser failures in a row.
 var FailureBackoff = []time.Duration{60 * time.Second, 300 * time.Second, 900 * time.Second}
 
-// Breaker is a line's compaction safety: the circuit breaker, which opens
-// when compacting does not bring the upstream's count under the trigger,
-// and the backoff after summariser failures. Its fields are state.Breaker's,
-// so each converts to the other.
-type Breaker struct {
-	Tripped                bool
-	ConsecutiveOverTrigger int
-	FailureCount           int
-	BackoffUntil           time.Time
-	Reason                 string
-}
-
-// LineNumbers are what a line of history has learnt, as decisions read
-// them: its model, the calibration of tiktoken's counts to the upstream's
-// for that model, and its breaker.
-type LineNumbers struct {
-	Model       string
-	Calibration Calibration
-	Breaker     Breaker
-	// Turns counts the line's turns that reported usage; Cache is what
-	// they said of the upstream's prompt cache. The cost model reads both.
-	Turns int
-	Cache CacheEvidence
-	// Growth is how many tokens (the upstream's) a request of the line
-	// adds to the one before, on average over its recent turns: how soon
-	// it reaches its trigger. 0 when unknown.
-	Growth int
-	// Window is the context window, in the upstream's tokens, that the
-	// upstream showed for Model by refusing a request of the line as too
-	// long (0: none): smaller than the one configured or known for the
-	// model, it is the one the line's requests are planned and cut by. A
-	// later refusal can only lower it; a line whose model changes starts
-	// without it.
-	Window int
-}
-
-// ForModel returns n for a request of model: n itself when the line's model
-// is model, else the breaker alone with calibration ratio modelRatio (where
-// the record's other lines of model are; 0 when none).
-func (n LineNumbers) ForModel(model string, modelRatio float64) LineNumbers {
+// NumbersForModel returns n for a request of model: n itself when the
+// line's model is model, else the breaker alone with calibration ratio
+// modelRatio (where the record's other lines of model are; 0 when none).
+func NumbersForModel(n history.Numbers, model string, modelRatio float64) history.Numbers {
 	if n.Model == model {
 		return n
 	}
-	return LineNumbers{Model: model, Calibration: Calibration{Ratio: modelRatio}, Breaker: n.Breaker, Turns: n.Turns, Growth: n.Growth}
+	return history.Numbers{Model: model, Calibration: history.Calibration{Ratio: modelRatio}, Breaker: n.Breaker, Turns: n.Turns, Growth: n.Growth}
 }
 
 // Observation is what one forwarded turn of a line tells its numbers.
 type Observation struct {
 	// Model is the turn's; ModelRatio the record's calibration ratio for it
-	// (LineNumbers.ForModel), where a line whose model changes starts.
+	// (NumbersForModel), where a line whose model changes starts.
 	Model      string
 	ModelRatio float64
 	// Raw is tiktoken's count of the request forwarded.
@@ -103,18 +69,18 @@ func SmallerWindow(have, shown int) int {
 // open (BreakerTrips in a row open it), one under resets the count. It
 // reports whether the breaker opened. A turn the server compacted
 // (ServerCompacted) changes none of these.
-func Observe(n LineNumbers, o Observation) (next LineNumbers, opened bool) {
+func Observe(n history.Numbers, o Observation) (next history.Numbers, opened bool) {
 	if o.Model != "" {
-		n = n.ForModel(o.Model, o.ModelRatio)
+		n = NumbersForModel(n, o.Model, o.ModelRatio)
 	}
 	n.Window = SmallerWindow(n.Window, o.RefusedWindow)
 	if !o.UsageFound || o.ServerCompacted {
 		return n, false
 	}
 	n.Turns++
-	n.Cache = n.Cache.Observe(Usage{Input: o.InputTokens, Cached: o.CachedTokens, CacheWrite: o.CacheWriteTokens})
+	n.Cache = nextCacheEvidence(n.Cache, Usage{Input: o.InputTokens, Cached: o.CachedTokens, CacheWrite: o.CacheWriteTokens})
 	n.Growth = nextGrowth(n.Growth, n.Calibration.LastInput, o.InputTokens)
-	c := n.Calibration.Observe(o.Raw, o.InputTokens)
+	c := nextCalibration(n.Calibration, o.Raw, o.InputTokens)
 	if o.InputTokens <= 0 || o.Raw <= 0 {
 		// Nothing to learn a ratio from; the anchor is what was reported.
 		c.LastInput, c.LastEstimate = o.InputTokens, o.Raw
@@ -138,21 +104,21 @@ func Observe(n LineNumbers, o Observation) (next LineNumbers, opened bool) {
 	return n, false
 }
 
-// Failed returns b after a summariser failure at now: the next automatic
-// compaction waits FailureBackoff's next step.
-func (b Breaker) Failed(now time.Time) Breaker {
+// BreakerAfterFailure returns b after a summariser failure at now: the
+// next automatic compaction waits FailureBackoff's next step.
+func BreakerAfterFailure(b history.Breaker, now time.Time) history.Breaker {
 	d := FailureBackoff[min(b.FailureCount, len(FailureBackoff)-1)]
 	b.FailureCount++
 	b.BackoffUntil = now.Add(d)
 	return b
 }
 
-// Succeeded returns b after a compaction of kind stored its summary: the
-// failures and backoff are cleared, and a manual compaction (the user's
-// word) closes the breaker too.
-func (b Breaker) Succeeded(kind string) Breaker {
+// BreakerAfterSuccess returns b after a compaction of kind stored its
+// summary: the failures and backoff are cleared, and a manual compaction
+// (the user's word) closes the breaker too.
+func BreakerAfterSuccess(b history.Breaker, kind string) history.Breaker {
 	if kind == KindManual {
-		return Breaker{}
+		return history.Breaker{}
 	}
 	b.FailureCount, b.BackoffUntil = 0, time.Time{}
 	return b

@@ -4,27 +4,29 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 func TestObserveCalibration(t *testing.T) {
-	anchored := LineNumbers{Model: "m", Calibration: Calibration{LastInput: 1000, LastEstimate: 500, Ratio: 2}}
+	anchored := history.Numbers{Model: "m", Calibration: history.Calibration{LastInput: 1000, LastEstimate: 500, Ratio: 2}}
 	for _, tc := range []struct {
 		rule  string
-		line  LineNumbers
+		line  history.Numbers
 		obs   Observation
-		want  Calibration
+		want  history.Calibration
 		model string
 	}{
 		{"no usage: nothing learnt", anchored, Observation{Model: "m", Raw: 800}, anchored.Calibration, "m"},
-		{"usage: the request becomes the anchor and the ratio moves", LineNumbers{Model: "m"},
-			Observation{Model: "m", Raw: 1000, UsageFound: true, InputTokens: 1500}, Calibration{LastInput: 1500, LastEstimate: 1000, Ratio: 1.5}, "m"},
+		{"usage: the request becomes the anchor and the ratio moves", history.Numbers{Model: "m"},
+			Observation{Model: "m", Raw: 1000, UsageFound: true, InputTokens: 1500}, history.Calibration{LastInput: 1500, LastEstimate: 1000, Ratio: 1.5}, "m"},
 		{"growth teaches the slope", anchored,
 			Observation{Model: "m", Raw: 1500, UsageFound: true, InputTokens: 2500},
-			Calibration{LastInput: 2500, LastEstimate: 1500, Ratio: 2500.0 / 1500, Slope: 1.5}, "m"},
+			history.Calibration{LastInput: 2500, LastEstimate: 1500, Ratio: 2500.0 / 1500, Slope: 1.5}, "m"},
 		{"usage of 0 input: the anchor is what was reported, the ratios stay", anchored,
-			Observation{Model: "m", Raw: 800, UsageFound: true}, Calibration{LastInput: 0, LastEstimate: 800, Ratio: 2}, "m"},
+			Observation{Model: "m", Raw: 800, UsageFound: true}, history.Calibration{LastInput: 0, LastEstimate: 800, Ratio: 2}, "m"},
 		{"another model: the line starts from that model's ratio", anchored,
-			Observation{Model: "n", ModelRatio: 3, Raw: 800}, Calibration{Ratio: 3}, "n"},
+			Observation{Model: "n", ModelRatio: 3, Raw: 800}, history.Calibration{Ratio: 3}, "n"},
 		{"no model given: the line's stays", anchored, Observation{Raw: 800}, anchored.Calibration, "m"},
 		{"a turn the server compacted: its input is the compacted context's, not the request's; nothing learnt", anchored,
 			Observation{Model: "m", Raw: 15000, UsageFound: true, InputTokens: 108, ServerCompacted: true}, anchored.Calibration, "m"},
@@ -37,7 +39,7 @@ func TestObserveCalibration(t *testing.T) {
 }
 
 func TestObserveServerCompactionLeavesTheCacheEvidence(t *testing.T) {
-	line := LineNumbers{Model: "m", Turns: 3, Cache: CacheEvidence{Uncached: 2}}
+	line := history.Numbers{Model: "m", Turns: 3, Cache: history.CacheEvidence{Uncached: 2}}
 	// Large and uncached, it would be the third such prompt.
 	got, _ := Observe(line, Observation{Model: "m", Raw: 15000, UsageFound: true, InputTokens: 15013, ServerCompacted: true})
 	if got.Cache != line.Cache || got.Turns != line.Turns {
@@ -46,14 +48,14 @@ func TestObserveServerCompactionLeavesTheCacheEvidence(t *testing.T) {
 }
 
 func TestObserveWindow(t *testing.T) {
-	shown := LineNumbers{Model: "m", Window: 8000}
+	shown := history.Numbers{Model: "m", Window: 8000}
 	for _, tc := range []struct {
 		rule string
-		line LineNumbers
+		line history.Numbers
 		obs  Observation
 		want int
 	}{
-		{"a refusal shows a window: the line keeps it", LineNumbers{Model: "m"}, Observation{Model: "m", RefusedWindow: 8000}, 8000},
+		{"a refusal shows a window: the line keeps it", history.Numbers{Model: "m"}, Observation{Model: "m", RefusedWindow: 8000}, 8000},
 		{"a later one can lower it", shown, Observation{Model: "m", RefusedWindow: 7000}, 7000},
 		{"but not raise it", shown, Observation{Model: "m", RefusedWindow: 9000, UsageFound: true, InputTokens: 100, Raw: 90}, 8000},
 		{"a turn not refused keeps it", shown, Observation{Model: "m", UsageFound: true, InputTokens: 100, Raw: 90}, 8000},
@@ -76,25 +78,25 @@ func TestObserveBreaker(t *testing.T) {
 	noUsage.UsageFound = false
 	serverCompacted := over
 	serverCompacted.ServerCompacted = true
-	once := Breaker{ConsecutiveOverTrigger: 1}
+	once := history.Breaker{ConsecutiveOverTrigger: 1}
 	for _, tc := range []struct {
 		rule   string
-		before Breaker
+		before history.Breaker
 		obs    Observation
-		after  Breaker
+		after  history.Breaker
 		opened bool
 	}{
-		{"a compaction still over the trigger counts one", Breaker{}, over, Breaker{ConsecutiveOverTrigger: 1}, false},
-		{"two in a row open the breaker, and say why", once, over, Breaker{Tripped: true, ConsecutiveOverTrigger: 2,
+		{"a compaction still over the trigger counts one", history.Breaker{}, over, history.Breaker{ConsecutiveOverTrigger: 1}, false},
+		{"two in a row open the breaker, and say why", once, over, history.Breaker{Tripped: true, ConsecutiveOverTrigger: 2,
 			Reason: "upstream reported 5000 input tokens, over the trigger of 4000, after 2 compactions in a row"}, true},
-		{"an open breaker opens only once", Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r"}, over,
-			Breaker{Tripped: true, ConsecutiveOverTrigger: 3, Reason: "r"}, false},
-		{"a compaction that gets under the trigger resets the count", once, under, Breaker{}, false},
+		{"an open breaker opens only once", history.Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r"}, over,
+			history.Breaker{Tripped: true, ConsecutiveOverTrigger: 3, Reason: "r"}, false},
+		{"a compaction that gets under the trigger resets the count", once, under, history.Breaker{}, false},
 		{"a turn that did not compact does not move it", once, notCompacted, once, false},
 		{"nor one without usage", once, noUsage, once, false},
 		{"nor one the server compacted", once, serverCompacted, once, false},
 	} {
-		got, opened := Observe(LineNumbers{Model: "m", Breaker: tc.before}, tc.obs)
+		got, opened := Observe(history.Numbers{Model: "m", Breaker: tc.before}, tc.obs)
 		if got.Breaker != tc.after || opened != tc.opened {
 			t.Errorf("%s: %+v opened %v, want %+v %v", tc.rule, got.Breaker, opened, tc.after, tc.opened)
 		}
@@ -103,34 +105,34 @@ func TestObserveBreaker(t *testing.T) {
 
 func TestBackoffSchedule(t *testing.T) {
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	var b Breaker
+	var b history.Breaker
 	for i, want := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 15 * time.Minute} {
-		b = b.Failed(now)
+		b = BreakerAfterFailure(b, now)
 		if b.FailureCount != i+1 || !b.BackoffUntil.Equal(now.Add(want)) {
 			t.Errorf("failure %d: %+v, want a wait of %v", i+1, b, want)
 		}
 	}
-	if err := b.Blocks(now.Add(15*time.Minute - time.Second)); err == nil || !strings.Contains(err.Error(), "backoff until 12:15:00") {
+	if err := BreakerBlocks(b, now.Add(15*time.Minute-time.Second)); err == nil || !strings.Contains(err.Error(), "backoff until 12:15:00") {
 		t.Errorf("during the backoff: %v", err)
 	}
-	if err := b.Blocks(now.Add(15 * time.Minute)); err != nil {
+	if err := BreakerBlocks(b, now.Add(15*time.Minute)); err != nil {
 		t.Errorf("once it is over: %v", err)
 	}
 }
 
 func TestBreakerReset(t *testing.T) {
-	failing := Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r", FailureCount: 2, BackoffUntil: time.Unix(100, 0)}
+	failing := history.Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r", FailureCount: 2, BackoffUntil: time.Unix(100, 0)}
 	for _, tc := range []struct {
 		rule string
 		kind string
-		want Breaker
+		want history.Breaker
 	}{
 		{"an automatic compaction clears the failures, not the breaker", KindAuto,
-			Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r"}},
-		{"a precompaction too", KindPrecompact, Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r"}},
-		{"a manual compaction (the user's word) closes the breaker", KindManual, Breaker{}},
+			history.Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r"}},
+		{"a precompaction too", KindPrecompact, history.Breaker{Tripped: true, ConsecutiveOverTrigger: 2, Reason: "r"}},
+		{"a manual compaction (the user's word) closes the breaker", KindManual, history.Breaker{}},
 	} {
-		if got := failing.Succeeded(tc.kind); got != tc.want {
+		if got := BreakerAfterSuccess(failing, tc.kind); got != tc.want {
 			t.Errorf("%s: %+v", tc.rule, got)
 		}
 	}
@@ -139,7 +141,7 @@ func TestBreakerReset(t *testing.T) {
 // A line's growth per turn follows its recent steps, not its first read of
 // a big file, and a request that shrank does not teach it.
 func TestGrowthFollowsTheRecentSteps(t *testing.T) {
-	n := LineNumbers{}
+	n := history.Numbers{}
 	for _, step := range []struct{ input, growth int }{
 		{20000, 0},     // the first count: no step yet
 		{40000, 20000}, // one big read

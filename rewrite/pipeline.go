@@ -3,6 +3,7 @@ package rewrite
 import (
 	"crypto/sha256"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 )
@@ -151,7 +152,7 @@ type Result struct {
 	// that history, so the dedups stay sticky and the minimum applies to
 	// new ones only. A Body that is not forwarded (a command answered by
 	// ctxpress) must not replace the kept list.
-	Dedups []DedupMark
+	Dedups []history.DedupMark
 	// Pruned counts the tool results Body sends as their pruned line
 	// (PruneConfig), PruneSavedTokens what that saves; they are not in
 	// Deduped and DedupSavedTokens. PruneDeclined is how many results
@@ -162,7 +163,7 @@ type Result struct {
 	// earlier request pruned that a summary now covers), in body order;
 	// nil when none. It is kept and passed back as Options.PrevPrunes,
 	// as Dedups is.
-	Prunes                  []PruneMark
+	Prunes                  []history.PruneMark
 	BytesBefore, BytesAfter int
 
 	// Lead is the number of leading system/developer messages of the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // Defaults of Policy's fields.
@@ -137,7 +138,7 @@ type TurnFacts struct {
 	// (Result.TokensAfter).
 	Tokens int
 	// Line is what the turn's line of history has learnt.
-	Line LineNumbers
+	Line history.Numbers
 	// Identified: the turn has a conversation, so a record a summary can be
 	// stored in. Ephemeral: a side request, never compacted nor cut.
 	Identified, Ephemeral bool
@@ -237,7 +238,7 @@ func (p Policy) PlanTurn(t TurnFacts, now time.Time) Plan {
 		pl.Action, pl.Kind = ActNow, KindManual
 	case pl.Effective > pl.Trigger:
 		pl.Urgent = pl.Effective >= pl.Window
-		if err := t.Line.Breaker.Blocks(now); err != nil {
+		if err := BreakerBlocks(t.Line.Breaker, now); err != nil {
 			pl.Why = err
 			return pl
 		}
@@ -263,10 +264,10 @@ func (pl Plan) PrecompactAfter(inputTokens int, usageFound bool) bool {
 	return pl.Action == ActBackground && usageFound && float64(inputTokens) >= pl.precompactBar
 }
 
-// Blocks says why the breaker b stops an automatic compaction at now
-// (open, or the summariser backing off; wraps ErrSkipped), nil when it
+// BreakerBlocks says why the breaker b stops an automatic compaction at
+// now (open, or the summariser backing off; wraps ErrSkipped), nil when it
 // does not.
-func (b Breaker) Blocks(now time.Time) error {
+func BreakerBlocks(b history.Breaker, now time.Time) error {
 	if b.Tripped {
 		return fmt.Errorf("%w: circuit breaker open (%s)", ErrSkipped, b.Reason)
 	}
@@ -302,7 +303,7 @@ type Sizing struct {
 // of the trigger (hysteresis); and it refuses (ErrSkipped) a cut with
 // nothing to summarise, or an automatic one that reclaims under the
 // minimum. Result.Compaction is asked at most twice, here only.
-func (p Policy) Size(res Result, pl Plan, cal Calibration) (Compaction, Sizing, error) {
+func (p Policy) Size(res Result, pl Plan, cal history.Calibration) (Compaction, Sizing, error) {
 	// The trigger, target and reclaim are in the upstream's tokens; the
 	// pipeline counts with tiktoken. scale converts (upstream ≈ raw × scale).
 	scale := cal.Scale()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // planPolicy: trigger 10000 on a 128000 window (gpt-4o), precompact from
@@ -20,10 +22,10 @@ func TestPlanTurn(t *testing.T) {
 	noPre.Precompact = false
 	highTrigger := noPre
 	highTrigger.Trigger.ThresholdTokens = 120000 // over 80% of gpt-4o's 128k, as a user may set it
-	tripped := LineNumbers{Breaker: Breaker{Tripped: true, Reason: "over the trigger twice"}}
-	backingOff := LineNumbers{Breaker: Breaker{FailureCount: 1, BackoffUntil: planNow.Add(time.Minute)}}
-	backedOff := LineNumbers{Breaker: Breaker{FailureCount: 1, BackoffUntil: planNow.Add(-time.Second)}}
-	doubling := LineNumbers{Calibration: Calibration{Ratio: 2}}
+	tripped := history.Numbers{Breaker: history.Breaker{Tripped: true, Reason: "over the trigger twice"}}
+	backingOff := history.Numbers{Breaker: history.Breaker{FailureCount: 1, BackoffUntil: planNow.Add(time.Minute)}}
+	backedOff := history.Numbers{Breaker: history.Breaker{FailureCount: 1, BackoffUntil: planNow.Add(-time.Second)}}
+	doubling := history.Numbers{Calibration: history.Calibration{Ratio: 2}}
 	for _, tc := range []struct {
 		rule   string
 		policy Policy
@@ -59,15 +61,15 @@ func TestPlanTurn(t *testing.T) {
 		{rule: "over the window: now, and any reclaim will do",
 			facts: TurnFacts{Model: "gpt-4o", Tokens: 128000, Identified: true}, action: ActNow, kind: KindAuto, urgent: true},
 		{rule: "a window the upstream showed by a refusal lowers the trigger (a set one over it would come too late)", policy: noPre,
-			facts: TurnFacts{Tokens: 8001, Identified: true, Line: LineNumbers{Window: 10000}}, action: ActNow, kind: KindAuto},
+			facts: TurnFacts{Tokens: 8001, Identified: true, Line: history.Numbers{Window: 10000}}, action: ActNow, kind: KindAuto},
 		{rule: "under that trigger: nothing", policy: noPre,
-			facts: TurnFacts{Tokens: 8000, Identified: true, Line: LineNumbers{Window: 10000}}, action: ActNone},
+			facts: TurnFacts{Tokens: 8000, Identified: true, Line: history.Numbers{Window: 10000}}, action: ActNone},
 		{rule: "over the window shown: now, and any reclaim will do",
-			facts: TurnFacts{Tokens: 10000, Identified: true, Line: LineNumbers{Window: 10000}}, action: ActNow, kind: KindAuto, urgent: true},
+			facts: TurnFacts{Tokens: 10000, Identified: true, Line: history.Numbers{Window: 10000}}, action: ActNow, kind: KindAuto, urgent: true},
 		{rule: "a window shown larger than the model's known one changes nothing", policy: noPre,
-			facts: TurnFacts{Model: "gpt-4o", Tokens: 9000, Identified: true, Line: LineNumbers{Window: 200000}}, action: ActNone},
+			facts: TurnFacts{Model: "gpt-4o", Tokens: 9000, Identified: true, Line: history.Numbers{Window: 200000}}, action: ActNone},
 		{rule: "nor caps a trigger set in tokens", policy: highTrigger,
-			facts: TurnFacts{Model: "gpt-4o", Tokens: 110000, Identified: true, Line: LineNumbers{Window: 200000}}, action: ActNone},
+			facts: TurnFacts{Model: "gpt-4o", Tokens: 110000, Identified: true, Line: history.Numbers{Window: 200000}}, action: ActNone},
 		{rule: "over the trigger with the breaker open: nothing, and why",
 			facts: TurnFacts{Tokens: 20000, Identified: true, Line: tripped}, action: ActNone, why: "circuit breaker open (over the trigger twice)"},
 		{rule: "over the trigger while the summariser backs off: nothing, and why",
@@ -244,7 +246,7 @@ func TestSize(t *testing.T) {
 		{"a reclaim under min_reclaim_tokens: skipped", demanding, res, Plan{Kind: KindAuto, Trigger: trigger}, "under the minimum"},
 		{"manual, far under its trigger: compacted all the same", p, res, Plan{Kind: KindManual, Trigger: 100 * res.TokensAfter}, ""},
 	} {
-		prop, sz, err := tc.policy.Size(tc.res, tc.plan, Calibration{})
+		prop, sz, err := tc.policy.Size(tc.res, tc.plan, history.Calibration{})
 		switch {
 		case tc.skipped != "":
 			if err == nil || !errors.Is(err, ErrSkipped) || !strings.Contains(err.Error(), tc.skipped) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/responsestest"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
@@ -212,7 +213,7 @@ func TestProviderCompactionIsABoundary(t *testing.T) {
 				t.Fatalf("keep %d: the summary covers what the provider compacted", keep)
 			}
 		}
-		out := p.RewriteWith(body, Options{Branches: []Branch{{Summary: "## Active Task\nPort.", Covered: prop.Covered, Hash: prop.Hash}}})
+		out := p.RewriteWith(body, Options{Branches: []history.Branch{{Summary: "## Active Task\nPort.", Covered: prop.Covered, Hash: prop.Hash}}})
 		if out.Applied != 0 {
 			t.Fatalf("keep %d: not applied", keep)
 		}
@@ -265,16 +266,16 @@ func TestClientCompactionWins(t *testing.T) {
 			if !ok || plain.ProviderCompacts {
 				t.Fatal("nothing a compaction could cover: the test proves nothing")
 			}
-			branch := Branch{Summary: "## Active Task\nPort.", Covered: prop.Covered, Hash: prop.Hash}
+			branch := history.Branch{Summary: "## Active Task\nPort.", Covered: prop.Covered, Hash: prop.Hash}
 			base := p.RewriteWith(c.asks, Options{})
 			if !base.ProviderCompacts {
 				t.Fatal("not seen as the client's compaction")
 			}
-			res := p.RewriteWith(c.asks, Options{FitTokens: base.TokensAfter / 3, ForceCommand: true, Branches: []Branch{branch}})
+			res := p.RewriteWith(c.asks, Options{FitTokens: base.TokensAfter / 3, ForceCommand: true, Branches: []history.Branch{branch}})
 			if res.FitDropped != 0 || res.CompactCommand {
 				t.Fatalf("cut to fit %d messages, command %v", res.FitDropped, res.CompactCommand)
 			}
-			sent := p.RewriteWith(c.plain, Options{Branches: []Branch{branch}})
+			sent := p.RewriteWith(c.plain, Options{Branches: []history.Branch{branch}})
 			history := func(b []byte) string {
 				if in := gjson.GetBytes(b, "input"); in.Exists() {
 					var items []string
@@ -355,7 +356,7 @@ func TestAMissedSummaryAsksToDropMismatchedThinking(t *testing.T) {
 	if res := p.RewriteWith(body, Options{}); res.DropMismatched {
 		t.Fatal("drop asked with no summary given")
 	}
-	res := p.RewriteWith(body, Options{Branches: []Branch{{Summary: "## Active Task\nPort.", Covered: 2, Hash: [32]byte{1}}}})
+	res := p.RewriteWith(body, Options{Branches: []history.Branch{{Summary: "## Active Task\nPort.", Covered: 2, Hash: [32]byte{1}}}})
 	if !res.SummaryMiss || !res.DropMismatched || gjson.GetBytes(res.Body, "thinking.block_binding.prefix_mismatch_behavior").Str != "drop_block" {
 		t.Fatalf("miss %v, drop %v: %s", res.SummaryMiss, res.DropMismatched, gjson.GetBytes(res.Body, "thinking").Raw)
 	}

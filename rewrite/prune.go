@@ -1,10 +1,10 @@
 package rewrite
 
 import (
-	"crypto/sha256"
 	"strconv"
 	"strings"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/squash"
 )
 
@@ -40,27 +40,12 @@ func (c PruneConfig) minTokens() int {
 	return c.MinTokens
 }
 
-// PruneMark names a tool result a forwarded request sent as its pruned
-// line (Result.Prunes, Options.PrevPrunes).
-type PruneMark struct {
-	// Index, Result and Digest name the result as a DedupMark does: its
-	// message's index in the client's messages, which of its results, and
-	// the sha256 of the message's canonical form.
-	Index, Result int
-	Digest        [sha256.Size]byte
-	// Turn is the index of the user ask whose request decided the batch
-	// that pruned the result. In a bound history the thinking between the
-	// batch's first result and that ask was produced over the result as
-	// it was, and is left out from then on.
-	Turn int
-}
-
 // prunePlan is which tool results a request sends as their pruned line.
 // Their replacements ride in the request's dedupPlan as stubs (so that
 // tokens, fit, render and the summariser's transcript see them as sent);
 // prunePlan tells them apart from dedup's.
 type prunePlan struct {
-	turns map[int]int // pruned result item -> its PruneMark.Turn
+	turns map[int]int // pruned result item -> its history.PruneMark.Turn
 	saved int         // content tokens they save
 	// spans are the batches of every valid mark, forwarded or not: Turn ->
 	// the message of the batch's first result.
@@ -347,7 +332,7 @@ func (v *view) forwardedMessage(i int) bool {
 // prevPrunes returns, for the result items marks name in req as it is
 // now, the turn of the batch that pruned each: a mark counts when its
 // message is still there, unchanged, with that many results.
-func (p *Pipeline) prevPrunes(req *request, a *analysis, marks []PruneMark) map[int]int {
+func (p *Pipeline) prevPrunes(req *request, a *analysis, marks []history.PruneMark) map[int]int {
 	var out map[int]int
 	for _, mk := range marks {
 		i := mk.Index
@@ -370,8 +355,8 @@ func (p *Pipeline) prevPrunes(req *request, a *analysis, marks []PruneMark) map[
 // those prev names that it does not forward (a summary covers them), so
 // that a later request without that summary prunes them as before; in
 // body order.
-func (p *Pipeline) pruneMarks(req *request, a *analysis, pp prunePlan, prev map[int]int, prevDedups map[int]bool) []PruneMark {
-	var marks []PruneMark
+func (p *Pipeline) pruneMarks(req *request, a *analysis, pp prunePlan, prev map[int]int, prevDedups map[int]bool) []history.PruneMark {
+	var marks []history.PruneMark
 	for _, r := range a.results {
 		turn, ok := pp.turns[r.item]
 		if !ok {
@@ -379,7 +364,7 @@ func (p *Pipeline) pruneMarks(req *request, a *analysis, pp prunePlan, prev map[
 			ok = ok && !prevDedups[r.item] && p.cfg.Prune.Enabled && !req.ServerHistory
 		}
 		if ok {
-			marks = append(marks, PruneMark{Index: r.msg, Result: r.ord, Digest: p.messageDigest(req, r.msg, a.hashes[r.msg]), Turn: turn})
+			marks = append(marks, history.PruneMark{Index: r.msg, Result: r.ord, Digest: p.messageDigest(req, r.msg, a.hashes[r.msg]), Turn: turn})
 		}
 	}
 	return marks

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/tidwall/gjson"
 )
@@ -30,7 +31,7 @@ func bashCall(id, cmd string) string {
 
 // prunedIDs returns the call ids whose results body's marks name, in
 // body order.
-func prunedIDs(body []byte, marks []PruneMark) []string {
+func prunedIDs(body []byte, marks []history.PruneMark) []string {
 	var out []string
 	for _, m := range marks {
 		out = append(out, gjson.GetBytes(body, "messages."+itoa(m.Index)+".tool_call_id").Str)
@@ -69,12 +70,12 @@ func TestPruneDecidesWhichResultsBecomeALine(t *testing.T) {
 	readCall := func(id string) string { return callMsg(id, "read_file", jsonString(`{"path":"reverseproxy.go"}`)) }
 	grepCall := func(id string) string { return callMsg(id, "grep", jsonString(`{"pattern":"ServeHTTP","path":"."}`)) }
 	head := []string{sys, ask(0), bashCall("t1", "pytest -x"), resultMsg("t1", failing)}
-	branchOf := func(t *testing.T, msgs []string, covered int) []Branch {
+	branchOf := func(t *testing.T, msgs []string, covered int) []history.Branch {
 		raw := make([][]byte, covered)
 		for i := range raw {
 			raw[i] = []byte(msgs[1+i])
 		}
-		return []Branch{{Summary: "## Active Task\nfix the tests", Covered: covered, Hash: chainHashOf(raw)}}
+		return []history.Branch{{Summary: "## Active Task\nfix the tests", Covered: covered, Hash: chainHashOf(raw)}}
 	}
 	pays := &Economics{Prices: DefaultPrices, TurnsAhead: 20}
 	never := &Economics{Prices: Prices{Input: 1, CachedInput: 0, CacheWrite: 1}} // removed tokens save nothing cached
@@ -83,7 +84,7 @@ func TestPruneDecidesWhichResultsBecomeALine(t *testing.T) {
 		cfg      Config
 		msgs     []string
 		opening  int // >0: msgs[:opening] opens the turn first, and its marks are passed on
-		branches func(t *testing.T, msgs []string) []Branch
+		branches func(t *testing.T, msgs []string) []history.Branch
 		econ     *Economics
 		want     []string // call ids pruned
 		declined int
@@ -112,10 +113,10 @@ func TestPruneDecidesWhichResultsBecomeALine(t *testing.T) {
 			Config{Format: chatFormat, Dedup: DefaultDedupConfig(), Prune: PruneConfig{Enabled: true, MinTokens: 200}},
 			[]string{sys, ask(0), grepCall("g1"), resultMsg("g1", grepOut), grepCall("g2"), resultMsg("g2", grepOut), done, ask(1)}, 0, nil, nil, []string{"g2"}, 0},
 		{"a result a summary covers is not forwarded: nothing to prune", pruneConfig(200),
-			append(slices.Clone(head), done, ask(1)), 0, func(t *testing.T, msgs []string) []Branch { return branchOf(t, msgs, 4) }, nil, nil, 0},
+			append(slices.Clone(head), done, ask(1)), 0, func(t *testing.T, msgs []string) []history.Branch { return branchOf(t, msgs, 4) }, nil, nil, 0},
 		{"a result after a summary's coverage is pruned", pruneConfig(200),
 			append([]string{sys, ask(0), done, ask(1)}, bashCall("t1", "pytest -x"), resultMsg("t1", failing), done, ask(2)), 0,
-			func(t *testing.T, msgs []string) []Branch { return branchOf(t, msgs, 2) }, nil, []string{"t1"}, 0},
+			func(t *testing.T, msgs []string) []history.Branch { return branchOf(t, msgs, 2) }, nil, []string{"t1"}, 0},
 		{"pruning off: kept", Config{Format: chatFormat, Squash: &squash.Config{}, Dedup: DefaultDedupConfig()},
 			append(slices.Clone(head), done, ask(1)), 0, nil, nil, nil, 0},
 	}
@@ -296,7 +297,7 @@ func TestPruneMarksCoveredBySummaryAreKept(t *testing.T) {
 	for i := range raw {
 		raw[i] = []byte(msgs[1+i])
 	}
-	b := []Branch{{Summary: "## Active Task\nx", Covered: 10, Hash: chainHashOf(raw)}}
+	b := []history.Branch{{Summary: "## Active Task\nx", Covered: 10, Hash: chainHashOf(raw)}}
 	res := p.RewriteWith(chat("gpt-4o", msgs[:u+3]...), Options{Branches: b, PrevPrunes: first.Prunes})
 	if res.Applied != 0 || !slices.Equal(res.Prunes, first.Prunes) {
 		t.Errorf("applied %d; marks %v, want %v", res.Applied, res.Prunes, first.Prunes)
@@ -306,15 +307,15 @@ func TestPruneMarksCoveredBySummaryAreKept(t *testing.T) {
 	}
 }
 
-// A PruneMark is keyed like a DedupMark: a digest that is not the
+// A history.PruneMark is keyed like a DedupMark: a digest that is not the
 // message's does not count.
 func TestPruneMarkNeedsTheMessageDigest(t *testing.T) {
 	msgs := sessionMsgs(t, 2)
 	u := slices.IndexFunc(msgs, func(m string) bool { return strings.Contains(m, "ask 1:") })
 	p := New(pruneConfig(200))
 	in := chat("gpt-4o", msgs[:u+3]...)
-	mark := PruneMark{Index: 3, Result: 0, Digest: sha256.Sum256([]byte("other")), Turn: u}
-	if res := p.RewriteWith(in, Options{PrevPrunes: []PruneMark{mark}}); res.Pruned != 0 {
+	mark := history.PruneMark{Index: 3, Result: 0, Digest: sha256.Sum256([]byte("other")), Turn: u}
+	if res := p.RewriteWith(in, Options{PrevPrunes: []history.PruneMark{mark}}); res.Pruned != 0 {
 		t.Errorf("a mark with another digest pruned %d", res.Pruned)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/responsestest"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire/responses"
@@ -77,7 +78,7 @@ func everyCut(t *testing.T, p *Pipeline, body []byte, step int, check func(what 
 			continue
 		}
 		cuts[prop.Cut] = true
-		res := p.RewriteWith(body, Options{Branches: []Branch{{Summary: "## Active Task\nList the functions.", Covered: prop.Covered, Hash: prop.Hash}}})
+		res := p.RewriteWith(body, Options{Branches: []history.Branch{{Summary: "## Active Task\nList the functions.", Covered: prop.Covered, Hash: prop.Hash}}})
 		if res.Applied != 0 {
 			t.Fatalf("keep %d: the summary of %d messages does not apply", keep, prop.Covered)
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/wire/responses"
 	"github.com/tidwall/gjson"
 )
@@ -21,7 +22,7 @@ func TestServerHistoryRequestIsSquashedOnly(t *testing.T) {
 		`{"type":"message","role":"developer","content":"be brief"},` + out + `,{"type":"message","role":"user","content":"/compact"}]}`)
 	p := New(Config{Format: responses.Format{}, Squasher: squashWith(truncSquash)})
 	res := p.RewriteWith(body, Options{ConciseOutput: true, ForceCommand: true, MaxHistoryMessages: 1,
-		Branches: []Branch{{Summary: "s", Covered: 1}}, FitTokens: 10})
+		Branches: []history.Branch{{Summary: "s", Covered: 1}}, FitTokens: 10})
 	if !res.Understood || !res.ServerHistory {
 		t.Fatalf("understood %v, server history %v", res.Understood, res.ServerHistory)
 	}

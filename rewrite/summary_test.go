@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"bytes"
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"strings"
 	"sync"
@@ -31,14 +32,14 @@ func agentTurns(n int) []string {
 
 // proposeBranch rewrites body without options and turns its proposed
 // compaction into a stored branch with a fake summary.
-func proposeBranch(tb testing.TB, p *Pipeline, body []byte, opts Options, keepRecent, keepTokens int) (Branch, Compaction) {
+func proposeBranch(tb testing.TB, p *Pipeline, body []byte, opts Options, keepRecent, keepTokens int) (history.Branch, Compaction) {
 	tb.Helper()
 	c, ok := p.RewriteWith(body, opts).Compaction(keepRecent, keepTokens)
 	if !ok {
 		tb.Fatalf("no compaction proposed")
 	}
 	sum := "## Active Task\nfake summary of messages " + itoa(c.From) + " to " + itoa(c.Cut)
-	return Branch{Summary: sum, Covered: c.Covered, Hash: c.Hash}, c
+	return history.Branch{Summary: sum, Covered: c.Covered, Hash: c.Hash}, c
 }
 
 // checkApplied checks the shape of a body with branch b applied: the
@@ -51,7 +52,7 @@ func proposeBranch(tb testing.TB, p *Pipeline, body []byte, opts Options, keepRe
 // as the client's did; TokensAfter the count of the output; the bytes
 // outside the messages array as sent. It expects a pipeline without squash
 // or dedup, so kept messages keep their bytes.
-func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Options, b Branch) {
+func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Options, b history.Branch) {
 	tb.Helper()
 	if !res.Understood || res.Applied != 0 || res.Covered != b.Covered || res.SummaryMiss {
 		tb.Fatalf("branch not applied: Applied %d Covered %d Miss %v", res.Applied, res.Covered, res.SummaryMiss)
@@ -216,7 +217,7 @@ func TestApplySummary(t *testing.T) {
 						t.Fatalf("%+v", c)
 					}
 					o := opts
-					o.Branches = []Branch{b}
+					o.Branches = []history.Branch{b}
 					res := p.RewriteWith(body, o)
 					checkApplied(t, p, body, res, o, b)
 					if got := c.KeptTokens + res.SummaryTokens(b.Summary); got != res.TokensAfter {
@@ -237,7 +238,7 @@ func TestApplySummaryExactBytes(t *testing.T) {
 	p := New(Config{Format: chatFormat})
 	body := chat("gpt-4o", append([]string{`{"role":"system","content":"Be \u00e9xact."}`}, agentTurns(4)...)...)
 	b, _ := proposeBranch(t, p, body, Options{}, 3, 0)
-	res := p.RewriteWith(body, Options{Branches: []Branch{b}, ConciseOutput: true})
+	res := p.RewriteWith(body, Options{Branches: []history.Branch{b}, ConciseOutput: true})
 	add := wire.AppendJSONString(nil, "\n\n"+ConciseInstruction+"\n\n"+compactor.Block(b.Summary))
 	want := `{"role":"system","content":"Be \u00e9xact.` + string(add[1:]) + `}`
 	if got := rawMessages(t, res.Body)[0]; got != want {
@@ -260,9 +261,9 @@ func TestApplyLongestMatchingBranch(t *testing.T) {
 	body := chat("gpt-4o", msgs...)
 	short, _ := proposeBranch(t, p, body, Options{}, 16, 0)
 	long, _ := proposeBranch(t, p, body, Options{}, 4, 0)
-	other := Branch{Summary: "other", Covered: long.Covered, Hash: short.Hash}
-	tooLong := Branch{Summary: "too long", Covered: len(msgs), Hash: long.Hash}
-	res := p.RewriteWith(body, Options{Branches: []Branch{tooLong, short, other, long, {Summary: "zero"}}})
+	other := history.Branch{Summary: "other", Covered: long.Covered, Hash: short.Hash}
+	tooLong := history.Branch{Summary: "too long", Covered: len(msgs), Hash: long.Hash}
+	res := p.RewriteWith(body, Options{Branches: []history.Branch{tooLong, short, other, long, {Summary: "zero"}}})
 	if res.Applied != 3 || res.Covered != long.Covered || res.SummaryMiss {
 		t.Fatalf("Applied %d Covered %d Miss %v", res.Applied, res.Covered, res.SummaryMiss)
 	}
@@ -294,7 +295,7 @@ func TestBranchMatchesContentNotBytes(t *testing.T) {
 
 	reser := append([]string{}, msgs...)
 	reser[1] = `{ "content" : "Fix the failing parser t\u0065st.",` + "\n" + ` "role" : "user" }`
-	res := p.RewriteWith(chat("gpt-4o", reser...), Options{Branches: []Branch{b}})
+	res := p.RewriteWith(chat("gpt-4o", reser...), Options{Branches: []history.Branch{b}})
 	if res.Applied != 0 {
 		t.Error("a re-serialised message does not match")
 	}
@@ -302,7 +303,7 @@ func TestBranchMatchesContentNotBytes(t *testing.T) {
 	edited := append([]string{}, msgs...)
 	edited[1] = `{"role":"user","content":"Fix the failing lexer test."}`
 	ebody := chat("gpt-4o", edited...)
-	res = p.RewriteWith(ebody, Options{Branches: []Branch{b}})
+	res = p.RewriteWith(ebody, Options{Branches: []history.Branch{b}})
 	if res.Applied != -1 || !res.SummaryMiss || res.Covered != 0 {
 		t.Fatalf("edited history: Applied %d Miss %v", res.Applied, res.SummaryMiss)
 	}
@@ -318,7 +319,7 @@ func TestApplySummaryPrefixStability(t *testing.T) {
 	for _, opts := range []Options{{}, {Placement: PlacementUser, ConciseOutput: true}} {
 		p := New(Config{Format: chatFormat, Squasher: squashWith(truncSquash), Dedup: DefaultDedupConfig()})
 		b, c := proposeBranch(t, p, chat("gpt-4o", msgs[:16]...), opts, 4, 0)
-		opts.Branches = []Branch{b}
+		opts.Branches = []history.Branch{b}
 		var prev []string
 		for k := c.Cut + 1; k <= len(msgs); k++ {
 			res := p.RewriteWith(chat("gpt-4o", msgs[:k]...), opts)
@@ -460,7 +461,7 @@ func TestMaxHistoryMessages(t *testing.T) {
 	}
 	// A summary applied wins over the limit.
 	b, _ := proposeBranch(t, p, body, Options{}, 6, 0)
-	if res := p.RewriteWith(body, Options{Branches: []Branch{b}, MaxHistoryMessages: 2}); res.Applied != 0 || res.Trimmed != 0 {
+	if res := p.RewriteWith(body, Options{Branches: []history.Branch{b}, MaxHistoryMessages: 2}); res.Applied != 0 || res.Trimmed != 0 {
 		t.Errorf("Applied %d Trimmed %d", res.Applied, res.Trimmed)
 	}
 }
@@ -503,7 +504,7 @@ func TestResultConcurrentUse(t *testing.T) {
 	p := New(Config{Format: chatFormat})
 	body := chat("gpt-4o", append([]string{`{"role":"system","content":"agent"}`}, agentTurns(10)...)...)
 	b, _ := proposeBranch(t, p, body, Options{}, 10, 0)
-	res := p.RewriteWith(body, Options{Branches: []Branch{b}})
+	res := p.RewriteWith(body, Options{Branches: []history.Branch{b}})
 	want, _ := res.Compaction(2, 0)
 	var wg sync.WaitGroup
 	for range 4 {

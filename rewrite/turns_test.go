@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/tidwall/gjson"
 )
@@ -117,7 +118,7 @@ func TestUserPlacementNeverSendsTwoUserMessagesInARow(t *testing.T) {
 			k0 := turns[len(turns)/2]
 			b, c := proposeBranch(t, p, chat("gpt-4o", tc.msgs[:k0]...), tc.opts, tc.keep, 0)
 			opts := tc.opts
-			opts.Branches = []Branch{b}
+			opts.Branches = []history.Branch{b}
 			ts := replay(t, p, tc.msgs, everyTurn(tc.msgs, k0), opts)
 			for _, tr := range ts {
 				if tr.res.Applied != 0 {
@@ -166,7 +167,7 @@ func TestNoSystemRoleGetsNoSystemMessage(t *testing.T) {
 			k0 := turns[len(turns)/2]
 			b, _ := proposeBranch(t, p, chat("gpt-4o", tc.msgs[:k0]...), tc.opts, 6, 0)
 			opts := tc.opts
-			opts.Branches = []Branch{b}
+			opts.Branches = []history.Branch{b}
 			ts := replay(t, p, tc.msgs, everyTurn(tc.msgs, k0), opts)
 			for _, tr := range ts {
 				checkApplied(t, p, tr.in, tr.res, opts, b)
@@ -232,7 +233,7 @@ func TestCompactExchangeIsNotForwarded(t *testing.T) {
 				for _, m := range tc.msgs[lead:tc.branch] {
 					raw = append(raw, []byte(m))
 				}
-				opts.Branches = []Branch{{Summary: "## Active Task\nfake", Covered: tc.branch - lead, Hash: chainHashOf(raw)}}
+				opts.Branches = []history.Branch{{Summary: "## Active Task\nfake", Covered: tc.branch - lead, Hash: chainHashOf(raw)}}
 			}
 			// The command turn itself is answered by ctxpress, and a client
 			// sends a new message after the reply.

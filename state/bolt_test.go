@@ -15,6 +15,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 func TestBoltSurvivesRestart(t *testing.T) {
@@ -28,7 +30,10 @@ func TestBoltSurvivesRestart(t *testing.T) {
 	}
 	want := mustUpdate(t, s, keyA, func(r *Record) error { *r = fullRecord(keyA); return nil })
 	clock.Advance(time.Minute)
-	mustUpdate(t, s, keyB, func(r *Record) error { r.PutLine(Line{ID: hashOf("l"), LastInputTokens: 4242}); return nil })
+	mustUpdate(t, s, keyB, func(r *Record) error {
+		r.PutLine(Line{ID: hashOf("l"), Numbers: history.Numbers{Calibration: history.Calibration{LastInput: 4242}}})
+		return nil
+	})
 	before, err := s.List(ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -41,8 +46,8 @@ func TestBoltSurvivesRestart(t *testing.T) {
 	if got := mustGet(t, s, keyA); !reflect.DeepEqual(got, want) {
 		t.Errorf("after restart Get =\n%+v\nwant\n%+v", got, want)
 	}
-	if got := mustGet(t, s, keyB); got.CurrentLine().LastInputTokens != 4242 {
-		t.Errorf("after restart LastInputTokens = %d, want 4242", got.CurrentLine().LastInputTokens)
+	if got := mustGet(t, s, keyB); got.CurrentLine().Calibration.LastInput != 4242 {
+		t.Errorf("after restart LastInputTokens = %d, want 4242", got.CurrentLine().Calibration.LastInput)
 	}
 	after, err := s.List(ListOptions{})
 	if err != nil || !reflect.DeepEqual(after, before) {

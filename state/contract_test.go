@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // TestStoreContract runs the behaviour every Store must have against every
@@ -128,7 +130,7 @@ func testUpdateError(t *testing.T, im impl) {
 	wrapped := fmt.Errorf("wrapped: %w", boom)
 	if _, err := s.Update(keyA, func(r *Record) error {
 		r.Requests = 99
-		r.Branches = append(r.Branches, Branch{Summary: "x"})
+		r.Branches = append(r.Branches, Branch{Branch: history.Branch{Summary: "x"}})
 		return wrapped
 	}); !errors.Is(err, boom) {
 		t.Fatalf("Update error = %v, want it to wrap boom", err)
@@ -156,9 +158,12 @@ func testUpdateKeepsKey(t *testing.T, im impl) {
 func testNonFiniteCalibration(t *testing.T, im impl) {
 	s := im.open(t, testOptions{})
 	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-		got := mustUpdate(t, s, keyA, func(r *Record) error { r.PutLine(Line{Calibration: v}); return nil })
-		if got.Lines[0].Calibration != 0 {
-			t.Errorf("Calibration %v stored as %v, want 0", v, got.Lines[0].Calibration)
+		got := mustUpdate(t, s, keyA, func(r *Record) error {
+			r.PutLine(Line{Numbers: history.Numbers{Calibration: history.Calibration{Ratio: v}}})
+			return nil
+		})
+		if got.Lines[0].Calibration.Ratio != 0 {
+			t.Errorf("Calibration %v stored as %v, want 0", v, got.Lines[0].Calibration.Ratio)
 		}
 	}
 }
@@ -268,7 +273,7 @@ func testListFilters(t *testing.T, im impl) {
 func testNamespaceIsolation(t *testing.T, im impl) {
 	s := im.open(t, testOptions{})
 	mustUpdate(t, s, keyA, func(r *Record) error {
-		r.PutBranch(Branch{Summary: "alice's secret plan", Covered: 4, Hash: hashOf("h")}, t0)
+		r.PutBranch(Branch{Branch: history.Branch{Summary: "alice's secret plan", Covered: 4, Hash: hashOf("h")}}, t0)
 		return nil
 	})
 	if _, ok, err := s.Get(keyB); ok || err != nil {
@@ -350,7 +355,7 @@ func testBranchHelpers(t *testing.T, im impl) {
 	for i := range 10 {
 		now := clock.Advance(time.Minute)
 		mustUpdate(t, s, keyA, func(r *Record) error {
-			r.PutBranch(Branch{Summary: fmt.Sprint("s", i), Covered: 10 + i, Hash: hashOf(fmt.Sprint("h", i))}, now)
+			r.PutBranch(Branch{Branch: history.Branch{Summary: fmt.Sprint("s", i), Covered: 10 + i, Hash: hashOf(fmt.Sprint("h", i))}}, now)
 			if i == 7 && !r.TouchBranch(hashOf("h0"), now) {
 				t.Error("TouchBranch(h0) = false")
 			}
@@ -373,7 +378,7 @@ func testBranchHelpers(t *testing.T, im impl) {
 	// Extending s9 replaces it.
 	now := clock.Advance(time.Minute)
 	rec = mustUpdate(t, s, keyA, func(r *Record) error {
-		r.PutBranch(Branch{Summary: "s9+", Covered: 30, Hash: hashOf("h9+"), Parent: hashOf("h9")}, now)
+		r.PutBranch(Branch{Branch: history.Branch{Summary: "s9+", Covered: 30, Hash: hashOf("h9+")}, Parent: hashOf("h9")}, now)
 		return nil
 	})
 	if len(rec.Branches) != MaxBranches {
@@ -396,7 +401,7 @@ func testBranchHelpers(t *testing.T, im impl) {
 	// on sending, and replaces it only once promoted; it survives the store.
 	now = clock.Advance(time.Minute)
 	mustUpdate(t, s, keyA, func(r *Record) error {
-		r.PutBranch(Branch{Summary: "s9++", Covered: 40, Hash: hashOf("h9++"), Parent: hashOf("h9+"), Prepared: true}, now)
+		r.PutBranch(Branch{Branch: history.Branch{Summary: "s9++", Covered: 40, Hash: hashOf("h9++")}, Parent: hashOf("h9+"), Prepared: true}, now)
 		return nil
 	})
 	rec = mustGet(t, s, keyA)

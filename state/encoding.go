@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // The on-disk form of a Record. It is private and separate from Record so the
@@ -65,10 +67,14 @@ type diskLine struct {
 	Window          int         `json:"window,omitempty"`
 }
 
-// diskPrune is a PruneMark as [index, "digest hex", result, turn]. A
-// record written before pruning has none; elements after the fourth (a
-// newer version's) are not read.
-type diskPrune PruneMark
+// diskPrune is a history.PruneMark as [index, "digest hex", result,
+// turn]. A record written before pruning has none; elements after the
+// fourth (a newer version's) are not read.
+type diskPrune struct {
+	Index, Result int
+	Digest        ChainHash
+	Turn          int
+}
 
 func (d diskPrune) MarshalJSON() ([]byte, error) {
 	return json.Marshal([]any{d.Index, d.Digest, d.Result, d.Turn})
@@ -90,7 +96,7 @@ func (d *diskPrune) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// diskDedup is a DedupMark as [index, "digest hex"], or [index, "digest
+// diskDedup is a history.DedupMark as [index, "digest hex"], or [index, "digest
 // hex", result] for a result after its message's first: the two-element
 // form is every mark written before results were deduped one by one, and
 // it still means the message's first result.
@@ -354,8 +360,8 @@ func normalize(r *Record) {
 	// not written again.
 	for i := range r.Lines {
 		l := &r.Lines[i]
-		setFinite(&l.Calibration)
-		setFinite(&l.Slope)
+		setFinite(&l.Calibration.Ratio)
+		setFinite(&l.Calibration.Slope)
 		setUTC(&l.Breaker.BackoffUntil)
 		setUTC(&l.UsedAt)
 		if l.Dedups != nil && len(l.Dedups) == 0 {
@@ -432,12 +438,13 @@ func encodeRecordWithTurns(r *Record, field string, ts []Turn, list []byte) ([]b
 		UpdatedAt:     utc(r.UpdatedAt),
 	}
 	for _, l := range r.Lines {
+		c := l.Calibration
 		d.Lines = append(d.Lines, diskLine{
 			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
-			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), Growth: l.Growth, Breaker: toDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, func(m DedupMark) diskDedup { return diskDedup(m) }),
-			Prunes: convertMarks(l.Prunes, func(m PruneMark) diskPrune { return diskPrune(m) }),
-			UsedAt: utc(l.UsedAt), Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent, Window: l.Window,
+			LastInputTokens: c.LastInput, LastEstimate: c.LastEstimate, Calibration: finite(c.Ratio),
+			Slope: finite(c.Slope), Growth: l.Growth, Breaker: toDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, toDiskDedup),
+			Prunes: convertMarks(l.Prunes, toDiskPrune),
+			UsedAt: utc(l.UsedAt), Turns: l.Turns, CacheSeen: l.Cache.Seen, UncachedPrompts: l.Cache.Uncached, LastSent: l.LastSent, Window: l.Window,
 		})
 	}
 	for _, b := range r.Branches {
@@ -503,21 +510,25 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 	}
 	for _, l := range d.Lines {
 		r.Lines = append(r.Lines, Line{
-			ID: l.ID, Tip: l.Tip, Messages: l.Messages, Model: l.Model,
-			LastInputTokens: l.LastInputTokens, LastEstimate: l.LastEstimate, Calibration: finite(l.Calibration),
-			Slope: finite(l.Slope), Growth: l.Growth, Breaker: fromDiskBreaker(l.Breaker), Dedups: convertMarks(l.Dedups, func(d diskDedup) DedupMark { return DedupMark(d) }),
-			Prunes: convertMarks(l.Prunes, func(d diskPrune) PruneMark { return PruneMark(d) }),
-			UsedAt: l.UsedAt, Turns: l.Turns, CacheSeen: l.CacheSeen, UncachedPrompts: l.UncachedPrompts, LastSent: l.LastSent, Window: l.Window,
+			ID: l.ID, Tip: l.Tip, Messages: l.Messages,
+			Numbers: history.Numbers{Model: l.Model,
+				Calibration: history.Calibration{LastInput: l.LastInputTokens, LastEstimate: l.LastEstimate,
+					Ratio: finite(l.Calibration), Slope: finite(l.Slope)},
+				Breaker: fromDiskBreaker(l.Breaker), Turns: l.Turns,
+				Cache: history.CacheEvidence{Seen: l.CacheSeen, Uncached: l.UncachedPrompts}, Growth: l.Growth, Window: l.Window},
+			Dedups: convertMarks(l.Dedups, fromDiskDedup), Prunes: convertMarks(l.Prunes, fromDiskPrune),
+			UsedAt: l.UsedAt, LastSent: l.LastSent,
 		})
 	}
 	if len(d.Lines) == 0 && (d.LegacyLastInputTokens > 0 || d.LegacyCalibration > 0 || d.LegacyBreaker != (diskBreaker{ForceNext: d.LegacyBreaker.ForceNext})) {
-		r.Lines = []Line{{Model: d.Model, LastInputTokens: d.LegacyLastInputTokens, LastEstimate: d.LegacyLastEstimate,
-			Calibration: finite(d.LegacyCalibration), Breaker: fromDiskBreaker(d.LegacyBreaker), UsedAt: d.UpdatedAt}}
+		r.Lines = []Line{{Numbers: history.Numbers{Model: d.Model,
+			Calibration: history.Calibration{LastInput: d.LegacyLastInputTokens, LastEstimate: d.LegacyLastEstimate, Ratio: finite(d.LegacyCalibration)},
+			Breaker:     fromDiskBreaker(d.LegacyBreaker)}, UsedAt: d.UpdatedAt}}
 	}
 	for _, b := range d.Branches {
 		r.Branches = append(r.Branches, Branch{
-			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent, Since: b.Since, Prepared: b.Prepared, ApplyAt: b.ApplyAt,
-			CreatedAt: b.CreatedAt, UsedAt: b.UsedAt,
+			Branch: history.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Since: b.Since},
+			Parent: b.Parent, Prepared: b.Prepared, ApplyAt: b.ApplyAt, CreatedAt: b.CreatedAt, UsedAt: b.UsedAt,
 		})
 	}
 	for _, s := range d.RecentSummaries {
@@ -540,13 +551,29 @@ func convertMarks[From, To any](ms []From, conv func(From) To) []To {
 	return out
 }
 
-func toDiskBreaker(b Breaker) diskBreaker {
+func toDiskDedup(m history.DedupMark) diskDedup {
+	return diskDedup{Index: m.Index, Result: m.Result, Digest: m.Digest}
+}
+
+func fromDiskDedup(d diskDedup) history.DedupMark {
+	return history.DedupMark{Index: d.Index, Result: d.Result, Digest: d.Digest}
+}
+
+func toDiskPrune(m history.PruneMark) diskPrune {
+	return diskPrune{Index: m.Index, Result: m.Result, Digest: m.Digest, Turn: m.Turn}
+}
+
+func fromDiskPrune(d diskPrune) history.PruneMark {
+	return history.PruneMark{Index: d.Index, Result: d.Result, Digest: d.Digest, Turn: d.Turn}
+}
+
+func toDiskBreaker(b history.Breaker) diskBreaker {
 	return diskBreaker{Tripped: b.Tripped, ConsecutiveOverTrigger: b.ConsecutiveOverTrigger,
 		FailureCount: b.FailureCount, BackoffUntil: utc(b.BackoffUntil), Reason: b.Reason}
 }
 
-func fromDiskBreaker(d diskBreaker) Breaker {
-	return Breaker{Tripped: d.Tripped, ConsecutiveOverTrigger: d.ConsecutiveOverTrigger,
+func fromDiskBreaker(d diskBreaker) history.Breaker {
+	return history.Breaker{Tripped: d.Tripped, ConsecutiveOverTrigger: d.ConsecutiveOverTrigger,
 		FailureCount: d.FailureCount, BackoffUntil: d.BackoffUntil, Reason: d.Reason}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // checkAppendMatchesJSON fails t unless appendDiskRecord writes exactly what
@@ -332,16 +334,16 @@ func benchRecord() Record {
 	r.Branches, r.RecentSummaries = nil, nil
 	for i := range 3 {
 		at := t0.Add(time.Duration(i) * time.Minute)
-		r.Branches = append(r.Branches, Branch{Summary: summary, Covered: 40 * (i + 1), Hash: hashOf(strconv.Itoa(i)),
-			Parent: hashOf(strconv.Itoa(i - 1)), Since: 10 * i, CreatedAt: at, UsedAt: at.Add(time.Second)})
+		r.Branches = append(r.Branches, Branch{Branch: history.Branch{Summary: summary, Covered: 40 * (i + 1), Hash: hashOf(strconv.Itoa(i)), Since: 10 * i},
+			Parent: hashOf(strconv.Itoa(i - 1)), CreatedAt: at, UsedAt: at.Add(time.Second)})
 		r.RecentSummaries = append(r.RecentSummaries, SummaryEntry{At: at, Summary: summary, CoveredMessages: 40 * (i + 1),
 			TokensBefore: 90000, TokensAfter: 30000})
 	}
 	l := r.Lines[0]
 	l.Dedups, l.Prunes = nil, nil
 	for i := range 12 {
-		l.Dedups = append(l.Dedups, DedupMark{Index: 3 + 4*i, Result: i % 3, Digest: hashOf("d" + strconv.Itoa(i))})
-		l.Prunes = append(l.Prunes, PruneMark{Index: 5 + 4*i, Result: i % 2, Digest: hashOf("p" + strconv.Itoa(i)), Turn: i})
+		l.Dedups = append(l.Dedups, history.DedupMark{Index: 3 + 4*i, Result: i % 3, Digest: hashOf("d" + strconv.Itoa(i))})
+		l.Prunes = append(l.Prunes, history.PruneMark{Index: 5 + 4*i, Result: i % 2, Digest: hashOf("p" + strconv.Itoa(i)), Turn: i})
 	}
 	r.Lines = []Line{l}
 	normalize(&r)

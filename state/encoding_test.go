@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // The on-disk form is a compatibility promise: existing databases hold it.
@@ -37,11 +39,11 @@ func goldenRecord() Record {
 	return Record{
 		Key: Key{Namespace: "ns", ID: "c1"}, Model: "gpt-4o",
 		Requests: 2, TokensBefore: 300, TokensAfter: 200, TokensSaved: 100, Compactions: 1,
-		Branches: []Branch{{Summary: "S", Covered: 4, Hash: hashOf("a"), CreatedAt: t0, UsedAt: t0}},
+		Branches: []Branch{{Branch: history.Branch{Summary: "S", Covered: 4, Hash: hashOf("a")}, CreatedAt: t0, UsedAt: t0}},
 		// A schema-1 record's numbers and breaker become a line that every
 		// request extends (no ID, no tip, 0 messages).
-		Lines: []Line{{Model: "gpt-4o", LastInputTokens: 1234, LastEstimate: 1200, Calibration: 1.5,
-			Breaker: Breaker{ConsecutiveOverTrigger: 2, Reason: "r"}, UsedAt: t0.Add(time.Second)}},
+		Lines: []Line{{Numbers: history.Numbers{Model: "gpt-4o", Calibration: history.Calibration{LastInput: 1234, LastEstimate: 1200, Ratio: 1.5},
+			Breaker: history.Breaker{ConsecutiveOverTrigger: 2, Reason: "r"}}, UsedAt: t0.Add(time.Second)}},
 		RecentSummaries: []SummaryEntry{
 			{At: t0, Summary: "S", CoveredMessages: 4, TokensBefore: 250, TokensAfter: 100},
 		},
@@ -152,14 +154,14 @@ func TestNormalizeMatchesRoundTrip(t *testing.T) {
 		"zones and nanoseconds": {
 			CreatedAt: now, UpdatedAt: now.In(zone),
 			Branches:        []Branch{{CreatedAt: now.In(zone), UsedAt: now}},
-			Lines:           []Line{{Breaker: Breaker{BackoffUntil: now.In(zone)}, UsedAt: now.In(zone)}},
+			Lines:           []Line{{Numbers: history.Numbers{Breaker: history.Breaker{BackoffUntil: now.In(zone)}}, UsedAt: now.In(zone)}},
 			RecentSummaries: []SummaryEntry{{At: now}},
 			Turns:           []Turn{{At: now.In(zone)}, {At: time.Time{}}, {At: time.Unix(-5, 999).In(zone)}},
 		},
-		"NaN":  {Lines: []Line{{Calibration: math.NaN()}}},
-		"+Inf": {Lines: []Line{{Calibration: math.Inf(1)}}},
+		"NaN":  {Lines: []Line{{Numbers: history.Numbers{Calibration: history.Calibration{Ratio: math.NaN()}}}}},
+		"+Inf": {Lines: []Line{{Numbers: history.Numbers{Calibration: history.Calibration{Ratio: math.Inf(1)}}}}},
 		"big": {
-			Requests: math.MaxInt64, Lines: []Line{{LastInputTokens: math.MaxInt32, Messages: math.MaxInt32}},
+			Requests: math.MaxInt64, Lines: []Line{{Numbers: history.Numbers{Calibration: history.Calibration{LastInput: math.MaxInt32}}, Messages: math.MaxInt32}},
 			Turns: []Turn{{TokensBefore: math.MaxInt32, TokensAfter: -1, InputTokens: math.MinInt32}},
 		},
 		"cache counts": {Turns: []Turn{{InputTokens: 90, CachedTokens: 80}, {InputTokens: 95, CacheWriteTokens: 5}, {InputTokens: 1}}},
@@ -264,15 +266,15 @@ func TestDedupMarksOnDisk(t *testing.T) {
 	hex := `"64` + strings.Repeat("0", 62) + `"` // hashOf("d") in hex
 	tests := []struct {
 		name string
-		mark DedupMark
+		mark history.DedupMark
 		disk string
 	}{
-		{"the first result of a message: [index, digest], as before", DedupMark{Index: 3, Digest: d}, `[3,` + hex + `]`},
-		{"a later result of a message: [index, digest, result]", DedupMark{Index: 3, Result: 2, Digest: d}, `[3,` + hex + `,2]`},
+		{"the first result of a message: [index, digest], as before", history.DedupMark{Index: 3, Digest: d}, `[3,` + hex + `]`},
+		{"a later result of a message: [index, digest, result]", history.DedupMark{Index: 3, Result: 2, Digest: d}, `[3,` + hex + `,2]`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Record{Key: Key{Namespace: "ns", ID: "c"}, Lines: []Line{{Dedups: []DedupMark{tc.mark}}}}
+			r := Record{Key: Key{Namespace: "ns", ID: "c"}, Lines: []Line{{Dedups: []history.DedupMark{tc.mark}}}}
 			data, err := encodeRecord(&r)
 			if err != nil {
 				t.Fatal(err)
@@ -289,15 +291,15 @@ func TestDedupMarksOnDisk(t *testing.T) {
 	reads := []struct {
 		name string
 		disk string
-		want DedupMark
+		want history.DedupMark
 	}{
-		{"a mark written before per-result dedup is the message's first result", `[7,` + hex + `]`, DedupMark{Index: 7, Digest: d}},
-		{"a newer version's fourth element is not read", `[7,` + hex + `,1,"later"]`, DedupMark{Index: 7, Result: 1, Digest: d}},
+		{"a mark written before per-result dedup is the message's first result", `[7,` + hex + `]`, history.DedupMark{Index: 7, Digest: d}},
+		{"a newer version's fourth element is not read", `[7,` + hex + `,1,"later"]`, history.DedupMark{Index: 7, Result: 1, Digest: d}},
 	}
 	for _, tc := range reads {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := decodeRecord(Key{Namespace: "ns", ID: "c"}, []byte(`{"ns":"ns","id":"c","lines":[{"dedups":[`+tc.disk+`]}]}`))
-			if err != nil || len(got.Lines) != 1 || !reflect.DeepEqual(got.Lines[0].Dedups, []DedupMark{tc.want}) {
+			if err != nil || len(got.Lines) != 1 || !reflect.DeepEqual(got.Lines[0].Dedups, []history.DedupMark{tc.want}) {
 				t.Errorf("read %+v, %v; want %+v", got.Lines, err, tc.want)
 			}
 		})
@@ -310,7 +312,7 @@ func TestDedupMarksOnDisk(t *testing.T) {
 func TestPruneMarksOnDisk(t *testing.T) {
 	d := hashOf("d")
 	hex := `"64` + strings.Repeat("0", 62) + `"` // hashOf("d") in hex
-	r := Record{Key: Key{Namespace: "ns", ID: "c"}, Lines: []Line{{Prunes: []PruneMark{{Index: 3, Result: 1, Digest: d, Turn: 8}}}}}
+	r := Record{Key: Key{Namespace: "ns", ID: "c"}, Lines: []Line{{Prunes: []history.PruneMark{{Index: 3, Result: 1, Digest: d, Turn: 8}}}}}
 	data, err := encodeRecord(&r)
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +322,7 @@ func TestPruneMarksOnDisk(t *testing.T) {
 	}
 	reads := []struct {
 		name, disk string
-		want       []PruneMark
+		want       []history.PruneMark
 	}{
 		{"as written", string(data), r.Lines[0].Prunes},
 		{"a record written before pruning", `{"ns":"ns","id":"c","lines":[{"dedups":[[7,` + hex + `]]}]}`, nil},

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/state"
 )
 
@@ -32,8 +33,9 @@ func Example() {
 	covered := state.ChainHash(sha256.Sum256([]byte("the first 10 messages")))
 	_, err = store.Update(key, func(r *state.Record) error {
 		r.Model = "gpt-4o"
-		r.PutLine(state.Line{ID: covered, Tip: covered, Messages: 10, LastInputTokens: 41000, LastEstimate: 40000, UsedAt: now})
-		r.PutBranch(state.Branch{Summary: "## Active Task\nfix the build", Covered: 10, Hash: covered}, now)
+		r.PutLine(state.Line{ID: covered, Tip: covered, Messages: 10, UsedAt: now,
+			Numbers: history.Numbers{Calibration: history.Calibration{LastInput: 41000, LastEstimate: 40000}}})
+		r.PutBranch(state.Branch{Branch: history.Branch{Summary: "## Active Task\nfix the build", Covered: 10, Hash: covered}}, now)
 		r.AddSummaryHistory(state.SummaryEntry{At: now, Summary: "## Active Task\nfix the build", CoveredMessages: 10})
 		r.AddTurn(state.Turn{At: now, TokensBefore: 90000, TokensAfter: 40000, InputTokens: 41000, Compacted: true})
 		return nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // t0 is the start of every fake clock: UTC, no monotonic reading, so records
@@ -190,17 +192,19 @@ func fullRecord(key Key) Record {
 		Compactions:  2,
 		ForceNext:    true,
 		Branches: []Branch{
-			{Summary: "first", Covered: 10, Hash: hashOf("a"), CreatedAt: at, UsedAt: at},
-			{Summary: "second", Covered: 20, Hash: hashOf("b"), Parent: hashOf("a"), CreatedAt: at, UsedAt: at.Add(time.Minute)},
+			{Branch: history.Branch{Summary: "first", Covered: 10, Hash: hashOf("a")}, CreatedAt: at, UsedAt: at},
+			{Branch: history.Branch{Summary: "second", Covered: 20, Hash: hashOf("b")}, Parent: hashOf("a"), CreatedAt: at, UsedAt: at.Add(time.Minute)},
 		},
 		Lines: []Line{
-			{ID: hashOf("a"), Tip: hashOf("t"), Messages: 12, Model: "gpt-4o", LastInputTokens: 1234, LastEstimate: 1200,
-				Calibration: 1.0283, Slope: 0.97, Window: 8192, UsedAt: at, Dedups: []DedupMark{{Index: 3, Digest: hashOf("d3")}, {Index: 7, Digest: hashOf("d7")}},
-				Prunes: []PruneMark{{Index: 5, Result: 1, Digest: hashOf("p5"), Turn: 9}}, Breaker: Breaker{
+			{ID: hashOf("a"), Tip: hashOf("t"), Messages: 12, Numbers: history.Numbers{Model: "gpt-4o",
+				Calibration: history.Calibration{LastInput: 1234, LastEstimate: 1200, Ratio: 1.0283, Slope: 0.97}, Window: 8192,
+				Breaker: history.Breaker{
 					Tripped: true, ConsecutiveOverTrigger: 3, FailureCount: 2,
 					BackoffUntil: at.Add(10 * time.Minute), Reason: "summariser timeout",
 				}},
-			{ID: hashOf("side"), Tip: hashOf("side"), Messages: 1, Model: "gpt-4o-mini", UsedAt: at.Add(-time.Minute)},
+				UsedAt: at, Dedups: []history.DedupMark{{Index: 3, Digest: hashOf("d3")}, {Index: 7, Digest: hashOf("d7")}},
+				Prunes: []history.PruneMark{{Index: 5, Result: 1, Digest: hashOf("p5"), Turn: 9}}},
+			{ID: hashOf("side"), Tip: hashOf("side"), Messages: 1, Numbers: history.Numbers{Model: "gpt-4o-mini"}, UsedAt: at.Add(-time.Minute)},
 		},
 		RecentSummaries: []SummaryEntry{
 			{At: at, Summary: "first", CoveredMessages: 10, TokensBefore: 9000, TokensAfter: 3000},

@@ -3,6 +3,8 @@ package state
 import (
 	"slices"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // Line is one history seen under a key: the requests that extend one
@@ -21,71 +23,26 @@ type Line struct {
 	// messages equals Tip.
 	Tip      ChainHash
 	Messages int
-	// Model is the model of the latest request; Calibration is for it.
-	Model string
-	// LastInputTokens is the input token count the upstream reported for
-	// the line's latest request with usage; 0 when unknown. LastEstimate
-	// is ctxpress's own (raw) estimate for that request, so
-	// LastInputTokens/LastEstimate calibrates the next estimate.
-	LastInputTokens int
-	LastEstimate    int
-	// Calibration is the upstream's count over ctxpress's per request, and
-	// Slope the same for the growth between two requests, for Model, as
-	// the caller computed and clamped them; 0 means none yet. NaN and ±Inf
-	// are stored as 0.
-	Calibration float64
-	Slope       float64
-	// Growth is the line's average recent growth per request, in the
-	// upstream's tokens (rewrite.LineNumbers.Growth); 0 when unknown.
-	Growth int
+	// Numbers are what the line has learnt: the model of its latest
+	// request, the calibration for it, breaker, cache evidence, growth and
+	// window. The caller computes them (rewrite); a NaN or ±Inf ratio is
+	// stored as 0.
+	history.Numbers
 	// LastSent is the size the line's latest forwarded request would have
 	// had sent as the client wrote it (rewrite.DirectUsage's Input): what
 	// a client talking to the upstream directly would have had cached for
 	// the next.
 	LastSent int
-	Breaker  Breaker
 	// Dedups are the tool results the line's latest forwarded request sent
 	// as the dedup placeholder, so the next request sends them so again
 	// (a cached prefix stays as it was) and dedup's minimum applies only
 	// to what it adds.
-	Dedups []DedupMark
+	Dedups []history.DedupMark
 	// Prunes are the tool results the line's latest forwarded request sent
 	// as their pruned line, so the next request sends them so again.
-	Prunes []PruneMark
-	// Turns counts the line's turns that reported usage; CacheSeen says
-	// one of them read from or wrote to the upstream's prompt cache, and
-	// UncachedPrompts how many large ones reported neither before any did
-	// (the caller's rules: rewrite.CacheEvidence).
-	Turns           int
-	CacheSeen       bool
-	UncachedPrompts int
-	// Window is the context window, in the upstream's tokens, its refusal
-	// of a request of the line as too long showed for Model; 0: none
-	// (rewrite.LineNumbers.Window).
-	Window int
+	Prunes []history.PruneMark
 	// UsedAt is when a request of the line was last recorded: the LRU clock.
 	UsedAt time.Time
-}
-
-// DedupMark names one tool result a request sent deduplicated: the index
-// of its message in the client's messages, which of that message's
-// results it is (0: the first; a record written before results were
-// deduped one by one holds 0) and the digest of the message's canonical
-// form.
-type DedupMark struct {
-	Index  int
-	Result int
-	Digest ChainHash
-}
-
-// PruneMark names one tool result a request sent as its pruned line, as a
-// DedupMark does, and Turn: the index of the user ask whose request
-// decided its batch.
-type PruneMark struct {
-	Index  int
-	Result int
-	Digest ChainHash
-	Turn   int
 }
 
 // MatchLine returns the index of the line a request extends: the one with
@@ -153,8 +110,8 @@ func (r Record) CurrentLine() Line {
 func (r Record) CalibrationFor(model string) float64 {
 	cal, at := 0.0, time.Time{}
 	for _, l := range r.Lines {
-		if l.Model == model && l.Calibration > 0 && (cal == 0 || l.UsedAt.After(at)) {
-			cal, at = l.Calibration, l.UsedAt
+		if l.Model == model && l.Calibration.Ratio > 0 && (cal == 0 || l.UsedAt.After(at)) {
+			cal, at = l.Calibration.Ratio, l.UsedAt
 		}
 	}
 	return cal

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // chainOf is the chain of a history whose i-th prefix hashes to "<name>:i":
@@ -64,9 +66,9 @@ func TestPutLineEvictsLeastRecentlyUsed(t *testing.T) {
 
 func TestCalibrationForIsPerModel(t *testing.T) {
 	r := Record{Lines: []Line{
-		{ID: hashOf("main"), Model: "gpt-4o", Calibration: 1.3, UsedAt: t0},
-		{ID: hashOf("title"), Model: "gpt-4o-mini", Calibration: 0.7, UsedAt: t0.Add(time.Minute)},
-		{ID: hashOf("old"), Model: "gpt-4o", Calibration: 2, UsedAt: t0.Add(-time.Hour)},
+		{ID: hashOf("main"), Numbers: history.Numbers{Model: "gpt-4o", Calibration: history.Calibration{Ratio: 1.3}}, UsedAt: t0},
+		{ID: hashOf("title"), Numbers: history.Numbers{Model: "gpt-4o-mini", Calibration: history.Calibration{Ratio: 0.7}}, UsedAt: t0.Add(time.Minute)},
+		{ID: hashOf("old"), Numbers: history.Numbers{Model: "gpt-4o", Calibration: history.Calibration{Ratio: 2}}, UsedAt: t0.Add(-time.Hour)},
 	}}
 	for model, want := range map[string]float64{"gpt-4o": 1.3, "gpt-4o-mini": 0.7, "other": 0} {
 		if got := r.CalibrationFor(model); got != want {

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // With the decoded-record cache, readers racing writers never see a record
@@ -149,7 +151,7 @@ func TestRecordCacheHandsOutCopies(t *testing.T) {
 	s := openTestBolt(t, filepath.Join(t.TempDir(), "c.db"), BoltOptions{})
 	mustUpdate(t, s, keyA, func(r *Record) error {
 		r.AddTurn(Turn{TokensBefore: 10})
-		r.PutBranch(Branch{Summary: "s", Covered: 2}, time.Now())
+		r.PutBranch(Branch{Branch: history.Branch{Summary: "s", Covered: 2}}, time.Now())
 		return nil
 	})
 	got := mustGet(t, s, keyA)

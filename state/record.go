@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // Caps on the lists a Record keeps, so a record's size stays bounded however
@@ -112,23 +114,16 @@ func (h *ChainHash) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Branch is one summary a request can resume from: it replaces the first
-// Covered messages (after the leading system messages) of a request whose
-// messages hash to Hash. A conversation keeps several, so a client that edits
-// or rewinds its history never receives the summary of another history.
+// Branch is one summary a request can resume from (history.Branch: it
+// replaces the first Covered messages, after the leading system messages,
+// of a request whose messages hash to Hash), with what keeping it needs. A
+// conversation keeps several, so a client that edits or rewinds its
+// history never receives the summary of another history.
 type Branch struct {
-	Summary string
-	// Covered is how many messages the summary replaces.
-	Covered int
-	// Hash is the chain hash of those Covered messages.
-	Hash ChainHash
+	history.Branch
 	// Parent is the Hash of the branch this one extends (the summary the
 	// compaction started from); zero for a first compaction.
 	Parent ChainHash
-	// Since is how many messages the compaction's request had (0:
-	// unknown, a record written before it was kept): where the thinking
-	// bound to the replaced history ends (rewrite.Branch.Since).
-	Since int
 	// Prepared marks a summary made ahead of the trigger (a
 	// precompaction) that no request has sent yet: it is sent
 	// (PromoteBranch) from the line's ApplyAt-th request, or from the
@@ -139,16 +134,6 @@ type Branch struct {
 	CreatedAt time.Time
 	// UsedAt is when a request last stored or used the branch: the LRU clock.
 	UsedAt time.Time
-}
-
-// Breaker is the compaction circuit breaker of a line; the caller owns its
-// rules, the store only keeps it.
-type Breaker struct {
-	Tripped                bool
-	ConsecutiveOverTrigger int
-	FailureCount           int
-	BackoffUntil           time.Time
-	Reason                 string
 }
 
 // SummaryEntry is one summary kept for inspection.
@@ -285,8 +270,8 @@ func (r *Record) AddSummaryHistory(e SummaryEntry) {
 
 // AddTurn appends t to Turns, keeping the last MaxTurns, and adds it to the
 // counters: Requests, TokensBefore, TokensAfter, TokensSaved (by
-// max(0, before-after)), and Compactions when t.Compacted. It leaves
-// LastInputTokens, LastEstimate and Calibration to the caller.
+// max(0, before-after)), and Compactions when t.Compacted. It leaves the
+// lines' numbers to the caller.
 func (r *Record) AddTurn(t Turn) {
 	if !t.At.IsZero() {
 		// As stored, so normalize has no turn to fix and need not copy

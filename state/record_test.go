@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 func summaries(bs []Branch) string {
@@ -20,8 +22,8 @@ func TestPutBranch(t *testing.T) {
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 	base := func() Record {
 		var r Record
-		r.PutBranch(Branch{Summary: "a", Covered: 4, Hash: hashOf("a")}, at(1))
-		r.PutBranch(Branch{Summary: "b", Covered: 6, Hash: hashOf("b")}, at(2))
+		r.PutBranch(Branch{Branch: history.Branch{Summary: "a", Covered: 4, Hash: hashOf("a")}}, at(1))
+		r.PutBranch(Branch{Branch: history.Branch{Summary: "b", Covered: 6, Hash: hashOf("b")}}, at(2))
 		return r
 	}
 	cases := []struct {
@@ -29,11 +31,11 @@ func TestPutBranch(t *testing.T) {
 		put  Branch
 		want string
 	}{
-		{"new branch is added", Branch{Summary: "c", Covered: 9, Hash: hashOf("c")}, "a,b,c"},
-		{"extension replaces its parent in place", Branch{Summary: "a2", Covered: 9, Hash: hashOf("a2"), Parent: hashOf("a")}, "a2,b"},
-		{"same messages again replace the branch", Branch{Summary: "b'", Covered: 6, Hash: hashOf("b")}, "a,b'"},
-		{"unknown parent adds", Branch{Summary: "d", Covered: 9, Hash: hashOf("d"), Parent: hashOf("zz")}, "a,b,d"},
-		{"same hash and known parent leave one copy", Branch{Summary: "b2", Covered: 6, Hash: hashOf("b"), Parent: hashOf("a")}, "b2"},
+		{"new branch is added", Branch{Branch: history.Branch{Summary: "c", Covered: 9, Hash: hashOf("c")}}, "a,b,c"},
+		{"extension replaces its parent in place", Branch{Branch: history.Branch{Summary: "a2", Covered: 9, Hash: hashOf("a2")}, Parent: hashOf("a")}, "a2,b"},
+		{"same messages again replace the branch", Branch{Branch: history.Branch{Summary: "b'", Covered: 6, Hash: hashOf("b")}}, "a,b'"},
+		{"unknown parent adds", Branch{Branch: history.Branch{Summary: "d", Covered: 9, Hash: hashOf("d")}, Parent: hashOf("zz")}, "a,b,d"},
+		{"same hash and known parent leave one copy", Branch{Branch: history.Branch{Summary: "b2", Covered: 6, Hash: hashOf("b")}, Parent: hashOf("a")}, "b2"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,7 +58,7 @@ func TestPutBranch(t *testing.T) {
 
 	t.Run("CreatedAt kept when set", func(t *testing.T) {
 		var r Record
-		r.PutBranch(Branch{Hash: hashOf("x"), CreatedAt: at(0)}, at(5))
+		r.PutBranch(Branch{Branch: history.Branch{Hash: hashOf("x")}, CreatedAt: at(0)}, at(5))
 		if b := r.Branches[0]; !b.CreatedAt.Equal(at(0)) || !b.UsedAt.Equal(at(5)) {
 			t.Errorf("branch = %+v", b)
 		}
@@ -66,14 +68,14 @@ func TestPutBranch(t *testing.T) {
 func TestPutBranchLRU(t *testing.T) {
 	var r Record
 	for i := range MaxBranches {
-		r.PutBranch(Branch{Summary: fmt.Sprint(i), Hash: hashOf(fmt.Sprint(i))}, t0.Add(time.Duration(i)*time.Minute))
+		r.PutBranch(Branch{Branch: history.Branch{Summary: fmt.Sprint(i), Hash: hashOf(fmt.Sprint(i))}}, t0.Add(time.Duration(i)*time.Minute))
 	}
 	// Use 0 and 1 again, so 2 and 3 are the least recently used.
 	later := t0.Add(time.Hour)
 	r.TouchBranch(hashOf("1"), later)
 	r.TouchBranch(hashOf("0"), later.Add(time.Second))
-	r.PutBranch(Branch{Summary: "8", Hash: hashOf("8")}, later.Add(2*time.Second))
-	r.PutBranch(Branch{Summary: "9", Hash: hashOf("9")}, later.Add(3*time.Second))
+	r.PutBranch(Branch{Branch: history.Branch{Summary: "8", Hash: hashOf("8")}}, later.Add(2*time.Second))
+	r.PutBranch(Branch{Branch: history.Branch{Summary: "9", Hash: hashOf("9")}}, later.Add(3*time.Second))
 	if got, want := summaries(r.Branches), "0,1,4,5,6,7,8,9"; got != want {
 		t.Errorf("branches = %s, want %s", got, want)
 	}
@@ -84,7 +86,7 @@ func TestPutBranchLRU(t *testing.T) {
 
 func TestTouchBranch(t *testing.T) {
 	var r Record
-	r.PutBranch(Branch{Hash: hashOf("a")}, t0)
+	r.PutBranch(Branch{Branch: history.Branch{Hash: hashOf("a")}}, t0)
 	if r.TouchBranch(hashOf("zz"), t0.Add(time.Hour)) {
 		t.Error("TouchBranch(unknown) = true")
 	}
@@ -96,10 +98,10 @@ func TestTouchBranch(t *testing.T) {
 func TestMatchBranch(t *testing.T) {
 	var r Record
 	for _, b := range []Branch{
-		{Summary: "short", Covered: 2, Hash: hashOf("m2")},
-		{Summary: "long", Covered: 8, Hash: hashOf("m8")},
-		{Summary: "other history", Covered: 6, Hash: hashOf("x6")},
-		{Summary: "mid", Covered: 5, Hash: hashOf("m5")},
+		{Branch: history.Branch{Summary: "short", Covered: 2, Hash: hashOf("m2")}},
+		{Branch: history.Branch{Summary: "long", Covered: 8, Hash: hashOf("m8")}},
+		{Branch: history.Branch{Summary: "other history", Covered: 6, Hash: hashOf("x6")}},
+		{Branch: history.Branch{Summary: "mid", Covered: 5, Hash: hashOf("m5")}},
 	} {
 		r.PutBranch(b, t0)
 	}
