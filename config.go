@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compaction"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net"
@@ -234,7 +235,7 @@ func defaultConfig() config {
 			KeepRecent:       proxy.DefaultKeepRecent,
 			Precompact:       true,
 			SummaryPlacement: rewrite.PlacementAuto,
-			Summarizer:       summarizerConfig{Timeout: proxy.DefaultSummaryTimeout},
+			Summarizer:       summarizerConfig{Timeout: compaction.DefaultSummaryTimeout},
 		},
 		Auth:          authConfig{Keys: []string{}},
 		Namespace:     proxy.DefaultNamespace,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/ctxpress/ctxpress/compaction"
 	"time"
 
 	"github.com/ctxpress/ctxpress/wire"
@@ -113,11 +114,11 @@ var (
 	}
 )
 
-// The APIs by name: SummarizerConfig.API and SummaryRequest.API take them.
+// The APIs by name: SummarizerConfig.API and compaction.SummaryRequest.API take them.
 const (
-	apiChat      = "chat"
-	apiResponses = "responses"
-	apiMessages  = "messages"
+	apiChat      = compaction.APIChat
+	apiResponses = compaction.APIResponses
+	apiMessages  = compaction.APIMessages
 )
 
 // apiPaths are the conversation endpoints, by path after the base URL.

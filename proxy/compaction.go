@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compaction"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,7 +64,7 @@ type SummarizerConfig struct {
 	API    string
 	Model  string
 	APIKey string
-	// Timeout of one summary call; 0 means DefaultSummaryTimeout.
+	// Timeout of one summary call; 0 means compaction.DefaultSummaryTimeout.
 	Timeout time.Duration
 	// MaxTokens of the summary; 0 means compactor.DefaultMaxTokens(trigger):
 	// min(4000, 25% of the trigger).
@@ -125,7 +126,7 @@ type compactions struct {
 	policy   rewrite.Policy
 	store    state.Store
 	pipeline *rewrite.Pipeline
-	sum      *Summarizer
+	sum      *compaction.Summarizer
 	events   *admin.Bus
 	log      zerolog.Logger
 	upstream string // default summariser base URL
@@ -329,7 +330,7 @@ func (c *compactions) summaryTimeout() time.Duration {
 	if c.cfg.Summarizer.Timeout > 0 {
 		return c.cfg.Summarizer.Timeout
 	}
-	return DefaultSummaryTimeout
+	return compaction.DefaultSummaryTimeout
 }
 
 // run writes a summary for ti and stores it as a branch. Failures and skips

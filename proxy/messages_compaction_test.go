@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/ctxpress/ctxpress/compaction"
 	"net/http"
 	"slices"
 	"strconv"
@@ -328,10 +329,10 @@ func TestMessagesOverflowIsRescued(t *testing.T) {
 func TestMessagesSummaryCallFollowsTheModelsRules(t *testing.T) {
 	up := newMessagesUpstream(t)
 	up.noTemperature = map[string]bool{"claude-opus-5-5": true}
-	sum := NewSummarizer()
+	sum := compaction.NewSummarizer()
 	summarize := func(model string) {
 		t.Helper()
-		res, err := sum.Summarize(t.Context(), SummaryRequest{BaseURL: up.BaseURL(), API: apiMessages, APIKey: testAnthropicKey, Model: model,
+		res, err := sum.Summarize(t.Context(), compaction.SummaryRequest{BaseURL: up.BaseURL(), API: apiMessages, APIKey: testAnthropicKey, Model: model,
 			Prompt: compactor.SummarizerLead + " Summarise this.", MaxTokens: 2000, Timeout: 10 * time.Second})
 		if err != nil || res.Text != testSummary || res.PromptTokens == 0 {
 			t.Fatalf("%s: %q, %v", model, res.Text, err)

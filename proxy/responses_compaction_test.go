@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compaction"
 	"slices"
 	"time"
 
@@ -441,10 +442,10 @@ func refuseNextTurn(t *testing.T, up *responsesUpstream, a *responsesAgent) (ref
 func TestResponsesSummaryCallFollowsTheModelsRules(t *testing.T) {
 	up := newResponsesUpstream(t)
 	up.reasoning = map[string]bool{"gpt-5-mini": true, "corp-reasoner": true}
-	sum := NewSummarizer()
+	sum := compaction.NewSummarizer()
 	summarize := func(model string) {
 		t.Helper()
-		res, err := sum.Summarize(t.Context(), SummaryRequest{BaseURL: up.BaseURL(), API: apiResponses, Model: model,
+		res, err := sum.Summarize(t.Context(), compaction.SummaryRequest{BaseURL: up.BaseURL(), API: apiResponses, Model: model,
 			Prompt: compactor.SummarizerLead + " Summarise this.", MaxTokens: 2000, Timeout: 10 * time.Second})
 		if err != nil || res.Text != testSummary || res.PromptTokens == 0 {
 			t.Fatalf("%s: %q, %v", model, res.Text, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compaction"
 	"io"
 	"net"
 	"strings"
@@ -83,7 +84,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		s.rec = newRecorder(deps.Store, log, cfg.Clock, func(rec state.Record, tripped bool) { s.admin.Recorded(rec, tripped) })
 	}
 	s.comp = &compactions{
-		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: NewSummarizer(),
+		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: compaction.NewSummarizer(),
 		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
 		inflight: map[lineKey]chan struct{}{}, preparing: map[lineKey]int{}, now: cfg.Clock, gate: s.gate, cost: s.cfg.Cost,
 	}

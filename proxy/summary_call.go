@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"github.com/ctxpress/ctxpress/compaction"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -88,9 +89,9 @@ func credsOf(h *fasthttp.RequestHeader) clientCreds {
 // "Authorization: Bearer", or in Messages form as x-api-key. A call to the
 // conversation's own upstream in Messages form also carries the client's
 // anthropic-version and anthropic-beta.
-func (c *compactions) summaryRequest(ti turnInput, model string, maxTokens int) SummaryRequest {
+func (c *compactions) summaryRequest(ti turnInput, model string, maxTokens int) compaction.SummaryRequest {
 	api := c.summaryAPI(ti.api)
-	r := SummaryRequest{BaseURL: c.summaryBase(), API: api, Model: model, Reasoning: c.cfg.Summarizer.reasoning(model),
+	r := compaction.SummaryRequest{BaseURL: c.summaryBase(), API: api, Model: model, Reasoning: c.cfg.Summarizer.reasoning(model),
 		MaxTokens: maxTokens, Timeout: c.summaryTimeout()}
 	key := c.cfg.Summarizer.APIKey
 	if key == "" {

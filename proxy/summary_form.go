@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"github.com/ctxpress/ctxpress/compaction"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/compactor"
@@ -62,8 +63,8 @@ func sameUpstream(a, b string) bool {
 type historyInput struct {
 	ti   turnInput
 	prop rewrite.Compaction
-	call SummaryRequest // the transcript call's, to reuse
-	cal  float64        // the conversation's calibration
+	call compaction.SummaryRequest // the transcript call's, to reuse
+	cal  float64                   // the conversation's calibration
 }
 
 // historyCall returns the summary call of ti that continues its forwarded
@@ -71,11 +72,11 @@ type historyInput struct {
 // (continuesHistory). The history goes to the upstream that already
 // received it, byte for byte: the transcript's redaction (redact.Secrets)
 // has nothing to protect there.
-func (c *compactions) historyCall(in historyInput) (SummaryRequest, bool) {
+func (c *compactions) historyCall(in historyInput) (compaction.SummaryRequest, bool) {
 	ti, prop := in.ti, in.prop
 	history := ti.history()
 	if history == nil {
-		return SummaryRequest{}, false
+		return compaction.SummaryRequest{}, false
 	}
 	hp := compactor.HistoryInput{Window: c.summaryWindow(ti, in.call.Model), Prev: compactor.HoldsBlock(history)}
 	for _, m := range prop.Messages[prop.Cut:prop.Since] {
@@ -97,9 +98,9 @@ func (c *compactions) historyCall(in historyInput) (SummaryRequest, bool) {
 			call.AnthropicBeta = merged
 		}
 	}
-	answer, err := c.sum.answerCap(call)
+	answer, err := c.sum.AnswerCap(call)
 	if err != nil {
-		return SummaryRequest{}, false // the history cannot take the instruction
+		return compaction.SummaryRequest{}, false // the history cannot take the instruction
 	}
 	api := c.summaryAPI(ti.api)
 	if api == "" {
@@ -134,9 +135,9 @@ func (ti *turnInput) history() []byte {
 // history when that form applies (historyCall), then, when it does not or
 // that call falls back (fallsBack), the transcript form, with half the
 // transcript once when that is refused as too long.
-func (c *compactions) summarize(in historyInput, sum compactor.Summary) (SummaryResult, state.Usage, error) {
+func (c *compactions) summarize(in historyInput, sum compactor.Summary) (compaction.SummaryResult, state.Usage, error) {
 	var spent state.Usage
-	call1 := func(call SummaryRequest) (SummaryResult, error) {
+	call1 := func(call compaction.SummaryRequest) (compaction.SummaryResult, error) {
 		sr, err := c.sum.Summarize(context.Background(), call)
 		spent = spent.Plus(summaryUsage(sr))
 		return sr, err
@@ -153,7 +154,7 @@ func (c *compactions) summarize(in historyInput, sum compactor.Summary) (Summary
 		c.log.Info().Err(err).Str("conversation", in.ti.key.ID).Msg(msg)
 	}
 	call := in.call
-	transcript := func(sum compactor.Summary) (SummaryResult, error) {
+	transcript := func(sum compactor.Summary) (compaction.SummaryResult, error) {
 		call.Prompt = sum.Prompt()
 		return call1(call)
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compaction"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
@@ -103,7 +104,7 @@ func countUsage(rec *state.Record, l *state.Line, t *turn, u wire.Usage) {
 // summaryUsage is what a summary call's answer counts for: its usage, or
 // an answer without usage as unreported; a refusal or no answer at all
 // is not billed and counts for nothing.
-func summaryUsage(sr SummaryResult) state.Usage {
+func summaryUsage(sr compaction.SummaryResult) state.Usage {
 	if sr.Status < 200 || sr.Status > 299 {
 		return state.Usage{}
 	}

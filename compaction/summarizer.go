@@ -1,4 +1,4 @@
-package proxy
+package compaction
 
 import (
 	"context"
@@ -94,12 +94,26 @@ type summaryForm struct {
 	anthropic bool
 }
 
+// The summary call's APIs (SummaryRequest.API), as the config names them.
+const (
+	APIChat      = "chat"
+	APIResponses = "responses"
+	APIMessages  = "messages"
+)
+
+// The headers a summary call sets besides Authorization.
+const (
+	headerAPIKey           = "X-Api-Key"
+	headerAnthropicVersion = "Anthropic-Version"
+	headerAnthropicBeta    = "Anthropic-Beta"
+)
+
 // summaryForms are the summary call's forms by API (SummaryRequest.API).
 var summaryForms = map[string]summaryForm{
-	"":           {pathChatCompletions, chat.SummaryBody, chat.ReadSummary, false},
-	apiChat:      {pathChatCompletions, chat.SummaryBody, chat.ReadSummary, false},
-	apiResponses: {pathResponses, responses.SummaryBody, responses.ReadSummary, false},
-	apiMessages:  {pathMessages, messages.SummaryBody, messages.ReadSummary, true},
+	"":           {"/chat/completions", chat.SummaryBody, chat.ReadSummary, false},
+	APIChat:      {"/chat/completions", chat.SummaryBody, chat.ReadSummary, false},
+	APIResponses: {"/responses", responses.SummaryBody, responses.ReadSummary, false},
+	APIMessages:  {"/messages", messages.SummaryBody, messages.ReadSummary, true},
 }
 
 // NewSummarizer returns a Summarizer with its own connection pool.
@@ -209,11 +223,11 @@ func (req SummaryRequest) call() wire.SummaryCall {
 	return wire.SummaryCall{Model: req.Model, Prompt: req.Prompt, MaxTokens: maxTokens, History: req.History}
 }
 
-// answerCap is the room for the answer that req's body reserves under the
+// AnswerCap is the room for the answer that req's body reserves under the
 // rules the Summarizer would send it with: its max_tokens,
 // max_completion_tokens or max_output_tokens. The error is the body's
 // (wire.ErrNoHistoryForm: the history cannot take the prompt).
-func (s *Summarizer) answerCap(req SummaryRequest) (int, error) {
+func (s *Summarizer) AnswerCap(req SummaryRequest) (int, error) {
 	form, ok := summaryForms[req.API]
 	if !ok {
 		return 0, fmt.Errorf("compactor: summary API %q: want chat, responses or messages", req.API)
@@ -239,7 +253,7 @@ func setSummaryHeaders(h *fasthttp.RequestHeader, req SummaryRequest, form summa
 		h.Set(fasthttp.HeaderAuthorization, req.Authorization)
 	}
 	if req.APIKey != "" {
-		h.Set(HeaderAPIKey, req.APIKey)
+		h.Set(headerAPIKey, req.APIKey)
 		secret = req.APIKey
 	}
 	if form.anthropic {
