@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,7 +32,7 @@ func TestBinaryServesAndDrainsOnSIGTERM(t *testing.T) {
 		<-finish
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	})
-	cmd, url, logs := startBinary(t, ctxpressBinary(t), "--upstream", up.BaseURL())
+	cmd, url, logs := startBinary(t, ctxpressBinary(t), "--upstream", up.BaseURL(), "--db", filepath.Join(t.TempDir(), "ctxpress.db"))
 
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
 	if err != nil {
@@ -83,7 +84,7 @@ func TestDefaultLogIsJSONOffATerminalAndNoLineIsLostOnSIGTERM(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"object":"list","data":[],"model":"m","usage":{"prompt_tokens":1,"total_tokens":1}}`)
 	})
-	cmd := exec.Command(ctxpressBinary(t), "serve", "--listen", "127.0.0.1:0", "--upstream", up.BaseURL())
+	cmd := exec.Command(ctxpressBinary(t), "serve", "--listen", "127.0.0.1:0", "--upstream", up.BaseURL(), "--db", filepath.Join(t.TempDir(), "ctxpress.db"))
 	cmd.Env = append(os.Environ(), "CTXPRESS_CONFIG=", "CTXPRESS_LOG_FORMAT=")
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
