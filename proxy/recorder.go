@@ -222,11 +222,10 @@ const recordEvery = 10 * time.Millisecond
 
 // Under sustained load the interval stretches so that writing takes at
 // most 1/writeShare of the writer's time: a write that took d is followed
-// by at least writeShare×d of gathering, up to recordEveryMost: under a
-// load test's thousands of turns a second a fixed 10 ms writer took a
-// large share of the proxy's CPU (docs/measurements.md), while an agent's
-// few turns a second write fast and keep the 10 ms (and so, without a
-// journal, the SIGKILL window).
+// by at least writeShare×d of gathering, up to recordEveryMost: under
+// sustained load a writer on a fixed interval takes much of the proxy's
+// CPU (docs/measurements.md), while light traffic writes fast and keeps
+// recordEvery (and so, without a journal, the SIGKILL window).
 const (
 	writeShare      = 20
 	recordEveryMost = 100 * time.Millisecond

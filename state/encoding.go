@@ -3,8 +3,6 @@ package state
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
 	"time"
 
@@ -339,78 +337,6 @@ type diskStamp struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-func utc(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return t.UTC()
-}
-
-// normalize makes r what decodeRecord(encodeRecord(r)) returns, so Update can
-// return the stored record without decoding it again: times in UTC without a
-// monotonic reading (Turn.At to the millisecond), a finite Calibration, nil
-// for empty slices. TestNormalizeMatchesRoundTrip keeps the two in step.
-func normalize(r *Record) {
-	r.CreatedAt, r.UpdatedAt = utc(r.CreatedAt), utc(r.UpdatedAt)
-	if len(r.Lines) == 0 {
-		r.Lines = nil
-	}
-	// Lines and Branches may be shared with records other goroutines read
-	// (the cache's copies share their arrays): what is already normal is
-	// not written again.
-	for i := range r.Lines {
-		l := &r.Lines[i]
-		setFinite(&l.Calibration.Ratio)
-		setFinite(&l.Calibration.Slope)
-		setUTC(&l.Breaker.BackoffUntil)
-		setUTC(&l.UsedAt)
-		if l.Dedups != nil && len(l.Dedups) == 0 {
-			l.Dedups = nil
-		}
-		if l.Prunes != nil && len(l.Prunes) == 0 {
-			l.Prunes = nil
-		}
-	}
-	if len(r.Branches) == 0 {
-		r.Branches = nil
-	}
-	for i := range r.Branches {
-		b := &r.Branches[i]
-		setUTC(&b.CreatedAt)
-		setUTC(&b.UsedAt)
-	}
-	if len(r.RecentSummaries) == 0 {
-		r.RecentSummaries = nil
-	}
-	for i := range r.RecentSummaries {
-		r.RecentSummaries[i].At = utc(r.RecentSummaries[i].At)
-	}
-	r.Turns = normalTurns(r.Turns)
-}
-
-// normalTurns returns ts with every At in UTC to the millisecond, nil for
-// none. It copies ts only when a turn needs it: the array may be shared
-// with other copies of the record (see Record.Turns).
-func normalTurns(ts []Turn) []Turn {
-	if len(ts) == 0 {
-		return nil
-	}
-	copied := false
-	for i := range ts {
-		at := ts[i].At
-		if at.IsZero() {
-			continue
-		}
-		if n := time.UnixMilli(at.UnixMilli()).UTC(); n != at {
-			if !copied {
-				ts, copied = slices.Clone(ts), true
-			}
-			ts[i].At = n
-		}
-	}
-	return ts
-}
-
 // encodeRecord returns the stored bytes of r. (The bolt store encodes a
 // record without its turns, which it keeps in chunks: see boltturns.go.)
 func encodeRecord(r *Record) ([]byte, error) { return encodeRecordWithTurns(r, "turns", r.Turns, nil) }
@@ -575,27 +501,6 @@ func toDiskBreaker(b history.Breaker) diskBreaker {
 func fromDiskBreaker(d diskBreaker) history.Breaker {
 	return history.Breaker{Tripped: d.Tripped, ConsecutiveOverTrigger: d.ConsecutiveOverTrigger,
 		FailureCount: d.FailureCount, BackoffUntil: d.BackoffUntil, Reason: d.Reason}
-}
-
-// finite returns f, or 0 for NaN and ±Inf (JSON has no such numbers).
-// setFinite and setUTC write f or t only when normalizing changes it.
-func setFinite(f *float64) {
-	if math.IsNaN(*f) || math.IsInf(*f, 0) {
-		*f = 0
-	}
-}
-
-func setUTC(t *time.Time) {
-	if v := utc(*t); v != *t {
-		*t = v
-	}
-}
-
-func finite(f float64) float64 {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0
-	}
-	return f
 }
 
 // decodeStamp reads only UpdatedAt; ok is false for undecodable bytes.
