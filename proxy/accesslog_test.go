@@ -11,7 +11,7 @@ import (
 )
 
 // The access line of a pass-through request says what it got, under the
-// names the README gives: method, path, status, dur and upstream (in
+// names docs/observability.md gives: method, path, status, dur and upstream (in
 // milliseconds, as numbers), bytes_in, bytes_out; nothing else at info.
 func TestPassThroughAccessLineHasEveryFieldUnderItsName(t *testing.T) {
 	answer := `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}]}`

@@ -132,7 +132,7 @@ func replayPrefix(t *testing.T, capture []byte, n int) []byte {
 // reaches a strict upstream as one Anthropic accepts, with every thinking
 // block, marker count and tool pairing as the client sent them, under
 // the session id Claude Code sends, counted and recorded. The counts are
-// the README's Claude Code figures.
+// docs/clients.md's Claude Code figures.
 func TestClaudeCodeCapturesThroughCtxpress(t *testing.T) {
 	up := newMessagesUpstream(t)
 	up.ledger = nil // the thinking blocks are another server's

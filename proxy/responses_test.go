@@ -114,7 +114,7 @@ func codexHeaders(t *testing.T) map[string]string {
 
 // Real codex requests through ctxpress: each reaches a strict upstream as
 // one it accepts, with nothing changed that must never change, under the
-// thread id codex sends, counted and recorded. The counts are the README's
+// thread id codex sends, counted and recorded. The counts are docs/clients.md's
 // codex figures.
 func TestCodexRequestsThroughCtxpress(t *testing.T) {
 	up := newResponsesUpstream(t)

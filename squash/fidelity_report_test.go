@@ -8,7 +8,7 @@ import (
 )
 
 // Tables of the fidelity figures, as aligned text for go test -v or as
-// Markdown for the README (-fidelity.markdown).
+// Markdown for docs/fidelity.md (-fidelity.markdown).
 
 // writeTable writes rows under header: Markdown, or text with the first
 // column aligned left and the others right.
