@@ -10,7 +10,7 @@ import (
 
 // DefaultPruneMinTokens is PruneConfig.MinTokens when it is 0: a pruned
 // line is about 60 tokens, and below this the line saves too little to
-// be worth what the model no longer sees (see the README's measurement).
+// be worth what the model no longer sees (see docs/features.md's measurement).
 const DefaultPruneMinTokens = 500
 
 // PruneConfig configures the pruning of old tool results: a tool result
