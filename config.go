@@ -5,9 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/ctxpress/ctxpress/admin"
-	"github.com/ctxpress/ctxpress/compaction"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net"
 	"os"
@@ -15,11 +12,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/wire/chat"
+
+	"go.yaml.in/yaml/v3"
+
 	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/state"
-	"go.yaml.in/yaml/v3"
 )
 
 // config is the whole of ctxpress's configuration as the YAML file spells it.
@@ -101,7 +103,7 @@ func (s stateConfig) validate() error {
 
 // compactionCfg is the compaction: section; with models:,
 // default_context_window, max_history_messages, concise_output and events:
-// it becomes a proxy.CompactionConfig (compactionConfig).
+// it becomes a compaction.Config (compactionConfig).
 type compactionCfg struct {
 	Enabled          bool             `yaml:"enabled"`
 	ThresholdTokens  int              `yaml:"threshold_tokens"`
@@ -116,7 +118,7 @@ type compactionCfg struct {
 	Summarizer       summarizerConfig `yaml:"summarizer"`
 }
 
-// summarizerConfig is compaction.summarizer: (proxy.SummarizerConfig; the
+// summarizerConfig is compaction.summarizer: (compaction.SummarizerConfig; the
 // reasoning rules come from models:).
 type summarizerConfig struct {
 	BaseURL   string        `yaml:"base_url"`
@@ -248,7 +250,7 @@ func defaultConfig() config {
 }
 
 // compactionConfig is the proxy's view of the compaction options.
-func (c config) compactionConfig() proxy.CompactionConfig {
+func (c config) compactionConfig() compaction.Config {
 	models := make(map[string]int, len(c.Models))
 	var reasoning map[string]bool
 	for name, m := range c.Models {
@@ -261,7 +263,7 @@ func (c config) compactionConfig() proxy.CompactionConfig {
 		}
 	}
 	cc := c.Compaction
-	return proxy.CompactionConfig{
+	return compaction.Config{
 		Enabled: cc.Enabled,
 		Trigger: rewrite.TriggerConfig{ThresholdTokens: cc.ThresholdTokens, ThresholdRatio: cc.ThresholdRatio,
 			Models: models, DefaultContextWindow: c.DefaultWindow},
@@ -269,7 +271,7 @@ func (c config) compactionConfig() proxy.CompactionConfig {
 		KeepRecent: cc.KeepRecent, KeepRecentTokens: cc.KeepRecentTokens,
 		Precompact: cc.Precompact, PrecompactRatio: cc.PrecompactRatio,
 		SummaryPlacement: cc.SummaryPlacement,
-		Summarizer: proxy.SummarizerConfig{BaseURL: cc.Summarizer.BaseURL, API: cc.Summarizer.API, Model: cc.Summarizer.Model,
+		Summarizer: compaction.SummarizerConfig{BaseURL: cc.Summarizer.BaseURL, API: cc.Summarizer.API, Model: cc.Summarizer.Model,
 			APIKey: cc.Summarizer.APIKey, Timeout: cc.Summarizer.Timeout, MaxTokens: cc.Summarizer.MaxTokens,
 			Reasoning: reasoning},
 		MaxHistoryMessages: c.MaxHistory,

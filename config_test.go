@@ -2,14 +2,15 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/ctxpress/ctxpress/rewrite"
-	"github.com/ctxpress/ctxpress/squash"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/squash"
 )
 
 // config.example.yml is the defaults, key for key: loading it changes nothing,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/ctxpress/ctxpress/admin"
 	"io"
 	"net"
 	"net/http"
@@ -15,9 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/state/recorder"
+
+	"github.com/rs/zerolog"
+
 	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/rs/zerolog"
 )
 
 const conversationsUsage = `Usage:
@@ -208,7 +211,7 @@ func openBackend(f convFlags, write bool) (backend, error) {
 	if err == nil {
 		// The turns a crash left in the journal first, so that what this
 		// changes is the whole record (a forgotten one stays forgotten).
-		proxy.ReplayJournal(st, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
+		recorder.ReplayJournal(st, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
 		return newDBBackend(st, proxy.PricingOf(c.proxyConfig())), nil
 	}
 	if !errors.Is(err, state.ErrLocked) {

@@ -8,14 +8,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
+
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/envproxy"
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/ctxpress/ctxpress/wire/responses"
-	"github.com/tidwall/gjson"
-	"github.com/valyala/fasthttp"
 )
 
 // Summary call defaults.

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/tidwall/gjson"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 )
 
 // strictOpenAI is an upstream as strict as api.openai.com that treats the

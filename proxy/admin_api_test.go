@@ -2,16 +2,18 @@ package proxy
 
 import (
 	"encoding/json"
-	"github.com/ctxpress/ctxpress/admin"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
-	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/admin"
+
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/state"
 )
 
 // The conversations API over a real db: list (paged, newest first), show

@@ -15,11 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
-	"github.com/ctxpress/ctxpress/state"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/state"
 )
 
 // chatServer is an upstream that answers chat completions the way the

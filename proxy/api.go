@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/ctxpress/ctxpress/compaction"
 	"time"
+
+	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/turn"
 
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
@@ -18,12 +20,11 @@ import (
 // turn (parse, identify, plan, compact, forward, record, tell) is the same
 // code for every format; adding a format is adding an api.
 type api struct {
-	// name names the format; it is also the summary call's API when the
-	// summariser is the conversation's own upstream (summaryForms).
-	name string
-	// format reads request bodies into the neutral conversation and
-	// writes the core's edits back (rewrite.Parse).
-	format wire.Format
+	// turn is what a turn needs of the format: its name (also the
+	// summary call's API when the summariser is the conversation's own
+	// upstream), its wire.Format, and the body fields that reserve room
+	// for the answer.
+	turn turn.API
 	// streamAsks reports what a forwarded body asks of its answer: a
 	// stream, and usage in that stream.
 	streamAsks func(body []byte) (stream, usage bool)
@@ -49,9 +50,6 @@ type api struct {
 	// response.failed before any output), which forward holds back until
 	// it knows; nil for a format whose upstreams refuse with a status.
 	streamStart func() streamStarter
-	// outputCaps are the body fields, in order of precedence, that
-	// reserve room in the window for the answer.
-	outputCaps []string
 	// reply renders ctxpress's own answer (to "/compact") in the format.
 	reply func(model, text string, stream bool, now time.Time) wire.Reply
 	// errors renders ctxpress's own errors (502, 504, 413, 401, 500) in
@@ -82,22 +80,22 @@ type streamStarter interface {
 var (
 	// chatAPI is OpenAI chat completions (POST /v1/chat/completions).
 	chatAPI = &api{
-		name: apiChat, format: chat.Format{}, streamAsks: chat.StreamAsks, parseSeesStream: true,
+		turn:       turn.API{Name: compaction.APIChat, Format: chat.Format{}, OutputCaps: []string{"max_completion_tokens", "max_tokens"}},
+		streamAsks: chat.StreamAsks, parseSeesStream: true,
 		askStreamUsage: chat.EnsureStreamUsage, streamOptionsRefused: chat.StreamOptionsRefused,
 		usageFromJSON: chat.UsageFromJSON,
 		watch:         func() streamWatch { return &chatWatch{} },
-		outputCaps:    []string{"max_completion_tokens", "max_tokens"},
 		reply:         chat.AssistantReply,
 		errors:        openAIShape,
 	}
 	// responsesAPI is the OpenAI Responses API (POST /v1/responses), what
 	// codex ≥ 0.98 speaks.
 	responsesAPI = &api{
-		name: apiResponses, format: responses.Format{}, streamAsks: responses.StreamAsks,
+		turn:          turn.API{Name: compaction.APIResponses, Format: responses.Format{}, OutputCaps: []string{"max_output_tokens"}},
+		streamAsks:    responses.StreamAsks,
 		usageFromJSON: responses.UsageFromJSON,
 		watch:         func() streamWatch { return &responsesWatch{} },
 		streamStart:   func() streamStarter { return &responses.StreamStart{} },
-		outputCaps:    []string{"max_output_tokens"},
 		reply:         responses.AssistantReply,
 		errors:        openAIShape,
 	}
@@ -105,20 +103,13 @@ var (
 	// as Claude Code's ?beta=true), what Claude Code speaks. Its streams
 	// carry their usage; its errors are Anthropic's.
 	messagesAPI = &api{
-		name: apiMessages, format: messages.Format{}, streamAsks: messages.StreamAsks,
+		turn:          turn.API{Name: compaction.APIMessages, Format: messages.Format{}, OutputCaps: []string{"max_tokens"}},
+		streamAsks:    messages.StreamAsks,
 		usageFromJSON: messages.UsageFromJSON,
 		watch:         func() streamWatch { return &messagesWatch{} },
-		outputCaps:    []string{"max_tokens"},
 		reply:         messages.AssistantReply,
 		errors:        anthropicShape,
 	}
-)
-
-// The APIs by name: SummarizerConfig.API and compaction.SummaryRequest.API take them.
-const (
-	apiChat      = compaction.APIChat
-	apiResponses = compaction.APIResponses
-	apiMessages  = compaction.APIMessages
 )
 
 // apiPaths are the conversation endpoints, by path after the base URL.

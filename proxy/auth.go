@@ -6,8 +6,9 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/ctxpress/ctxpress/state"
 	"github.com/valyala/fasthttp"
+
+	"github.com/ctxpress/ctxpress/state"
 )
 
 // HeaderClientKey carries a client's ctxpress key when its Authorization

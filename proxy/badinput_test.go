@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ctxpress/ctxpress/compaction"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/state"
@@ -202,7 +203,7 @@ var asstCall = func(id, args string) string {
 func TestBadInput(t *testing.T) {
 	up := strictUpstream(t)
 	deps, st := chatDeps(t)
-	cfg := Config{Upstream: up.BaseURL(), MaxBodyBytes: 80 << 20, Compaction: CompactionConfig{Enabled: true}}
+	cfg := Config{Upstream: up.BaseURL(), MaxBodyBytes: 80 << 20, Compaction: compaction.Config{Enabled: true}}
 	p := startProxyWith(t, cfg, deps)
 
 	manyTiny := make([]string, 100_000)

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/valyala/fasthttp"
+
+	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/rewrite"
 )
 
 // startFastUpstream serves a fixed chat completion from fasthttp on
@@ -127,7 +129,7 @@ func BenchmarkOverhead(b *testing.B) {
 func BenchmarkChatTurn(b *testing.B) {
 	upstream := startFastUpstream(b)
 	deps, _ := chatDeps(b)
-	cfg := Config{Upstream: upstream, Compaction: CompactionConfig{Enabled: true,
+	cfg := Config{Upstream: upstream, Compaction: compaction.Config{Enabled: true,
 		Trigger:     rewrite.TriggerConfig{ThresholdRatio: rewrite.DefaultThresholdRatio, DefaultContextWindow: rewrite.DefaultContextWindow},
 		TargetRatio: DefaultTargetRatio, KeepRecent: DefaultKeepRecent, Precompact: true}}
 	p := startProxyWith(b, cfg, deps)

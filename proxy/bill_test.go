@@ -3,7 +3,6 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/ctxpress/ctxpress/admin"
 	"io"
 	"math"
 	"net/http"
@@ -12,11 +11,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compaction"
+
+	"github.com/openai/openai-go/v3/option"
+	"github.com/tidwall/gjson"
+
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/tidwall/gjson"
 )
 
 // near reports whether two amounts of money agree to a millionth of a
@@ -351,6 +354,12 @@ func TestAdminAPIBillsTheCachedUsageOfEachFormat(t *testing.T) {
 // directCost is the direct estimate of turns recorded on one line, with
 // the output each got (reported, in order), recomputed the way the
 // record sums it.
+// cacheSeen is what a conversation's usage so far shows of the
+// upstream's prompt cache, as the record reckons it.
+func cacheSeen(u state.Usage) rewrite.CacheSeen {
+	return rewrite.CacheSeen{Reads: u.Cached > 0 || u.CacheWrite > 0, Writes: u.CacheWrite > 0}
+}
+
 func directCost(prices rewrite.Prices, recorded []state.Turn, reported []rewrite.Usage) float64 {
 	var seen, direct state.Usage
 	prev := 0
@@ -471,7 +480,7 @@ func TestPricingOf(t *testing.T) {
 		{"local_upstream: false prices it as hosted", Config{Upstream: "http://localhost:1234/v1", LocalUpstream: &no}, false, false, admin.CostUSD, "gpt-4o"},
 		{"local_upstream: true prices a remote one by prefill", Config{Upstream: "http://gpu-box:8080/v1", LocalUpstream: &yes}, true, true, admin.CostPrefill, "gpt-4o"},
 		{"a summariser elsewhere is priced as its own server, at its own model",
-			Config{Upstream: "http://127.0.0.1:8080/v1", Compaction: CompactionConfig{Summarizer: SummarizerConfig{BaseURL: "https://api.openai.com/v1", Model: "gpt-5-mini"}}},
+			Config{Upstream: "http://127.0.0.1:8080/v1", Compaction: compaction.Config{Summarizer: compaction.SummarizerConfig{BaseURL: "https://api.openai.com/v1", Model: "gpt-5-mini"}}},
 			true, false, admin.CostPrefill, "gpt-5-mini"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/valyala/fasthttp"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 )
 
 // A client that gives up before the upstream has sent anything (a long

@@ -10,10 +10,12 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ctxpress/ctxpress/internal/corpustest"
-	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
+
+	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/internal/corpustest"
+	"github.com/ctxpress/ctxpress/rewrite"
 )
 
 // BenchmarkChatTurnWork is a chat turn's own work without the network,
@@ -52,14 +54,14 @@ func BenchmarkChatTurnWork(b *testing.B) {
 // (each with its own X-Session-ID when sessions) or one per body.
 func benchmarkChatTurnWork(b *testing.B, bodies [][]byte, sessions bool) {
 	deps, _ := chatDeps(b)
-	cfg := Config{Upstream: "http://127.0.0.1:1/v1", Compaction: CompactionConfig{Enabled: true,
+	cfg := Config{Upstream: "http://127.0.0.1:1/v1", Compaction: compaction.Config{Enabled: true,
 		Trigger:     rewrite.TriggerConfig{ThresholdRatio: rewrite.DefaultThresholdRatio, DefaultContextWindow: rewrite.DefaultContextWindow},
 		TargetRatio: DefaultTargetRatio, KeepRecent: DefaultKeepRecent, Precompact: true}}
 	s, err := New(cfg, zerolog.New(io.Discard), deps)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { s.rec.close() })
+	b.Cleanup(func() { s.rec.Close() })
 	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":250,"completion_tokens":1,"total_tokens":251}}`)
 	ctxs := make([]*fasthttp.RequestCtx, max(64, len(bodies)))
 	for i := range ctxs {
@@ -82,7 +84,7 @@ func benchmarkChatTurnWork(b *testing.B, bodies [][]byte, sessions bool) {
 	for i := range 2 * len(ctxs) {
 		turn(i)
 	}
-	s.rec.wait()
+	s.rec.Wait()
 	// The turns run on one thread, whose CPU time is the turn's own work
 	// (what it allocates and its GC assists included), the recorder's
 	// writer and the GC's workers left out: a steadier number than ns/op
@@ -98,7 +100,7 @@ func benchmarkChatTurnWork(b *testing.B, bodies [][]byte, sessions bool) {
 		if i%len(ctxs) == len(ctxs)-1 {
 			cpu += threadCPU() - t0
 			b.StopTimer()
-			s.rec.wait()
+			s.rec.Wait()
 			b.StartTimer()
 			t0 = threadCPU()
 		}
@@ -128,18 +130,13 @@ func (s *Server) handle0(ctx *fasthttp.RequestCtx, answer []byte) {
 		panic("not authenticated")
 	}
 	a := apiOf(ctx.Path())
-	c, ok := s.prepareTurn(ctx, x, a)
+	t, ok := s.turns.Begin(&a.turn, ctx.Request.Body(), (*requestHeader)(&ctx.Request.Header), s.namespaces.of(x.credential))
 	if !ok {
 		panic("not understood")
 	}
-	t := c.t
-	if c.compactable {
-		s.compactTurn(ctx, c)
-	}
-	s.fitTurn(c, "")
-	t.setResult(c.res, c.nums)
-	s.answerTurn(x, t)
-	setTurnHeaders(&ctx.Response.Header, t, c.o.compacted)
+	x.turn = t
+	setTurnHeaders(&ctx.Response.Header, t)
+	t.Sent(t.Body())
 	x.status = fasthttp.StatusOK
 	x.usage = usageFromBody(a, answer, nil)
 	x.bytesOut = int64(len(answer))

@@ -8,8 +8,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/openai/openai-go/v3"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 )
 
 // "/compact" as the last user message is answered by ctxpress itself, in
@@ -142,7 +143,7 @@ func TestCompactCommandDuringBackgroundCompaction(t *testing.T) {
 		// A precompaction is started before the turn's answer is sent; it
 		// either calls the summariser (which holds it) or gives up.
 		a.turn(false)
-		waitFor(t, func() bool { return len(started) > 0 || p.comp.running() == 0 }, "the precompaction to call the summariser or end")
+		waitFor(t, func() bool { return len(started) > 0 || p.comp.Running() == 0 }, "the precompaction to call the summariser or end")
 		if len(started) > 0 {
 			break
 		}
@@ -150,7 +151,7 @@ func TestCompactCommandDuringBackgroundCompaction(t *testing.T) {
 	a.history = append(a.history, openai.UserMessage("/compact"))
 	answered := make(chan http.Header, 1)
 	go func() { answered <- a.turn(false) }()
-	waitFor(t, func() bool { return p.comp.waiting.Load() == 1 }, "/compact waiting on the running compaction")
+	waitFor(t, func() bool { return p.comp.Waiting() == 1 }, "/compact waiting on the running compaction")
 	release()
 	h := <-answered
 	last := a.history[len(a.history)-2].OfAssistant.Content.OfString.Value

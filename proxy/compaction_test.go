@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/tidwall/gjson"
+
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/tidwall/gjson"
 )
 
 // The headline: a 60-turn tool-using conversation through ctxpress, in
@@ -369,11 +370,7 @@ func TestPrecompactNoTurnWaits(t *testing.T) {
 		}
 		// Let a background summary finish before the next turn, as an
 		// agent's thinking time would.
-		waitFor(t, func() bool {
-			p.comp.mu.Lock()
-			defer p.comp.mu.Unlock()
-			return len(p.comp.inflight) == 0
-		}, "background compaction")
+		waitFor(t, func() bool { return p.comp.Running() == 0 }, "background compaction")
 		waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
 	}
 	_, summaries := up.ChatRequests()
@@ -441,14 +438,14 @@ func TestPrecompactionForwardsTheSameBytesHoweverLate(t *testing.T) {
 						return true
 					default:
 					}
-					if p.comp.waiting.Load() > 0 || p.gate.waitingNow() > 0 { // the turn waits on the held summary
+					if p.comp.Waiting() > 0 || p.gate.WaitingNow() > 0 { // the turn waits on the held summary
 						release()
 					}
 					return false
 				}, "the turn")
 			} else {
 				<-done
-				p.comp.wait()
+				p.comp.Wait()
 			}
 			waitFor(t, func() bool { rec, _, _ := st.Get(key); return rec.Requests == int64(a.turns) }, "the turn recorded")
 		}

@@ -3,11 +3,13 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"github.com/ctxpress/ctxpress/admin"
-	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/internal/baseurl"
 
 	"github.com/ctxpress/ctxpress/rewrite"
 )
@@ -74,7 +76,7 @@ type Config struct {
 	// from LocalUpstream (a local server is priced by prefill tokens).
 	Cost rewrite.CostConfig
 	// Compaction: when and how conversations are summarised.
-	Compaction CompactionConfig
+	Compaction compaction.Config
 	// Clock is the time ctxpress decides by: summariser backoff, the pause
 	// after a failed store write, the times of turns, branches and events,
 	// and the rate of repeated warnings. nil means time.Now. Durations it
@@ -135,7 +137,7 @@ func (c Config) withDefaults() Config {
 // Validate reports the first problem with c, after defaults are applied.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if _, err := parseUpstream(c.Upstream); err != nil {
+	if _, err := baseurl.Parse(c.Upstream); err != nil {
 		return err
 	}
 	for _, k := range c.AuthKeys {
@@ -163,53 +165,6 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-// upstreamURL is the parsed Upstream: scheme and host, and the base path every
-// forwarded path is appended to (no trailing slash).
-type upstreamURL struct {
-	scheme string
-	host   string
-	base   string
-}
-
-func parseUpstream(raw string) (upstreamURL, error) {
-	if raw == "" {
-		return upstreamURL{}, errors.New("upstream is required (e.g. http://localhost:1234/v1)")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return upstreamURL{}, fmt.Errorf("upstream %q: %w", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return upstreamURL{}, fmt.Errorf("upstream %q: scheme must be http or https", raw)
-	}
-	if u.Host == "" {
-		return upstreamURL{}, fmt.Errorf("upstream %q: no host", raw)
-	}
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return upstreamURL{}, fmt.Errorf("upstream %q: must not carry a query, fragment or credentials", raw)
-	}
-	return upstreamURL{scheme: u.Scheme, host: u.Host, base: strings.TrimRight(u.EscapedPath(), "/")}, nil
-}
-
-// target maps a client's request path to the upstream URL: /v1/X and /X both
-// become {base}/X, so clients configured with or without /v1 work alike.
-func (u upstreamURL) target(dst []byte, path, query []byte) []byte {
-	rest := path
-	if len(rest) >= 3 && string(rest[:3]) == "/v1" && (len(rest) == 3 || rest[3] == '/') {
-		rest = rest[3:]
-	}
-	dst = append(dst, u.scheme...)
-	dst = append(dst, "://"...)
-	dst = append(dst, u.host...)
-	dst = append(dst, u.base...)
-	dst = append(dst, rest...)
-	if len(query) > 0 {
-		dst = append(dst, '?')
-		dst = append(dst, query...)
-	}
-	return dst
 }
 
 // hostname is the default replica name.

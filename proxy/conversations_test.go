@@ -2,13 +2,14 @@ package proxy
 
 import (
 	"errors"
-	"github.com/ctxpress/ctxpress/admin"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ctxpress/ctxpress/admin"
 
 	"github.com/ctxpress/ctxpress/state"
 )

@@ -7,15 +7,16 @@
 // read by read, flushed as it arrives, so no event is held back.
 //
 // The conversation endpoints (POST /v1/chat/completions, /v1/responses and
-// /v1/messages, also without /v1) share one turn handler (handleTurn): the
-// request is parsed by its format's wire adapter (api.go says what differs
-// per format), identified, rewritten, compacted when due, forwarded, and
-// the upstream's reported usage (from the JSON body, or from a side copy of
-// the SSE stream) is recorded to calibrate later estimates. Every other
+// /v1/messages, also without /v1) are turns (handleTurn in chat.go): the
+// turn package parses, identifies, plans, compacts and fits the request
+// (turn.Turns.Begin), the shell forwards the body it gives, hands a
+// refusal back to it (turn.Turn.Refused), reads the answer's usage (from
+// the JSON body, or from a side copy of the SSE stream) and finishes the
+// turn with it (finish). api.go says what differs per format. Every other
 // path, /v1/responses/compact and /v1/responses/input_tokens included,
-// passes through. The package never parses or rewrites message content
-// itself; that is the wire and rewrite packages' job. /ctxpress/ and
-// /metrics are the admin package's.
+// passes through. The package never parses, rewrites or decides about
+// message content itself. /ctxpress/ and /metrics are the admin
+// package's.
 //
 // Faults ctxpress itself causes are answered in the error shape of the
 // request's own format (OpenAI's for chat completions and Responses,

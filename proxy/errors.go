@@ -8,8 +8,9 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/valyala/fasthttp"
+
+	"github.com/ctxpress/ctxpress/wire/messages"
 )
 
 // errIdleTimeout cuts a stream whose upstream sent nothing for the idle timeout.

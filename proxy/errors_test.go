@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/valyala/fasthttp"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 )
 
 // freeAddr returns a loopback address nothing listens on.

@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/tidwall/gjson"
 )
 
 // Faults of the upstream and of the store, each on loopback. Refused

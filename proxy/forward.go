@@ -6,8 +6,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/valyala/fasthttp"
+
+	"github.com/ctxpress/ctxpress/wire/chat"
 )
 
 // forwardOpts say what the turn handler needs from forward.
@@ -219,7 +220,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 		req.Header.Set(fasthttp.HeaderAcceptEncoding, "identity")
 	}
 	if a.turn && x.gate == nil {
-		x.gate = s.gate.live()
+		x.gate = s.gate.Live()
 	}
 	resp = fasthttp.AcquireResponse()
 	t0 := time.Now()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net"
 	"net/http"
@@ -17,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
-	"github.com/ctxpress/ctxpress/rewrite"
-	"github.com/ctxpress/ctxpress/squash"
-	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/wire/chat"
+
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	dto "github.com/prometheus/client_model/go"
@@ -28,6 +26,11 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/squash"
+	"github.com/ctxpress/ctxpress/state"
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
@@ -63,9 +66,7 @@ func (p *testProxy) BaseURL() string { return p.URL + "/v1" }
 // to its end, this turns true when the turn's write has committed. The recorder's
 // callback (metrics, events) runs after that: wait for a metric itself.
 func (p *testProxy) recorderDrained() bool {
-	p.rec.pendingMu.Lock()
-	defer p.rec.pendingMu.Unlock()
-	return len(p.rec.pending) == 0
+	return p.rec.Pending() == 0
 }
 
 // startProxy serves a Server for cfg on 127.0.0.1 and shuts it down at the
@@ -145,7 +146,7 @@ var moduleDir = func() string {
 
 // serverLifeFrames are the goroutines a running Server (or its store) keeps
 // for its whole life.
-var serverLifeFrames = []string{"proxy.(*Server).Serve(", "proxy.(*recorder).run(", "admin.(*Bus).postHooks(", "state.startSweeper.", "state.startMapTrimmer."}
+var serverLifeFrames = []string{"proxy.(*Server).Serve(", "recorder.(*Recorder).run(", "admin.(*Bus).postHooks(", "state.startSweeper.", "state.startMapTrimmer."}
 
 // strayGoroutines returns the stacks of goroutines, other than the
 // caller's, that run ctxpress code beyond a server's own (serverLifeFrames):
@@ -252,7 +253,7 @@ func toolTurn() []openai.ChatCompletionMessageParamUnion {
 const testTrigger = 4000
 
 func compactionConfig(upstream string) Config {
-	return Config{Upstream: upstream, Compaction: CompactionConfig{
+	return Config{Upstream: upstream, Compaction: compaction.Config{
 		Enabled: true,
 		Trigger: rewrite.TriggerConfig{ThresholdTokens: testTrigger},
 	}}

@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 )
 
 // An upstream on the IPv6 loopback (http://[::1]:PORT/v1): chat goes

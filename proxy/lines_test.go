@@ -12,14 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/history"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire"
-	"github.com/ctxpress/ctxpress/wire/chat"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 )
 
 // countingUpstream answers chat completions like the fake, but reports
@@ -212,83 +210,6 @@ func TestHistoriesSharingAKeyDoNotWaitForEachOther(t *testing.T) {
 	}
 }
 
-// An active conversation's summary is used on every turn, so it is the
-// most recently used branch however many other histories of the key
-// compact after it: it must never be the one evicted.
-func TestAppliedSummaryIsNotEvictedByOtherBranches(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var rec state.Record
-	active := state.ChainHash{1}
-	rec.PutBranch(state.Branch{Branch: history.Branch{Summary: "active", Covered: 10, Hash: active}}, t0)
-	for i := range 2 * state.MaxBranches {
-		// A turn of the active conversation applies its summary...
-		applyTurn(&rec, turnRecord{turn: turn{applied: &active}}, t0.Add(time.Duration(2*i+1)*time.Minute))
-		// ...and another history of the key compacts.
-		rec.PutBranch(state.Branch{Branch: history.Branch{Summary: "other", Covered: 4, Hash: state.ChainHash{byte(2 + i)}}},
-			t0.Add(time.Duration(2*i+2)*time.Minute))
-	}
-	found := false
-	for _, b := range rec.Branches {
-		found = found || b.Hash == active
-	}
-	if !found {
-		t.Fatal("the summary the conversation uses every turn was evicted")
-	}
-}
-
-// A background compaction that stores its summary between a turn's read of
-// the record and the turn taking the line's lock: the turn must use that
-// summary, not pay for a second summary of the same messages.
-func TestPrecompactionLandingBeforeTheLockCausesNoSecondSummary(t *testing.T) {
-	up := openaitest.New(t)
-	cfg := compactionConfig(up.BaseURL())
-	p, st := startWithStore(t, cfg)
-	a := newAgent(t, p.BaseURL(), "stale-record")
-	a.history = append(a.history, toolTurn()...)
-	for range 8 {
-		a.history = append(a.history,
-			openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
-				Content: openai.ChatCompletionAssistantMessageParamContentUnion{OfString: openai.String("Looking.")}}},
-			openai.UserMessage(strings.Repeat("Here is more context about the leap-year bug. ", 60)))
-	}
-	body, err := json.Marshal(openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: a.history})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := state.NewKey([]byte("Bearer sk-agent"), a.convID)
-	parsed := rewrite.Parse(chat.Format{}, body)
-	turnAt := func(rec state.Record) turnInput {
-		res := p.pipeline.RewriteParsed(parsed, p.comp.options(rec, state.ChainHash{}))
-		line, nums := lineOf(&rec, res)
-		return turnInput{api: chatAPI, key: key, rec: rec, line: line, nums: nums, parsed: parsed, res: res,
-			trigger: p.comp.cfg.Trigger.Trigger(res.Model), creds: clientCreds{authorization: "Bearer sk-agent"}}
-	}
-	// The turn reads the record: nothing stored yet.
-	stale := turnAt(state.Record{Key: key})
-	if due, err := p.comp.due(&stale); !due {
-		t.Fatalf("the request is not over its trigger (%d tokens): %v", stale.res.TokensAfter, err)
-	}
-	// A background compaction of the same line runs and stores its summary.
-	bg := stale
-	bg.body = body
-	p.comp.precompact(bg)
-	p.comp.wait()
-	if _, summaries := up.ChatRequests(); len(summaries) != 1 {
-		t.Fatalf("%d summary calls from the background compaction", len(summaries))
-	}
-	// Now the turn takes the lock, holding the record it read before.
-	res, o := p.comp.maybeCompact(stale, kindAuto)
-	if _, summaries := up.ChatRequests(); len(summaries) != 1 {
-		t.Fatalf("a second summary call (%d in all) for messages just summarised", len(summaries))
-	}
-	if res.Applied < 0 || o.err != nil {
-		t.Fatalf("the turn did not use the stored summary (applied %d, err %v)", res.Applied, o.err)
-	}
-	if rec, _, _ := st.Get(key); len(rec.Branches) != 1 {
-		t.Fatalf("%d branches stored", len(rec.Branches))
-	}
-}
-
 // A "/compact" turn is a turn: it counts as a request and a compaction, and
 // its tokens saved count, although ctxpress answered it itself.
 func TestCompactCommandTurnIsRecorded(t *testing.T) {
@@ -393,68 +314,5 @@ func TestSmallDedupAfterBigOneKeepsTheCachedPrefix(t *testing.T) {
 	}
 	if !isPrefix(first, after) {
 		t.Fatal("the big dedup was undone")
-	}
-}
-
-// While the store is slow to write, the next request of each history
-// under a key finds its line and the numbers its last turn reported. Only
-// the key's latest queued turn was seen, so the other history's request,
-// its turns not written yet, started a line of its own (from no
-// calibration, without its breaker), and the record kept two lines for it.
-func TestQueuedTurnsOfEveryHistoryAreSeenByTheNextRequest(t *testing.T) {
-	r := stoppedRecorder(t, state.NewMemory()) // nothing is written
-	key := state.NewKey([]byte("Bearer k"), "app-wide-id")
-	lineA := lineRef{id: state.ChainHash{0xa}, tip: state.ChainHash{0xa, 9}, messages: 9}
-	lineB := lineRef{id: state.ChainHash{0xb}, tip: state.ChainHash{0xb, 7}, messages: 7}
-	r.record(turnRecord{turn: turn{key: key, line: lineA, model: "m", rawAfter: 1000},
-		usage: wire.Usage{Found: true, InputTokens: 1500}})
-	r.record(turnRecord{turn: turn{key: key, line: lineB, model: "m", rawAfter: 800},
-		usage: wire.Usage{Found: true, InputTokens: 1000}})
-
-	rec, err := r.read(key) // what the next request reads
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []struct {
-		ref   lineRef
-		input int
-	}{{lineA, 1500}, {lineB, 1000}} {
-		l := rec.LineByID(want.ref.id)
-		if l == nil {
-			t.Errorf("line %x not seen while its turn is queued (lines %+v)", want.ref.id[:1], rec.Lines)
-			continue
-		}
-		if l.Tip != want.ref.tip || l.Messages != want.ref.messages || l.Calibration.LastInput != want.input {
-			t.Errorf("line %x: tip %x at %d, input %d; want the queued turn's %x at %d, %d",
-				want.ref.id[:1], l.Tip[:2], l.Messages, l.Calibration.LastInput, want.ref.tip[:2], want.ref.messages, want.input)
-		}
-	}
-}
-
-// On replicas, a conversation's second turn can reach another replica
-// before the first turn's record is written: it reads no line and starts
-// one. When its own record is written after the first turn's, it must join
-// the first turn's line, not leave the conversation with two.
-func TestTurnThatReadBeforeThePreviousTurnsRecordJoinsItsLine(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	chain := [][32]byte{{1}, {2}, {3}, {4}}
-	// Both turns were read against an empty record.
-	var empty state.Record
-	first, _ := lineOfChain(&empty, chain[:2], "m")
-	second, _ := lineOfChain(&empty, chain, "m")
-	var rec state.Record
-	applyTurn(&rec, turnRecord{turn: turn{line: first, model: "m"}}, t0)
-	applyTurn(&rec, turnRecord{turn: turn{line: second, model: "m"}}, t0.Add(time.Second))
-	if len(rec.Lines) != 1 {
-		t.Fatalf("%d lines for one conversation, want 1", len(rec.Lines))
-	}
-	if l := rec.Lines[0]; l.ID != state.ChainHash(chain[1]) || l.Tip != state.ChainHash(chain[3]) || l.Messages != 3 {
-		t.Errorf("line %x tip %x at %d messages; want the first turn's line at the second's tip", l.ID[:2], l.Tip[:2], l.Messages)
-	}
-	// A different history read against the same empty record keeps its own.
-	other, _ := lineOfChain(&empty, [][32]byte{{1}, {9}}, "m")
-	applyTurn(&rec, turnRecord{turn: turn{line: other, model: "m"}}, t0.Add(2*time.Second))
-	if len(rec.Lines) != 2 {
-		t.Errorf("%d lines after another history's first turn, want 2", len(rec.Lines))
 	}
 }

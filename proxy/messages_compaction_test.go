@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"github.com/ctxpress/ctxpress/compaction"
 	"net/http"
 	"slices"
 	"strconv"
@@ -9,12 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/wire/messages"
+
+	"github.com/tidwall/gjson"
+
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/messagestest"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/tidwall/gjson"
 )
 
 // claudeCodeBeta is the capture's anthropic-beta list.
@@ -158,15 +161,15 @@ func TestClaudeToolLoopCompactionSendsTheDropBlockBeta(t *testing.T) {
 		name, first, rest string
 		want              string
 	}{
-		{"the client's betas and the beta", first, rest, claudeCodeBeta + "," + betaThinkingBinding},
-		{"the client sent it already", first, rest + ", " + betaThinkingBinding, ""},
+		{"the client's betas and the beta", first, rest, claudeCodeBeta + "," + messages.BetaThinkingBinding},
+		{"the client sent it already", first, rest + ", " + messages.BetaThinkingBinding, ""},
 	} {
 		t.Run(r.name, func(t *testing.T) {
 			up := newMessagesUpstream(t)
 			deps, _ := responsesDeps(t)
 			p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 16000), deps)
 			a := newMessagesAgent(t, p.URL, "drop-block")
-			a.header = slices.DeleteFunc(a.header, func(h [2]string) bool { return strings.EqualFold(h[0], headerAnthropicBeta) })
+			a.header = slices.DeleteFunc(a.header, func(h [2]string) bool { return strings.EqualFold(h[0], messages.HeaderBeta) })
 			a.header = append(a.header, [2]string{"anthropic-beta", r.first}, [2]string{"anthropic-beta", r.rest})
 			compactedAt := 0
 			for turn := 1; turn <= 40 && compactedAt == 0; turn++ {
@@ -181,14 +184,14 @@ func TestClaudeToolLoopCompactionSendsTheDropBlockBeta(t *testing.T) {
 			a.turn(false) // refused without the beta
 			turns, _ := up.turns()
 			for _, g := range turns[compactedAt-1:] {
-				if !asksDropBlock(g.body) {
+				if !messages.AsksDropBlock(g.body) {
 					t.Fatalf("a turn after the compaction inside the tool loop asks no drop_block: %s", gjson.GetBytes(g.body, "thinking").Raw)
 				}
 				want := []string{r.want}
 				if r.want == "" {
 					want = []string{r.first, r.rest}
 				}
-				if got := g.header.Values(headerAnthropicBeta); !slices.Equal(got, want) {
+				if got := g.header.Values(messages.HeaderBeta); !slices.Equal(got, want) {
 					t.Errorf("anthropic-beta %q, want %q", got, want)
 				}
 			}
@@ -332,7 +335,7 @@ func TestMessagesSummaryCallFollowsTheModelsRules(t *testing.T) {
 	sum := compaction.NewSummarizer()
 	summarize := func(model string) {
 		t.Helper()
-		res, err := sum.Summarize(t.Context(), compaction.SummaryRequest{BaseURL: up.BaseURL(), API: apiMessages, APIKey: testAnthropicKey, Model: model,
+		res, err := sum.Summarize(t.Context(), compaction.SummaryRequest{BaseURL: up.BaseURL(), API: compaction.APIMessages, APIKey: testAnthropicKey, Model: model,
 			Prompt: compactor.SummarizerLead + " Summarise this.", MaxTokens: 2000, Timeout: 10 * time.Second})
 		if err != nil || res.Text != testSummary || res.PromptTokens == 0 {
 			t.Fatalf("%s: %q, %v", model, res.Text, err)
@@ -369,7 +372,7 @@ func TestMessagesSummarizerOfItsOwn(t *testing.T) {
 	sum.key = "sk-ant-summariser-key"
 	deps, _ := responsesDeps(t)
 	cfg := claudeCodeCompaction(up.BaseURL(), 1<<20)
-	cfg.Compaction.Summarizer = SummarizerConfig{BaseURL: sum.BaseURL(), API: apiMessages, APIKey: sum.key, Model: "claude-haiku-4-5"}
+	cfg.Compaction.Summarizer = compaction.SummarizerConfig{BaseURL: sum.BaseURL(), API: compaction.APIMessages, APIKey: sum.key, Model: "claude-haiku-4-5"}
 	p := startProxyWith(t, cfg, deps)
 	a := newMessagesAgent(t, p.URL, "own-summariser")
 	for range 10 {
@@ -407,7 +410,7 @@ func TestSummarizerAPIConfig(t *testing.T) {
 		{"messages", "", false},
 		{"anthropic", "http://127.0.0.1:1/v1", false},
 	} {
-		err := CompactionConfig{Summarizer: SummarizerConfig{API: tc.api, BaseURL: tc.base}}.Validate()
+		err := compaction.Config{Summarizer: compaction.SummarizerConfig{API: tc.api, BaseURL: tc.base}}.Validate()
 		if (err == nil) != tc.ok {
 			t.Errorf("api %q, base_url %q: %v", tc.api, tc.base, err)
 		}

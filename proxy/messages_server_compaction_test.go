@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/tidwall/gjson"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/wire/messages"
 )
 
 // serverCompactEdits are Anthropic's server compaction over trigger input
@@ -210,8 +212,8 @@ func TestClaudeThinkingLoopAroundServerCompaction(t *testing.T) {
 			turns, _ := up.turns()
 			for _, g := range turns[compactedAt-1:] {
 				fwd := gjson.GetBytes(g.body, "messages").Array()
-				if !systemSummary(g.body) || !asksDropBlock(g.body) || len(fwd) <= at+1 {
-					t.Fatalf("a turn after ctxpress's compaction: summary %v, drop_block %v, %d messages", systemSummary(g.body), asksDropBlock(g.body), len(fwd))
+				if !systemSummary(g.body) || !messages.AsksDropBlock(g.body) || len(fwd) <= at+1 {
+					t.Fatalf("a turn after ctxpress's compaction: summary %v, drop_block %v, %d messages", systemSummary(g.body), messages.AsksDropBlock(g.body), len(fwd))
 				}
 				for i := 0; i <= at; i++ {
 					if fwd[i].Raw != a.message(i, a.msgs[i]) {

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/ctxpress/ctxpress/internal/messagestest"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/tidwall/gjson"
 )
 
 // messagesRecord waits for n turns of the Claude Code session to be

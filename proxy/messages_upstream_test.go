@@ -10,10 +10,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/messagestest"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
-	"github.com/tidwall/gjson"
 )
 
 // messagesUpstream is an Anthropic Messages upstream on 127.0.0.1 as strict

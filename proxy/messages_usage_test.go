@@ -1,10 +1,11 @@
 package proxy
 
 import (
-	"github.com/ctxpress/ctxpress/admin"
 	"net/url"
 	"strconv"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/admin"
 
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"github.com/ctxpress/ctxpress/admin"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -11,10 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/admin"
+
+	"github.com/openai/openai-go/v3"
+
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/openai/openai-go/v3"
 )
 
 // workerLog is a tool output squash recognises as a log.

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/openai/openai-go/v3"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 )
 
 // The official Go client, pointed at ctxpress, works as against the upstream.

@@ -130,31 +130,6 @@ func TestUpstreamAPIKeyReplacesAuthorization(t *testing.T) {
 	}
 }
 
-func TestTargetMapping(t *testing.T) {
-	for _, tc := range []struct{ upstream, path, query, want string }{
-		{"http://h:1/v1", "/v1/chat/completions", "", "http://h:1/v1/chat/completions"},
-		{"http://h:1/v1", "/chat/completions", "", "http://h:1/v1/chat/completions"},
-		{"http://h:1/v1/", "/v1/models", "a=1", "http://h:1/v1/models?a=1"},
-		{"https://h/api/openai/v1", "/v1/embeddings", "", "https://h/api/openai/v1/embeddings"},
-		{"http://h:1", "/v1/models", "", "http://h:1/models"},
-		{"http://h:1/v1", "/v1", "", "http://h:1/v1"},
-		{"http://h:1/v1", "/v10/x", "", "http://h:1/v1/v10/x"},
-	} {
-		u, err := parseUpstream(tc.upstream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := string(u.target(nil, []byte(tc.path), []byte(tc.query))); got != tc.want {
-			t.Errorf("%s + %s = %s, want %s", tc.upstream, tc.path, got, tc.want)
-		}
-	}
-	for _, bad := range []string{"", "localhost:1234", "ftp://h/", "http:///v1", "http://h/v1?x=1"} {
-		if _, err := parseUpstream(bad); err == nil {
-			t.Errorf("parseUpstream(%q) accepted", bad)
-		}
-	}
-}
-
 // Hop-by-hop headers describe the client's connection to ctxpress, not
 // ctxpress's to the upstream: those RFC 9110 names and every header the
 // Connection header names stay behind; the others go on.

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/internal/responsestest"
 	"github.com/tidwall/gjson"
+
+	"github.com/ctxpress/ctxpress/internal/responsestest"
 )
 
 // A codex-shaped agent whose model calls shell, apply_patch, computer or

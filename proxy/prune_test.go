@@ -8,12 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire/chat"
-	"github.com/tidwall/gjson"
 )
 
 // prunePipeline is the test pipeline with pruning on above 200 tokens.

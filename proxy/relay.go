@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ctxpress/ctxpress/wire/chat"
 
 	"github.com/valyala/fasthttp"
 )

@@ -2,17 +2,19 @@ package proxy
 
 import (
 	"bufio"
-	"github.com/ctxpress/ctxpress/admin"
 	"net/http"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
-	"github.com/ctxpress/ctxpress/internal/redistest"
+	"github.com/ctxpress/ctxpress/admin"
+
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/internal/redistest"
 )
 
 // sseEvent is one event read from /ctxpress/events.

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/ctxpress/ctxpress/compaction"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/internal/redistest"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 )
 
 // startRedis starts a real redis-server for the test, stopped when it
@@ -76,7 +78,7 @@ func TestTurnsOnTwoReplicasCompactOnce(t *testing.T) {
 		if _, s := up.ChatRequests(); len(s) > 1 {
 			t.Fatalf("%d summary calls running, want 1", len(s))
 		}
-		return replicas[0].comp.waiting.Load()+replicas[1].comp.waiting.Load() == 2*perReplica-1
+		return replicas[0].comp.Waiting()+replicas[1].comp.Waiting() == 2*perReplica-1
 	}, "the other turns waiting on the compaction")
 	release()
 	wg.Wait()
@@ -115,14 +117,14 @@ func TestTurnWaitingOnAnotherReplicasLeaseCompactsWhenItEnds(t *testing.T) {
 	a.turn(false)
 	var rec state.Record
 	waitFor(t, func() bool { rec, _, _ = other.Get(key); return rec.Requests == 1 }, "the first turn recorded")
-	held, ok, err := other.(state.Leaser).Acquire(leaseName(lineKey{key: key, line: rec.CurrentLine().ID}), time.Minute)
+	held, ok, err := other.(state.Leaser).Acquire(compaction.LeaseName(state.LineKey{Key: key, Line: rec.CurrentLine().ID}), time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("the other replica's lease: %v, %v", ok, err)
 	}
 	// When the turn over the trigger waits, the other replica gives up.
 	summariesWhileHeld := make(chan int, 1)
 	go func() {
-		if !poll(func() bool { return p.comp.waiting.Load() == 1 }) {
+		if !poll(func() bool { return p.comp.Waiting() == 1 }) {
 			summariesWhileHeld <- -1
 		} else {
 			_, s := up.ChatRequests()

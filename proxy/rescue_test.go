@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -160,7 +158,7 @@ func TestLocalServerSummaryCallNeverOverlapsALiveRequest(t *testing.T) {
 		summaryStarted <- struct{}{}
 		// Answer once the agent's next turn is waiting for this summary
 		// call (or has overlapped it: the fake then answers 500).
-		waitFor(t, func() bool { return p.gate.waitingNow() > 0 || up.inFlight.Load() > 1 || up.overlaps.Load() > 0 }, "the next turn to arrive")
+		waitFor(t, func() bool { return p.gate.WaitingNow() > 0 || up.inFlight.Load() > 1 || up.overlaps.Load() > 0 }, "the next turn to arrive")
 	}
 	a := newAgent(t, p.BaseURL(), "shared-kv")
 	for i := 0; ; i++ {
@@ -170,7 +168,7 @@ func TestLocalServerSummaryCallNeverOverlapsALiveRequest(t *testing.T) {
 		// A precompaction is started before the turn's answer ends; it
 		// either calls the summariser (which holds it) or gives up.
 		a.turn(i%2 == 1)
-		waitFor(t, func() bool { return len(summaryStarted) > 0 || p.comp.running() == 0 }, "the precompaction to call the summariser or end")
+		waitFor(t, func() bool { return len(summaryStarted) > 0 || p.comp.Running() == 0 }, "the precompaction to call the summariser or end")
 		if len(summaryStarted) > 0 {
 			break
 		}
@@ -193,34 +191,6 @@ func TestLocalServerSummaryCallNeverOverlapsALiveRequest(t *testing.T) {
 	for _, r := range up.Requests() {
 		if bytes.Contains(r.Body, []byte(rewrite.FitNote[:20])) {
 			t.Fatal("a request was cut although it fitted")
-		}
-	}
-}
-
-func TestRescueBudget(t *testing.T) {
-	noSize := []byte(`{"error":{"message":"Your input exceeds the context window of this model.","code":"context_length_exceeded"}}`)
-	sized := []byte(`{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 10000 tokens. Please reduce the length of the messages.","code":"context_length_exceeded"}}`)
-	for _, tc := range []struct {
-		rule              string
-		window, refused   int
-		answer            []byte
-		ratio             float64 // the line's calibration (0: none)
-		budget, shownWant int
-		status            int // 0: 400
-	}{
-		{"the refusal names its window: the request scaled to it, that window shown", 128_000, 10_000, sized, 0, 7_782, 8_192, 0},
-		{"no size, over the window ctxpress knows: that window's budget, nothing new shown", 8_000, 10_000, noSize, 0, 7_600, 0, 0},
-		{"no size, within it: the real window is smaller, a quarter off the refused size", 128_000, 16_000, noSize, 0, 12_000, 12_000, 0},
-		{"the same on a line whose upstream counts a fifth more: the window shown in its tokens", 128_000, 16_000, noSize, 1.2, 12_000, 14_400, 0},
-		{"exactly at the window's budget counts as within", 16_000, 15_200, noSize, 0, 11_400, 11_400, 0},
-		{"a 5xx without sizes (a shared KV cache full): the window's budget, nothing shown", 128_000, 16_000,
-			[]byte(`{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}`), 0, 121_600, 0, 500},
-	} {
-		status := cmp.Or(tc.status, 400)
-		refused := rewrite.Result{TokensAfter: tc.refused, Body: []byte(`{"model":"m","messages":[]}`)}
-		budget, shown := rescueBudget(chatAPI, tc.window, refused, status, tc.answer, state.Line{Numbers: history.Numbers{Calibration: history.Calibration{Ratio: tc.ratio}}})
-		if budget != tc.budget || shown != tc.shownWant {
-			t.Errorf("%s: rescueBudget = %d, %d; want %d, %d", tc.rule, budget, shown, tc.budget, tc.shownWant)
 		}
 	}
 }

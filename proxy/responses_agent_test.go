@@ -10,16 +10,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
-	"github.com/ctxpress/ctxpress/rewrite"
-	"github.com/ctxpress/ctxpress/squash"
-	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/squash"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire/chat"
 )
 
 // responsesAgent is a codex-shaped agent on the Responses API, driven with

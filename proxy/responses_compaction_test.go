@@ -2,26 +2,28 @@ package proxy
 
 import (
 	"fmt"
-	"github.com/ctxpress/ctxpress/admin"
-	"github.com/ctxpress/ctxpress/compaction"
 	"slices"
 	"time"
 
-	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compaction"
+
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/internal/openaitest"
-	"github.com/ctxpress/ctxpress/internal/responsestest"
-	"github.com/ctxpress/ctxpress/rewrite"
-	"github.com/ctxpress/ctxpress/state"
-	"github.com/ctxpress/ctxpress/wire"
+	"github.com/ctxpress/ctxpress/compactor"
+
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
+
+	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/internal/responsestest"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
 )
 
 // checkSummaryCall fails unless the upstream got want summary calls (0:
@@ -445,7 +447,7 @@ func TestResponsesSummaryCallFollowsTheModelsRules(t *testing.T) {
 	sum := compaction.NewSummarizer()
 	summarize := func(model string) {
 		t.Helper()
-		res, err := sum.Summarize(t.Context(), compaction.SummaryRequest{BaseURL: up.BaseURL(), API: apiResponses, Model: model,
+		res, err := sum.Summarize(t.Context(), compaction.SummaryRequest{BaseURL: up.BaseURL(), API: compaction.APIResponses, Model: model,
 			Prompt: compactor.SummarizerLead + " Summarise this.", MaxTokens: 2000, Timeout: 10 * time.Second})
 		if err != nil || res.Text != testSummary || res.PromptTokens == 0 {
 			t.Fatalf("%s: %q, %v", model, res.Text, err)
@@ -492,7 +494,7 @@ func TestResponsesPrecompactsAndShowsOnTheDashboard(t *testing.T) {
 		if a.header.Get(HeaderCompacted) == "true" {
 			t.Fatalf("turn %d waited for a summary call", turn)
 		}
-		p.comp.wait()
+		p.comp.Wait()
 		if _, summaries := up.turns(); len(summaries) > 0 {
 			break
 		}
@@ -532,22 +534,5 @@ func TestResponsesPrecompactsAndShowsOnTheDashboard(t *testing.T) {
 		value(fams, "ctxpress_tokens_saved_total") <= 0 {
 		t.Errorf("metrics: %v requests, %v tokens saved", value(fams, "ctxpress_requests_total", "path", "/v1/responses", "status", "200"),
 			value(fams, "ctxpress_tokens_saved_total"))
-	}
-}
-
-// The upstream's count of a request whose history it keeps covers what
-// ctxpress never saw: it must not teach the line (nor, through it, the
-// model's other lines) a calibration 50 times too high.
-func TestServerHistoryTurnTeachesNoCalibration(t *testing.T) {
-	rec, l := &state.Record{}, &state.Line{}
-	tr := turnRecord{turn: turn{model: "gpt-5", rawAfter: 100, serverHistory: true}, usage: wire.Usage{InputTokens: 5000, Found: true}}
-	observe(rec, l, tr)
-	if l.Calibration.Ratio != 0 || l.Calibration.LastInput != 0 {
-		t.Fatalf("calibration %v, last input %d after a previous_response_id turn", l.Calibration.Ratio, l.Calibration.LastInput)
-	}
-	tr.turn.serverHistory = false
-	observe(rec, l, tr)
-	if l.Calibration.LastInput != 5000 {
-		t.Fatalf("an ordinary turn: last input %d", l.Calibration.LastInput)
 	}
 }

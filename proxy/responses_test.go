@@ -10,10 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/ctxpress/ctxpress/internal/responsestest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
-	"github.com/tidwall/gjson"
 )
 
 // goSource is ~6 KB of a file's content, which an agent reads more than

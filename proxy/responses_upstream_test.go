@@ -13,10 +13,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/internal/responsestest"
-	"github.com/tidwall/gjson"
 )
 
 // responsesUpstream is a Responses API upstream on 127.0.0.1 as strict as

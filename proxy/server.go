@@ -5,44 +5,48 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/ctxpress/ctxpress/admin"
-	"github.com/ctxpress/ctxpress/compaction"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/state/recorder"
+	"github.com/ctxpress/ctxpress/turn"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+
+	"github.com/ctxpress/ctxpress/internal/baseurl"
 	"github.com/ctxpress/ctxpress/internal/logline"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-	"github.com/valyala/fasthttp"
 )
 
 // Server is the ctxpress HTTP front. Create it with New; it is safe for
 // concurrent use by the fasthttp worker pool.
 type Server struct {
-	cfg      Config
-	log      zerolog.Logger
-	up       *upstreamClient
-	srv      *fasthttp.Server
-	pipeline *rewrite.Pipeline // nil: chat bodies are forwarded as sent
-	store    state.Store       // nil: no per-conversation state
-	rec      *recorder         // nil without a store
-	comp     *compactions      // always set; compaction itself may be off
-	events   *admin.Bus
-	metrics  *admin.Metrics // private registry behind /metrics
-	admin    *admin.Admin   // /ctxpress/ and /metrics
+	cfg     Config
+	log     zerolog.Logger
+	up      *upstreamClient
+	srv     *fasthttp.Server
+	turns   *turn.Turns        // the conversation requests' turns
+	comp    *compaction.Engine // always set; compaction itself may be off
+	rec     *recorder.Recorder // nil without a store
+	events  *admin.Bus
+	metrics *admin.Metrics // private registry behind /metrics
+	admin   *admin.Admin   // /ctxpress/ and /metrics
 	// namespace is cfg.Namespace, parsed.
 	namespace  namespaceMode
 	namespaces namespaceMemo
 	// gate keeps summary calls and live chat requests to a local upstream
 	// apart; nil for a hosted one.
-	gate *localGate
-	warn warnLimiter // store failures on the request path
+	gate *compaction.Gate
+	warn logline.Limiter // store failures on the request path
 	// noV1Hint: the upstream hint for a base URL without /v1 is given once.
 	noV1Hint sync.Once
 	// noStreamOptions: models whose streams go without the stream_options
@@ -73,44 +77,42 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	if err := cfg.Compaction.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, up: up, pipeline: deps.Pipeline, store: deps.Store}
+	s := &Server{cfg: cfg, log: log, up: up}
 	s.namespace, _ = parseNamespace(cfg.Namespace) // Validate checked it
-	if local := isLocalHost(up.url.host); (cfg.LocalUpstream == nil && local) || (cfg.LocalUpstream != nil && *cfg.LocalUpstream) {
-		s.gate = newLocalGate()
+	if local := baseurl.IsLocalHost(up.url.Host); (cfg.LocalUpstream == nil && local) || (cfg.LocalUpstream != nil && *cfg.LocalUpstream) {
+		s.gate = compaction.NewGate()
 		s.cfg.Cost.Local = true
 	}
 	s.events = admin.NewBus(log, cfg.Compaction.WebhookURL, cfg.Replica)
 	if deps.Store != nil {
-		s.rec = newRecorder(deps.Store, log, cfg.Clock, func(rec state.Record, tripped bool) { s.admin.Recorded(rec, tripped) })
+		s.rec = recorder.New(deps.Store, log, cfg.Clock, func(rec state.Record, tripped bool) { s.admin.Recorded(rec, tripped) })
 	}
-	s.comp = &compactions{
-		cfg: cfg.Compaction, store: deps.Store, pipeline: deps.Pipeline, sum: compaction.NewSummarizer(),
-		events: s.events, log: log, upstream: cfg.Upstream, apiKey: cfg.UpstreamAPIKey,
-		inflight: map[lineKey]chan struct{}{}, preparing: map[lineKey]int{}, now: cfg.Clock, gate: s.gate, cost: s.cfg.Cost,
-	}
-	if deps.Pipeline == nil || deps.Store == nil {
-		s.comp.cfg.Enabled = false // compaction needs both
-	}
-	s.comp.policy = s.comp.cfg.policy()
-	s.metrics = admin.NewMetrics(s.comp.running, deps.Store, deps.Pipeline)
+	s.comp = compaction.NewEngine(cfg.Compaction, compaction.Deps{Store: deps.Store, Pipeline: deps.Pipeline, Events: s.events,
+		Log: log, Upstream: cfg.Upstream, APIKey: cfg.UpstreamAPIKey, Cost: s.cfg.Cost, Clock: cfg.Clock, Gate: s.gate})
+	s.turns = &turn.Turns{Pipeline: deps.Pipeline, Store: deps.Store, Recorder: s.rec, Comp: s.comp, Events: s.events, Log: log,
+		StoreFailed: s.storeFailed,
+		Paused: func(err error) {
+			s.warn.Warn(s.cfg.Clock(), s.log, "compaction paused while the conversation store fails", err)
+		}}
+	s.metrics = admin.NewMetrics(s.comp.Running, deps.Store, deps.Pipeline)
 	s.metrics.Pricing = s.pricing()
 	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
 		Help: "Conversation requests (chat, Responses, Messages) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
-		func() float64 { return float64(s.gate.waitingNow()) }))
+		func() float64 { return float64(s.gate.WaitingNow()) }))
 	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compaction_waiting",
 		Help: "Conversation requests waiting for a compaction of their conversation that another request started."},
-		func() float64 { return float64(s.comp.waiting.Load()) }))
+		func() float64 { return float64(s.comp.Waiting()) }))
 	s.events.OnCompaction = s.metrics.Compaction
-	s.comp.onStoreFailure = s.metrics.StoreFailed
+	s.comp.OnStoreFailure = s.metrics.StoreFailed
 	if s.rec != nil {
-		s.rec.onStoreFailure = s.metrics.StoreFailed
+		s.rec.OnStoreFailure = s.metrics.StoreFailed
 	}
 	if bc, ok := deps.Store.(state.Broadcaster); ok { // replicas see each other's events
 		s.events.Join(bc)
 		admin.RegisterSharedEventMetrics(s.metrics.Reg, bc)
 	}
 	s.admin = admin.New(admin.Config{Token: cfg.AdminToken, MetricsPublic: cfg.MetricsPublic, Pprof: cfg.Pprof, UI: cfg.UI, Clock: cfg.Clock},
-		admin.Deps{Store: deps.Store, Pricing: s.pricing(), Compacting: s.comp.isCompacting, Running: s.comp.running,
+		admin.Deps{Store: deps.Store, Pricing: s.pricing(), Compacting: s.comp.IsCompacting, Running: s.comp.Running,
 			Events: s.events, Metrics: s.metrics, StoreFailed: s.storeFailed})
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
@@ -143,9 +145,9 @@ func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 // replay waits for it between turns, so every run finds each turn in the
 // same state.
 func (s *Server) WaitIdle() {
-	s.comp.wait()
+	s.comp.Wait()
 	if s.rec != nil {
-		s.rec.wait()
+		s.rec.Wait()
 	}
 }
 
@@ -153,17 +155,17 @@ func (s *Server) WaitIdle() {
 // WaitIdle, it does not wait for summaries prepared in the background.
 func (s *Server) WaitRecorded() {
 	if s.rec != nil {
-		s.rec.wait()
+		s.rec.Wait()
 	}
 }
 
 // Background reports how many summaries are being prepared in the
 // background now.
-func (s *Server) Background() int { return int(s.comp.bgCount.Load()) }
+func (s *Server) Background() int { return s.comp.Background() }
 
 // Waiting reports how many requests are waiting now for a compaction of
 // their conversation that another request or a precompaction started.
-func (s *Server) Waiting() int { return int(s.comp.waiting.Load()) }
+func (s *Server) Waiting() int { return s.comp.Waiting() }
 
 // Shutdown stops accepting, lets in-flight requests and streams finish until
 // ctx is done, then closes idle upstream connections. It returns ctx.Err()
@@ -171,9 +173,9 @@ func (s *Server) Waiting() int { return int(s.comp.waiting.Load()) }
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.ShutdownWithContext(ctx)
 	s.up.closeIdle()
-	s.comp.wait() // a summary being written in the background is kept
+	s.comp.Wait() // a summary being written in the background is kept
 	if s.rec != nil {
-		s.rec.close() // writes what is queued; later turns are not recorded
+		s.rec.Close() // writes what is queued; later turns are not recorded
 	}
 	s.events.Leave() // before the caller closes the store
 	return err
@@ -191,9 +193,9 @@ type exchange struct {
 	stream       bool
 	usage        wire.Usage
 	err          error
-	turn         *turn            // conversation requests ctxpress understood
+	turn         *turn.Turn       // conversation requests ctxpress understood
 	upClient     *abortableClient // its own upstream client, put back once the answer is done (releaseUpstreamClient)
-	gate         func()           // returns the local gate's share (see localGate), once the answer is done
+	gate         func()           // returns the local gate's share (see compaction.Gate), once the answer is done
 	finished     bool             // finish ran
 	body         bodyCloser       // the answer's body, when relayed as it arrives (relayRest)
 	// credential names the client's conversation namespace: its
@@ -375,15 +377,7 @@ func (s *Server) logExchange(x *exchange) {
 		ev = ev.Bool("stream", true)
 	}
 	if t := x.turn; t != nil {
-		// The headers' calibrated estimates, and tiktoken's own counts.
-		ev = ev.Int("tokens_before", t.tokensBefore).Int("tokens_after", t.tokensAfter).
-			Int("raw_tokens_before", t.rawBefore).Int("raw_tokens_after", t.rawAfter)
-		if t.squashed > 0 || t.deduped > 0 || t.pruned > 0 {
-			ev = ev.Int("squashed", t.squashed).Int("deduped", t.deduped).Int("pruned", t.pruned)
-		}
-		if t.id.ID != "" {
-			ev = ev.Str("conversation", t.id.ID)
-		}
+		ev = t.Log(ev)
 	}
 	if u := x.usage; u.Found {
 		ev = ev.Int("input_tokens", u.InputTokens).Int("output_tokens", u.OutputTokens)
@@ -408,7 +402,7 @@ func (s *Server) logExchange(x *exchange) {
 // OpenAI API is under /v1 (LM Studio, llama-server, Ollama, vLLM all put
 // it there).
 func (s *Server) hintMissingV1(x *exchange) {
-	if x.status != fasthttp.StatusNotFound || s.up.url.base != "" || apiOf([]byte(x.path)) == nil {
+	if x.status != fasthttp.StatusNotFound || s.up.url.Base != "" || apiOf([]byte(x.path)) == nil {
 		return
 	}
 	s.noV1Hint.Do(func() {
@@ -431,5 +425,5 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 // interval: the request itself goes on without the record.
 func (s *Server) storeFailed(op, msg string, err error) {
 	s.metrics.StoreFailed(op)
-	s.warn.warn(s.cfg.Clock(), s.log, msg, err)
+	s.warn.Warn(s.cfg.Clock(), s.log, msg, err)
 }

@@ -8,12 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxpress/ctxpress/compactor"
-	"github.com/ctxpress/ctxpress/internal/chatcheck"
-	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
+
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	"github.com/ctxpress/ctxpress/internal/openaitest"
 )
 
 // lastUserText is a chat body's last message's last text.
@@ -23,56 +24,6 @@ func lastUserText(body []byte) string {
 		return ""
 	}
 	return openaitest.LastText(msgs[len(msgs)-1].Get("content"))
-}
-
-// The form of a summary call, as rules: the conversation itself only to
-// the conversation's own upstream, format and model, for a history the
-// body holds whole, that fits the window with the instruction and the
-// answer.
-func TestContinuesHistory(t *testing.T) {
-	own := historyFacts{OwnUpstream: true, SameAPI: true, SameModel: true, Window: 128000, Tokens: 90000, Answer: 4000}
-	rows := []struct {
-		name string
-		edit func(*historyFacts)
-		want bool
-	}{
-		{"the conversation's own upstream and model, fitting: the history", func(*historyFacts) {}, true},
-		{"another summariser base_url: a transcript", func(f *historyFacts) { f.OwnUpstream = false }, false},
-		{"another API at the same base_url: a transcript", func(f *historyFacts) { f.SameAPI = false }, false},
-		{"another summary model: a transcript", func(f *historyFacts) { f.SameModel = false }, false},
-		{"history kept by the provider (previous_response_id): a transcript", func(f *historyFacts) { f.ServerHistory = true }, false},
-		{"a request the upstream refused as too long: a transcript", func(f *historyFacts) { f.Refused = true }, false},
-		{"a forwarded body that left messages out to fit: a transcript", func(f *historyFacts) { f.LeftOut = true }, false},
-		{"history, instruction and answer just within the window: the history", func(f *historyFacts) { f.Tokens = f.Window - f.Answer - historyReserve }, true},
-		{"history, instruction and answer over the window: a transcript", func(f *historyFacts) { f.Tokens = f.Window - f.Answer - historyReserve + 1 }, false},
-		{"a reasoning model's headroom over the window: a transcript", func(f *historyFacts) { f.Answer = 4000 + 16384; f.Tokens = 110000 }, false},
-	}
-	for _, r := range rows {
-		f := own
-		r.edit(&f)
-		if got := continuesHistory(f); got != r.want {
-			t.Errorf("%s: %v, want %v", r.name, got, r.want)
-		}
-	}
-}
-
-func TestSameUpstream(t *testing.T) {
-	rows := []struct {
-		a, b string
-		want bool
-	}{
-		{"http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/", true},
-		{"https://API.openai.com/v1", "https://api.openai.com/v1", true},
-		{"http://127.0.0.1:8080/v1", "http://127.0.0.1:8081/v1", false},
-		{"http://127.0.0.1:8080/v1", "https://127.0.0.1:8080/v1", false},
-		{"http://127.0.0.1:8080/v1", "http://127.0.0.1:8080", false},
-		{"http://127.0.0.1:8080/v1", "not a url", false},
-	}
-	for _, r := range rows {
-		if got := sameUpstream(r.a, r.b); got != r.want {
-			t.Errorf("sameUpstream(%q, %q) = %v, want %v", r.a, r.b, got, r.want)
-		}
-	}
 }
 
 // templateChat is a chat upstream as strict as the servers a summary call
@@ -220,7 +171,7 @@ func TestSummaryCallContinuesTheForwardedConversation(t *testing.T) {
 		a.tools = bashTool
 		for i := 0; i < 30; i++ {
 			a.turn(i%2 == 1) // streamed turns carry stream_options ctxpress added
-			p.comp.wait()
+			p.comp.Wait()
 			if _, at := summaryCalls(up.Server); len(at) > 0 {
 				break
 			}

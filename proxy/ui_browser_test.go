@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ctxpress/ctxpress/admin"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/admin"
+
 	"github.com/chromedp/chromedp"
-	"github.com/ctxpress/ctxpress/state"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/ctxpress/ctxpress/state"
 )
 
 // chromiumPath is where Debian's chromium package puts the browser

@@ -7,8 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ctxpress/ctxpress/internal/envproxy"
 	"github.com/valyala/fasthttp"
+
+	"github.com/ctxpress/ctxpress/internal/baseurl"
+	"github.com/ctxpress/ctxpress/internal/envproxy"
 )
 
 // hopHeaders are hop-by-hop headers (RFC 9110 section 7.6.1, plus the older
@@ -28,7 +30,7 @@ var hopHeaders = [...]string{
 
 // upstreamClient sends requests to the one upstream over pooled connections.
 type upstreamClient struct {
-	url       upstreamURL
+	url       baseurl.URL
 	client    *fasthttp.HostClient
 	abortable *abortablePool // for requests a gone client should cancel
 	watch     *clientWatch
@@ -37,7 +39,7 @@ type upstreamClient struct {
 }
 
 func newUpstreamClient(cfg Config) (*upstreamClient, error) {
-	u, err := parseUpstream(cfg.Upstream)
+	u, err := baseurl.Parse(cfg.Upstream)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +48,7 @@ func newUpstreamClient(cfg Config) (*upstreamClient, error) {
 	dial := func(addr string) (net.Conn, error) { return dialer.Dial("tcp", addr) }
 	// An outbound proxy from the environment (HTTPS_PROXY, ...), as a
 	// net/http client would use; fasthttp alone ignores it.
-	proxied, err := envproxy.Dial(u.scheme, cfg.ConnectTimeout)
+	proxied, err := envproxy.Dial(u.Scheme, cfg.ConnectTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("outbound proxy from the environment: %w", err)
 	}
@@ -60,8 +62,8 @@ func newUpstreamClient(cfg Config) (*upstreamClient, error) {
 		}
 		return conns.track(c), nil
 	}
-	isTLS := u.scheme == "https"
-	addr := fasthttp.AddMissingPort(u.host, isTLS)
+	isTLS := u.Scheme == "https"
+	addr := fasthttp.AddMissingPort(u.Host, isTLS)
 	newHC := func(dial fasthttp.DialFunc, maxConns int) *fasthttp.HostClient {
 		return &fasthttp.HostClient{
 			Addr: addr, IsTLS: isTLS, MaxConns: maxConns,
@@ -202,9 +204,9 @@ func (u *upstreamClient) buildUpstreamRequest(ctx *fasthttp.RequestCtx, req *fas
 	}
 	uri := ctx.Request.URI()
 	var scratch [512]byte
-	req.SetRequestURIBytes(u.url.target(scratch[:0], uri.PathOriginal(), uri.QueryString()))
+	req.SetRequestURIBytes(u.url.Target(scratch[:0], uri.PathOriginal(), uri.QueryString()))
 	// The Host header follows the upstream URL, as in any reverse proxy.
-	req.Header.SetHost(u.url.host)
+	req.Header.SetHost(u.url.Host)
 	req.SetBodyRaw(body)
 }
 

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"errors"
 
-	"github.com/ctxpress/ctxpress/wire"
 	"github.com/valyala/fasthttp"
+
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // usageFromBody reads usage from a whole (non-streamed) JSON answer of

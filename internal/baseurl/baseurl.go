@@ -1,0 +1,83 @@
+// Package baseurl reads the base URLs ctxpress forwards to (the upstream,
+// a summariser): scheme, host and the path every forwarded path is
+// appended to.
+package baseurl
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
+
+// URL is a parsed base URL: scheme and host, and the base path every
+// forwarded path is appended to (no trailing slash).
+type URL struct {
+	Scheme string
+	Host   string
+	Base   string
+}
+
+// Parse reads raw as a base URL: http or https, a host, no query,
+// fragment or credentials.
+func Parse(raw string) (URL, error) {
+	if raw == "" {
+		return URL{}, errors.New("upstream is required (e.g. http://localhost:1234/v1)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return URL{}, fmt.Errorf("upstream %q: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return URL{}, fmt.Errorf("upstream %q: scheme must be http or https", raw)
+	}
+	if u.Host == "" {
+		return URL{}, fmt.Errorf("upstream %q: no host", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return URL{}, fmt.Errorf("upstream %q: must not carry a query, fragment or credentials", raw)
+	}
+	return URL{Scheme: u.Scheme, Host: u.Host, Base: strings.TrimRight(u.EscapedPath(), "/")}, nil
+}
+
+// Target maps a client's request path to the upstream URL: /v1/X and /X
+// both become {base}/X, so clients configured with or without /v1 work
+// alike.
+func (u URL) Target(dst []byte, path, query []byte) []byte {
+	rest := path
+	if len(rest) >= 3 && string(rest[:3]) == "/v1" && (len(rest) == 3 || rest[3] == '/') {
+		rest = rest[3:]
+	}
+	dst = append(dst, u.Scheme...)
+	dst = append(dst, "://"...)
+	dst = append(dst, u.Host...)
+	dst = append(dst, u.Base...)
+	dst = append(dst, rest...)
+	if len(query) > 0 {
+		dst = append(dst, '?')
+		dst = append(dst, query...)
+	}
+	return dst
+}
+
+// Same reports whether two base URLs name the same upstream.
+func Same(a, b string) bool {
+	ua, erra := Parse(a)
+	ub, errb := Parse(b)
+	return erra == nil && errb == nil && ua.Scheme == ub.Scheme && strings.EqualFold(ua.Host, ub.Host) && ua.Base == ub.Base
+}
+
+// IsLocalHost reports whether host (a URL's host, port optional) is this
+// machine: localhost or a loopback address.
+func IsLocalHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

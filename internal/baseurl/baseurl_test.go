@@ -1,0 +1,47 @@
+package baseurl
+
+import "testing"
+
+func TestTargetMapping(t *testing.T) {
+	for _, tc := range []struct{ upstream, path, query, want string }{
+		{"http://h:1/v1", "/v1/chat/completions", "", "http://h:1/v1/chat/completions"},
+		{"http://h:1/v1", "/chat/completions", "", "http://h:1/v1/chat/completions"},
+		{"http://h:1/v1/", "/v1/models", "a=1", "http://h:1/v1/models?a=1"},
+		{"https://h/api/openai/v1", "/v1/embeddings", "", "https://h/api/openai/v1/embeddings"},
+		{"http://h:1", "/v1/models", "", "http://h:1/models"},
+		{"http://h:1/v1", "/v1", "", "http://h:1/v1"},
+		{"http://h:1/v1", "/v10/x", "", "http://h:1/v1/v10/x"},
+	} {
+		u, err := Parse(tc.upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(u.Target(nil, []byte(tc.path), []byte(tc.query))); got != tc.want {
+			t.Errorf("%s + %s = %s, want %s", tc.upstream, tc.path, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "localhost:1234", "ftp://h/", "http:///v1", "http://h/v1?x=1"} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
+}
+
+func TestSameUpstream(t *testing.T) {
+	rows := []struct {
+		a, b string
+		want bool
+	}{
+		{"http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/", true},
+		{"https://API.openai.com/v1", "https://api.openai.com/v1", true},
+		{"http://127.0.0.1:8080/v1", "http://127.0.0.1:8081/v1", false},
+		{"http://127.0.0.1:8080/v1", "https://127.0.0.1:8080/v1", false},
+		{"http://127.0.0.1:8080/v1", "http://127.0.0.1:8080", false},
+		{"http://127.0.0.1:8080/v1", "not a url", false},
+	}
+	for _, r := range rows {
+		if got := Same(r.a, r.b); got != r.want {
+			t.Errorf("Same(%q, %q) = %v, want %v", r.a, r.b, got, r.want)
+		}
+	}
+}
