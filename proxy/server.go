@@ -54,9 +54,10 @@ type Server struct {
 	noStreamOptions modelSet
 }
 
-// Deps are the parts the chat handler runs on; a nil one turns its step off.
+// Deps are the parts the turns run on; a nil one turns its step off.
 type Deps struct {
-	// Pipeline rewrites chat bodies (squash, dedup, token counts).
+	// Pipeline rewrites conversation bodies of every format (squash,
+	// dedup, prune, token counts); nil forwards them as sent.
 	Pipeline *rewrite.Pipeline
 	// Store keeps a record per conversation. The Server writes to it from
 	// one background goroutine, so a slow disk never delays an answer; the
