@@ -14,17 +14,28 @@ import (
 	"github.com/ctxpress/ctxpress/rewrite"
 )
 
-// Config is what the proxy needs to run. The zero value of every field except
-// Upstream means "use the default" written on the field.
+// Config is what the proxy needs to run. The zero value of every field
+// means "use the default" written on the field.
 type Config struct {
 	// Upstream is the base URL a client would use against the upstream
-	// directly, e.g. http://localhost:1234/v1. Required. A client's /v1/X and
-	// bare /X both go to {Upstream}/X.
+	// directly, e.g. http://localhost:1234/v1, for every format that has
+	// no route of its own (Routes). Empty: each format goes to its
+	// provider (DefaultRoutes: chat completions and Responses to OpenAI,
+	// Messages to Anthropic). A client's /v1/X and bare /X both go to
+	// {Upstream}/X.
 	Upstream string
 	// UpstreamAPIKey, when set, replaces the client's Authorization header
 	// upstream (on the Messages API, its x-api-key, with any Authorization
-	// removed), so the provider key lives only in ctxpress.
+	// removed), so the provider key lives only in ctxpress; for the
+	// formats without a route of their own.
 	UpstreamAPIKey string
+	// Routes gives a format (RouteChat, RouteResponses, RouteMessages) an
+	// upstream of its own, over Upstream.
+	Routes map[string]Route
+	// Mode is ModeNormal ("" too) or ModeObserve: every request is
+	// forwarded exactly as sent, and ctxpress records, meters and shows
+	// what it would have done.
+	Mode string
 	// MaxBodyBytes caps a request body; larger ones get 413. 0 means 64 MiB.
 	MaxBodyBytes int
 	// ConnectTimeout bounds dialing the upstream; 0 means 10s.
@@ -105,6 +116,39 @@ const (
 	DefaultPrecompactRatio = rewrite.DefaultPrecompactRatio
 )
 
+// Route is one format's upstream.
+type Route struct {
+	// Upstream is its base URL, as Config.Upstream.
+	Upstream string
+	// APIKey is its upstream_api_key, as Config.UpstreamAPIKey.
+	APIKey string
+	// Local says whether it is a local model server (Config.LocalUpstream);
+	// nil: found out.
+	Local *bool
+}
+
+// The formats that take a route: their names in Config.Routes (and in
+// the config file's upstreams: section).
+const (
+	RouteChat      = "chat"
+	RouteResponses = "responses"
+	RouteMessages  = "messages"
+)
+
+// DefaultRoutes are the upstreams of the formats when neither Upstream
+// nor a route sets theirs: each format's provider.
+var DefaultRoutes = map[string]string{
+	RouteChat:      "https://api.openai.com/v1",
+	RouteResponses: "https://api.openai.com/v1",
+	RouteMessages:  "https://api.anthropic.com/v1",
+}
+
+// Modes: Config.Mode.
+const (
+	ModeNormal  = "normal"
+	ModeObserve = "observe"
+)
+
 // DefaultNamespace is Namespace's default ("" means it too).
 const DefaultNamespace = "authorization"
 
@@ -137,8 +181,26 @@ func (c Config) withDefaults() Config {
 // Validate reports the first problem with c, after defaults are applied.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if _, err := baseurl.Parse(c.Upstream); err != nil {
-		return err
+	if c.Upstream != "" {
+		if _, err := baseurl.Parse(c.Upstream); err != nil {
+			return err
+		}
+	}
+	for name, r := range c.Routes {
+		if _, ok := DefaultRoutes[name]; !ok {
+			return fmt.Errorf("upstreams.%s: no such format; want chat, responses or messages", name)
+		}
+		if r.Upstream == "" {
+			continue
+		}
+		if _, err := baseurl.Parse(r.Upstream); err != nil {
+			return fmt.Errorf("upstreams.%s.base_url: %w", name, err)
+		}
+	}
+	switch c.Mode {
+	case "", ModeNormal, ModeObserve:
+	default:
+		return fmt.Errorf("mode %q: want normal or observe", c.Mode)
 	}
 	for _, k := range c.AuthKeys {
 		if k == "" || strings.ContainsAny(k, " \t\r\n,") {
