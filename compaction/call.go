@@ -21,11 +21,11 @@ type Creds struct {
 // anthropic-version and anthropic-beta.
 func (c *Engine) summaryRequest(ti Input, model string, maxTokens int) SummaryRequest {
 	api := c.summaryAPI(ti.API)
-	r := SummaryRequest{BaseURL: c.summaryBase(), API: api, Model: model, Reasoning: c.cfg.Summarizer.reasoning(model),
+	r := SummaryRequest{BaseURL: c.summaryBase(ti.API), API: api, Model: model, Reasoning: c.cfg.Summarizer.reasoning(model),
 		MaxTokens: maxTokens, Timeout: c.summaryTimeout()}
 	key := c.cfg.Summarizer.APIKey
 	if key == "" {
-		key = c.apiKey
+		key = c.routes[ti.API].APIKey
 	}
 	switch {
 	case key != "" && api == APIMessages:
@@ -54,9 +54,9 @@ func (c *Engine) summaryAPI(api string) string {
 	return api
 }
 
-func (c *Engine) summaryBase() string {
+func (c *Engine) summaryBase(api string) string {
 	if c.cfg.Summarizer.BaseURL != "" {
 		return c.cfg.Summarizer.BaseURL
 	}
-	return c.upstream
+	return c.routes[api].Upstream
 }

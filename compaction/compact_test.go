@@ -28,7 +28,7 @@ func testEngine(t *testing.T, up *openaitest.Server) (*Engine, *rewrite.Pipeline
 	t.Cleanup(func() { st.Close() })
 	p := rewrite.New(rewrite.Config{Format: chat.Format{}, Squash: &squash.Config{}, Dedup: rewrite.DefaultDedupConfig()})
 	e := NewEngine(Config{Enabled: true, Trigger: rewrite.TriggerConfig{ThresholdTokens: 4000}},
-		Deps{Store: st, Pipeline: p, Events: admin.NewBus(zerolog.Nop(), "", ""), Log: zerolog.Nop(), Upstream: up.BaseURL(), Clock: time.Now})
+		Deps{Store: st, Pipeline: p, Events: admin.NewBus(zerolog.Nop(), "", ""), Log: zerolog.Nop(), Routes: map[string]Route{APIChat: {Upstream: up.BaseURL()}}, Clock: time.Now})
 	return e, p, st
 }
 

@@ -31,12 +31,12 @@ type Engine struct {
 	sum      *Summarizer
 	events   *admin.Bus
 	log      zerolog.Logger
-	upstream string // default summariser base URL
-	apiKey   string // upstream_api_key, when set
+	// routes are each format's upstream (by API name): the summariser's
+	// default, its key and gate.
+	routes map[string]Route
 
 	cost rewrite.CostConfig // prices, for the economics of rewriting sent history
 	now  func() time.Time   // the clock of backoff and branch times
-	gate *Gate              // nil unless the upstream is a local server
 
 	mu       sync.Mutex
 	inflight map[state.LineKey]chan struct{} // guarded by mu; closed when the compaction ends
@@ -65,19 +65,28 @@ type Deps struct {
 	Pipeline *rewrite.Pipeline
 	Events   *admin.Bus
 	Log      zerolog.Logger
-	// Upstream is the conversations' upstream (the summariser's default
-	// base URL) and APIKey its upstream_api_key, when set.
-	Upstream, APIKey string
-	Cost             rewrite.CostConfig // prices, for the economics of rewriting sent history
-	Clock            func() time.Time   // the clock of backoff and branch times
-	Gate             *Gate              // nil unless the upstream is a local server
+	// Routes are the conversations' upstreams by format (API name): each
+	// is the default summariser of its format's conversations.
+	Routes map[string]Route
+	Cost   rewrite.CostConfig // prices, for the economics of rewriting sent history
+	Clock  func() time.Time   // the clock of backoff and branch times
+}
+
+// Route is the upstream one format's conversations go to.
+type Route struct {
+	Upstream string // base URL
+	APIKey   string // upstream_api_key, when set
+	// Local: a local model server, priced by prefill, whose summary calls
+	// and live requests Gate keeps apart.
+	Local bool
+	Gate  *Gate
 }
 
 // NewEngine returns the compaction engine of cfg; compaction is off
 // without a pipeline or a store, whatever cfg says.
 func NewEngine(cfg Config, d Deps) *Engine {
 	c := &Engine{cfg: cfg, store: d.Store, pipeline: d.Pipeline, sum: NewSummarizer(), events: d.Events, log: d.Log,
-		upstream: d.Upstream, apiKey: d.APIKey, cost: d.Cost, now: d.Clock, gate: d.Gate,
+		routes: d.Routes, cost: d.Cost, now: d.Clock,
 		inflight: map[state.LineKey]chan struct{}{}, preparing: map[state.LineKey]int{}}
 	if d.Pipeline == nil || d.Store == nil {
 		c.cfg.Enabled = false
@@ -197,8 +206,8 @@ func (c *Engine) optionsWith(rec state.Record, line state.ChainHash, prepared bo
 // model for a hosted provider; none for a local server, whose trigger is
 // there to fit its window (priced by prefill, a compaction never pays
 // there, and putting it off only brings the window nearer).
-func (c *Engine) CompactionEconomics(n history.Numbers) *rewrite.Economics {
-	if c.cost.Local {
+func (c *Engine) CompactionEconomics(api string, n history.Numbers) *rewrite.Economics {
+	if c.routes[api].Local {
 		return nil
 	}
 	return c.economics(n)
@@ -207,9 +216,9 @@ func (c *Engine) CompactionEconomics(n history.Numbers) *rewrite.Economics {
 // SummariserIsOwn reports whether summaries of a conversation with model
 // are written by its own upstream and model, so a summary call can send
 // the forwarded history as the provider's cached prefix.
-func (c *Engine) SummariserIsOwn(model string) bool {
+func (c *Engine) SummariserIsOwn(api, model string) bool {
 	sc := c.cfg.Summarizer
-	return (sc.BaseURL == "" || strings.TrimSuffix(sc.BaseURL, "/") == strings.TrimSuffix(c.upstream, "/")) &&
+	return (sc.BaseURL == "" || strings.TrimSuffix(sc.BaseURL, "/") == strings.TrimSuffix(c.routes[api].Upstream, "/")) &&
 		(sc.Model == "" || sc.Model == model)
 }
 
@@ -299,8 +308,8 @@ func (c *Engine) run(ti Input) (state.Record, admin.Event, error) {
 	nums := ti.Nums.Numbers
 	prop, size, err := c.policy.Size(ti.Res, rewrite.Plan{Kind: ti.Kind, Trigger: ti.Trigger, Urgent: ti.Urgent,
 		Window:    c.policy.Trigger.WindowOf(ti.Res.Model, nums),
-		Effective: nums.Calibration.Upstream(ti.Res.TokensAfter), Economics: c.CompactionEconomics(nums),
-		SummaryReusesCache: c.SummariserIsOwn(ti.Res.Model)}, nums.Calibration)
+		Effective: nums.Calibration.Upstream(ti.Res.TokensAfter), Economics: c.CompactionEconomics(ti.API, nums),
+		SummaryReusesCache: c.SummariserIsOwn(ti.API, ti.Res.Model)}, nums.Calibration)
 	if err != nil {
 		return fail("skipped", err)
 	}
@@ -313,10 +322,10 @@ func (c *Engine) run(ti Input) (state.Record, admin.Event, error) {
 	if err != nil {
 		return fail("failed", err)
 	}
-	if c.gate != nil && c.summaryBase() == c.upstream {
+	if r := c.routes[ti.API]; r.Gate != nil && c.summaryBase(ti.API) == r.Upstream {
 		// A local server's slots share one KV cache: no live request
 		// beside the summary call (see Gate).
-		defer c.gate.Summary()()
+		defer r.Gate.Summary()()
 	}
 	c.events.Started(ev) // a dashboard shows the compaction while the summary is written
 	callStart := time.Now()
@@ -353,7 +362,7 @@ func (c *Engine) run(ti Input) (state.Record, admin.Event, error) {
 // when the call goes to the same upstream and model, else the model's
 // configured or known one.
 func (c *Engine) summaryWindow(ti Input, model string) int {
-	if model == ti.Res.Model && c.SummariserIsOwn(model) {
+	if model == ti.Res.Model && c.SummariserIsOwn(ti.API, model) {
 		return c.cfg.Trigger.WindowOf(model, ti.Nums.Numbers)
 	}
 	return c.cfg.Trigger.ContextWindow(model)

@@ -100,7 +100,7 @@ func (c *Engine) historyCall(in historyInput) (SummaryRequest, bool) {
 		api = APIChat
 	}
 	f := historyFacts{
-		OwnUpstream: c.cfg.Summarizer.BaseURL == "" || baseurl.Same(c.cfg.Summarizer.BaseURL, c.upstream),
+		OwnUpstream: c.cfg.Summarizer.BaseURL == "" || baseurl.Same(c.cfg.Summarizer.BaseURL, c.routes[ti.API].Upstream),
 		SameAPI:     api == ti.API, SameModel: in.call.Model == ti.Res.Model,
 		ServerHistory: ti.Res.ServerHistory, Refused: ti.Kind == kindRescue, LeftOut: ti.FitDropped > 0,
 		Window: hp.Window, Answer: answer,

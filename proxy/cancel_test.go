@@ -72,7 +72,9 @@ func TestClientGoneBeforeHeadersCancelsUpstream(t *testing.T) {
 			}
 			// The aborted lease was dropped, not pooled: the next request
 			// dialled a fresh one, which is back in the pool once done.
-			waitFor(t, func() bool { return p.up.abortable.active.Load() == 0 && p.up.abortable.idleCount() == 1 },
+			waitFor(t, func() bool {
+				return p.routes[RouteChat].up.abortable.active.Load() == 0 && p.routes[RouteChat].up.abortable.idleCount() == 1
+			},
 				"every lease returned, the aborted one dropped")
 		})
 	}

@@ -57,7 +57,7 @@ func benchmarkChatTurnWork(b *testing.B, bodies [][]byte, sessions bool) {
 	cfg := Config{Upstream: "http://127.0.0.1:1/v1", Compaction: compaction.Config{Enabled: true,
 		Trigger:     rewrite.TriggerConfig{ThresholdRatio: rewrite.DefaultThresholdRatio, DefaultContextWindow: rewrite.DefaultContextWindow},
 		TargetRatio: DefaultTargetRatio, KeepRecent: DefaultKeepRecent, Precompact: true}}
-	s, err := New(cfg, zerolog.New(io.Discard), deps)
+	s, err := New(unprobed(cfg), zerolog.New(io.Discard), deps)
 	if err != nil {
 		b.Fatal(err)
 	}

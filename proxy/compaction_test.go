@@ -438,7 +438,7 @@ func TestPrecompactionForwardsTheSameBytesHoweverLate(t *testing.T) {
 						return true
 					default:
 					}
-					if p.comp.Waiting() > 0 || p.gate.WaitingNow() > 0 { // the turn waits on the held summary
+					if p.comp.Waiting() > 0 || p.gateWaiting() > 0 { // the turn waits on the held summary
 						release()
 					}
 					return false

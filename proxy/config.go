@@ -32,6 +32,9 @@ type Config struct {
 	// Routes gives a format (RouteChat, RouteResponses, RouteMessages) an
 	// upstream of its own, over Upstream.
 	Routes map[string]Route
+	// ProbeTimeout bounds the startup probe that finds out whether an
+	// upstream is a local model server; 0 means DefaultProbeTimeout.
+	ProbeTimeout time.Duration
 	// Mode is ModeNormal ("" too) or ModeObserve: every request is
 	// forwarded exactly as sent, and ctxpress records, meters and shows
 	// what it would have done.
@@ -165,6 +168,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StreamIdleTimeout == 0 {
 		c.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
 	}
 	if c.MaxConnsPerHost == 0 {
 		c.MaxConnsPerHost = DefaultMaxConnsPerHost

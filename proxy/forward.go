@@ -208,7 +208,12 @@ func answerAsks(ctx *fasthttp.RequestCtx, body []byte, api *api) asks {
 // fault, or a client that left).
 func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a asks, cancellable bool) (resp *fasthttp.Response, ok bool) {
 	req := fasthttp.AcquireRequest()
-	s.up.buildUpstreamRequest(ctx, req, body, s.cfg.UpstreamAPIKey)
+	rt := x.route
+	if rt == nil { // an exchange handle did not route (a test's)
+		rt = s.routeOf(ctx.Path())
+		x.route = rt
+	}
+	rt.up.buildUpstreamRequest(ctx, req, body, rt.apiKey)
 	// The whole body is already here; an Expect header would make the
 	// upstream wait for a 100 Continue nobody sends.
 	req.Header.Del("Expect")
@@ -220,14 +225,14 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 		req.Header.Set(fasthttp.HeaderAcceptEncoding, "identity")
 	}
 	if a.turn && x.gate == nil {
-		x.gate = s.gate.Live()
+		x.gate = rt.gate.Live()
 	}
 	resp = fasthttp.AcquireResponse()
 	t0 := time.Now()
 	var err error
 	if cancellable {
 		var gone bool
-		x.upClient, gone, err = s.up.doCancellable(req, resp, ctx.Conn(), t0)
+		x.upClient, gone, err = rt.up.doCancellable(req, resp, ctx.Conn(), t0)
 		if gone {
 			fasthttp.ReleaseRequest(req)
 			fasthttp.ReleaseResponse(resp)
@@ -236,7 +241,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 			return nil, false
 		}
 	} else {
-		err = s.up.do(req, resp, t0)
+		err = rt.up.do(req, resp, t0)
 	}
 	x.upstream += time.Since(t0)
 	fasthttp.ReleaseRequest(req)
@@ -289,7 +294,7 @@ func (s *Server) relayAnswer(ctx *fasthttp.RequestCtx, x *exchange, resp *fastht
 // ended it, and its turn is not recorded.
 func (s *Server) relayStream(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError, a asks, api *api) {
 	x.stream = true
-	s.up.releaseDeadline(resp)
+	x.route.up.releaseDeadline(resp)
 	var watch streamWatch
 	r := &relay{body: stream, idle: s.cfg.StreamIdleTimeout, clientConn: ctx.Conn()}
 	switch {

@@ -66,11 +66,11 @@ func forwardDirect(t *testing.T, up *refusingUpstream, body string, hook refusal
 	t.Helper()
 	srv := httptest.NewServer(up)
 	t.Cleanup(srv.Close)
-	s, err := New(Config{Upstream: srv.URL + "/v1"}, zerolog.Nop(), Deps{})
+	s, err := New(unprobed(Config{Upstream: srv.URL + "/v1"}), zerolog.Nop(), Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.up.closeIdle)
+	t.Cleanup(s.routes[RouteChat].up.closeIdle)
 	var req fasthttp.Request
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.SetRequestURI("http://ctxpress/v1/chat/completions")

@@ -79,6 +79,13 @@ func startProxy(t testing.TB, cfg Config) *testProxy {
 // startProxyWith is startProxy with the chat pipeline and store of deps.
 func startProxyWith(t testing.TB, cfg Config, deps Deps) *testProxy {
 	t.Helper()
+	return startProxyConfigured(t, unprobed(cfg), deps)
+}
+
+// startProxyConfigured is startProxyWith with cfg as given: an upstream
+// it does not say is local or hosted is probed at startup.
+func startProxyConfigured(t testing.TB, cfg Config, deps Deps) *testProxy {
+	t.Helper()
 	logs := &syncBuffer{}
 	s, err := New(cfg, zerolog.New(logs), deps)
 	if err != nil {
@@ -90,6 +97,13 @@ func startProxyWith(t testing.TB, cfg Config, deps Deps) *testProxy {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
+	// Serve must have started before a Shutdown (at cleanup) finds its
+	// listener: a healthz answer says it has.
+	if resp, err := http.Get("http://" + ln.Addr().String() + "/ctxpress/healthz"); err != nil {
+		t.Fatalf("the server does not answer: %v", err)
+	} else {
+		resp.Body.Close()
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -583,4 +597,16 @@ func poll(cond func() bool) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return true
+}
+
+// unprobed is cfg with its upstream taken for a local model server when
+// cfg does not say what it is: the tests' fakes on loopback stand for one,
+// and are not probed at startup (the probe's requests would reach the
+// fakes the tests count). The probe has tests of its own (classify_test).
+func unprobed(cfg Config) Config {
+	if cfg.LocalUpstream == nil {
+		local := true
+		cfg.LocalUpstream = &local
+	}
+	return cfg
 }

@@ -158,7 +158,7 @@ func TestLocalServerSummaryCallNeverOverlapsALiveRequest(t *testing.T) {
 		summaryStarted <- struct{}{}
 		// Answer once the agent's next turn is waiting for this summary
 		// call (or has overlapped it: the fake then answers 500).
-		waitFor(t, func() bool { return p.gate.WaitingNow() > 0 || up.inFlight.Load() > 1 || up.overlaps.Load() > 0 }, "the next turn to arrive")
+		waitFor(t, func() bool { return p.gateWaiting() > 0 || up.inFlight.Load() > 1 || up.overlaps.Load() > 0 }, "the next turn to arrive")
 	}
 	a := newAgent(t, p.BaseURL(), "shared-kv")
 	for i := 0; ; i++ {

@@ -162,7 +162,7 @@ func TestAdminEndpointsNeedTokenOrLoopback(t *testing.T) {
 
 	// The peer address is what decides without a token: drive the handler
 	// with a request from a non-loopback address.
-	open, err := New(Config{Upstream: up.BaseURL()}, zerolog.Nop(), deps)
+	open, err := New(unprobed(Config{Upstream: up.BaseURL()}), zerolog.Nop(), deps)
 	if err != nil {
 		t.Fatal(err)
 	}

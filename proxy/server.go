@@ -20,7 +20,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"github.com/ctxpress/ctxpress/internal/baseurl"
 	"github.com/ctxpress/ctxpress/internal/logline"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -32,7 +31,7 @@ import (
 type Server struct {
 	cfg     Config
 	log     zerolog.Logger
-	up      *upstreamClient
+	routes  map[string]*route // each format's upstream (Config.Routes)
 	srv     *fasthttp.Server
 	turns   *turn.Turns        // the conversation requests' turns
 	comp    *compaction.Engine // always set; compaction itself may be off
@@ -43,10 +42,7 @@ type Server struct {
 	// namespace is cfg.Namespace, parsed.
 	namespace  namespaceMode
 	namespaces namespaceMemo
-	// gate keeps summary calls and live chat requests to a local upstream
-	// apart; nil for a hosted one.
-	gate *compaction.Gate
-	warn logline.Limiter // store failures on the request path
+	warn       logline.Limiter // store failures on the request path
 	// noV1Hint: the upstream hint for a base URL without /v1 is given once.
 	noV1Hint sync.Once
 	// noStreamOptions: models whose streams go without the stream_options
@@ -71,25 +67,23 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	up, err := newUpstreamClient(cfg)
+	routes, err := newRoutes(cfg)
 	if err != nil {
 		return nil, err
 	}
 	if err := cfg.Compaction.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, up: up}
+	s := &Server{cfg: cfg, log: log, routes: routes}
 	s.namespace, _ = parseNamespace(cfg.Namespace) // Validate checked it
-	if local := baseurl.IsLocalHost(up.url.Host); (cfg.LocalUpstream == nil && local) || (cfg.LocalUpstream != nil && *cfg.LocalUpstream) {
-		s.gate = compaction.NewGate()
-		s.cfg.Cost.Local = true
-	}
+	s.cfg.Cost.Local = allLocal(routes)
+	s.logRoutes()
 	s.events = admin.NewBus(log, cfg.Compaction.WebhookURL, cfg.Replica)
 	if deps.Store != nil {
 		s.rec = recorder.New(deps.Store, log, cfg.Clock, func(rec state.Record, tripped bool) { s.admin.Recorded(rec, tripped) })
 	}
 	s.comp = compaction.NewEngine(cfg.Compaction, compaction.Deps{Store: deps.Store, Pipeline: deps.Pipeline, Events: s.events,
-		Log: log, Upstream: cfg.Upstream, APIKey: cfg.UpstreamAPIKey, Cost: s.cfg.Cost, Clock: cfg.Clock, Gate: s.gate})
+		Log: log, Routes: compactionRoutes(routes), Cost: s.cfg.Cost, Clock: cfg.Clock})
 	s.turns = &turn.Turns{Pipeline: deps.Pipeline, Store: deps.Store, Recorder: s.rec, Comp: s.comp, Events: s.events, Log: log,
 		StoreFailed: s.storeFailed,
 		Paused: func(err error) {
@@ -99,7 +93,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.metrics.Pricing = s.pricing()
 	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
 		Help: "Conversation requests (chat, Responses, Messages) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
-		func() float64 { return float64(s.gate.WaitingNow()) }))
+		func() float64 { return float64(s.gateWaiting()) }))
 	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compaction_waiting",
 		Help: "Conversation requests waiting for a compaction of their conversation that another request started."},
 		func() float64 { return float64(s.comp.Waiting()) }))
@@ -173,7 +167,9 @@ func (s *Server) Waiting() int { return s.comp.Waiting() }
 // when the drain did not complete in time.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.ShutdownWithContext(ctx)
-	s.up.closeIdle()
+	for _, r := range s.routes {
+		r.up.closeIdle() // a shared client twice: closing idle connections again is a no-op
+	}
 	s.comp.Wait() // a summary being written in the background is kept
 	if s.rec != nil {
 		s.rec.Close() // writes what is queued; later turns are not recorded
@@ -197,6 +193,7 @@ type exchange struct {
 	turn         *turn.Turn       // conversation requests ctxpress understood
 	upClient     *abortableClient // its own upstream client, put back once the answer is done (releaseUpstreamClient)
 	gate         func()           // returns the local gate's share (see compaction.Gate), once the answer is done
+	route        *route           // where it goes (routeOf its path)
 	finished     bool             // finish ran
 	body         bodyCloser       // the answer's body, when relayed as it arrives (relayRest)
 	// credential names the client's conversation namespace: its
@@ -236,7 +233,7 @@ func pathName(p []byte) string {
 // releaseUpstreamClient puts x's upstream client back, once.
 func (s *Server) releaseUpstreamClient(x *exchange) {
 	if x.upClient != nil {
-		s.up.abortable.put(x.upClient)
+		x.route.up.abortable.put(x.upClient)
 		x.upClient = nil
 	}
 }
@@ -285,6 +282,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	x = newExchange(ctx)
+	x.route = s.routeOf(path)
 	if !s.authenticate(ctx, x) {
 		return
 	}
@@ -403,12 +401,13 @@ func (s *Server) logExchange(x *exchange) {
 // OpenAI API is under /v1 (LM Studio, llama-server, Ollama, vLLM all put
 // it there).
 func (s *Server) hintMissingV1(x *exchange) {
-	if x.status != fasthttp.StatusNotFound || s.up.url.Base != "" || apiOf([]byte(x.path)) == nil {
+	if x.status != fasthttp.StatusNotFound || x.route == nil || x.route.up.url.Base != "" || apiOf([]byte(x.path)) == nil {
 		return
 	}
+	base := x.route.base
 	s.noV1Hint.Do(func() {
-		s.log.Warn().Str("upstream", s.cfg.Upstream).
-			Str("try", strings.TrimRight(s.cfg.Upstream, "/")+"/v1").
+		s.log.Warn().Str("upstream", base).
+			Str("try", strings.TrimRight(base, "/")+"/v1").
 			Msg("the upstream answered 404 to " + strings.TrimPrefix(x.path, "/v1") + "; its OpenAI API is most likely under /v1 (set upstream to the base URL a client would use)")
 	})
 }

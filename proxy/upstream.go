@@ -28,7 +28,7 @@ var hopHeaders = [...]string{
 	"Upgrade",
 }
 
-// upstreamClient sends requests to the one upstream over pooled connections.
+// upstreamClient sends requests to one upstream over pooled connections.
 type upstreamClient struct {
 	url       baseurl.URL
 	client    *fasthttp.HostClient
@@ -38,8 +38,8 @@ type upstreamClient struct {
 	timeout   time.Duration // response-header timeout
 }
 
-func newUpstreamClient(cfg Config) (*upstreamClient, error) {
-	u, err := baseurl.Parse(cfg.Upstream)
+func newUpstreamClient(cfg Config, base string) (*upstreamClient, error) {
+	u, err := baseurl.Parse(base)
 	if err != nil {
 		return nil, err
 	}

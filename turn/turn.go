@@ -261,7 +261,7 @@ func (t *Turn) facts() rewrite.TurnFacts {
 		ProviderCompacts: t.res.ProviderCompacts,
 		Manual:           bytes.EqualFold(t.header.Peek(HeaderCompact), []byte("force")) || t.rec.ForceNext || t.res.CompactCommand,
 		Command:          t.res.CompactCommand, StoreFailedAt: comp.LastStoreFailure(),
-		Economics: comp.CompactionEconomics(t.nums.Numbers), SummaryReusesCache: comp.SummariserIsOwn(t.res.Model)}
+		Economics: comp.CompactionEconomics(t.api.Name, t.nums.Numbers), SummaryReusesCache: comp.SummariserIsOwn(t.api.Name, t.res.Model)}
 }
 
 // rewrite runs the pipeline; a panic inside it is logged and ok is false

@@ -105,7 +105,7 @@ func testTurns(st state.Store, p *rewrite.Pipeline, rec *recorder.Recorder) *Tur
 	comp := compaction.NewEngine(compaction.Config{Enabled: true,
 		Trigger:     rewrite.TriggerConfig{ThresholdRatio: rewrite.DefaultThresholdRatio, DefaultContextWindow: rewrite.DefaultContextWindow},
 		TargetRatio: rewrite.DefaultTargetRatio, KeepRecent: rewrite.DefaultKeepRecent},
-		compaction.Deps{Store: st, Pipeline: p, Events: events, Log: zerolog.Nop(), Upstream: "http://127.0.0.1:1/v1", Clock: time.Now})
+		compaction.Deps{Store: st, Pipeline: p, Events: events, Log: zerolog.Nop(), Routes: map[string]compaction.Route{compaction.APIChat: {Upstream: "http://127.0.0.1:1/v1"}}, Clock: time.Now})
 	return &Turns{Pipeline: p, Store: st, Recorder: rec, Comp: comp, Events: events, Log: zerolog.Nop(),
 		StoreFailed: func(string, string, error) {}, Paused: func(error) {}}
 }

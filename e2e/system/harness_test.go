@@ -30,13 +30,14 @@ type binaryProcess struct {
 	logs []string // guarded by mu: every stderr line so far
 }
 
-// runBinary starts bin with a config file of upstream, a db in a temp dir
-// and extra (YAML), and collects its log.
+// runBinary starts bin with a config file of upstream (a fake of a
+// provider's API: hosted, so not probed at startup), a db in a temp dir and
+// extra (YAML), and collects its log.
 func runBinary(t *testing.T, bin, upstream, extra string) *binaryProcess {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yml")
-	yml := fmt.Sprintf("upstream: %s\ndb: %s\n%s", upstream, filepath.Join(dir, "ctxpress.db"), extra)
+	yml := fmt.Sprintf("upstream: %s\nlocal_upstream: false\ndb: %s\n%s", upstream, filepath.Join(dir, "ctxpress.db"), extra)
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
