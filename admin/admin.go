@@ -33,6 +33,9 @@ type Config struct {
 	UI    UIConfig
 	// Clock is the time the stats are stamped with.
 	Clock func() time.Time
+	// Mode is the proxy's mode ("normal" or "observe"): in observe mode the
+	// figures are what ctxpress would have done.
+	Mode string
 }
 
 // Deps are what the admin side reads: the store (nil: none), the prices

@@ -50,7 +50,10 @@ func (a *Admin) storeError(ctx *fasthttp.RequestCtx, verb string, err error) {
 func (a *Admin) serveStats(ctx *fasthttp.RequestCtx) {
 	pricing := a.deps.Pricing
 	st := Stats{PricePerMillionTokens: a.cfg.UI.price(), Currency: a.cfg.UI.currency(),
-		Time: a.cfg.Clock().UTC(), Costs: Costs{CostUnit: pricing.Unit()}}
+		Time: a.cfg.Clock().UTC(), Costs: Costs{CostUnit: pricing.Unit()}, Mode: a.cfg.Mode}
+	if st.Mode == "" {
+		st.Mode = "normal"
+	}
 	if a.deps.Running != nil {
 		st.Compacting = a.deps.Running()
 	}

@@ -280,10 +280,13 @@ type Stats struct {
 	// PricePerMillionTokens is ui.price_per_million_tokens, deprecated:
 	// money is priced per model (models: prices). 0 (configured negative)
 	// asks the dashboard to hide money.
-	PricePerMillionTokens float64   `json:"price_per_million_tokens"`
-	Currency              string    `json:"currency"`
-	Persistent            bool      `json:"persistent"` // false: memory-only store, gone on restart
-	Time                  time.Time `json:"time"`
+	PricePerMillionTokens float64 `json:"price_per_million_tokens"`
+	Currency              string  `json:"currency"`
+	Persistent            bool    `json:"persistent"` // false: memory-only store, gone on restart
+	// Mode is "observe" when requests are forwarded as sent and the
+	// figures are what ctxpress would have done, else "normal".
+	Mode string    `json:"mode"`
+	Time time.Time `json:"time"`
 }
 
 // conversationInfoOf is r as the list shows it, its bill at p's prices;

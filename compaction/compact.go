@@ -213,7 +213,8 @@ func (c *Engine) Precompact(ti Input) {
 		if c.prepared(rec) {
 			// One summary waits for the trigger already: the turns up to it
 			// do not each prepare another.
-			if res := c.pipeline.RewriteParsed(ti.Parsed, c.promotingOptions(rec, ti.Line.ID)); res.Applied >= 0 && rec.Branches[res.Applied].Prepared {
+			res := c.pipeline.RewriteParsed(ti.Parsed, c.promotingOptions(rec, ti.Line.ID))
+			if b, ok := appliedBranch(rec, res); ok && b.Prepared {
 				return
 			}
 		}

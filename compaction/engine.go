@@ -34,6 +34,9 @@ type Engine struct {
 	// routes are each format's upstream (by API name): the summariser's
 	// default, its key and gate.
 	routes map[string]Route
+	// observe: nothing is summarised; a compaction due stores a stand-in
+	// of its summary's size (ObserveCompaction).
+	observe bool
 
 	cost rewrite.CostConfig // prices, for the economics of rewriting sent history
 	now  func() time.Time   // the clock of backoff and branch times
@@ -70,6 +73,8 @@ type Deps struct {
 	Routes map[string]Route
 	Cost   rewrite.CostConfig // prices, for the economics of rewriting sent history
 	Clock  func() time.Time   // the clock of backoff and branch times
+	// Observe: observe mode (ObserveCompaction).
+	Observe bool
 }
 
 // Route is the upstream one format's conversations go to.
@@ -86,7 +91,7 @@ type Route struct {
 // without a pipeline or a store, whatever cfg says.
 func NewEngine(cfg Config, d Deps) *Engine {
 	c := &Engine{cfg: cfg, store: d.Store, pipeline: d.Pipeline, sum: NewSummarizer(), events: d.Events, log: d.Log,
-		routes: d.Routes, cost: d.Cost, now: d.Clock,
+		routes: d.Routes, cost: d.Cost, now: d.Clock, observe: d.Observe,
 		inflight: map[state.LineKey]chan struct{}{}, preparing: map[state.LineKey]int{}}
 	if d.Pipeline == nil || d.Store == nil {
 		c.cfg.Enabled = false
@@ -184,6 +189,12 @@ func (c *Engine) optionsWith(rec state.Record, line state.ChainHash, prepared bo
 	// The pipeline applies a stored branch's summary (history.Branch), not
 	// its parent or clocks.
 	for _, b := range rec.Branches {
+		if b.Observed != c.observe {
+			// A stand-in is applied to observe mode's would-be requests
+			// alone, and only stand-ins are: switching modes changes
+			// nothing else.
+			continue
+		}
 		if b.Prepared && !prepared {
 			continue
 		}
@@ -393,7 +404,7 @@ func (c *Engine) storeSummary(ti Input, prop rewrite.Compaction, summary string,
 	now := entry.At
 	return c.store.Update(ti.Key, func(r *state.Record) error {
 		r.PutBranch(state.Branch{Branch: history.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Since: prop.Since},
-			Parent: prop.Parent, Prepared: ti.Kind == kindPrecompact, ApplyAt: ti.ApplyAt}, now)
+			Parent: prop.Parent, Prepared: ti.Kind == kindPrecompact, ApplyAt: ti.ApplyAt, Observed: c.observe}, now)
 		r.AddSummaryHistory(entry)
 		r.UpdateLine(ti.Line, now, func(l *state.Line) {
 			l.Breaker = rewrite.BreakerAfterSuccess(l.Breaker, ti.Kind)

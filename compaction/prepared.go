@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 )
 
@@ -60,10 +61,11 @@ func (c *Engine) promote(ti *Input, upTo int) bool {
 	if !res.Understood || res.Applied < 0 {
 		return false
 	}
-	if b := rec.Branches[res.Applied]; !b.Prepared || b.ApplyAt > upTo {
+	b, ok := appliedBranch(rec, res)
+	if !ok || !b.Prepared || b.ApplyAt > upTo {
 		return false
 	}
-	h := rec.Branches[res.Applied].Hash
+	h := b.Hash
 	promoted, err := c.store.Update(ti.Key, func(r *state.Record) error {
 		if !r.PromoteBranch(h, c.now()) {
 			return errNotPrepared
@@ -83,3 +85,16 @@ func (c *Engine) promote(ti *Input, upTo int) bool {
 
 // errNotPrepared: the branch to promote was promoted or dropped meanwhile.
 var errNotPrepared = errors.New("the prepared summary is gone")
+
+// appliedBranch is the branch of rec whose summary res applied.
+func appliedBranch(rec state.Record, res rewrite.Result) (state.Branch, bool) {
+	h, ok := res.AppliedHash()
+	if !ok {
+		return state.Branch{}, false
+	}
+	i := slices.IndexFunc(rec.Branches, func(b state.Branch) bool { return b.Hash == state.ChainHash(h) })
+	if i < 0 {
+		return state.Branch{}, false
+	}
+	return rec.Branches[i], true
+}

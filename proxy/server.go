@@ -83,9 +83,9 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		s.rec = recorder.New(deps.Store, log, cfg.Clock, func(rec state.Record, tripped bool) { s.admin.Recorded(rec, tripped) })
 	}
 	s.comp = compaction.NewEngine(cfg.Compaction, compaction.Deps{Store: deps.Store, Pipeline: deps.Pipeline, Events: s.events,
-		Log: log, Routes: compactionRoutes(routes), Cost: s.cfg.Cost, Clock: cfg.Clock})
+		Log: log, Routes: compactionRoutes(routes), Cost: s.cfg.Cost, Clock: cfg.Clock, Observe: cfg.Mode == ModeObserve})
 	s.turns = &turn.Turns{Pipeline: deps.Pipeline, Store: deps.Store, Recorder: s.rec, Comp: s.comp, Events: s.events, Log: log,
-		StoreFailed: s.storeFailed,
+		StoreFailed: s.storeFailed, Observe: cfg.Mode == ModeObserve,
 		Paused: func(err error) {
 			s.warn.Warn(s.cfg.Clock(), s.log, "compaction paused while the conversation store fails", err)
 		}}
@@ -106,7 +106,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		s.events.Join(bc)
 		admin.RegisterSharedEventMetrics(s.metrics.Reg, bc)
 	}
-	s.admin = admin.New(admin.Config{Token: cfg.AdminToken, MetricsPublic: cfg.MetricsPublic, Pprof: cfg.Pprof, UI: cfg.UI, Clock: cfg.Clock},
+	s.admin = admin.New(admin.Config{Token: cfg.AdminToken, MetricsPublic: cfg.MetricsPublic, Pprof: cfg.Pprof, UI: cfg.UI, Clock: cfg.Clock, Mode: cfg.Mode},
 		admin.Deps{Store: deps.Store, Pricing: s.pricing(), Compacting: s.comp.IsCompacting, Running: s.comp.Running,
 			Events: s.events, Metrics: s.metrics, StoreFailed: s.storeFailed})
 	s.srv = &fasthttp.Server{

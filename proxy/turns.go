@@ -52,7 +52,7 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 		addAnthropicBeta(&ctx.Request.Header, messages.BetaThinkingBinding)
 	}
 	out, retry := t.Body(), refusalHook(nil)
-	if t.Stream() {
+	if t.Stream() && t.Rewrites() {
 		out, retry = s.askStreamUsage(a, out, t.Model())
 	}
 	t.Sent(out)

@@ -151,6 +151,7 @@ type diskBranch struct {
 	Since     int       `json:"since,omitempty"`
 	Prepared  bool      `json:"prepared,omitempty"`
 	ApplyAt   int       `json:"apply_at,omitempty"`
+	Observed  bool      `json:"observed,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UsedAt    time.Time `json:"used_at,omitzero"`
 }
@@ -375,7 +376,7 @@ func encodeRecordWithTurns(r *Record, field string, ts []Turn, list []byte) ([]b
 	}
 	for _, b := range r.Branches {
 		d.Branches = append(d.Branches, diskBranch{
-			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent, Since: b.Since, Prepared: b.Prepared, ApplyAt: b.ApplyAt,
+			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent, Since: b.Since, Prepared: b.Prepared, ApplyAt: b.ApplyAt, Observed: b.Observed,
 			CreatedAt: utc(b.CreatedAt), UsedAt: utc(b.UsedAt),
 		})
 	}
@@ -454,7 +455,7 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 	for _, b := range d.Branches {
 		r.Branches = append(r.Branches, Branch{
 			Branch: history.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Since: b.Since},
-			Parent: b.Parent, Prepared: b.Prepared, ApplyAt: b.ApplyAt, CreatedAt: b.CreatedAt, UsedAt: b.UsedAt,
+			Parent: b.Parent, Prepared: b.Prepared, ApplyAt: b.ApplyAt, Observed: b.Observed, CreatedAt: b.CreatedAt, UsedAt: b.UsedAt,
 		})
 	}
 	for _, s := range d.RecentSummaries {

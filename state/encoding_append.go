@@ -255,6 +255,7 @@ func (e *recordAppender) branch(b []byte, br *diskBranch) []byte {
 	b = intOmitEmpty(b, "since", int64(br.Since))
 	b = boolOmitEmpty(b, "prepared", br.Prepared)
 	b = intOmitEmpty(b, "apply_at", int64(br.ApplyAt))
+	b = boolOmitEmpty(b, "observed", br.Observed)
 	b = e.timeOmitZero(b, "created_at", br.CreatedAt)
 	b = e.timeOmitZero(b, "used_at", br.UsedAt)
 	return end(b, s)

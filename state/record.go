@@ -129,8 +129,12 @@ type Branch struct {
 	// (PromoteBranch) from the line's ApplyAt-th request, or from the
 	// request that crosses the trigger if sooner, never when it happens
 	// to land, so its timing does not change what is forwarded.
-	Prepared  bool
-	ApplyAt   int
+	Prepared bool
+	ApplyAt  int
+	// Observed marks the stand-in for a summary ctxpress would have
+	// written in observe mode (no call was made): only observe mode's
+	// would-be requests apply it, never a forwarded one.
+	Observed  bool
 	CreatedAt time.Time
 	// UsedAt is when a request last stored or used the branch: the LRU clock.
 	UsedAt time.Time

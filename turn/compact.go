@@ -29,6 +29,15 @@ func (t *Turn) compact(body []byte) {
 	// The request as it came: a compaction now replaces t.res, and a
 	// background one after it starts from the request again.
 	in := t.input(t.res)
+	if t.ts.Observe {
+		// Nothing is summarised: a compaction due now stands in as what it
+		// would have sent, and none is prepared ahead.
+		if t.plan.Action == rewrite.ActNow {
+			t.res, t.o = comp.ObserveCompaction(in, t.plan.Kind)
+			t.rt.Compacted = t.o.Compacted
+		}
+		return
+	}
 	if t.plan.Action == rewrite.ActNow {
 		facts := t.facts()
 		t.res, t.o = comp.MaybeCompact(in, t.plan.Kind)
@@ -68,7 +77,7 @@ func (t *Turn) reportCompactionError() {
 // rewrite.CompactReplyPrefix: that is how later requests, which carry the
 // command and this reply, leave both out of what they forward.
 func (t *Turn) CompactReply() (text string, ok bool) {
-	if !t.res.CompactCommand {
+	if !t.res.CompactCommand || t.ts.Observe { // observe mode forwards it as sent
 		return "", false
 	}
 	switch o := t.o; {

@@ -23,7 +23,7 @@ func TestTokensAfterNeverExceedBeforeWhenNothingWasAdded(t *testing.T) {
 	}
 	for _, l := range lines {
 		for _, raw := range [][2]int{{16000, 15000}, {5661, 5600}, {19387, 12000}, {800, 799}, {1000, 1000}} {
-			tr := Turn{nums: l}
+			tr := Turn{ts: &Turns{}, nums: l}
 			tr.setResult(rewrite.Result{TokensBefore: raw[0], TokensAfter: raw[1]})
 			if tr.TokensAfter() > tr.TokensBefore() || tr.TokensBefore() != l.Calibration.Upstream(raw[0]) {
 				t.Errorf("line %+v, raw %v: before %d, after %d", l, raw, tr.TokensBefore(), tr.TokensAfter())

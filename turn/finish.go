@@ -8,8 +8,14 @@ import (
 	"github.com/ctxpress/ctxpress/wire"
 )
 
-// Body is what to forward: the request as the turn rewrote it.
-func (t *Turn) Body() []byte { return t.res.Body }
+// Body is what to forward: the request as the turn rewrote it, or, in
+// observe mode, as the client sent it.
+func (t *Turn) Body() []byte {
+	if t.ts.Observe {
+		return t.body
+	}
+	return t.res.Body
+}
 
 // Stream reports whether the forwarded request asks for a stream.
 func (t *Turn) Stream() bool { return t.res.Stream }
@@ -20,7 +26,12 @@ func (t *Turn) Model() string { return t.res.Model }
 // DropMismatched reports whether the forwarded body asks the upstream to
 // drop thinking blocks whose prefix changed (Anthropic's drop_block),
 // which the shell must open with its beta header.
-func (t *Turn) DropMismatched() bool { return t.res.DropMismatched }
+func (t *Turn) DropMismatched() bool { return t.res.DropMismatched && !t.ts.Observe }
+
+// Rewrites reports whether what is forwarded is ctxpress's rewrite (not
+// in observe mode): only then may the shell change it further (ask a
+// stream for its usage).
+func (t *Turn) Rewrites() bool { return !t.ts.Observe }
 
 // Sent tells the turn the bytes forwarded (the body, as the shell may
 // have asked a stream for its usage): a background compaction's summary

@@ -111,7 +111,7 @@ func (t *Turn) cutToFit(budget int, why string) bool {
 
 // Rescues reports whether a refusal of the turn's request may be rescued
 // (Refused): only when its history may be rewritten.
-func (t *Turn) Rescues() bool { return t.plan.MayRewrite }
+func (t *Turn) Rescues() bool { return t.plan.MayRewrite && !t.ts.Observe }
 
 // Refused is what to do with an answer that refuses the turn's request
 // (status, body answer) before any of it was relayed: when it refuses it
@@ -122,7 +122,7 @@ func (t *Turn) Rescues() bool { return t.plan.MayRewrite }
 // is sent once more as it is when nothing smaller can be made: what
 // overlapped it is over by then.
 func (t *Turn) Refused(status int, answer []byte) (body []byte, ok bool) {
-	if !t.plan.MayRewrite || !wire.IsContextOverflow(status, answer) {
+	if !t.Rescues() || !wire.IsContextOverflow(status, answer) {
 		return nil, false
 	}
 	start := time.Now()

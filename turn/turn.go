@@ -66,6 +66,11 @@ type Turns struct {
 	// Paused warns, rate-limited, that compaction is paused while the
 	// store fails.
 	Paused func(err error)
+	// Observe: observe mode. Every request is forwarded as the client
+	// sent it (Body), and the turn is what ctxpress would have done:
+	// counted, recorded and shown, with no summary call made
+	// (compaction.Engine.ObserveCompaction).
+	Observe bool
 }
 
 // Turn is one understood conversation request on its way through: what it
@@ -75,6 +80,7 @@ type Turn struct {
 	ts     *Turns
 	api    *API
 	header Header
+	body   []byte // the client's, as it sent it: forwarded in observe mode
 	parsed *rewrite.Parsed
 	id     rewrite.Identity
 	rec    state.Record
@@ -117,7 +123,7 @@ func (ts *Turns) Begin(api *API, body []byte, h Header, namespace string) (t *Tu
 	if ts.Pipeline == nil {
 		return nil, false
 	}
-	t = &Turn{ts: ts, api: api, header: h}
+	t = &Turn{ts: ts, api: api, header: h, body: body}
 	if !t.parse(body) {
 		return nil, false
 	}
@@ -305,4 +311,9 @@ func (t *Turn) setResult(res rewrite.Result) {
 	rt.Dedups = append(rt.Dedups[:0], res.Dedups...)
 	rt.Prunes = append(rt.Prunes[:0], res.Prunes...)
 	rt.Forwarded = true
+	if t.ts.Observe {
+		// What was sent is the client's request: the upstream's count of
+		// it is what calibrates.
+		rt.RawAfter, rt.Observed = res.TokensBefore, true
+	}
 }

@@ -101,7 +101,10 @@ func observe(rec *state.Record, l *state.Line, t *Turn) (opened bool) {
 		Model: t.Model, ModelRatio: rec.CalibrationFor(t.Model), Raw: t.RawAfter,
 		// The upstream's count of a request whose history it keeps is not
 		// of what ctxpress counted: it calibrates nothing.
-		UsageFound: t.Usage.Found && !t.ServerHistory, InputTokens: t.Usage.InputTokens, Compacted: t.Compacted, Trigger: t.Trigger,
+		UsageFound: t.Usage.Found && !t.ServerHistory, InputTokens: t.Usage.InputTokens, Trigger: t.Trigger,
+		// Observe mode's compaction was not sent: the upstream's count,
+		// of the request as the client sent it, says nothing of it.
+		Compacted:    t.Compacted && !t.Observed,
 		CachedTokens: t.Usage.CachedTokens, CacheWriteTokens: t.Usage.CacheWriteTokens, RefusedWindow: t.RefusedWindow,
 		ServerCompacted: t.Usage.ServerCompacted,
 	})

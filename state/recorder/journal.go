@@ -32,6 +32,7 @@ const (
 	jUsageFound
 	jApplied
 	jServerCompacted
+	jObserved
 )
 
 // appendJournalEntry appends tr's journal entry to dst.
@@ -43,7 +44,7 @@ func appendJournalEntry(dst []byte, tr *Turn) []byte {
 	dst = binary.AppendVarint(dst, tr.At.UnixNano())
 	dst = appendString(dst, t.Model)
 	dst = append(dst, flag(t.Forwarded, jForwarded)|flag(t.Compacted, jCompacted)|flag(t.ServerHistory, jServerHistory)|
-		flag(tr.Usage.Found, jUsageFound)|flag(t.Applied != nil, jApplied)|flag(tr.Usage.ServerCompacted, jServerCompacted))
+		flag(tr.Usage.Found, jUsageFound)|flag(t.Applied != nil, jApplied)|flag(tr.Usage.ServerCompacted, jServerCompacted)|flag(t.Observed, jObserved))
 	dst = append(dst, t.Line.ID[:]...)
 	dst = append(dst, t.Line.Tip[:]...)
 	dst = binary.AppendUvarint(dst, uint64(t.Line.Messages))
@@ -176,6 +177,7 @@ func readJournalEntry(b []byte) (Turn, error) {
 	if len(flags) == 1 {
 		f := flags[0]
 		t.Forwarded, t.Compacted, t.ServerHistory, tr.Usage.Found = f&jForwarded != 0, f&jCompacted != 0, f&jServerHistory != 0, f&jUsageFound != 0
+		t.Observed = f&jObserved != 0
 		if f&jApplied != 0 {
 			applied := state.ChainHash(r.hash())
 			t.Applied = &applied

@@ -39,6 +39,8 @@ func journalTurns(key state.Key, at time.Time) []Turn {
 			Usage: wire.Usage{InputTokens: 108, OutputTokens: 40, Found: true, ServerCompacted: true,
 				ServerCompaction: wire.Tokens{InputTokens: 15013, OutputTokens: 812, CachedTokens: 3, CacheWriteTokens: 4}},
 			At: at.Add(5 * time.Millisecond)},
+		{Key: key, Line: l2, Model: "gpt-4o", TokensBefore: 16000, TokensAfter: 9000, RawAfter: 15000, Forwarded: true, Observed: true,
+			Compacted: true, Usage: wire.Usage{InputTokens: 16100, CachedTokens: 12000, OutputTokens: 30, Found: true}, At: at.Add(6 * time.Millisecond)},
 	}
 }
 

@@ -55,6 +55,10 @@ func countUsage(rec *state.Record, l *state.Line, t *Turn) {
 		return
 	}
 	u := t.Usage
+	if t.Observed {
+		countObserved(rec, l, t)
+		return
+	}
 	server := ServerCompactionUsage(u)
 	rec.Usage = rec.Usage.Plus(CallUsage(u))
 	rec.ServerCompaction = rec.ServerCompaction.Plus(server)
@@ -67,4 +71,33 @@ func countUsage(rec *state.Record, l *state.Line, t *Turn) {
 	rec.Direct = rec.Direct.Plus(state.Usage{Input: int64(d.Input) + server.Input, Cached: int64(d.Cached) + server.Cached,
 		CacheWrite: int64(d.CacheWrite) + server.CacheWrite, Output: int64(d.Output) + server.Output})
 	l.LastSent = d.Input
+}
+
+// countObserved is countUsage for a turn observe mode forwarded as the
+// client sent it: what the upstream reported is the cost without
+// ctxpress (Direct), and the cost with it (Usage) is estimated from it,
+// as the direct cost is the other way round: the would-be request's
+// size, read from the cache up to the previous would-be request, but not
+// across a compaction (the summary changes the prefix).
+func countObserved(rec *state.Record, l *state.Line, t *Turn) {
+	u := t.Usage
+	server := ServerCompactionUsage(u)
+	rec.ServerCompaction = rec.ServerCompaction.Plus(server)
+	if !u.Found {
+		rec.Usage = rec.Usage.Plus(state.Usage{Unreported: 1})
+		l.LastSent = t.TokensAfter
+		return
+	}
+	actual := AnswerUsage(u)
+	actual.Calls = 0
+	rec.Direct = rec.Direct.Plus(actual.Plus(server))
+	prev := l.LastSent
+	if t.Compacted {
+		prev = 0
+	}
+	w := rewrite.DirectUsage(rewrite.DirectTurn{Forwarded: rewrite.Usage{Input: u.InputTokens, Output: u.OutputTokens},
+		Sent: t.TokensAfter, After: t.TokensBefore, PrevSent: prev}, cacheSeen(rec.Direct))
+	rec.Usage = rec.Usage.Plus(state.Usage{Calls: 1, Input: int64(w.Input) + server.Input, Cached: int64(w.Cached) + server.Cached,
+		CacheWrite: int64(w.CacheWrite) + server.CacheWrite, Output: int64(w.Output) + server.Output})
+	l.LastSent = w.Input
 }

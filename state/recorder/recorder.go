@@ -58,10 +58,14 @@ type Turn struct {
 	// journaled: a crash before the turn is written loses it until the
 	// next refusal.
 	RefusedWindow int
-	Usage         wire.Usage // what the upstream reported
-	At            time.Time  // when it was answered (queued): its time in the record
-	seq           uint64     // its place among its key's queued turns (from 1)
-	jseq          uint64     // its journal entry's seq (0: not journaled)
+	// Observed: observe mode forwarded the request as the client sent it;
+	// the rest of the turn is what ctxpress would have sent (RawAfter is
+	// then the count of what was sent, which calibrates).
+	Observed bool
+	Usage    wire.Usage // what the upstream reported
+	At       time.Time  // when it was answered (queued): its time in the record
+	seq      uint64     // its place among its key's queued turns (from 1)
+	jseq     uint64     // its journal entry's seq (0: not journaled)
 }
 
 // Recorder writes conversation records from one goroutine, off the request

@@ -1,0 +1,57 @@
+package compaction
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ctxpress/ctxpress/admin"
+	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
+)
+
+// ObserveCompaction is what observe mode does where a compaction is due
+// (kind): no summary call (it would cost the user), but a stand-in of the
+// summary's expected size, stored as an Observed branch, so that this and
+// later would-be requests count what ctxpress would have sent; its event
+// says "observed". It returns the request rewritten with it.
+func (c *Engine) ObserveCompaction(ti Input, kind string) (rewrite.Result, Outcome) {
+	ti.Kind = kind
+	nums := ti.Nums.Numbers
+	ev := admin.Event{Time: c.now(), Conversation: ti.Key.ID, Model: ti.Res.Model, Trigger: kind,
+		TokensBefore: ti.Nums.Calibration.Upstream(ti.Res.TokensAfter)}
+	prop, size, err := c.policy.Size(ti.Res, rewrite.Plan{Kind: kind, Trigger: ti.Trigger, Urgent: ti.Urgent,
+		Window:    c.policy.Trigger.WindowOf(ti.Res.Model, nums),
+		Effective: nums.Calibration.Upstream(ti.Res.TokensAfter), Economics: c.CompactionEconomics(ti.API, nums),
+		SummaryReusesCache: c.SummariserIsOwn(ti.API, ti.Res.Model)}, nums.Calibration)
+	if err != nil {
+		ev.Result, ev.Reason = "skipped", err.Error()
+		c.events.Publish(ev)
+		return ti.Res, Outcome{Event: ev, Err: err}
+	}
+	summary := compactor.Finish(standIn(prop.Covered, size.MaxSummaryTokens/2), prop.LatestUserAsk)
+	summaryTokens := ti.Res.SummaryTokens(summary)
+	after := ti.Nums.Calibration.Upstream(prop.KeptTokens + summaryTokens)
+	newRec, err := c.storeSummary(ti, prop, summary, state.SummaryEntry{At: ev.Time, Summary: summary, CoveredMessages: prop.Covered,
+		TokensBefore: ev.TokensBefore, TokensAfter: after})
+	if err != nil {
+		c.storeFailed()
+		ev.Result, ev.Reason = "failed", fmt.Sprintf("storing the stand-in: %v", err)
+		c.events.Publish(ev)
+		return ti.Res, Outcome{Event: ev, Err: err}
+	}
+	res := c.pipeline.RewriteParsed(ti.Parsed, c.Options(newRec, ti.Line.ID))
+	ev.Result, ev.Covered = "observed", prop.Covered
+	ev.Reason = "observe mode: no summary call was made; the summary's size is estimated"
+	ev.SummaryTokens, ev.TokensAfter = scaled(summaryTokens, ti.Nums.Calibration.Scale()), ti.Nums.Calibration.Upstream(res.TokensAfter)
+	c.events.Publish(ev)
+	return res, Outcome{Compacted: true, Event: ev}
+}
+
+// standIn is observe mode's placeholder for a summary of covered
+// messages: about tokens long, as a summary written to half its cap
+// would be.
+func standIn(covered, tokens int) string {
+	head := fmt.Sprintf("(observe mode: the summary of %d earlier messages would stand here.)", covered)
+	return head + strings.Repeat(" …", max(0, tokens-len(head)/4))
+}
