@@ -26,11 +26,11 @@ var version = "dev"
 const usage = `ctxpress: a transparent OpenAI-compatible proxy that keeps LLM context lean
 
 Usage:
-  ctxpress serve [--config FILE] [--listen ADDR] [--upstream URL] [--db FILE] [flags]
+  ctxpress serve [--config FILE] [--listen ADDR] [--upstream URL] [--db FILE] [--mode normal|observe] [flags]
   ctxpress squash [--call JSON] [FILE|-]   print what ctxpress forwards for a tool output of that call
   ctxpress count [--model M] [FILE|-]      token count of a text or a chat request
   ctxpress conversations [list|show ID|rm ID|compact ID] [--db FILE] [--json]
-  ctxpress replay [--config FILE] [--threshold-tokens N] [--upstream URL] FILE|DIR...
+  ctxpress replay [--config FILE] [--threshold-tokens N] [--keep-recent N] [--upstream URL] FILE|DIR...
                                            what recorded sessions cost direct and through ctxpress
   ctxpress version
 
@@ -91,7 +91,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
-	cfg, err := loadConfig(f, os.Getenv)
+	cfg, warnings, err := loadConfig(f, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "ctxpress: %v\n", err)
 		return 2
@@ -99,6 +99,9 @@ func cmdServe(args []string, stderr io.Writer) int {
 	log, closeLog, _ := newLogger(cfg.Log, stderr)
 	// Pending lines reach stderr before the process exits.
 	defer closeLog()
+	for _, w := range warnings {
+		log.Warn().Msg(w)
+	}
 	if err := serve(cfg, log); err != nil {
 		log.Error().Err(err).Msg("ctxpress stopped")
 		return 1
