@@ -100,19 +100,21 @@ func cmdServe(args []string, stderr io.Writer) int {
 	} else {
 		cfg, warnings, err = loadConfig(f, os.Getenv)
 	}
-	log, closeLog, _ := newLogger(startupLogConfig(cfg.Log, os.Getenv), stderr)
+	log, closeLog, _ := newLogger(startupLogConfig(cfg.Log, f, os.Getenv), stderr)
 	// Pending lines reach stderr before the process exits.
 	defer closeLog()
 	for _, w := range warnings {
 		log.Warn().Msg(w)
 	}
+	// The reason is the message, so that a console shows it as written
+	// (a field's quotes would be escaped).
 	if err != nil {
-		log.Error().Err(err).Msg("ctxpress cannot start")
+		log.Error().Msg("ctxpress cannot start: " + err.Error())
 		return 2
 	}
 	s, err := start(cfg, log)
 	if err != nil {
-		log.Error().Err(err).Msg("ctxpress cannot start")
+		log.Error().Msg("ctxpress cannot start: " + err.Error())
 		return 1
 	}
 	if err := s.run(); err != nil {
@@ -122,26 +124,34 @@ func cmdServe(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// startupLogConfig is the log: settings to report startup with: the
-// config's when they are valid, else the defaults with the environment's
-// valid ones, so that even a config that does not load is reported in the
-// format asked for where that can be known.
-func startupLogConfig(c logConfig, getenv func(string) string) logConfig {
-	if _, err := logSettings(c, nil); err == nil {
-		return c
+// startupLogConfig is the log: settings to report startup with, so that
+// even a config that does not load is reported in the format asked for:
+// the loaded config's when they are valid (else the defaults), with the
+// environment's and the flags' valid values over them (a file that did
+// not load was never overridden by them).
+func startupLogConfig(loaded logConfig, f *serveFlags, getenv func(string) string) logConfig {
+	c := loaded
+	if _, err := logSettings(c, nil); err != nil {
+		c = defaultConfig().Log
 	}
-	c = defaultConfig().Log
-	for _, v := range []struct {
-		name string
-		dst  *string
-	}{{"CTXPRESS_LOG_LEVEL", &c.Level}, {"CTXPRESS_LOG_FORMAT", &c.Format}} {
-		old := *v.dst
-		if *v.dst = getenv(v.name); *v.dst == "" {
-			*v.dst = old
+	over := func(dst *string, v string) {
+		old := *dst
+		if *dst = v; v == "" {
+			*dst = old
 		} else if _, err := logSettings(c, nil); err != nil {
-			*v.dst = old
+			*dst = old
 		}
 	}
+	over(&c.Level, getenv("CTXPRESS_LOG_LEVEL"))
+	over(&c.Format, getenv("CTXPRESS_LOG_FORMAT"))
+	f.fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "log-level":
+			over(&c.Level, f.c.Log.Level)
+		case "log-format":
+			over(&c.Format, f.c.Log.Format)
+		}
+	})
 	return c
 }
 

@@ -214,11 +214,11 @@ func TestStartupErrorsAreLogLines(t *testing.T) {
 		lines []string // each line's level and the start of its message or error
 	}{
 		{"a flag that does not exist", []string{"--frobnicate"}, 2,
-			[]string{"error flag provided but not defined: -frobnicate; run ctxpress serve --help for the flags"}},
+			[]string{"error ctxpress cannot start: flag provided but not defined: -frobnicate; run ctxpress serve --help for the flags"}},
 		{"a typo in the file", []string{"--config", typo}, 2,
-			[]string{`error ` + typo + `:2: compaction: unknown key "treshold_tokens" (did you mean "threshold_tokens"?)`}},
+			[]string{`error ctxpress cannot start: ` + typo + `:2: compaction: unknown key "treshold_tokens" (did you mean "threshold_tokens"?)`}},
 		{"a deprecated key, then an address in use", []string{"--config", deprecated, "--db", "", "--listen", held.Addr().String()}, 1,
-			[]string{"warn " + deprecated + ":1: ui.price_per_million_tokens is deprecated", "error cannot listen on " + held.Addr().String()}},
+			[]string{"warn " + deprecated + ":1: ui.price_per_million_tokens is deprecated", "error ctxpress cannot start: cannot listen on " + held.Addr().String()}},
 	} {
 		var stderr bytes.Buffer
 		code := run(append([]string{"serve"}, r.args...), nil, &stderr, &stderr)
@@ -228,18 +228,43 @@ func TestStartupErrorsAreLogLines(t *testing.T) {
 			continue
 		}
 		for i, l := range lines {
-			var ev struct{ Level, Message, Error string }
+			var ev struct{ Level, Message string }
 			if err := json.Unmarshal([]byte(l), &ev); err != nil {
 				t.Errorf("%s: not a JSON log line: %s", r.rule, l)
 				continue
 			}
 			text := ev.Level + " " + ev.Message
-			if ev.Error != "" {
-				text = ev.Level + " " + ev.Error
-			}
 			if !strings.HasPrefix(text, r.lines[i]) {
 				t.Errorf("%s: line %d is %q, want it to start %q", r.rule, i, text, r.lines[i])
 			}
+		}
+	}
+}
+
+// The log settings startup is reported with: the loaded config's, with
+// the environment's and the flags' valid values over them.
+func TestStartupLogConfig(t *testing.T) {
+	def := defaultConfig().Log
+	for _, r := range []struct {
+		rule   string
+		loaded logConfig
+		env    map[string]string
+		args   []string
+		want   logConfig
+	}{
+		{"a config that loaded", logConfig{Level: "debug", Format: "json"}, nil, nil, logConfig{Level: "debug", Format: "json"}},
+		{"a file that did not load: the defaults", logConfig{}, nil, nil, def},
+		{"... with the flag's format", logConfig{}, nil, []string{"--log-format", "console"}, logConfig{Level: "info", Format: "console"}},
+		{"... with the environment's", logConfig{}, map[string]string{"CTXPRESS_LOG_FORMAT": "json", "CTXPRESS_LOG_LEVEL": "warn"}, nil, logConfig{Level: "warn", Format: "json"}},
+		{"a flag over the environment", logConfig{}, map[string]string{"CTXPRESS_LOG_FORMAT": "json"}, []string{"--log-format", "console"}, logConfig{Level: "info", Format: "console"}},
+		{"an invalid value is passed over", logConfig{}, map[string]string{"CTXPRESS_LOG_FORMAT": "yaml"}, []string{"--log-level", "loud"}, def},
+	} {
+		f := newServeFlags()
+		if err := f.fs.Parse(r.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := startupLogConfig(r.loaded, f, func(k string) string { return r.env[k] }); got != r.want {
+			t.Errorf("%s: %+v, want %+v", r.rule, got, r.want)
 		}
 	}
 }
