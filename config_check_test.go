@@ -90,6 +90,8 @@ func TestConfigErrorMessages(t *testing.T) {
 		{yaml: "compaction: {enabled: sometimes}\n", want: `FILE:1: compaction.enabled: "sometimes": want true or false`},
 		{yaml: "squash: {exempt_tools: read}\n", want: `FILE:1: squash.exempt_tools: want a list such as [a, b], got "read"`},
 		{yaml: "log: debug\n", want: `FILE:1: log: want a section of keys (level, format), got "debug"`},
+		{yaml: "- listen: 127.0.0.1:1\n", want: `FILE:1: want keys such as listen: 127.0.0.1:8484 (config.example.yml lists them), got a list`},
+		{yaml: "compaction:\n  threshold_tokens: 5\n keep_recent: 3\n", want: `FILE:2: not valid YAML: did not find expected key`},
 		// Enumerations list their values.
 		{yaml: "mode: watch\n", want: `FILE:1: mode "watch": want normal or observe`},
 		{yaml: "identify: fingerprint\n", want: `FILE:1: identify "fingerprint": want auto or header`},

@@ -152,6 +152,9 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, info *fileInfo) error 
 func checkSection(n *yaml.Node, t reflect.Type, path string, info *fileInfo) error {
 	keys := sectionKeys(t)
 	if n.Kind != yaml.MappingNode {
+		if path == "" {
+			return &located{Line: n.Line, Msg: fmt.Sprintf("want keys such as listen: 127.0.0.1:8484 (config.example.yml lists them), got %s", nodeKind(n))}
+		}
 		return &located{Line: n.Line, Msg: fmt.Sprintf("%s: want a section of keys (%s), got %s", path, strings.Join(keys, ", "), nodeKind(n))}
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {

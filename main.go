@@ -171,7 +171,7 @@ func start(cfg config, log zerolog.Logger) (*server, error) {
 	// once that one serves there, before it waits on the first one's db.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return nil, listenError(cfg.Listen, err, answersAsCtxpress(cfg.Listen))
+		return nil, listenError(cfg.Listen, err, errors.Is(err, syscall.EADDRINUSE) && answersAsCtxpress(cfg.Listen))
 	}
 	store, err := openStore(cfg, log)
 	if err != nil {
