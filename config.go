@@ -1,22 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"errors"
-	"flag"
-	"fmt"
-	"io"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ctxpress/ctxpress/admin"
 	"github.com/ctxpress/ctxpress/compaction"
 	"github.com/ctxpress/ctxpress/wire/chat"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/rewrite"
@@ -27,11 +18,14 @@ import (
 // config is the whole of ctxpress's configuration as the YAML file spells it.
 // Precedence: flags > environment (CTXPRESS_*) > file > defaults. Every key is
 // optional; config.example.yml lists them all with their defaults (a test
-// keeps the two in step).
+// keeps the two in step). A value's checks are checkConfig's, by the key's
+// YAML path.
 type config struct {
 	Listen            string                 `yaml:"listen"`
+	Mode              string                 `yaml:"mode"`
 	Upstream          string                 `yaml:"upstream"`
 	UpstreamAPIKey    string                 `yaml:"upstream_api_key"`
+	Upstreams         upstreamsConfig        `yaml:"upstreams"`
 	MaxBodyBytes      int                    `yaml:"max_body_bytes"`
 	ConnectTimeout    time.Duration          `yaml:"connect_timeout"`
 	UpstreamTimeout   time.Duration          `yaml:"upstream_timeout"`
@@ -63,6 +57,38 @@ type config struct {
 	Replica           string                 `yaml:"replica"`
 }
 
+// upstreamsConfig is the upstreams: section: an upstream per format, over
+// upstream (proxy.Config.Routes).
+type upstreamsConfig struct {
+	Chat      routeConfig `yaml:"chat"`
+	Responses routeConfig `yaml:"responses"`
+	Messages  routeConfig `yaml:"messages"`
+}
+
+// routeConfig is one upstreams: entry (proxy.Route).
+type routeConfig struct {
+	BaseURL string `yaml:"base_url"`
+	APIKey  string `yaml:"api_key"`
+	// Local is auto (found out), true or false, as local_upstream.
+	Local string `yaml:"local"`
+}
+
+// routes are the upstreams: entries that say something, by the proxy's
+// format names.
+func (u upstreamsConfig) routes() map[string]proxy.Route {
+	var routes map[string]proxy.Route
+	for name, r := range map[string]routeConfig{proxy.RouteChat: u.Chat, proxy.RouteResponses: u.Responses, proxy.RouteMessages: u.Messages} {
+		if r.BaseURL == "" && r.APIKey == "" && (r.Local == "" || r.Local == localAuto) {
+			continue
+		}
+		if routes == nil {
+			routes = map[string]proxy.Route{}
+		}
+		routes[name] = proxy.Route{Upstream: r.BaseURL, APIKey: r.APIKey, Local: localUpstream(r.Local)}
+	}
+	return routes
+}
+
 // stateConfig is the state: section: where the conversation records live.
 type stateConfig struct {
 	// Backend is bolt (the db: file, or memory when db is ""), memory or
@@ -80,26 +106,6 @@ const (
 	backendMemory = "memory"
 	backendRedis  = "redis"
 )
-
-// validate checks the state: section.
-func (s stateConfig) validate() error {
-	switch s.Backend {
-	case backendBolt, backendMemory:
-	case backendRedis:
-		if s.URL == "" {
-			return errors.New("state.backend redis needs state.url (or CTXPRESS_REDIS_URL), e.g. redis://localhost:6379/0")
-		}
-		if err := state.CheckRedisURL(s.URL); err != nil {
-			return fmt.Errorf("state.url: %w", err)
-		}
-	default:
-		return fmt.Errorf("state.backend %q: want bolt, memory or redis", s.Backend)
-	}
-	if s.ReadTimeout <= 0 || s.WriteTimeout <= 0 {
-		return errors.New("state.read_timeout and state.write_timeout must be positive: a slow store must not hold requests")
-	}
-	return nil
-}
 
 // compactionCfg is the compaction: section; with models:,
 // default_context_window, max_history_messages, concise_output and events:
@@ -197,19 +203,31 @@ type logConfig struct {
 // a fresh install is not an open relay.
 const defaultListen = "127.0.0.1:8484"
 
+// Values of local_upstream and upstreams.*.local.
+const (
+	localAuto  = "auto"
+	localTrue  = "true"
+	localFalse = "false"
+)
+
 // defaultConfig is the config before the file, environment and flags: the
 // packages' own defaults, spelled out so that config.example.yml can be
-// checked against them, plus the few that only main uses.
+// checked against them, plus the few that only main uses. No upstream:
+// each format goes to its provider (proxy.DefaultRoutes). DB is empty
+// here: its default is in the user's data directory (defaultDBPath),
+// which loadConfig fills in when nothing names a db (empty after loading
+// means memory only).
 func defaultConfig() config {
 	return config{
-		Listen:            defaultListen,
-		Upstream:          "https://api.openai.com/v1",
+		Listen: defaultListen,
+		Mode:   proxy.ModeNormal,
+		Upstreams: upstreamsConfig{Chat: routeConfig{Local: localAuto}, Responses: routeConfig{Local: localAuto},
+			Messages: routeConfig{Local: localAuto}},
 		MaxBodyBytes:      proxy.DefaultMaxBodyBytes,
 		ConnectTimeout:    proxy.DefaultConnectTimeout,
 		UpstreamTimeout:   proxy.DefaultUpstreamTimeout,
 		StreamIdleTimeout: proxy.DefaultStreamIdleTimeout,
 		ShutdownTimeout:   30 * time.Second,
-		DB:                "ctxpress.db",
 		Retention:         state.DefaultRetention,
 		State: stateConfig{Backend: backendBolt, Prefix: state.DefaultRedisPrefix,
 			ReadTimeout: state.DefaultRedisReadTimeout, WriteTimeout: state.DefaultRedisWriteTimeout},
@@ -241,8 +259,8 @@ func defaultConfig() config {
 		},
 		Auth:          authConfig{Keys: []string{}},
 		Namespace:     proxy.DefaultNamespace,
-		LocalUpstream: "auto",
-		UI:            admin.UIConfig{PricePerMillionTokens: admin.DefaultPricePerMillionTokens, Currency: admin.DefaultCurrency},
+		LocalUpstream: localAuto,
+		UI:            admin.UIConfig{Currency: admin.DefaultCurrency},
 		Models:        map[string]modelConfig{},
 		DefaultWindow: rewrite.DefaultContextWindow,
 		Log:           logConfig{Level: "info", Format: "auto"},
@@ -300,14 +318,14 @@ func (c config) pipelineConfig() rewrite.Config {
 	return rc
 }
 
-// localUpstream maps local_upstream (auto, true, false) to the proxy's
-// setting: nil for auto (the upstream's host is this machine).
+// localUpstream maps local_upstream or upstreams.*.local (auto, true,
+// false) to the proxy's setting: nil for auto (the proxy finds out).
 func localUpstream(s string) *bool {
 	switch s {
-	case "true":
+	case localTrue:
 		v := true
 		return &v
-	case "false":
+	case localFalse:
 		v := false
 		return &v
 	}
@@ -328,6 +346,8 @@ func (c config) proxyConfig() proxy.Config {
 	return proxy.Config{
 		Upstream:          c.Upstream,
 		UpstreamAPIKey:    c.UpstreamAPIKey,
+		Routes:            c.Upstreams.routes(),
+		Mode:              c.Mode,
 		MaxBodyBytes:      c.MaxBodyBytes,
 		ConnectTimeout:    c.ConnectTimeout,
 		UpstreamTimeout:   c.UpstreamTimeout,
@@ -376,159 +396,4 @@ func (c config) costConfig() rewrite.CostConfig {
 		cc.Models[name] = *m.Prices
 	}
 	return cc
-}
-
-// decodeConfigFile merges the YAML in data over c. Unknown keys are an error,
-// so a typo does not silently fall back to a default.
-func decodeConfigFile(c *config, data []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	// An empty or comment-only file decodes as io.EOF: all defaults.
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
-	return nil
-}
-
-// serveFlags are the command-line options of `ctxpress serve`.
-type serveFlags struct {
-	fs         *flag.FlagSet
-	configPath string
-	c          config // values of the flags, applied only when set
-}
-
-func newServeFlags() *serveFlags {
-	f := &serveFlags{fs: flag.NewFlagSet("serve", flag.ContinueOnError)}
-	d := defaultConfig()
-	fs := f.fs
-	fs.StringVar(&f.configPath, "config", "", "YAML config file (env CTXPRESS_CONFIG)")
-	fs.StringVar(&f.c.Listen, "listen", d.Listen, "address to listen on (env CTXPRESS_LISTEN)")
-	fs.StringVar(&f.c.Upstream, "upstream", d.Upstream, "upstream base URL, as a client would use it (env CTXPRESS_UPSTREAM)")
-	fs.StringVar(&f.c.DB, "db", d.DB, `conversation state file; "" keeps state in memory only (env CTXPRESS_DB)`)
-	fs.IntVar(&f.c.MaxBodyBytes, "max-body-bytes", d.MaxBodyBytes, "largest request body; larger ones get 413")
-	fs.DurationVar(&f.c.ConnectTimeout, "connect-timeout", d.ConnectTimeout, "upstream dial timeout")
-	fs.DurationVar(&f.c.UpstreamTimeout, "upstream-timeout", d.UpstreamTimeout, "wait for the upstream's response headers (a whole non-streamed completion)")
-	fs.DurationVar(&f.c.StreamIdleTimeout, "stream-idle-timeout", d.StreamIdleTimeout, "cut a stream after the upstream is silent this long")
-	fs.DurationVar(&f.c.ShutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight requests may finish")
-	fs.StringVar(&f.c.Log.Level, "log-level", d.Log.Level, "trace|debug|info|warn|error (env CTXPRESS_LOG_LEVEL)")
-	fs.StringVar(&f.c.Log.Format, "log-format", d.Log.Format, "auto|console|json: auto is console on a terminal, json otherwise (env CTXPRESS_LOG_FORMAT)")
-	return f
-}
-
-// loadConfig builds the effective config: defaults, then the file, then the
-// environment, then the flags the user set.
-func loadConfig(f *serveFlags, getenv func(string) string) (config, error) {
-	c := defaultConfig()
-	path := f.configPath
-	if path == "" {
-		path = getenv("CTXPRESS_CONFIG")
-	}
-	if path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return c, fmt.Errorf("config: %w", err)
-		}
-		if err := decodeConfigFile(&c, data); err != nil {
-			return c, fmt.Errorf("config %s: %w", path, err)
-		}
-	}
-	if err := applyEnv(&c, getenv); err != nil {
-		return c, err
-	}
-	f.fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "listen":
-			c.Listen = f.c.Listen
-		case "upstream":
-			c.Upstream = f.c.Upstream
-		case "db":
-			c.DB = f.c.DB
-		case "max-body-bytes":
-			c.MaxBodyBytes = f.c.MaxBodyBytes
-		case "connect-timeout":
-			c.ConnectTimeout = f.c.ConnectTimeout
-		case "upstream-timeout":
-			c.UpstreamTimeout = f.c.UpstreamTimeout
-		case "stream-idle-timeout":
-			c.StreamIdleTimeout = f.c.StreamIdleTimeout
-		case "shutdown-timeout":
-			c.ShutdownTimeout = f.c.ShutdownTimeout
-		case "log-level":
-			c.Log.Level = f.c.Log.Level
-		case "log-format":
-			c.Log.Format = f.c.Log.Format
-		}
-	})
-	if err := c.proxyConfig().Validate(); err != nil {
-		return c, err
-	}
-	if err := c.compactionConfig().Validate(); err != nil {
-		return c, err
-	}
-	if err := c.pipelineConfig().Validate(); err != nil {
-		return c, err
-	}
-	switch c.LocalUpstream {
-	case "auto", "true", "false":
-	default:
-		return c, fmt.Errorf("local_upstream %q: want auto, true or false", c.LocalUpstream)
-	}
-	if err := c.State.validate(); err != nil {
-		return c, err
-	}
-	if c.Squash.MinBytes < 0 {
-		return c, errors.New("squash.min_bytes must not be negative")
-	}
-	if _, err := logSettings(c.Log, nil); err != nil {
-		return c, err
-	}
-	return c, nil
-}
-
-// applyEnv applies the CTXPRESS_* variables that are set.
-func applyEnv(c *config, getenv func(string) string) error {
-	str := map[string]*string{
-		"CTXPRESS_LISTEN":           &c.Listen,
-		"CTXPRESS_UPSTREAM":         &c.Upstream,
-		"CTXPRESS_DB":               &c.DB,
-		"CTXPRESS_UPSTREAM_API_KEY": &c.UpstreamAPIKey,
-		"CTXPRESS_LOG_LEVEL":        &c.Log.Level,
-		"CTXPRESS_LOG_FORMAT":       &c.Log.Format,
-		"CTXPRESS_REPLICA":          &c.Replica,
-	}
-	for name, dst := range str {
-		if v := getenv(name); v != "" {
-			*dst = v
-		}
-	}
-	// A Redis URL in the environment is what a container deployment sets:
-	// it selects the backend too.
-	if v := getenv("CTXPRESS_REDIS_URL"); v != "" {
-		c.State.Backend, c.State.URL = backendRedis, v
-	}
-	// Keys are comma-separated, so a list of them fits one variable (keys
-	// hold no commas: they are tokens).
-	if v := getenv("CTXPRESS_AUTH_KEYS"); v != "" {
-		c.Auth.Keys = c.Auth.Keys[:0:0]
-		for _, k := range strings.Split(v, ",") {
-			if k = strings.TrimSpace(k); k != "" {
-				c.Auth.Keys = append(c.Auth.Keys, k)
-			}
-		}
-	}
-	if v := getenv("CTXPRESS_MAX_BODY_BYTES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("CTXPRESS_MAX_BODY_BYTES: %w", err)
-		}
-		c.MaxBodyBytes = n
-	}
-	if v := getenv("CTXPRESS_DEBUG_PPROF"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("CTXPRESS_DEBUG_PPROF: %w", err)
-		}
-		c.Debug.Pprof = on
-	}
-	return nil
 }

@@ -9,44 +9,51 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
 )
 
 // config.example.yml is the defaults, key for key: loading it changes nothing,
-// and every key the code knows appears in it.
+// every key the code knows appears in it, and no deprecated one does.
 func TestConfigExampleMatchesDefaults(t *testing.T) {
 	data, err := os.ReadFile("config.example.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := config{}
-	if err := decodeConfigFile(&c, data); err != nil {
+	info, err := decodeConfigFile(&c, data)
+	if err != nil {
 		t.Fatalf("config.example.yml does not load: %v", err)
 	}
 	if !reflect.DeepEqual(c, defaultConfig()) {
 		t.Fatalf("config.example.yml differs from the defaults:\n file:    %+v\n default: %+v", c, defaultConfig())
 	}
-	for _, key := range yamlKeys(reflect.TypeOf(config{}), "") {
+	if len(info.deprecated) > 0 {
+		t.Errorf("config.example.yml sets deprecated keys: %v", info.deprecated)
+	}
+	for _, key := range configPaths() {
 		leaf := key[strings.LastIndex(key, ".")+1:]
-		if !strings.Contains(string(data), leaf+":") {
-			t.Errorf("config.example.yml does not mention %s", key)
+		_, deprecated := deprecatedKeys[key]
+		if mentioned := strings.Contains(string(data), leaf+":"); mentioned == deprecated && !strings.HasPrefix(key, "models.") {
+			t.Errorf("config.example.yml: %s mentioned %v, deprecated %v", key, mentioned, deprecated)
 		}
 	}
 }
 
-func yamlKeys(t reflect.Type, prefix string) []string {
-	var keys []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
-		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
-			keys = append(keys, yamlKeys(f.Type, prefix+name+".")...)
-			continue
+// testEnv is a getenv of vars with HOME in a temp dir unless vars set
+// it, so that the default db path resolves away from the real one.
+func testEnv(t *testing.T, vars map[string]string) func(string) string {
+	home := t.TempDir()
+	return func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
 		}
-		keys = append(keys, prefix+name)
+		if k == "HOME" {
+			return home
+		}
+		return ""
 	}
-	return keys
 }
 
 func TestConfigPrecedence(t *testing.T) {
@@ -58,7 +65,7 @@ func TestConfigPrecedence(t *testing.T) {
 	if err := f.fs.Parse([]string{"--config", file, "--listen", "127.0.0.1:9003"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := loadConfig(f, func(k string) string { return env[k] })
+	c, _, err := loadConfig(f, testEnv(t, env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,32 +83,11 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 }
 
-func TestConfigErrorsAreClear(t *testing.T) {
-	dir := t.TempDir()
-	for name, tc := range map[string]struct{ yaml, want string }{
-		"typo":      {"upstrem: http://x/v1\n", "upstrem"},
-		"bad url":   {"upstream: localhost:1234\n", "scheme"},
-		"bad level": {"log: {level: loud}\n", "log level"},
-		"bad dur":   {"upstream_timeout: soon\n", "line 1"},
-	} {
-		file := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yml")
-		os.WriteFile(file, []byte(tc.yaml), 0o600)
-		f := newServeFlags()
-		f.fs.Parse([]string{"--config", file})
-		_, err := loadConfig(f, func(string) string { return "" })
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: err = %v, want mention of %q", name, err, tc.want)
-		}
-	}
-}
-
 // auth.keys come from the file or, comma-separated, from CTXPRESS_AUTH_KEYS,
 // and reach the proxy; an empty key is refused.
 func TestAuthKeysConfig(t *testing.T) {
 	f := newServeFlags()
-	c, err := loadConfig(f, func(k string) string {
-		return map[string]string{"CTXPRESS_AUTH_KEYS": " cx-one, cx-two ,,"}[k]
-	})
+	c, _, err := loadConfig(f, testEnv(t, map[string]string{"CTXPRESS_AUTH_KEYS": " cx-one, cx-two ,,"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +99,7 @@ func TestAuthKeysConfig(t *testing.T) {
 	os.WriteFile(file, []byte("auth: {keys: [\"\"]}\n"), 0o600)
 	f = newServeFlags()
 	f.fs.Parse([]string{"--config", file})
-	if _, err := loadConfig(f, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "auth.keys") {
+	if _, _, err := loadConfig(f, testEnv(t, nil)); err == nil || !strings.Contains(err.Error(), "auth.keys") {
 		t.Fatalf("an empty key: %v", err)
 	}
 }
@@ -123,7 +109,7 @@ func TestAuthKeysConfig(t *testing.T) {
 func TestModelsReasoningReachesTheSummarizer(t *testing.T) {
 	c := defaultConfig()
 	yml := "models: {my-azure-o3: {reasoning: true}, gpt-5-chat: {reasoning: false}, local: {context_window: 8192}}\n"
-	if err := decodeConfigFile(&c, []byte(yml)); err != nil {
+	if _, err := decodeConfigFile(&c, []byte(yml)); err != nil {
 		t.Fatal(err)
 	}
 	got := c.compactionConfig()
@@ -161,7 +147,7 @@ func TestSquashReadOptions(t *testing.T) {
 		{"squash:\n  shell_tools: [run]\n", "cat app.log", false},
 	} {
 		c := defaultConfig()
-		if err := decodeConfigFile(&c, []byte(tt.file)); err != nil {
+		if _, err := decodeConfigFile(&c, []byte(tt.file)); err != nil {
 			t.Fatal(err)
 		}
 		if kept := squash.New(*c.pipelineConfig().Squash).ApplyCall(call(tt.cmd), out).Text == out; kept != tt.kept {
@@ -172,7 +158,7 @@ func TestSquashReadOptions(t *testing.T) {
 
 func TestModelPricesFromConfig(t *testing.T) {
 	c := defaultConfig()
-	if err := decodeConfigFile(&c, []byte("models:\n  my-azure-gpt: {prices: {input: 3, cached_input: 0.3, output: 12}}\n  small: {context_window: 8192}\n")); err != nil {
+	if _, err := decodeConfigFile(&c, []byte("models:\n  my-azure-gpt: {prices: {input: 3, cached_input: 0.3, output: 12}}\n  small: {context_window: 8192}\n")); err != nil {
 		t.Fatal(err)
 	}
 	cost := c.proxyConfig().Cost
@@ -182,7 +168,7 @@ func TestModelPricesFromConfig(t *testing.T) {
 	if got := cost.PricesFor("small"); got != rewrite.DefaultPrices {
 		t.Errorf("a models: entry without prices keeps the table's: %+v", got)
 	}
-	if err := decodeConfigFile(&c, []byte("models:\n  x: {prices: {input: -1}}\n")); err != nil {
+	if _, err := decodeConfigFile(&c, []byte("models:\n  x: {prices: {input: -1}}\n")); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.proxyConfig().Validate(); err == nil || !strings.Contains(err.Error(), "models: x") {
@@ -203,5 +189,81 @@ func TestReplicaNameIsTheOptionElseHostAndListenPort(t *testing.T) {
 		if got := replicaName(c.replica, c.hostname, c.listen); got != c.want {
 			t.Errorf("replicaName(%q, %q, %q) = %q, want %q", c.replica, c.hostname, c.listen, got, c.want)
 		}
+	}
+}
+
+// A deprecated key still loads, and comes back as one warning naming its
+// line and what replaces it.
+func TestDeprecatedKeyWarns(t *testing.T) {
+	c, warnings, err := loadYAML(t, "listen: 127.0.0.1:8484\nui:\n  price_per_million_tokens: -1\n", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"FILE:3: ui.price_per_million_tokens is deprecated: " + deprecatedKeys["ui.price_per_million_tokens"]}
+	if !reflect.DeepEqual(warnings, want) {
+		t.Errorf("warnings %q, want %q", warnings, want)
+	}
+	if c.UI.PricePerMillionTokens != -1 {
+		t.Errorf("the deprecated value was not read: %v", c.UI.PricePerMillionTokens)
+	}
+	if _, warnings, _ := loadYAML(t, "ui: {currency: €}\n", nil, nil); len(warnings) != 0 {
+		t.Errorf("warnings without a deprecated key: %q", warnings)
+	}
+}
+
+// The trigger, keep_recent and mode come from the file, the environment
+// or a flag, in that order of precedence, and reach the proxy.
+func TestTriggerKeepRecentAndModeFromEachSource(t *testing.T) {
+	const file = "mode: observe\ncompaction: {threshold_tokens: 1000, keep_recent: 4}\n"
+	env := map[string]string{"CTXPRESS_THRESHOLD_TOKENS": "2000", "CTXPRESS_KEEP_RECENT": "8", "CTXPRESS_MODE": "normal"}
+	for _, r := range []struct {
+		rule            string
+		yaml            string
+		args            []string
+		env             map[string]string
+		threshold, keep int
+		mode            string
+	}{
+		{"the defaults", "", nil, nil, 0, 6, "normal"},
+		{"the file", file, nil, nil, 1000, 4, "observe"},
+		{"the environment over the file", file, nil, env, 2000, 8, "normal"},
+		{"flags over both", file, []string{"--threshold-tokens", "3000", "--keep-recent", "2", "--mode", "observe"}, env, 3000, 2, "observe"},
+	} {
+		c, _, err := loadYAML(t, r.yaml, r.args, r.env)
+		if err != nil {
+			t.Errorf("%s: %v", r.rule, err)
+			continue
+		}
+		pc := c.proxyConfig()
+		if pc.Compaction.Trigger.ThresholdTokens != r.threshold || pc.Compaction.KeepRecent != r.keep || pc.Mode != r.mode {
+			t.Errorf("%s: threshold %d keep_recent %d mode %q, want %d %d %q", r.rule,
+				pc.Compaction.Trigger.ThresholdTokens, pc.Compaction.KeepRecent, pc.Mode, r.threshold, r.keep, r.mode)
+		}
+	}
+}
+
+// No upstream by default (each format goes to its provider); upstreams:
+// entries that say something become the proxy's routes.
+func TestUpstreamsBecomeRoutes(t *testing.T) {
+	c, _, err := loadYAML(t, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc := c.proxyConfig(); pc.Upstream != "" || pc.Routes != nil {
+		t.Fatalf("defaults: upstream %q, routes %v", pc.Upstream, pc.Routes)
+	}
+	c, _, err = loadYAML(t, "upstream: http://127.0.0.1:8080/v1\nupstreams:\n"+
+		"  messages: {base_url: \"https://api.anthropic.com/v1\", api_key: sk-ant, local: false}\n"+
+		"  responses: {local: true}\n", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	no, yes := false, true
+	want := map[string]proxy.Route{
+		proxy.RouteMessages:  {Upstream: "https://api.anthropic.com/v1", APIKey: "sk-ant", Local: &no},
+		proxy.RouteResponses: {Local: &yes},
+	}
+	if got := c.proxyConfig(); got.Upstream != "http://127.0.0.1:8080/v1" || !reflect.DeepEqual(got.Routes, want) {
+		t.Errorf("upstream %q, routes %+v, want %+v", got.Upstream, got.Routes, want)
 	}
 }

@@ -30,7 +30,8 @@ const conversationsUsage = `Usage:
   ctxpress conversations compact ID      compact on the conversation's next request
 
 Flags (anywhere after the sub-command):
-  --db FILE            conversation db (default: the config's db, env CTXPRESS_DB, else ctxpress.db)
+  --db FILE            conversation db (default: the config's db, env CTXPRESS_DB, else the
+                       one serve uses: ctxpress.db in the user data directory)
   --config FILE        config file, for db, listen and admin_token (env CTXPRESS_CONFIG)
   --server URL         use a running ctxpress's admin API, e.g. http://127.0.0.1:8484
   --admin-token TOKEN  admin token for --server (default: the config's admin_token)
@@ -171,23 +172,20 @@ type backend interface {
 }
 
 // openBackend picks the backend: --server when given; else the db file,
-// read-only unless write, and the admin API when a running server holds it.
+// read-only unless write, and the admin API when a running server holds
+// it. The db is found as serve finds it (--db, the config's db,
+// CTXPRESS_DB, else the one in the user data directory), so the default
+// works from any directory; a missing default db is no error while a
+// server answers at the config's listen address (it may keep state in
+// memory, or in a db of its own).
 func openBackend(f convFlags, write bool) (backend, error) {
-	c := defaultConfig()
-	cfgPath := f.config
-	if cfgPath == "" {
-		cfgPath = os.Getenv("CTXPRESS_CONFIG")
+	sf := newServeFlags()
+	sf.configPath = f.config
+	if f.db != "" {
+		_ = sf.fs.Set("db", f.db)
 	}
-	if cfgPath != "" {
-		data, err := os.ReadFile(cfgPath)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		if err := decodeConfigFile(&c, data); err != nil {
-			return nil, fmt.Errorf("config %s: %w", cfgPath, err)
-		}
-	}
-	if err := applyEnv(&c, os.Getenv); err != nil {
+	c, _, err := loadConfig(sf, os.Getenv)
+	if err != nil {
 		return nil, err
 	}
 	token := f.token
@@ -197,15 +195,18 @@ func openBackend(f convFlags, write bool) (backend, error) {
 	if f.server != "" {
 		return newAPIBackend(f.server, token)
 	}
-	db := f.db
-	if db == "" {
-		db = c.DB
-	}
+	server := serverURL(c.Listen)
+	db := c.DB
 	if db == "" {
 		return nil, errors.New(`the config keeps state in memory (db: ""); use --server URL to ask the running server`)
 	}
 	if _, err := os.Stat(db); err != nil {
-		return nil, fmt.Errorf("no db at %s (%w): pass --db FILE, or --server URL for a running ctxpress", db, err)
+		if f.db == "" {
+			if api, apiErr := pingedAPI(server, token); apiErr == nil {
+				return api, nil
+			}
+		}
+		return nil, fmt.Errorf("no db at %s (%w), and no ctxpress answering at %s: pass --db FILE, or --server URL for a running ctxpress", db, err, server)
 	}
 	st, err := state.OpenBolt(db, state.BoltOptions{ReadOnly: !write, Timeout: lockWait, SweepInterval: -1})
 	if err == nil {
@@ -217,16 +218,21 @@ func openBackend(f convFlags, write bool) (backend, error) {
 	if !errors.Is(err, state.ErrLocked) {
 		return nil, err
 	}
-	server := serverURL(c.Listen)
-	api, apiErr := newAPIBackend(server, token)
-	if apiErr == nil {
-		apiErr = api.ping()
-	}
+	api, apiErr := pingedAPI(server, token)
 	if apiErr != nil {
 		return nil, fmt.Errorf("%s is locked by another process (a running ctxpress?), and the admin API at %s did not answer: %v\n"+
 			"  Pass --server URL with that ctxpress's address (and --admin-token when it sets admin_token), or stop it and retry", db, server, apiErr)
 	}
 	return api, nil
+}
+
+// pingedAPI is the admin API at server, once it answered healthz.
+func pingedAPI(server, token string) (*apiBackend, error) {
+	api, err := newAPIBackend(server, token)
+	if err == nil {
+		err = api.ping()
+	}
+	return api, err
 }
 
 // serverURL is the admin API address for a listen address: a wildcard

@@ -153,3 +153,52 @@ func TestConversationsCLIWhileServing(t *testing.T) {
 		t.Fatalf("locked without a server: %d %s", code, errs)
 	}
 }
+
+// Without --db or a config, the CLI finds the db serve uses by default
+// (in the user data directory) from any working directory; while a server
+// holds it, or when there is no db but a server answers at the listen
+// address, it asks that server; with neither, it says so.
+func TestConversationsFindTheDefaultDBFromAnotherDirectory(t *testing.T) {
+	xdg := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", xdg)
+	t.Setenv("HOME", t.TempDir())
+	for _, v := range []string{"CTXPRESS_CONFIG", "CTXPRESS_DB", "CTXPRESS_LISTEN", "CTXPRESS_REDIS_URL"} {
+		t.Setenv(v, "")
+	}
+	db := filepath.Join(xdg, "ctxpress", "ctxpress.db")
+	seedDB(t, db)
+	t.Chdir(t.TempDir())
+	if code, out, errs := runCLI(t, "list"); code != 0 || !strings.Contains(out, "fix-leap-year") {
+		t.Fatalf("list from another directory: %d\n%s%s", code, out, errs)
+	}
+
+	st, err := state.OpenBolt(db, state.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := proxy.New(proxy.Config{Upstream: "http://127.0.0.1:1/v1"}, zerolog.Nop(), proxy.Deps{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	// The server's listen address, as serve took it from the environment.
+	t.Setenv("CTXPRESS_LISTEN", ln.Addr().String())
+	if code, out, errs := runCLI(t, "show", "fix-leap-year"); code != 0 || !strings.Contains(out, "Patch parse.go") {
+		t.Fatalf("show while the server holds the default db: %d\n%s%s", code, out, errs)
+	}
+	// A server whose db is elsewhere (or in memory), none at the default.
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	if code, out, errs := runCLI(t, "list"); code != 0 || !strings.Contains(out, "fix-leap-year") {
+		t.Fatalf("list with no default db, a server answering: %d\n%s%s", code, out, errs)
+	}
+	srv.Shutdown(context.Background())
+	code, _, errs := runCLI(t, "list")
+	if code != 1 || !strings.Contains(errs, "no db at") || !strings.Contains(errs, "no ctxpress answering at http://"+ln.Addr().String()) {
+		t.Fatalf("neither a db nor a server: %d %s", code, errs)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/ctxpress/ctxpress/internal/logline"
 	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
@@ -26,11 +27,11 @@ var version = "dev"
 const usage = `ctxpress: a transparent OpenAI-compatible proxy that keeps LLM context lean
 
 Usage:
-  ctxpress serve [--config FILE] [--listen ADDR] [--upstream URL] [--db FILE] [flags]
+  ctxpress serve [--config FILE] [--listen ADDR] [--upstream URL] [--db FILE] [--mode normal|observe] [flags]
   ctxpress squash [--call JSON] [FILE|-]   print what ctxpress forwards for a tool output of that call
   ctxpress count [--model M] [FILE|-]      token count of a text or a chat request
   ctxpress conversations [list|show ID|rm ID|compact ID] [--db FILE] [--json]
-  ctxpress replay [--config FILE] [--threshold-tokens N] [--upstream URL] FILE|DIR...
+  ctxpress replay [--config FILE] [--threshold-tokens N] [--keep-recent N] [--upstream URL] FILE|DIR...
                                            what recorded sessions cost direct and through ctxpress
   ctxpress version
 
@@ -84,55 +85,128 @@ func versionString() string {
 
 func cmdServe(args []string, stderr io.Writer) int {
 	f := newServeFlags()
-	f.fs.SetOutput(stderr)
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	f.fs.SetOutput(io.Discard) // a bad flag is logged below, as every startup error is
+	err := f.fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stderr, "Usage: ctxpress serve [flags]\n\nEach flag sets a key of the config file (config.example.yml lists them all).\n\nFlags:\n")
+		f.fs.SetOutput(stderr)
+		f.fs.PrintDefaults()
+		return 0
 	}
-	cfg, err := loadConfig(f, os.Getenv)
+	var cfg config
+	var warnings []string
 	if err != nil {
-		fmt.Fprintf(stderr, "ctxpress: %v\n", err)
-		return 2
+		err = fmt.Errorf("%w; run ctxpress serve --help for the flags", err)
+	} else {
+		cfg, warnings, err = loadConfig(f, os.Getenv)
 	}
-	log, closeLog, _ := newLogger(cfg.Log, stderr)
+	log, closeLog, _ := newLogger(startupLogConfig(cfg.Log, f, os.Getenv), stderr)
 	// Pending lines reach stderr before the process exits.
 	defer closeLog()
-	if err := serve(cfg, log); err != nil {
+	for _, w := range warnings {
+		log.Warn().Msg(w)
+	}
+	// The reason is the message, so that a console shows it as written
+	// (a field's quotes would be escaped).
+	if err != nil {
+		log.Error().Msg("ctxpress cannot start: " + err.Error())
+		return 2
+	}
+	s, err := start(cfg, log)
+	if err != nil {
+		log.Error().Msg("ctxpress cannot start: " + err.Error())
+		return 1
+	}
+	if err := s.run(); err != nil {
 		log.Error().Err(err).Msg("ctxpress stopped")
 		return 1
 	}
 	return 0
 }
 
-// serve runs the proxy until SIGINT or SIGTERM, then drains in-flight
-// requests for at most cfg.ShutdownTimeout. A second signal stops at once.
-func serve(cfg config, log zerolog.Logger) error {
+// startupLogConfig is the log: settings to report startup with, so that
+// even a config that does not load is reported in the format asked for:
+// the loaded config's when they are valid (else the defaults), with the
+// environment's and the flags' valid values over them (a file that did
+// not load was never overridden by them).
+func startupLogConfig(loaded logConfig, f *serveFlags, getenv func(string) string) logConfig {
+	c := loaded
+	if _, err := logSettings(c, nil); err != nil {
+		c = defaultConfig().Log
+	}
+	over := func(dst *string, v string) {
+		old := *dst
+		if *dst = v; v == "" {
+			*dst = old
+		} else if _, err := logSettings(c, nil); err != nil {
+			*dst = old
+		}
+	}
+	over(&c.Level, getenv("CTXPRESS_LOG_LEVEL"))
+	over(&c.Format, getenv("CTXPRESS_LOG_FORMAT"))
+	f.fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "log-level":
+			over(&c.Level, f.c.Log.Level)
+		case "log-format":
+			over(&c.Format, f.c.Log.Format)
+		}
+	})
+	return c
+}
+
+// server is a started ctxpress: its store, proxy and listener.
+type server struct {
+	cfg   config
+	log   zerolog.Logger
+	store state.Store
+	srv   *proxy.Server
+	ln    net.Listener
+}
+
+// start listens, opens the store, builds the proxy and logs the startup
+// line. An error says what failed and what to do about it.
+func start(cfg config, log zerolog.Logger) (*server, error) {
+	// The address first: a second ctxpress started by mistake is told at
+	// once that one serves there, before it waits on the first one's db.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, listenError(cfg.Listen, err, errors.Is(err, syscall.EADDRINUSE) && answersAsCtxpress(cfg.Listen))
+	}
 	store, err := openStore(cfg, log)
 	if err != nil {
-		return err
+		ln.Close()
+		return nil, err
 	}
-	defer store.Close()
 	pipeline := rewrite.New(cfg.pipelineConfig())
 	_, _, cacheLimit := pipeline.CacheStats()
 	memLimit, fromEnv := applyMemoryLimit(cacheLimit, os.Getenv)
 	srv, err := proxy.New(cfg.proxyConfig(), log, proxy.Deps{Pipeline: pipeline, Store: store})
 	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		ln.Close()
+		store.Close()
+		return nil, err
 	}
 	if msg := exposureWarning(ln.Addr(), len(cfg.Auth.Keys)); msg != "" {
 		log.Warn().Str("listen", ln.Addr().String()).Msg(msg)
 	}
-	log.Info().Str("listen", ln.Addr().String()).Str("upstream", cfg.Upstream).Str("version", version).
+	ev := log.Info().Str("listen", ln.Addr().String()).Str("dashboard", dashboardURL(ln.Addr().String())).
+		Str("mode", cfg.Mode)
+	if cfg.Upstream != "" {
+		ev = ev.Str("upstream", cfg.Upstream)
+	}
+	ev.Str("db", storeSummary(cfg)).Str("trigger", triggerSummary(cfg)).Str("version", version).
 		Int64("memory_limit", memLimit).Bool("memory_limit_from_env", fromEnv).Msg("ctxpress serving")
+	return &server{cfg: cfg, log: log, store: store, srv: srv, ln: ln}, nil
+}
 
+// run serves until SIGINT or SIGTERM, then drains in-flight requests for
+// at most cfg.ShutdownTimeout. A second signal stops at once.
+func (s *server) run() error {
+	defer s.store.Close()
+	cfg, log := s.cfg, s.log
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- s.srv.Serve(s.ln) }()
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -141,7 +215,8 @@ func serve(cfg config, log zerolog.Logger) error {
 	case err := <-served:
 		return err
 	case sig := <-sigs:
-		log.Info().Str("signal", sig.String()).Dur("drain", cfg.ShutdownTimeout).Msg("shutting down; letting in-flight requests finish")
+		logline.Dur(log.Info().Str("signal", sig.String()), "drain_ms", cfg.ShutdownTimeout).
+			Msg("shutting down; letting in-flight requests finish")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
@@ -153,7 +228,7 @@ func serve(cfg config, log zerolog.Logger) error {
 		case <-ctx.Done():
 		}
 	}()
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := s.srv.Shutdown(ctx); err != nil {
 		log.Warn().Err(err).Msg("drain incomplete; remaining requests were cut")
 	}
 	<-served
@@ -178,7 +253,7 @@ func openStore(cfg config, log zerolog.Logger) (state.Store, error) {
 			ReadTimeout: cfg.State.ReadTimeout, WriteTimeout: cfg.State.WriteTimeout,
 			Retention: cfg.Retention, OnSweep: onSweep})
 		if err != nil {
-			return nil, fmt.Errorf("opening the redis store: %w", err)
+			return nil, fmt.Errorf("cannot reach the redis store (state.url, env CTXPRESS_REDIS_URL): %w; check the URL and that Redis runs there, or use state.backend bolt", err)
 		}
 		return st, nil
 	case backendMemory:
@@ -192,7 +267,7 @@ func openStore(cfg config, log zerolog.Logger) (state.Store, error) {
 	}
 	st, err := state.OpenBolt(cfg.DB, state.BoltOptions{Retention: cfg.Retention, OnSweep: onSweep, OnJournalError: onJournalError})
 	if err != nil {
-		return nil, fmt.Errorf("opening db %s: %w", cfg.DB, err)
+		return nil, dbOpenError(cfg.DB, err)
 	}
 	return st, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/ctxpress/ctxpress/proxy"
@@ -49,7 +50,8 @@ tool time. No figure depends on these.
 
 Flags:
   -config FILE            ctxpress config, loaded as serve loads it (env CTXPRESS_CONFIG)
-  -threshold-tokens N     compaction.threshold_tokens for the replay
+  -threshold-tokens N     compaction.threshold_tokens for the replay (env CTXPRESS_THRESHOLD_TOKENS)
+  -keep-recent N          compaction.keep_recent for the replay (env CTXPRESS_KEEP_RECENT)
   -model NAME             the model every request names (default %q: unknown
                           to ctxpress's tables, so a 128k window and the default prices)
   -prices MODEL           the price row to cost with (default: -model; a local
@@ -76,7 +78,8 @@ const defaultReplayModel = "replay-model"
 // replayFlags are the options of `ctxpress replay`.
 type replayFlags struct {
 	config, model, prices, format, upstream string
-	threshold, summaryTokens, parallel      int
+	threshold, keepRecent                   int
+	summaryTokens, parallel                 int
 	json                                    bool
 	toolTime, latency                       time.Duration
 	outputRate                              float64
@@ -88,6 +91,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.config, "config", "", "")
 	fs.IntVar(&f.threshold, "threshold-tokens", -1, "")
+	fs.IntVar(&f.keepRecent, "keep-recent", -1, "")
 	fs.StringVar(&f.model, "model", defaultReplayModel, "")
 	fs.StringVar(&f.prices, "prices", "", "")
 	fs.StringVar(&f.format, "format", "", "")
@@ -144,15 +148,20 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 func replayOptions(f replayFlags) (replay.Options, error) {
 	sf := newServeFlags()
 	sf.configPath = f.config
-	cfg, err := loadConfig(sf, os.Getenv)
+	// Each session's ctxpress gets a db of its own (replayStart): none
+	// is looked for.
+	_ = sf.fs.Set("db", "")
+	// -1 is the flags' "not given"; any other value goes through serve's
+	// flag, so that it is checked and named as serve's would be.
+	if f.threshold != -1 {
+		_ = sf.fs.Set("threshold-tokens", strconv.Itoa(f.threshold))
+	}
+	if f.keepRecent != -1 {
+		_ = sf.fs.Set("keep-recent", strconv.Itoa(f.keepRecent))
+	}
+	cfg, _, err := loadConfig(sf, os.Getenv)
 	if err != nil {
 		return replay.Options{}, err
-	}
-	if f.threshold >= 0 {
-		cfg.Compaction.ThresholdTokens = f.threshold
-		if err := cfg.compactionConfig().Validate(); err != nil {
-			return replay.Options{}, err
-		}
 	}
 	if f.outputRate <= 0 || f.toolTime < 0 || f.latency < 0 {
 		return replay.Options{}, errors.New("-output-rate must be above 0, -tool-time and -latency not below 0")
@@ -214,7 +223,9 @@ func isLoopbackURL(raw string) bool {
 func replayStart(cfg config) replay.StartFunc {
 	return func(upstream, summariser string) (replay.Proxy, error) {
 		c := cfg
-		c.Upstream = upstream
+		// Every format goes to the replay's meter, and ctxpress acts
+		// (observe mode would replay nothing but the direct leg).
+		c.Upstream, c.Upstreams, c.Mode = upstream, upstreamsConfig{}, proxy.ModeNormal
 		if summariser != "" {
 			c.Compaction.Summarizer.BaseURL = summariser
 		}

@@ -36,9 +36,7 @@ func TestStateBackendConfig(t *testing.T) {
 			}
 			f.fs.Parse([]string{"--config", file})
 		}
-		cfg, err := loadConfig(f, func(k string) string {
-			return map[string]string{"CTXPRESS_REDIS_URL": c.redisURL}[k]
-		})
+		cfg, _, err := loadConfig(f, testEnv(t, map[string]string{"CTXPRESS_REDIS_URL": c.redisURL}))
 		switch {
 		case c.err != "":
 			if err == nil || !strings.Contains(err.Error(), c.err) || strings.Contains(err.Error(), "s3cret") {

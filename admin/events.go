@@ -3,6 +3,8 @@ package admin
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -102,6 +104,78 @@ type Bus struct {
 
 	mu   sync.Mutex
 	subs map[*subscriber]struct{} // guarded by mu
+
+	skipMu sync.Mutex
+	skips  skipTally // guarded by skipMu
+}
+
+// skipSummaryEvery is the shortest time between two info lines summing
+// up skipped compactions.
+const skipSummaryEvery = 5 * time.Minute
+
+// skipTally counts the skipped compactions since its window began, by
+// reason.
+type skipTally struct {
+	since   time.Time // zero: no skip yet in this window
+	n       int
+	reasons map[string]int
+}
+
+// add counts a skip at now and returns the info line summing up the
+// window when it is due: at the first skip skipSummaryEvery or more after
+// the window's first, which the line counts too; the next skip opens a
+// new window. Reasons are counted without their numbers, so "would
+// reclaim 812 tokens" and "would reclaim 97 tokens" are one reason.
+func (t *skipTally) add(now time.Time, reason string) (string, bool) {
+	if t.n == 0 {
+		t.since, t.reasons = now, map[string]int{}
+	}
+	t.n++
+	t.reasons[skipReason(reason)]++
+	span := now.Sub(t.since)
+	if span < skipSummaryEvery {
+		return "", false
+	}
+	kinds := make([]string, 0, len(t.reasons))
+	for r := range t.reasons {
+		kinds = append(kinds, r)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		if a, b := t.reasons[kinds[i]], t.reasons[kinds[j]]; a != b {
+			return a > b
+		}
+		return kinds[i] < kinds[j]
+	})
+	parts := make([]string, len(kinds))
+	for i, r := range kinds {
+		parts[i] = fmt.Sprintf("%s (%d)", r, t.reasons[r])
+	}
+	line := fmt.Sprintf("%d compactions skipped in the last %s: %s", t.n, span.Round(time.Second), strings.Join(parts, "; "))
+	*t = skipTally{}
+	return line, true
+}
+
+// skipReason is a skip's reason without rewrite's "compaction skipped: "
+// and with every number as N.
+func skipReason(reason string) string {
+	reason = strings.TrimPrefix(reason, "compaction skipped: ")
+	var b strings.Builder
+	digits := false
+	for _, r := range reason {
+		if r >= '0' && r <= '9' {
+			if !digits {
+				b.WriteByte('N')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteRune(r)
+	}
+	if b.Len() == 0 {
+		return "no reason given"
+	}
+	return b.String()
 }
 
 // NewBus is a bus that logs to log, posts compaction events to
@@ -121,8 +195,19 @@ func (b *Bus) Publish(e Event) {
 	e.Type, e.Replica = EventCompaction, b.replica
 	data, _ := json.Marshal(e)
 	lvl := zerolog.InfoLevel
-	if e.Result == "failed" {
+	switch e.Result {
+	case "failed":
 		lvl = zerolog.WarnLevel
+	case "skipped":
+		// A skip is a decision, often repeated turn after turn: debug, and
+		// a sum at info every skipSummaryEvery at most.
+		lvl = zerolog.DebugLevel
+		b.skipMu.Lock()
+		summary, due := b.skips.add(e.Time, e.Reason)
+		b.skipMu.Unlock()
+		if due {
+			b.log.Info().Msg(summary)
+		}
 	}
 	b.log.WithLevel(lvl).RawJSON("event", data).Msg("compaction")
 	if b.OnCompaction != nil {
