@@ -32,6 +32,7 @@ Usage:
   ctxpress conversations [list|show ID|rm ID|compact ID] [--db FILE] [--json]
   ctxpress replay [--config FILE] [--threshold-tokens N] [--upstream URL] FILE|DIR...
                                            what recorded sessions cost direct and through ctxpress
+  ctxpress healthcheck [--addr HOST:PORT]  exit 0 when a running ctxpress answers its healthz
   ctxpress version
 
 Run "ctxpress serve --help" for every flag.
@@ -58,6 +59,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdConversations(args[1:], stdout, stderr)
 	case "replay":
 		return cmdReplay(args[1:], stdout, stderr)
+	case "healthcheck":
+		return cmdHealthcheck(args[1:], os.Getenv, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionString())
 		return 0
