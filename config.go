@@ -495,6 +495,8 @@ func applyEnv(c *config, getenv func(string) string) error {
 		"CTXPRESS_LOG_LEVEL":        &c.Log.Level,
 		"CTXPRESS_LOG_FORMAT":       &c.Log.Format,
 		"CTXPRESS_REPLICA":          &c.Replica,
+		"CTXPRESS_ADMIN_TOKEN":      &c.AdminToken,
+		"CTXPRESS_LOCAL_UPSTREAM":   &c.LocalUpstream,
 	}
 	for name, dst := range str {
 		if v := getenv(name); v != "" {
