@@ -366,7 +366,7 @@ func TestDockerignore(t *testing.T) {
 	for _, p := range []string{
 		".git", ".git/HEAD", "ctxpress.db", "state/testdata/old.db", "ctxpress.db-journal",
 		"x/ctxpress.db-journal", "proxy/proxy.test", "cpu.prof", "artifacts/dashboard.png", "ctxpress",
-		".worktrees/h-x/main.go", "cover.out",
+		".worktrees/h-x/main.go", "cover.out", ".env",
 	} {
 		if !ignore.excludes(p) {
 			t.Errorf(".dockerignore lets %s into the build context", p)
