@@ -1,7 +1,7 @@
 # Multi-stage build: a static ctxpress binary on a distroless base.
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t ctxpress .
-# docs/docker.md has the commands; dockerfile_test.go runs this file's build
-# stage and checks the rest.
+# docs/docker.md has the commands; dockerbuild_test.go runs this file's build
+# stage, dockerfile_test.go checks the rest.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
