@@ -209,6 +209,8 @@ var envVars = []envVar{
 	{"CTXPRESS_LOG_LEVEL", "log.level", func(c *config, v string) error { c.Log.Level = v; return nil }},
 	{"CTXPRESS_LOG_FORMAT", "log.format", func(c *config, v string) error { c.Log.Format = v; return nil }},
 	{"CTXPRESS_REPLICA", "replica", func(c *config, v string) error { c.Replica = v; return nil }},
+	{"CTXPRESS_ADMIN_TOKEN", "admin_token", func(c *config, v string) error { c.AdminToken = v; return nil }},
+	{"CTXPRESS_LOCAL_UPSTREAM", "local_upstream", func(c *config, v string) error { c.LocalUpstream = v; return nil }},
 }
 
 func envInt(v string, dst *int) error {

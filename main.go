@@ -33,6 +33,7 @@ Usage:
   ctxpress conversations [list|show ID|rm ID|compact ID] [--db FILE] [--json]
   ctxpress replay [--config FILE] [--threshold-tokens N] [--keep-recent N] [--upstream URL] FILE|DIR...
                                            what recorded sessions cost direct and through ctxpress
+  ctxpress healthcheck [--addr HOST:PORT]  exit 0 when a running ctxpress answers its healthz
   ctxpress version
 
 Run "ctxpress serve --help" for every flag.
@@ -59,6 +60,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdConversations(args[1:], stdout, stderr)
 	case "replay":
 		return cmdReplay(args[1:], stdout, stderr)
+	case "healthcheck":
+		return cmdHealthcheck(args[1:], os.Getenv, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, versionString())
 		return 0
@@ -187,7 +190,7 @@ func start(cfg config, log zerolog.Logger) (*server, error) {
 		store.Close()
 		return nil, err
 	}
-	if msg := exposureWarning(ln.Addr(), len(cfg.Auth.Keys)); msg != "" {
+	if msg := exposureWarning(ln.Addr(), len(cfg.Auth.Keys), os.Getenv(envPublishedAddr)); msg != "" {
 		log.Warn().Str("listen", ln.Addr().String()).Msg(msg)
 	}
 	ev := log.Info().Str("listen", ln.Addr().String()).Str("dashboard", dashboardURL(ln.Addr().String())).
@@ -272,15 +275,42 @@ func openStore(cfg config, log zerolog.Logger) (state.Store, error) {
 	return st, nil
 }
 
+// envPublishedAddr names the host address a container's port is published
+// on (docker-compose.yml sets it beside its ports:). A container must listen
+// on all its interfaces, so its listener says nothing about who can reach
+// it; only whoever publishes the port knows, and says so here.
+const envPublishedAddr = "CTXPRESS_PUBLISHED_ADDR"
+
 // exposureWarning is the startup warning for a listener that clients beyond
 // this machine can reach while no client key is required, or "" when none is
-// due: such a proxy spends its owner's upstream key for anyone.
-func exposureWarning(addr net.Addr, authKeys int) string {
-	if isLoopback(addr) || authKeys > 0 {
+// due: such a proxy spends its owner's upstream key for anyone. published is
+// envPublishedAddr's value: a loopback address there keeps the listener to
+// this machine, as listening on loopback does.
+func exposureWarning(addr net.Addr, authKeys int, published string) string {
+	if isLoopback(addr) || authKeys > 0 || publishedOnLoopback(published) {
 		return ""
 	}
-	return "SECURITY: listening beyond loopback WITHOUT auth.keys: anyone who can reach " + addr.String() +
-		" can use your upstream (and its key) through ctxpress; set auth.keys (env CTXPRESS_AUTH_KEYS) or listen on 127.0.0.1"
+	reach := addr.String()
+	if published != "" {
+		reach = published + " (" + envPublishedAddr + ")"
+	}
+	return "SECURITY: listening beyond loopback WITHOUT auth.keys: anyone who can reach " + reach +
+		" can use your upstream (and its key) through ctxpress; set auth.keys (env CTXPRESS_AUTH_KEYS) or listen on 127.0.0.1" +
+		" (in a container: publish the port on 127.0.0.1 and set " + envPublishedAddr + ", see docs/docker.md)"
+}
+
+// publishedOnLoopback reports whether published (host:port, or a host)
+// names a loopback address.
+func publishedOnLoopback(published string) bool {
+	host := published
+	if h, _, err := net.SplitHostPort(published); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func isLoopback(addr net.Addr) bool {

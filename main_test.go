@@ -16,23 +16,38 @@ func TestRunUnknownCommand(t *testing.T) {
 	}
 }
 
+// The warning fires when clients beyond this machine can reach a proxy that
+// asks them for no key. In a container the listener is always 0.0.0.0, so
+// only CTXPRESS_PUBLISHED_ADDR, set where the port is published, says who.
 func TestExposureWarning(t *testing.T) {
 	for _, tc := range []struct {
-		addr string
-		keys int
-		warn bool
+		addr      string
+		keys      int
+		published string
+		warn      bool
 	}{
-		{"127.0.0.1:8484", 0, false},
-		{"[::1]:8484", 0, false},
-		{"0.0.0.0:8484", 0, true},
-		{"[::]:8484", 0, true},
-		{"192.0.2.10:8484", 0, true},
-		{"0.0.0.0:8484", 1, false},
+		{"127.0.0.1:8484", 0, "", false},
+		{"[::1]:8484", 0, "", false},
+		{"0.0.0.0:8484", 0, "", true},
+		{"[::]:8484", 0, "", true},
+		{"192.0.2.10:8484", 0, "", true},
+		{"0.0.0.0:8484", 1, "", false},
+		// docker-compose.yml: published on the host's loopback.
+		{"0.0.0.0:8484", 0, "127.0.0.1:8484", false},
+		{"0.0.0.0:8484", 0, "[::1]:8484", false},
+		{"0.0.0.0:8484", 0, "127.0.0.1", false},
+		// Published on every interface, or a LAN address: still open.
+		{"0.0.0.0:8484", 0, "0.0.0.0:8484", true},
+		{"0.0.0.0:8484", 0, "192.0.2.10:8484", true},
+		{"0.0.0.0:8484", 0, "not an address", true},
 	} {
 		addr, _ := net.ResolveTCPAddr("tcp", tc.addr)
-		msg := exposureWarning(addr, tc.keys)
+		msg := exposureWarning(addr, tc.keys, tc.published)
 		if (msg != "") != tc.warn || tc.warn && !strings.Contains(msg, "auth.keys") {
-			t.Errorf("exposureWarning(%s, %d keys) = %q", tc.addr, tc.keys, msg)
+			t.Errorf("exposureWarning(%s, %d keys, published %q) = %q", tc.addr, tc.keys, tc.published, msg)
+		}
+		if tc.warn && tc.published != "" && !strings.Contains(msg, tc.published) {
+			t.Errorf("published %q: the warning names the listener, not where clients reach it: %q", tc.published, msg)
 		}
 	}
 }

@@ -180,8 +180,10 @@ func TestStartupLine(t *testing.T) {
 	addr := s.ln.Addr().String()
 	s.srv.Shutdown(context.Background())
 	s.store.Close()
+	// The proxy's route lines come first; the serving line is the last.
+	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
 	var line map[string]any
-	if err := json.Unmarshal(out.Bytes(), &line); err != nil {
+	if err := json.Unmarshal(lines[len(lines)-1], &line); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
 	for k, want := range map[string]any{"message": "ctxpress serving", "listen": addr, "dashboard": "http://" + addr + "/ctxpress/ui",

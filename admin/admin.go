@@ -90,7 +90,7 @@ func (a *Admin) Serve(ctx *fasthttp.RequestCtx) {
 	}
 	if !a.Allowed(ctx) {
 		writeError(ctx, fasthttp.StatusUnauthorized, "admin_unauthorized",
-			"admin endpoints need the admin token (Authorization: Bearer …), or a loopback client when none is set")
+			"admin endpoints need the admin token (Authorization: Bearer …), or a loopback client when none is set (admin_token, env CTXPRESS_ADMIN_TOKEN)")
 		return
 	}
 	if !ctx.IsGet() && !ctx.IsHead() && crossSite(ctx) {

@@ -43,13 +43,13 @@ func TestPassThroughAccessLineHasEveryFieldUnderItsName(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if want := []string{"bytes_in", "bytes_out", "dur", "level", "message", "method", "path", "status", "upstream"}; !slices.Equal(keys, want) {
+	if want := []string{"bytes_in", "bytes_out", "dur_ms", "level", "message", "method", "path", "status", "upstream_ms"}; !slices.Equal(keys, want) {
 		t.Fatalf("fields %v, want %v: %v", keys, want, line)
 	}
-	dur, _ := line["dur"].(float64)
-	upstream, _ := line["upstream"].(float64)
+	dur, _ := line["dur_ms"].(float64)
+	upstream, _ := line["upstream_ms"].(float64)
 	if upstream <= 0 || dur < upstream {
-		t.Errorf("dur %v and upstream %v: want numbers, 0 < upstream <= dur", line["dur"], line["upstream"])
+		t.Errorf("dur %v and upstream %v: want numbers, 0 < upstream <= dur", line["dur_ms"], line["upstream_ms"])
 	}
 	for k, want := range map[string]any{"level": "info", "method": "POST", "path": "/v1/embeddings", "status": 200.0,
 		"bytes_in": float64(len(body)), "bytes_out": float64(len(answer))} {

@@ -368,8 +368,8 @@ func (s *Server) logExchange(x *exchange) {
 	ev = ev.Str("method", x.method).
 		Str("path", x.path).
 		Int("status", x.status)
-	ev = logline.Dur(ev, "dur", time.Since(x.start))
-	ev = logline.Dur(ev, "upstream", x.upstream).
+	ev = logline.Dur(ev, "dur_ms", time.Since(x.start))
+	ev = logline.Dur(ev, "upstream_ms", x.upstream).
 		Int("bytes_in", x.bytesIn).
 		Int64("bytes_out", x.bytesOut)
 	if x.stream {
