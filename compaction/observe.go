@@ -40,9 +40,18 @@ func (c *Engine) ObserveCompaction(ti Input, kind string) (rewrite.Result, Outco
 		c.events.Publish(ev)
 		return ti.Res, Outcome{Event: ev, Err: err}
 	}
+	// The summary call it would have made is billed as an estimate: the
+	// request as sent for input (the previous one's part cached, when the
+	// call would continue the conversation at its own upstream) and the
+	// stand-in's size for output.
+	call := state.Usage{Calls: 1, Input: int64(ev.TokensBefore), Output: int64(scaled(summaryTokens, ti.Nums.Calibration.Scale()))}
+	if c.SummariserIsOwn(ti.API, ti.Res.Model) {
+		call.Cached = int64(min(ti.Nums.LastSent, ev.TokensBefore))
+	}
+	c.countSummary(ti, &ev, call)
 	res := c.pipeline.RewriteParsed(ti.Parsed, c.Options(newRec, ti.Line.ID))
 	ev.Result, ev.Covered = "observed", prop.Covered
-	ev.Reason = "observe mode: no summary call was made; the summary's size is estimated"
+	ev.Reason = "observe mode: no summary call was made; its size and cost are estimated"
 	ev.SummaryTokens, ev.TokensAfter = scaled(summaryTokens, ti.Nums.Calibration.Scale()), ti.Nums.Calibration.Upstream(res.TokensAfter)
 	c.events.Publish(ev)
 	return res, Outcome{Compacted: true, Event: ev}

@@ -94,8 +94,9 @@ func TestObserveModeForwardsAsSentAndShowsWhatItWouldHaveDone(t *testing.T) {
 	}
 	var stats admin.Stats
 	getJSON(t, p.URL+"/ctxpress/stats", &stats)
-	if stats.Mode != ModeObserve || stats.MoneySaved <= 0 {
-		t.Errorf("stats: mode %q, money saved %v; want observe mode's would-be saving", stats.Mode, stats.MoneySaved)
+	if stats.Mode != ModeObserve || stats.MoneySaved <= 0 || stats.SummaryCost <= 0 {
+		t.Errorf("stats: mode %q, money saved %v, summary calls %v; want observe mode's would-be saving, net of the summary calls it would have paid",
+			stats.Mode, stats.MoneySaved, stats.SummaryCost)
 	}
 	observed := 0
 	for _, b := range rec.Branches {
