@@ -10,9 +10,12 @@
 // of the longest prefix of prompt elements (the model, each tool, then each
 // message, input item or system block, compared in canonical form) it
 // shares with an earlier request of the session, when that prefix is at
-// least MinCachedPrefix tokens. It validates every body with the strict
-// validators the tests use and refuses what the real API refuses. Or the
-// provider is a real upstream, whose reported usage is read as it is.
+// least MinCachedPrefix tokens; on Messages it also reports the tokens
+// after that up to the last cache_control marker as written to the cache,
+// which Anthropic bills above an input token. It validates every body
+// with the strict validators the tests use and refuses what the real API
+// refuses. Or the provider is a real upstream, whose reported usage is
+// read as it is.
 //
 // Every call to the provider goes through a meter, which reads its usage
 // from the answer (JSON or SSE, in the call's format) and tells agent
