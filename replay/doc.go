@@ -5,6 +5,13 @@
 // user decides whether ctxpress pays for them, and how ctxpress measures
 // it (`ctxpress replay`).
 //
+// A session is read from what users have: a Claude Code transcript or a
+// codex rollout, rebuilt into the requests the agent sent, one per model
+// call (what the file does not record is filled in from the agent's own
+// and said, Session.Approximated), or request bodies as recorded. Load
+// reads directories recursively and tells a file by its content;
+// DefaultSources are where the agents keep their sessions.
+//
 // The provider is by default a simulation (Sim) that caches exact
 // prefixes per session, as OpenAI does: a request's cached tokens are those
 // of the longest prefix of prompt elements (the model, each tool, then each
