@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ctxpress/ctxpress/proxy"
@@ -20,24 +22,36 @@ import (
 )
 
 const replayUsage = `Usage:
-  ctxpress replay [flags] FILE|DIR...
+  ctxpress replay [flags] [FILE|DIR...]
 
 Replays recorded sessions turn by turn, once straight to the provider and
 once through ctxpress (the real pipeline, in-process, with your config), and
 prints per session and in total: tokens sent, the share the provider served
-from its prompt cache, ctxpress's summary calls, and the cost at a model's
-prices. A FILE is one session: a .jsonl file holds its request bodies, one a
-line, in order (chat completions, Responses or Messages); any other file one
-chat/Responses/Messages body holding a whole run (as the corpus traces do),
-sent turn by turn: cut before each assistant message, then whole. A DIR is
-every *.json and *.jsonl in it.
+from its prompt cache, ctxpress's summary calls, and the cost at the
+session's model's prices.
+
+With no FILE or DIR, it replays the sessions your agents keep: Claude Code's
+(~/.claude/projects, or $CLAUDE_CONFIG_DIR/projects) and codex's
+($CODEX_HOME/sessions, or ~/.codex/sessions), and says which it found.
+
+A file is told by its content. A Claude Code transcript or a codex rollout
+is rebuilt into the requests the agent sent, one per model call (a Claude
+Code transcript's sidechains are sessions of their own); what the file does
+not record is filled in from that agent's own, and the report says what.
+A .jsonl file of request bodies holds them one a line, in order (chat
+completions, Responses or Messages); any other file one chat/Responses/
+Messages body holding a whole run (as the corpus traces do), sent turn by
+turn: cut before each assistant message, then whole. A DIR is every *.json
+and *.jsonl under it; the files there that hold no session are listed.
 
 The provider is by default simulated: a fresh cache per session and leg that
 serves the longest prefix (the model, each tool, each message) a request
-shares with an earlier one, when it is at least 1024 tokens, as OpenAI does;
-bodies are checked as strictly as the real APIs check them, and a refused one
-fails its session. With -upstream, both legs go to a real server instead and
-its usage is read as it reports it.
+shares with an earlier one, when it is at least 1024 tokens, as OpenAI does
+(on Messages, what it did not serve up to the last cache_control marker is
+billed as written to the cache, as Anthropic bills it); bodies are checked as
+strictly as the real APIs check them, and a refused one fails its session.
+With -upstream, both legs go to a real server instead and its usage is read
+as it reports it.
 
 A summary ctxpress prepares in the background is sent from the third
 request after the one that started it (or from the one that crosses the
@@ -52,11 +66,14 @@ Flags:
   -config FILE            ctxpress config, loaded as serve loads it (env CTXPRESS_CONFIG)
   -threshold-tokens N     compaction.threshold_tokens for the replay (env CTXPRESS_THRESHOLD_TOKENS)
   -keep-recent N          compaction.keep_recent for the replay (env CTXPRESS_KEEP_RECENT)
-  -model NAME             the model every request names (default %q: unknown
-                          to ctxpress's tables, so a 128k window and the default prices)
-  -prices MODEL           the price row to cost with (default: -model; a local
+  -model NAME             the model every request names (default: a transcript's
+                          own; request bodies %q, unknown to ctxpress's
+                          tables, so a 128k window and the default prices)
+  -prices MODEL           the price row to cost every session with (default: each
+                          session's model's, the config's models: first; a local
                           -upstream: prefill tokens)
-  -format F               chat, responses or messages (default: by each file's shape)
+  -format F               request bodies' format: chat, responses or messages
+                          (default: by each file's shape)
   -upstream URL           replay against a real upstream base URL, e.g. http://127.0.0.1:8080/v1
                           (the config's upstream_api_key is its key on both legs)
   -summary-tokens N       length of a simulated summary (default %d)
@@ -92,7 +109,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.config, "config", "", "")
 	fs.IntVar(&f.threshold, "threshold-tokens", -1, "")
 	fs.IntVar(&f.keepRecent, "keep-recent", -1, "")
-	fs.StringVar(&f.model, "model", defaultReplayModel, "")
+	fs.StringVar(&f.model, "model", "", "")
 	fs.StringVar(&f.prices, "prices", "", "")
 	fs.StringVar(&f.format, "format", "", "")
 	fs.StringVar(&f.upstream, "upstream", "", "")
@@ -110,7 +127,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err == nil && len(paths) == 0 {
-		err = errors.New("no FILE or DIR to replay")
+		paths, err = defaultSessionDirs(stderr)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ctxpress replay: %v\n\n%s", err, help)
@@ -126,12 +143,16 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ctxpress replay: %v\n", err)
 		return 2
 	}
-	sessions, err := replay.Load(paths, format, f.model)
+	found, err := replay.Load(paths, replay.LoadOptions{Format: format, Model: f.model, BodyModel: defaultReplayModel})
 	if err != nil {
+		for _, s := range found.Skipped {
+			fmt.Fprintf(stderr, "skipped %s: %s\n", s.Path, s.Reason)
+		}
 		fmt.Fprintf(stderr, "ctxpress replay: %v\n", err)
 		return 1
 	}
-	report := replay.Run(sessions, opts)
+	report := replay.Run(found.Sessions, opts)
+	report.Skipped = found.Skipped
 	if f.json {
 		err = replay.WriteJSON(stdout, report)
 	} else {
@@ -179,14 +200,18 @@ func replayOptions(f replayFlags) (replay.Options, error) {
 	}
 	priceModel := f.prices
 	if priceModel == "" {
-		priceModel = f.model
+		priceModel = cmp.Or(f.model, defaultReplayModel)
 	}
-	costs := rewrite.CostConfig{Local: local && f.prices == ""}
+	costs := cfg.costConfig() // the config's prices, as ctxpress itself uses them
+	costs.Local = local && f.prices == ""
 	o := replay.Options{
 		Start: replayStart(cfg), Upstream: f.upstream, APIKey: cfg.UpstreamAPIKey,
 		SummaryTokens: f.summaryTokens, Parallel: f.parallel,
 		Timing: replay.Timing{ToolTime: orNone(f.toolTime), OutputRate: f.outputRate, Latency: orNone(f.latency)},
 		Prices: costs.PricesFor(priceModel), SummaryPrices: costs.PricesFor(priceModel),
+	}
+	if f.prices == "" && !costs.Local {
+		o.PricesFor = costs.PricesFor
 	}
 	if s := cfg.Compaction.Summarizer; s.BaseURL != "" {
 		o.Summariser, o.SummariserUpstream = true, s.BaseURL
@@ -195,6 +220,29 @@ func replayOptions(f replayFlags) (replay.Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// defaultSessionDirs are the directories where this user's agents keep
+// their sessions, those that exist, each said on w.
+func defaultSessionDirs(w io.Writer) ([]string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil, fmt.Errorf("no FILE or DIR, and no home directory to look in: %w", err)
+	}
+	var dirs, looked []string
+	for _, src := range replay.DefaultSources(home, os.Getenv("CLAUDE_CONFIG_DIR"), os.Getenv("CODEX_HOME")) {
+		looked = append(looked, src.Dir)
+		if st, err := os.Stat(src.Dir); err != nil || !st.IsDir() {
+			fmt.Fprintf(w, "no %s sessions in %s\n", src.Agent, src.Dir)
+			continue
+		}
+		fmt.Fprintf(w, "replaying the %s sessions in %s\n", src.Agent, src.Dir)
+		dirs = append(dirs, src.Dir)
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("no FILE or DIR, and no sessions in %s", strings.Join(looked, " or "))
+	}
+	return dirs, nil
 }
 
 // orNone is d as a Timing field: a flag's 0 is none, a field's 0 the default.

@@ -296,10 +296,11 @@ func TestReplayFiguresDoNotDependOnTiming(t *testing.T) {
 		"mini-gemini3pro-matplotlib__matplotlib-20826.json", "mini-gemini3pro-pydata__xarray-4695.json"} {
 		paths = append(paths, filepath.Join(dir, n))
 	}
-	sessions, err := replay.Load(paths, "", defaultReplayModel)
+	found, err := replay.Load(paths, replay.LoadOptions{BodyModel: defaultReplayModel})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sessions := found.Sessions
 	o, err := replayOptions(replayFlags{model: defaultReplayModel, threshold: 24000, summaryTokens: 1000,
 		toolTime: 100 * time.Millisecond, outputRate: 1000 / 0.6, parallel: len(paths)})
 	if err != nil {
@@ -330,5 +331,125 @@ func TestReplayFiguresDoNotDependOnTiming(t *testing.T) {
 	}
 	if summaries == 0 {
 		t.Error("no session prepared a summary: the timing is not tested")
+	}
+}
+
+// copyDir copies the files under src into dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, rel)), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// `ctxpress replay` with no argument replays the sessions a user's agents
+// keep (the real Claude Code and codex sessions of replay/testdata/home,
+// as they would sit in a home directory), says where it found them, and
+// reports per session and in total what ctxpress would have saved at each
+// session's model's prices, saying which parts of the requests it had to
+// approximate.
+func TestReplayWithNoArgumentReplaysTheAgentsSessions(t *testing.T) {
+	home := t.TempDir()
+	copyDir(t, "replay/testdata/home", home)
+	t.Setenv("HOME", home)
+	t.Setenv("CODEX_HOME", "")
+	t.Setenv("CLAUDE_CONFIG_DIR", "")
+	t.Setenv("CTXPRESS_CONFIG", "")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"replay", "-json"}, nil, &stdout, &stderr)
+	var r replay.Report
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v\nstdout: %s\nstderr: %s", code, err, stdout.Bytes(), stderr.Bytes())
+	}
+	for _, dir := range []string{filepath.Join(home, ".claude", "projects"), filepath.Join(home, ".codex", "sessions")} {
+		if !strings.Contains(stderr.String(), dir) {
+			t.Errorf("stderr does not say it found %s:\n%s", dir, stderr.String())
+		}
+	}
+	want := map[string]struct {
+		turns int
+		model string
+	}{
+		"cbb6cffc-97bd-402d-8115-d7a42cd07eb1.jsonl":                             {16, "claude-opus-5-5"},
+		"fbe4a9f3-0bb3-4f6e-972b-bc98f6817ff8.jsonl":                             {8, "claude-opus-5-5"},
+		"agent-ab59b5f993f9b0617.jsonl":                                          {1, "claude-opus-5-5"},
+		"agent-ac5f5e8a7447e8603.jsonl":                                          {2, "claude-opus-5-5"},
+		"rollout-2026-12-05T04-18-33-01a2446c-d5c5-77a3-a6f7-588b7b7a2746.jsonl": {16, "gpt-5.5"},
+		"rollout-2026-12-05T04-18-40-01a2446c-f1fe-7593-92ea-3b584f2173ca.jsonl": {13, "gpt-5.5"},
+	}
+	if r.Totals.Sessions != len(want) || r.Totals.Failed != 0 || len(r.Skipped) != 2 {
+		t.Fatalf("%d sessions, %d failed, %d files skipped; want %d, none, the two sub-agent meta files", r.Totals.Sessions,
+			r.Totals.Failed, len(r.Skipped), len(want))
+	}
+	costs := rewrite.CostConfig{}
+	for _, s := range r.Sessions {
+		w, ok := want[filepath.Base(s.Name)]
+		if !ok {
+			t.Errorf("an unexpected session %s", s.Name)
+			continue
+		}
+		if s.Turns != w.turns || s.Direct.Requests != w.turns || s.Ctxpress.Requests != w.turns || s.Model != w.model {
+			t.Errorf("%s: %d turns, %d/%d requests, model %s; want %d, %s", s.Name, s.Turns, s.Direct.Requests, s.Ctxpress.Requests,
+				s.Model, w.turns, w.model)
+		}
+		if s.Prices != costs.PricesFor(w.model) {
+			t.Errorf("%s: priced at %+v, want %s's list prices", s.Name, s.Prices, w.model)
+		}
+		if s.CostCtxpress > s.CostDirect {
+			t.Errorf("%s: costlier through ctxpress: $%.4f against $%.4f", s.Name, s.CostCtxpress, s.CostDirect)
+		}
+		if s.Agent == "codex" && !strings.Contains(s.Approximated, "tools") {
+			t.Errorf("%s: approximated %q: a rollout does not record the tools", s.Name, s.Approximated)
+		}
+		if s.Agent == "claude-code" && (s.Approximated != "" || s.Direct.CacheWrite == 0) {
+			t.Errorf("%s: approximated %q, %d tokens written to the cache: want it rebuilt as sent, billed for the cache writes its markers ask for",
+				s.Name, s.Approximated, s.Direct.CacheWrite)
+		}
+	}
+	if t0 := r.Totals; t0.CostCtxpress >= t0.CostDirect || t0.Ctxpress.AllInput() >= t0.Direct.AllInput() {
+		t.Errorf("totals: $%.4f through ctxpress against $%.4f direct, %d tokens against %d: want a saving reported",
+			t0.CostCtxpress, t0.CostDirect, t0.Ctxpress.AllInput(), t0.Direct.AllInput())
+	}
+
+	// The table says the same to a reader.
+	stdout.Reset()
+	if code := run([]string{"replay"}, nil, &stdout, &bytes.Buffer{}); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stdout.String())
+	}
+	for _, line := range []string{"claude-opus-5-5: input $4", "gpt-5.5: input $5", "codex sessions (1): approximated: tools",
+		"claude-code sessions (4): rebuilt from the transcript's own records", "SKIPPED 2 files (not a session"} {
+		if !strings.Contains(stdout.String(), line) {
+			t.Errorf("the report does not say %q:\n%s", line, stdout.String())
+		}
+	}
+}
+
+// With no argument and no sessions where the agents keep them, replay
+// says where it looked.
+func TestReplayWithNoArgumentAndNoSessionsSaysWhereItLooked(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("CODEX_HOME", filepath.Join(home, "codex"))
+	t.Setenv("CLAUDE_CONFIG_DIR", "")
+	t.Setenv("CTXPRESS_CONFIG", "")
+	var stderr bytes.Buffer
+	code := run([]string{"replay"}, nil, &bytes.Buffer{}, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), filepath.Join(home, ".claude", "projects")) ||
+		!strings.Contains(stderr.String(), filepath.Join(home, "codex", "sessions")) {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr.String())
 	}
 }

@@ -25,8 +25,12 @@ type element struct {
 type prompt struct {
 	elements []element
 	tokens   int // every prompt token: the elements' and the reply priming
-	conv     *wire.Conversation
-	format   wire.Format
+	// marked is how many tokens the prompt holds up to the end of its last
+	// element with a cache_control marker (Messages), the part Anthropic
+	// writes to its cache.
+	marked int
+	conv   *wire.Conversation
+	format wire.Format
 }
 
 // Tokens counts prompts' tokens with ctxpress's own counter (o200k), each
@@ -73,6 +77,12 @@ func (t *Tokens) prompt(f Format, body []byte) (prompt, error) {
 		return prompt{}, errNotRequest
 	}
 	p := prompt{conv: conv, format: wf, tokens: conv.Priming}
+	elementTokens := 0
+	mark := func(marked bool) {
+		if marked && f == Messages {
+			p.marked = elementTokens
+		}
+	}
 	add := func(kind string, canonical []byte, tokens int) {
 		h := sha256.New()
 		h.Write([]byte(kind))
@@ -83,12 +93,14 @@ func (t *Tokens) prompt(f Format, body []byte) (prompt, error) {
 		e.tokens = tokens
 		p.elements = append(p.elements, e)
 		p.tokens += tokens
+		elementTokens += tokens
 	}
 	add("model", []byte(conv.Model), 0)
 	top := gjson.ParseBytes(body)
 	for _, k := range []string{"tools", "functions"} {
 		top.Get(k).ForEach(func(_, tool gjson.Result) bool {
 			add(k, wire.AppendCanonicalSkip(nil, tool, "cache_control"), t.Count(tool.Raw))
+			mark(tool.Get("cache_control").Exists())
 			return true
 		})
 	}
@@ -106,6 +118,7 @@ func (t *Tokens) prompt(f Format, body []byte) (prompt, error) {
 		case sys.IsArray():
 			sys.ForEach(func(_, b gjson.Result) bool {
 				add("system", wire.AppendCanonicalSkip(nil, b, "cache_control"), t.Count(b.Raw))
+				mark(b.Get("cache_control").Exists())
 				return true
 			})
 		}
@@ -114,8 +127,21 @@ func (t *Tokens) prompt(f Format, body []byte) (prompt, error) {
 		e := t.message(wf, conv, i)
 		p.elements = append(p.elements, e)
 		p.tokens += e.tokens
+		elementTokens += e.tokens
+		mark(hasMarker(conv.Messages[i].Span.Of(conv.Body)))
 	}
 	return p, nil
+}
+
+// hasMarker reports whether a Messages message carries a cache_control
+// marker on one of its blocks.
+func hasMarker(msg []byte) bool {
+	marked := false
+	gjson.GetBytes(msg, "content").ForEach(func(_, b gjson.Result) bool {
+		marked = b.Get("cache_control").Exists()
+		return !marked
+	})
+	return marked
 }
 
 // message is message i's element, memoised by its bytes.

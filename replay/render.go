@@ -11,10 +11,12 @@ type answer struct {
 	// truncated: the text stopped at the request's cap (finish_reason
 	// "length", stop_reason "max_tokens", status "incomplete").
 	truncated bool
-	input     int // prompt tokens, cached included
+	input     int // prompt tokens, cached and written included
 	cached    int
-	output    int
-	stream    bool
+	// cacheWrite: the prompt tokens written to the cache (Messages only).
+	cacheWrite int
+	output     int
+	stream     bool
 	// streamUsage: a chat stream asked for its usage
 	// (stream_options.include_usage); the other formats always send it.
 	streamUsage bool
@@ -140,7 +142,7 @@ func messagesAnswer(a answer) (any, []sseEvent) {
 		stop = "max_tokens"
 	}
 	usage := func(output int) map[string]int {
-		return map[string]int{"input_tokens": a.input - a.cached, "cache_creation_input_tokens": 0,
+		return map[string]int{"input_tokens": a.input - a.cached - a.cacheWrite, "cache_creation_input_tokens": a.cacheWrite,
 			"cache_read_input_tokens": a.cached, "output_tokens": output}
 	}
 	message := func(content []any, stop any, u map[string]int) map[string]any {

@@ -76,23 +76,30 @@ func (l Leg) CachedShare() float64 {
 	return float64(l.Cached+l.SummaryCached) / float64(l.AllInput())
 }
 
-// cost is the leg's bill: the agent requests' prompts (their output, the
-// fixed reply, is the same on both legs and left out) and the summary
-// calls whole.
-func (l Leg) cost(o Options) float64 {
-	return o.Prices.Cost(rewrite.Usage{Input: l.Input, Cached: l.Cached, CacheWrite: l.CacheWrite}) +
-		o.SummaryPrices.Cost(rewrite.Usage{Input: l.SummaryInput, Cached: l.SummaryCached,
+// cost is the leg's bill: the agent requests' prompts at p (their output,
+// the fixed reply, is the same on both legs and left out) and the summary
+// calls whole at sp.
+func (l Leg) cost(p, sp rewrite.Prices) float64 {
+	return p.Cost(rewrite.Usage{Input: l.Input, Cached: l.Cached, CacheWrite: l.CacheWrite}) +
+		sp.Cost(rewrite.Usage{Input: l.SummaryInput, Cached: l.SummaryCached,
 			CacheWrite: l.SummaryCacheWrite, Output: l.SummaryOutput})
 }
 
 // SessionResult is one session's replay.
 type SessionResult struct {
-	Name     string `json:"name"`
-	Format   Format `json:"format"`
-	Turns    int    `json:"turns"` // requests the client sent
-	Direct   Leg    `json:"direct"`
-	Ctxpress Leg    `json:"ctxpress"`
-	// Costs in dollars at the report's prices; 0 for a failed session.
+	Name   string `json:"name"`
+	Format Format `json:"format"`
+	// Agent, Model and Approximated are the session's (Session).
+	Agent        string `json:"agent,omitempty"`
+	Model        string `json:"model,omitempty"`
+	Approximated string `json:"approximated,omitempty"`
+	Turns        int    `json:"turns"` // requests the client sent
+	Direct       Leg    `json:"direct"`
+	Ctxpress     Leg    `json:"ctxpress"`
+	// Prices price its agent requests, SummaryPrices its summary calls.
+	Prices        rewrite.Prices `json:"prices"`
+	SummaryPrices rewrite.Prices `json:"summary_prices"`
+	// Costs in dollars at its prices; 0 for a failed session.
 	CostDirect   float64 `json:"cost_direct"`
 	CostCtxpress float64 `json:"cost_ctxpress"`
 	// Err is why the session failed ("" when it did not): it is then left
@@ -138,18 +145,24 @@ func (t Totals) CostDelta() float64 { return delta(t.CostDirect, t.CostCtxpress)
 // Report is a replay's outcome.
 type Report struct {
 	// Simulated: the provider was the simulation (else Upstream).
-	Simulated     bool            `json:"simulated"`
-	Upstream      string          `json:"upstream,omitempty"`
-	SummaryTokens int             `json:"summary_tokens,omitempty"` // simulated summaries' length
-	Prices        rewrite.Prices  `json:"prices"`
-	SummaryPrices rewrite.Prices  `json:"summary_prices"`
+	Simulated     bool           `json:"simulated"`
+	Upstream      string         `json:"upstream,omitempty"`
+	SummaryTokens int            `json:"summary_tokens,omitempty"` // simulated summaries' length
+	Prices        rewrite.Prices `json:"prices"`
+	SummaryPrices rewrite.Prices `json:"summary_prices"`
+	// PricedByModel: each session is priced at its model's prices (the
+	// prices above price the sessions whose model is not known).
+	PricedByModel bool            `json:"priced_by_model,omitempty"`
 	Sessions      []SessionResult `json:"sessions"`
-	Totals        Totals          `json:"totals"`
+	// Skipped are the files of the directories replayed that hold no
+	// session.
+	Skipped []Skipped `json:"skipped,omitempty"`
+	Totals  Totals    `json:"totals"`
 }
 
 func newReport(results []SessionResult, o Options) Report {
 	r := Report{Simulated: o.Upstream == "", Upstream: o.Upstream, Prices: o.Prices, SummaryPrices: o.SummaryPrices,
-		Sessions: results}
+		PricedByModel: o.PricesFor != nil, Sessions: results}
 	if r.Simulated {
 		r.SummaryTokens = o.SummaryTokens
 		if r.SummaryTokens <= 0 {

@@ -56,6 +56,10 @@ type Options struct {
 	SummaryTokens int
 	// Prices price the agent requests, SummaryPrices the summary calls.
 	Prices, SummaryPrices rewrite.Prices
+	// PricesFor, when set, prices a session whose model is known
+	// (Session.Model) at that model's prices instead, its summary calls
+	// too unless they go to a Summariser of their own.
+	PricesFor func(model string) rewrite.Prices
 	// Parallel is how many sessions are replayed at once (0: one per CPU).
 	Parallel int
 	// Tokens counts the simulation's prompts (nil: a new one).
@@ -100,14 +104,17 @@ func Run(sessions []Session, o Options) Report {
 	return newReport(results, o)
 }
 
-// session replays s on both legs.
+// session reads s and replays it on both legs.
 func (o Options) session(s Session) SessionResult {
-	r := SessionResult{Name: s.Name, Format: s.Format, Turns: len(s.Requests)}
-	if s.Err != nil {
-		r.Err = "reading: " + s.Err.Error()
+	r := SessionResult{Name: s.Name, Format: s.Format, Turns: s.Turns, Agent: s.Agent, Model: s.Model,
+		Approximated: s.Approximated}
+	r.Prices, r.SummaryPrices = o.pricesOf(s.Model)
+	s, err := s.Read()
+	if err != nil {
+		r.Err = "reading: " + err.Error()
 		return r
 	}
-	var err error
+	r.Turns = len(s.Requests)
 	if r.Direct, err = o.leg(s, false); err != nil {
 		r.Err = "direct: " + err.Error()
 		return r
@@ -116,8 +123,21 @@ func (o Options) session(s Session) SessionResult {
 		r.Err = "through ctxpress: " + err.Error()
 		return r
 	}
-	r.CostDirect, r.CostCtxpress = r.Direct.cost(o), r.Ctxpress.cost(o)
+	r.CostDirect, r.CostCtxpress = r.Direct.cost(r.Prices, r.SummaryPrices), r.Ctxpress.cost(r.Prices, r.SummaryPrices)
 	return r
+}
+
+// pricesOf are the prices of a session whose requests name model: its
+// agent requests', then its summary calls'.
+func (o Options) pricesOf(model string) (agent, summary rewrite.Prices) {
+	if o.PricesFor == nil || model == "" {
+		return o.Prices, o.SummaryPrices
+	}
+	p := o.PricesFor(model)
+	if o.Summariser {
+		return p, o.SummaryPrices
+	}
+	return p, p
 }
 
 // newBackend is a fresh provider: a simulation with an empty cache, timed

@@ -1,18 +1,12 @@
 package replay
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/ctxpress/ctxpress/internal/jsonvalid"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // Format is a request's wire format.
@@ -43,112 +37,6 @@ func ParseFormat(s string) (Format, error) {
 		return f, nil
 	}
 	return "", fmt.Errorf("format %q: want chat, responses or messages", s)
-}
-
-// Session is one recorded session: its requests in the order the client
-// sent them.
-type Session struct {
-	Name     string // the file's base name; also its X-Session-ID
-	Format   Format
-	Requests [][]byte
-	// Err is why the file could not be read as a session; Run reports it
-	// as failed and goes on with the others.
-	Err error
-}
-
-// Load reads the sessions in paths: a file is one session (a .jsonl file
-// holds one request per line; any other file one body holding a whole
-// run, replayed turn by turn), a directory every *.json and *.jsonl in it,
-// by name. format "" detects each file's format by shape. Each request's
-// model is set to model. A file that is not a session is returned with
-// its Err; a path that cannot be read is an error.
-func Load(paths []string, format Format, model string) ([]Session, error) {
-	var files []string
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		if !st.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		var inDir []string
-		for _, pat := range []string{"*.json", "*.jsonl"} {
-			m, _ := filepath.Glob(filepath.Join(p, pat))
-			inDir = append(inDir, m...)
-		}
-		if len(inDir) == 0 {
-			return nil, fmt.Errorf("%s: no *.json or *.jsonl files", p)
-		}
-		sort.Strings(inDir)
-		files = append(files, inDir...)
-	}
-	sessions := make([]Session, 0, len(files))
-	for _, f := range files {
-		s, err := LoadFile(f, format, model)
-		s.Err = err
-		sessions = append(sessions, s)
-	}
-	return sessions, nil
-}
-
-// LoadFile reads one session file (see Load).
-func LoadFile(path string, format Format, model string) (Session, error) {
-	s := Session{Name: filepath.Base(path)}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return s, err
-	}
-	var bodies [][]byte
-	if strings.HasSuffix(path, ".jsonl") {
-		bodies, err = splitLines(data)
-	} else {
-		bodies = [][]byte{bytes.TrimSpace(data)}
-	}
-	if err != nil {
-		return s, fmt.Errorf("%s: %w", path, err)
-	}
-	if s.Format = format; s.Format == "" {
-		s.Format = detect(bodies)
-	}
-	if !strings.HasSuffix(path, ".jsonl") {
-		if bodies, err = Turns(s.Format, bodies[0]); err != nil {
-			return s, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	for i, b := range bodies {
-		if bodies[i], err = sjson.SetBytes(b, "model", model); err != nil {
-			return s, fmt.Errorf("%s: request %d: setting the model: %w", path, i+1, err)
-		}
-	}
-	s.Requests = bodies
-	return s, nil
-}
-
-// splitLines returns the non-blank lines of a JSONL file, each a JSON
-// object.
-func splitLines(data []byte) ([][]byte, error) {
-	var out [][]byte
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 256<<20) // a line is a whole request body
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		if !jsonvalid.Valid(line) || !gjson.ParseBytes(line).IsObject() {
-			return nil, fmt.Errorf("line %d: not a JSON object", n)
-		}
-		out = append(out, bytes.Clone(line))
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no requests")
-	}
-	return out, nil
 }
 
 // detect tells a file's format from its first request whose shape says

@@ -84,10 +84,11 @@ func TestDetectTellsTheFormatByShape(t *testing.T) {
 
 func TestLoadSetsTheModelOfEveryRequest(t *testing.T) {
 	path := filepath.Join(corpustest.Dir(t), "traces", "openhands-runtime-basic.json")
-	s, err := LoadFile(path, "", "replay-model")
+	sessions, err := ReadFile(path, filepath.Base(path), LoadOptions{BodyModel: "replay-model"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := sessions[0]
 	if s.Name != "openhands-runtime-basic.json" || s.Format != Chat || len(s.Requests) != 2 {
 		t.Fatalf("loaded %s, %s, %d requests", s.Name, s.Format, len(s.Requests))
 	}

@@ -26,10 +26,12 @@ const DefaultSummaryTokens = 1000
 // completions, Responses and Messages (under any base path), refuses
 // what the real API refuses (the repository's strict validators), and
 // reports as cached the tokens of the longest prefix a request shares
-// with an earlier one (see prefixCache). It answers agent turns with
-// AgentReply and ctxpress's summary calls (IsSummaryCall) with a summary
-// of SummaryTokens tokens, cut at the request's cap. It is safe for
-// concurrent use.
+// with an earlier one (see prefixCache), and for Messages as written to
+// the cache the tokens after that up to the request's last cache_control
+// marker, which Anthropic bills above an input token. It answers agent
+// turns with AgentReply and ctxpress's summary calls (IsSummaryCall) with
+// a summary of SummaryTokens tokens, cut at the request's cap. It is safe
+// for concurrent use.
 type Sim struct {
 	tokens        *Tokens
 	summaryTokens int
@@ -94,7 +96,7 @@ func (s *Sim) answer(f Format, body []byte) (int, string, []byte) {
 	cached := s.cache.serve(p.elements)
 	s.n++
 	a := answer{id: fmt.Sprintf("replay_%d", s.n), model: p.conv.Model, text: AgentReply,
-		input: p.tokens, cached: cached}
+		input: p.tokens, cached: cached, cacheWrite: max(p.marked-cached, 0)}
 	s.mu.Unlock()
 	summary := isSummaryConv(f, p.format, p.conv)
 	if summary {

@@ -113,6 +113,42 @@ func TestSimReportsUsageAsEachAPIDoes(t *testing.T) {
 	}
 }
 
+// Anthropic bills the part of a prompt it writes to its cache, up to the
+// last cache_control marker, above an input token: the simulation reports
+// it as written, and nothing for a request without markers.
+func TestSimReportsMessagesCacheWritesUpToTheLastMarker(t *testing.T) {
+	long := strings.Repeat("history ", 1500)
+	marked := `{"type":"text","text":"` + long + `","cache_control":{"type":"ephemeral"}}`
+	tok := NewTokens()
+	for _, tc := range []struct {
+		rule      string
+		turns     [2]string
+		wantWrite func(first, second prompt, cached int) [2]int
+	}{
+		{"a marker on the last message: all of the first turn is written, then what the second adds up to it",
+			[2]string{`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[` + marked + `]}]}`,
+				`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"` + long + `"},{"role":"assistant","content":"Done."},` +
+					`{"role":"user","content":[{"type":"text","text":"more","cache_control":{"type":"ephemeral"}}]}]}`},
+			func(first, second prompt, cached int) [2]int {
+				return [2]int{first.tokens - first.conv.Priming, second.tokens - second.conv.Priming - cached}
+			}},
+		{"no marker: nothing is written", [2]string{`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"` + long + `"}]}`,
+			`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"` + long + `"},{"role":"assistant","content":"Done."},{"role":"user","content":"more"}]}`},
+			func(prompt, prompt, int) [2]int { return [2]int{0, 0} }},
+	} {
+		srv := httptest.NewServer(NewSim(tok, 0))
+		u0, u1 := usageOf(Messages, post(t, srv, Messages, tc.turns[0])), usageOf(Messages, post(t, srv, Messages, tc.turns[1]))
+		srv.Close()
+		first, _ := tok.prompt(Messages, []byte(tc.turns[0]))
+		second, _ := tok.prompt(Messages, []byte(tc.turns[1]))
+		want := tc.wantWrite(first, second, u1.CachedTokens)
+		if u0.CacheWriteTokens != want[0] || u1.CacheWriteTokens != want[1] || u1.CachedTokens == 0 {
+			t.Errorf("%s: written %d then %d (%d read), want %d then %d", tc.rule, u0.CacheWriteTokens, u1.CacheWriteTokens,
+				u1.CachedTokens, want[0], want[1])
+		}
+	}
+}
+
 func TestSimAnswersSummaryCallsWithASummaryOfItsLength(t *testing.T) {
 	tok := NewTokens()
 	srv := httptest.NewServer(NewSim(tok, 400))

@@ -29,13 +29,25 @@ var LocalPrices = Prices{Input: 1, CachedInput: 0.03, CacheWrite: 1, Output: 10}
 // models: a cached token at a tenth, output at eight times input.
 var DefaultPrices = Prices{Input: 1.25, CachedInput: 0.125, CacheWrite: 1.25, Output: 10}
 
-// knownPrices are published list prices (USD per million tokens, late
-// 2025) of common model families, matched like knownContextWindows: the
-// longest prefix of the lower-cased name after any "provider/" part.
+// knownPrices are published list prices (USD per million tokens, as of
+// December 2026) of common model families, matched like
+// knownContextWindows: the longest prefix of the lower-cased name after
+// any "provider/" part. Anthropic's cache write is the 5-minute one, the
+// one Claude Code's markers ask for; a Pro model's input is never served
+// from the cache.
 var knownPrices = []struct {
 	prefix string
 	prices Prices
 }{
+	{"gpt-5.5-pro", Prices{30, 30, 30, 180}},
+	{"gpt-5.5", Prices{5, 0.50, 5, 30}},
+	{"gpt-5.4-pro", Prices{30, 30, 30, 180}},
+	{"gpt-5.4-nano", Prices{0.20, 0.02, 0.20, 1.25}},
+	{"gpt-5.4-mini", Prices{0.75, 0.075, 0.75, 4.50}},
+	{"gpt-5.4", Prices{2.50, 0.25, 2.50, 15}},
+	{"gpt-5.3-codex", Prices{1.75, 0.175, 1.75, 14}},
+	{"gpt-5.2", Prices{1.75, 0.175, 1.75, 14}},
+	{"gpt-5.1-codex-mini", Prices{0.25, 0.025, 0.25, 2}},
 	{"gpt-5-nano", Prices{0.05, 0.005, 0.05, 0.40}},
 	{"gpt-5-mini", Prices{0.25, 0.025, 0.25, 2}},
 	{"gpt-5", Prices{1.25, 0.125, 1.25, 10}},
@@ -47,7 +59,17 @@ var knownPrices = []struct {
 	{"o4-mini", Prices{1.10, 0.275, 1.10, 4.40}},
 	{"o3", Prices{2, 0.50, 2, 8}},
 	{"o1", Prices{15, 7.50, 15, 60}},
+	{"claude-fable-5-1", Prices{10, 0.25, 12.50, 50}},
+	{"claude-fable-5", Prices{10, 1, 12.50, 50}},
+	{"claude-opus-5-5", Prices{4, 0.20, 5, 20}},
+	{"claude-opus-5", Prices{5, 0.50, 6.25, 25}},
+	{"claude-opus-4-8", Prices{5, 0.50, 6.25, 25}},
+	{"claude-opus-4-7", Prices{5, 0.50, 6.25, 25}},
+	{"claude-opus-4-6", Prices{5, 0.50, 6.25, 25}},
 	{"claude-opus-4-5", Prices{5, 0.50, 6.25, 25}},
+	{"claude-sonnet-5-5", Prices{2, 0.10, 2.50, 10}},
+	{"claude-sonnet-5", Prices{2, 0.20, 2.50, 10}},
+	{"claude-haiku-5-5", Prices{0.10, 0.01, 0.125, 0.50}}, // prompts up to 100k tokens; longer ones cost five times as much
 	{"claude-opus", Prices{15, 1.50, 18.75, 75}},
 	{"claude-sonnet", Prices{3, 0.30, 3.75, 15}},
 	{"claude-3-7-sonnet", Prices{3, 0.30, 3.75, 15}},

@@ -16,6 +16,15 @@ func TestPricesFor(t *testing.T) {
 		{"gpt-5-mini-2025-08-07", Prices{0.25, 0.025, 0.25, 2}},
 		{"openai/gpt-4o", Prices{2.50, 1.25, 2.50, 10}},
 		{"claude-sonnet-4-5-20250929", Prices{3, 0.30, 3.75, 15}},
+		{"claude-opus-5-5", Prices{4, 0.20, 5, 20}},               // Claude Code 2.1.332's default
+		{"claude-opus-5-5[1m]", Prices{4, 0.20, 5, 20}},           // as Claude Code names the 1M-window choice
+		{"claude-opus-4-6", Prices{5, 0.50, 6.25, 25}},            // not Opus 4.1's $15
+		{"claude-opus-4-1-20250805", Prices{15, 1.50, 18.75, 75}}, // and Opus 4.1 still is
+		{"claude-sonnet-5-5", Prices{2, 0.10, 2.50, 10}},
+		{"gpt-5.5", Prices{5, 0.50, 5, 30}},
+		{"gpt-5.1-codex-mini", Prices{0.25, 0.025, 0.25, 2}}, // not gpt-5's
+		{"gpt-5.1-codex", Prices{1.25, 0.125, 1.25, 10}},
+		{"gpt-5.3-codex", Prices{1.75, 0.175, 1.75, 14}},
 		{"my-azure-gpt", Prices{3, 0.3, 3, 12}}, // an override's cache write defaults to its input price
 		{"some-local-gguf", DefaultPrices},
 	} {

@@ -192,6 +192,8 @@ func TestCallsFitEachClientsShellTool(t *testing.T) {
 		{[]tool{{"shell", argv}}, parseStep("read:a.py"), "shell", `{"command":["bash","-lc","cat a.py"]}`},
 		{[]tool{{"read_file", map[string]any{"properties": map[string]any{"file_path": map[string]any{"type": "string"}}}}, {"run_shell_command", qwen}}, parseStep("read:b.py"), "read_file", `{"file_path":"/w/b.py"}`},
 		{[]tool{{"run_shell_command", qwen}}, parseStep("sh:ls"), "run_shell_command", `{"command":"ls"}`},
+		{[]tool{{"Bash", qwen}, {"Agent", map[string]any{"required": []any{"description", "prompt"}}}},
+			parseStep(`tool:Agent {"prompt":"list the files"}`), "Agent", `{"description":"scripted step","prompt":"list the files"}`},
 	}
 	for _, c := range cases {
 		call, err := callFor(c.st, c.tools, "/w", "id")
@@ -201,6 +203,10 @@ func TestCallsFitEachClientsShellTool(t *testing.T) {
 	}
 	if _, err := callFor(parseStep("ls"), []tool{{"edit", nil}}, "", "id"); err == nil {
 		t.Error("a call without a shell tool")
+	}
+	// A sub-agent offered no Agent tool ends its ask with text instead.
+	if _, err := callFor(parseStep(`tool:Agent {"prompt":"p"}`), []tool{{"Bash", qwen}}, "", "id"); err == nil {
+		t.Error("a call of a tool not offered")
 	}
 }
 

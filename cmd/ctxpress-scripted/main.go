@@ -29,7 +29,9 @@
 // the -reply text. A step is a shell
 // command run through the client's shell tool (bash, run_shell_command,
 // shell, exec_command, ...; an argv for a schema that wants an array), or
-// read:PATH through its read tool (a cat where it has none); the
+// read:PATH through its read tool (a cat where it has none), or
+// tool:NAME JSON, a call of the tool of that name (Claude Code's Agent, for
+// a sub-agent; a client that offers no such tool gets the text reply); the
 // arguments fill every property the tool's schema requires. A request
 // without tools (a title, a side question) gets a one-line text; ctxpress's
 // summary call gets a summary with every template section.
@@ -107,7 +109,7 @@ func main() {
 	flag.StringVar(&c.record, "record", "", "directory to record bodies and requests.jsonl in")
 	flag.StringVar(&c.workdir, "workdir", "", "the client's working directory, to make read: paths absolute")
 	flag.StringVar(&c.reply, "reply", "Done: I listed the files, read them and found the functions.", "the text after the tool turns")
-	flag.Var(&steps, "step", "a tool turn: a shell command, sh:COMMAND, read:PATH, or par:STEP|||STEP for parallel calls (repeatable; default "+strings.Join(defaultSteps, ", ")+")")
+	flag.Var(&steps, "step", "a tool turn: a shell command, sh:COMMAND, read:PATH, tool:NAME JSON, or par:STEP|||STEP for parallel calls (repeatable; default "+strings.Join(defaultSteps, ", ")+")")
 	flag.IntVar(&c.toolTurns, "tool-turns", 6, "tool calls per ask before the text reply")
 	flag.IntVar(&c.context, "context", 0, "refuse prompts over this many tokens as context_length_exceeded (0: no limit)")
 	flag.StringVar(&c.forward, "forward", "", "record-only pass-through to this base (e.g. ctxpress's http://127.0.0.1:8484): see forward.go")

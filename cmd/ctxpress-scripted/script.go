@@ -71,10 +71,12 @@ type usage struct {
 	Prompt, Completion, Cached int
 }
 
-// step is one scripted tool turn: a shell command, or a file read through
-// the client's read tool (a shell cat where it has none).
+// step is one scripted tool turn: a shell command, a file read through
+// the client's read tool (a shell cat where it has none), or a call of a
+// tool the client names (Tool), such as Claude Code's Agent.
 type step struct {
 	Read bool
+	Tool string // the tool to call, Arg its JSON arguments
 	Arg  string
 }
 
@@ -94,10 +96,15 @@ func parseSteps(s string) parStep {
 	return parStep{parseStep(s)}
 }
 
-// parseStep reads "read:PATH", "sh:COMMAND" or a bare COMMAND.
+// parseStep reads "read:PATH", "tool:NAME JSON", "sh:COMMAND" or a bare
+// COMMAND.
 func parseStep(s string) step {
 	if p, ok := strings.CutPrefix(s, "read:"); ok {
 		return step{Read: true, Arg: p}
+	}
+	if p, ok := strings.CutPrefix(s, "tool:"); ok {
+		name, args, _ := strings.Cut(p, " ")
+		return step{Tool: name, Arg: strings.TrimSpace(args)}
 	}
 	return step{Arg: strings.TrimPrefix(s, "sh:")}
 }
@@ -112,6 +119,19 @@ var (
 // callFor builds the tool call for st from the tools the client offers, with
 // arguments valid for the tool's schema, or reports that no tool fits.
 func callFor(st step, tools []tool, workdir, id string) (*toolCall, error) {
+	if st.Tool != "" {
+		t, ok := findTool(tools, []string{st.Tool})
+		if !ok {
+			return nil, fmt.Errorf("no tool %s among %d offered", st.Tool, len(tools))
+		}
+		args := map[string]any{}
+		if st.Arg != "" {
+			if err := json.Unmarshal([]byte(st.Arg), &args); err != nil {
+				return nil, fmt.Errorf("tool:%s arguments: %w", st.Tool, err)
+			}
+		}
+		return newCall(id, t.Name, fillRequired(t.Schema, args, workdir))
+	}
 	if st.Read {
 		if t, ok := findTool(tools, readToolNames); ok {
 			path := st.Arg
