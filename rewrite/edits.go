@@ -21,7 +21,10 @@ func (r Result) Edits() []history.Edit {
 	if v == nil {
 		return nil
 	}
-	var out []history.Edit
+	out := make([]history.Edit, 0, v.editCount())
+	if cap(out) == 0 {
+		return nil
+	}
 	if from := v.lead; v.dropTo > from {
 		if v.branch != nil {
 			to := from + v.branch.Covered
@@ -36,6 +39,7 @@ func (r Result) Edits() []history.Edit {
 	}
 	a := v.a
 	k := 0 // a.results is in message order
+	var names nameCopies
 	for i := range a.facts {
 		var kind history.EditKind
 		name := ""
@@ -54,7 +58,7 @@ func (r Result) Edits() []history.Edit {
 			}
 			prevStats = stats
 			if rk > kind {
-				kind, name = rk, v.resultName(rr)
+				kind, name = rk, names.of(v.resultName(rr))
 			}
 		}
 		if kind == 0 || !v.forwardedMessage(i) {
@@ -78,8 +82,23 @@ func (v *view) tokensSent(from, to int) int {
 	return n
 }
 
+// editCount is at most how many edits Edits lists: the runs, and the
+// messages whose results are edited (for a capacity: one allocation).
+func (v *view) editCount() int {
+	n := 0
+	if v.dropTo > v.lead {
+		n += 2
+	}
+	for i, f := range v.a.facts {
+		if f.squashed > 0 || v.dedup.replace[i] {
+			n++
+		}
+	}
+	return n
+}
+
 // resultName is the tool whose output rr is (its own, else its call's),
-// else its message's role as sent; a copy, not a view of the body.
+// else its message's role as sent; a view of the parse.
 func (v *view) resultName(rr *resultRef) string {
 	req := v.req
 	name := req.Items[rr.item].Tool
@@ -89,7 +108,19 @@ func (v *view) resultName(rr *resultRef) string {
 	if name == "" {
 		name = req.Messages[rr.msg].WireRole
 	}
-	return strings.Clone(name)
+	return name
+}
+
+// nameCopies copies names out of a parse, which may view the request's
+// body, once for a run of the same name: an agent's results are mostly
+// one tool's.
+type nameCopies struct{ view, copied string }
+
+func (c *nameCopies) of(name string) string {
+	if name != c.view || c.copied == "" {
+		c.view, c.copied = name, strings.Clone(name)
+	}
+	return c.copied
 }
 
 // FirstAsk is the client's first user text that is not context a client
