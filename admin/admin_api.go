@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,6 +56,8 @@ func (a *Admin) serveStats(ctx *fasthttp.RequestCtx) {
 		st.Compacting = a.deps.Running()
 	}
 	var usage, summary, server state.Usage
+	var money, prefill *Costs // the bills summed by unit; nil: none in it
+	var assumed []string
 	if a.deps.Store != nil {
 		_, st.Persistent = a.deps.Store.(state.Sizer)
 		recs, err := a.deps.Store.List(state.ListOptions{})
@@ -70,12 +73,37 @@ func (a *Admin) serveStats(ctx *fasthttp.RequestCtx) {
 			st.TokensSaved += r.TokensSaved
 			st.Compactions += r.Compactions
 			usage, summary, server = usage.Plus(r.Usage), summary.Plus(r.Summary), server.Plus(r.ServerCompaction)
-			st.Costs = st.Costs.plus(pricing.Bill(r))
+			bill := pricing.Bill(r)
+			if bill.CostUnit == CostPrefill {
+				prefill = addBill(prefill, bill)
+			} else {
+				money = addBill(money, bill)
+			}
+			if bill.PriceBasis == BasisAssumed && !slices.Contains(assumed, r.Model) {
+				assumed = append(assumed, r.Model)
+			}
 		}
+	}
+	switch {
+	case money != nil:
+		st.Costs, st.PrefillCosts = *money, prefill
+	case prefill != nil:
+		st.Costs = *prefill
 	}
 	st.Usage, st.SummaryUsage, st.CachedShare = UsageInfoOf(usage), UsageInfoOf(summary), cachedShare(usage)
 	st.ServerCompactionUsage = UsageInfoOf(server)
+	st.Saved = savedTile(savedFacts{Money: money, Prefill: prefill, SummaryCalls: summary.Calls, AssumedModels: assumed,
+		Currency: st.Currency})
 	writeJSON(ctx, fasthttp.StatusOK, st)
+}
+
+// addBill adds c to sum (nil: none yet) and returns the sum.
+func addBill(sum *Costs, c Costs) *Costs {
+	if sum == nil {
+		sum = &Costs{CostUnit: c.CostUnit}
+	}
+	*sum = sum.plus(c)
+	return sum
 }
 
 // listConversations answers GET /ctxpress/conversations?offset=&limit=&namespace=,

@@ -275,8 +275,13 @@ type Stats struct {
 	ServerCompactionUsage UsageInfo `json:"server_compaction_usage"`
 	CachedShare           float64   `json:"cached_share"`
 	// Costs are the sum of the conversations' (each at its model's
-	// prices); MoneySaved is net of cache effects and summary calls.
+	// prices); MoneySaved is net of cache effects and summary calls. When
+	// some are priced in money and some in prefill tokens (a local
+	// server), Costs sums those in money and PrefillCosts the others.
 	Costs
+	PrefillCosts *Costs `json:"prefill_costs,omitempty"`
+	// Saved is the dashboard's saved tile (savedTile).
+	Saved Tile `json:"saved_tile"`
 	// PricePerMillionTokens is ui.price_per_million_tokens, deprecated:
 	// money is priced per model (models: prices). 0 (configured negative)
 	// asks the dashboard to hide money.
