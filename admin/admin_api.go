@@ -14,8 +14,10 @@ import (
 
 // The conversations API: GET /ctxpress/conversations (paged, newest
 // first), GET and DELETE /ctxpress/conversations/{id}, POST
-// /ctxpress/conversations/{id}/compact, and GET /ctxpress/stats. The
-// handlers below only speak HTTP: the operations are Conversations'.
+// /ctxpress/conversations/{id}/compact, GET
+// /ctxpress/conversations/{id}/turns/{n} (one turn: turnview.go), and GET
+// /ctxpress/stats. The handlers below only speak HTTP: the operations are
+// Conversations'.
 //
 // One id may exist in several namespaces: the {id} endpoints act on every
 // match and answer them all in "data", unless ?namespace= picks one. An id
@@ -129,12 +131,17 @@ func (a *Admin) listConversations(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, fasthttp.StatusOK, page)
 }
 
-// conversationEndpoint routes /ctxpress/conversations/{id}[/compact].
+// conversationEndpoint routes /ctxpress/conversations/{id}[/compact|/turns/{n}].
 func (a *Admin) conversationEndpoint(ctx *fasthttp.RequestCtx) {
 	id, action, ok := conversationPath(string(ctx.URI().PathOriginal()))
+	turn, isTurn := strings.CutPrefix(action, "turns/")
 	switch {
 	case !ok:
 		writeError(ctx, fasthttp.StatusNotFound, "not_found", "no such ctxpress endpoint")
+	case isTurn && (ctx.IsGet() || ctx.IsHead()):
+		a.showTurn(ctx, id, turn)
+	case isTurn:
+		writeError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "conversations/{id}/turns/{n} answers GET")
 	case action == "compact" && ctx.IsPost():
 		a.scheduleCompaction(ctx, id)
 	case action == "" && (ctx.IsGet() || ctx.IsHead()):
@@ -150,15 +157,17 @@ func (a *Admin) conversationEndpoint(ctx *fasthttp.RequestCtx) {
 }
 
 // conversationPath splits the escaped request path into the conversation
-// id (unescaped) and the action after it ("" or "compact"). The escaped
-// form is read so that an id holding an encoded slash stays one id.
+// id (unescaped) and the action after it ("", "compact" or "turns/{n}").
+// The escaped form is read so that an id holding an encoded slash stays
+// one id.
 func conversationPath(escaped string) (id, action string, ok bool) {
 	rest, found := strings.CutPrefix(escaped, adminPrefix+"conversations/")
 	if !found {
 		return "", "", false
 	}
 	raw, action, _ := strings.Cut(rest, "/")
-	if strings.Contains(action, "/") {
+	if n, isTurn := strings.CutPrefix(action, "turns/"); isTurn && (n == "" || strings.Contains(n, "/")) ||
+		!isTurn && strings.Contains(action, "/") {
 		return "", "", false
 	}
 	id, err := url.PathUnescape(raw)
@@ -170,7 +179,7 @@ func conversationPath(escaped string) (id, action string, ok bool) {
 
 // conversations are the conversation operations on a's store.
 func (a *Admin) conversations() Conversations {
-	return Conversations{Store: a.deps.Store, Compacting: a.deps.Compacting, Pricing: a.deps.Pricing}
+	return Conversations{Store: a.deps.Store, Compacting: a.deps.Compacting, Pricing: a.deps.Pricing, Kept: a.kept}
 }
 
 // conversationError answers an error of a Conversations operation: 404 for

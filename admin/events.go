@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxpress/ctxpress/internal/envproxy"
@@ -102,7 +103,14 @@ type Bus struct {
 
 	mu   sync.Mutex
 	subs map[*subscriber]struct{} // guarded by mu
+	// turnWatchers counts the subscribers to turn events: dashboards
+	// open now (watched).
+	turnWatchers atomic.Int32
 }
+
+// watched reports whether a subscriber follows turns now (a dashboard is
+// open); false for a nil Bus.
+func (b *Bus) watched() bool { return b != nil && b.turnWatchers.Load() > 0 }
 
 // NewBus is a bus that logs to log, posts compaction events to
 // webhookURL when set, and names replica in every event.
@@ -193,6 +201,9 @@ func (b *Bus) subscribe(types map[string]bool) *subscriber {
 	b.mu.Lock()
 	b.subs[sub] = struct{}{}
 	b.mu.Unlock()
+	if types[EventTurn] {
+		b.turnWatchers.Add(1)
+	}
 	return sub
 }
 
@@ -200,6 +211,9 @@ func (b *Bus) unsubscribe(sub *subscriber) {
 	b.mu.Lock()
 	delete(b.subs, sub)
 	b.mu.Unlock()
+	if sub.types[EventTurn] {
+		b.turnWatchers.Add(-1)
+	}
 }
 
 // eventTypes parses the types query parameter of /ctxpress/events: a comma
