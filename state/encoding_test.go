@@ -232,30 +232,34 @@ func TestDiskTurnsUnmarshal(t *testing.T) {
 }
 
 // A turn's edits on disk: after its nine numbers (written, 0 or not, so
-// that the edits keep their place), how many, then each as kind, index,
-// count, before, after, its name's length and bytes. An earlier version
-// reads the nine and ignores the rest, as it always did a later
-// version's numbers (the row of ten in TestDiskTurnsUnmarshal); this one
-// ignores numbers after the edits alike.
+// that the edits keep their place), how many edits, how many names, each
+// name as its length and bytes, then each edit as kind, index, count,
+// before, after and its name's place (0: none). An earlier version reads
+// the nine and ignores the rest, as it always did a later version's
+// numbers (the row of ten in TestDiskTurnsUnmarshal); this one ignores
+// numbers after the edits alike.
 func TestTurnEditsOnDisk(t *testing.T) {
 	turn := Turn{At: t0, TokensBefore: 48210, TokensAfter: 6102, Compacted: true, Edits: []history.Edit{
 		{Kind: history.EditSummarised, Index: 1, Count: 30, Before: 40000, After: 900},
 		{Kind: history.EditSquashed, Index: 33, Count: 1, Name: "bash", Before: 4210, After: 380},
+		{Kind: history.EditSquashed, Index: 35, Count: 1, Name: "bash", Before: 3900, After: 350},
 	}}
-	const disk = `[[1735787045000,48210,6102,0,1,0,0,0,0,2,4,1,30,40000,900,0,1,33,1,4210,380,4,98,97,115,104]]`
+	const disk = `[[1735787045000,48210,6102,0,1,0,0,0,0,3,1,4,98,97,115,104,4,1,30,40000,900,0,1,33,1,4210,380,1,1,35,1,3900,350,1]]`
 	out, err := json.Marshal(diskTurns{turn})
 	if err != nil || string(out) != disk {
 		t.Fatalf("%s, %v; want %s", out, err, disk)
 	}
+	const head = `[[1735787045000,48210,6102,0,1,0,0,0,0,3,1,4,98,97,115,104,`
 	for _, tc := range []struct {
 		name, in string
 		want     []history.Edit
 	}{
 		{"as written", disk, turn.Edits},
 		{"a later version's numbers after the edits", strings.TrimSuffix(disk, "]]") + `,7,7,7]]`, turn.Edits},
-		{"an edit cut short: those before it", `[[1735787045000,48210,6102,0,1,0,0,0,0,2,4,1,30,40000,900,0,1,33,1,4210,380,4,98,97]]`, turn.Edits[:1]},
-		{"a name byte out of range: those before it", `[[1735787045000,48210,6102,0,1,0,0,0,0,2,4,1,30,40000,900,0,1,33,1,4210,380,1,256]]`, turn.Edits[:1]},
-		{"a name longer than any written: those before it", `[[1735787045000,48210,6102,0,1,0,0,0,0,2,4,1,30,40000,900,0,1,33,1,4210,380,99]]`, turn.Edits[:1]},
+		{"an edit cut short: those before it", head + `4,1,30,40000,900,0,1,33,1,4210,380,1,1,35]]`, turn.Edits[:2]},
+		{"a name that is not there: those before it", head + `4,1,30,40000,900,0,1,33,1,4210,380,2]]`, turn.Edits[:1]},
+		{"a name byte out of range: none", `[[1735787045000,48210,6102,0,1,0,0,0,0,1,1,1,256,4,1,30,40000,900,0]]`, nil},
+		{"a name longer than any written: none", `[[1735787045000,48210,6102,0,1,0,0,0,0,1,1,99,4,1,30,40000,900,0]]`, nil},
 		{"none", `[[1735787045000,48210,6102,0,1,0,0,0,0,0]]`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ const (
 	// MaxTurnEdits is how many edits AddTurn keeps with a turn
 	// (history.BoundEdits: the largest, and one for the rest), and
 	// MaxEditName how many bytes of an edit's name.
-	MaxTurnEdits = 8
+	MaxTurnEdits = 6
 	MaxEditName  = 32
 	// MaxTitle is how many bytes of a conversation's Title and Agent a
 	// record keeps.
