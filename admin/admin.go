@@ -60,6 +60,7 @@ type Admin struct {
 	deps    Deps
 	events  *Bus
 	metrics *Metrics
+	kept    *Kept // the bodies of recent turns, for their turn view
 }
 
 // New is the admin side of a server configured as cfg.
@@ -67,7 +68,22 @@ func New(cfg Config, deps Deps) *Admin {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Admin{cfg: cfg, deps: deps, events: deps.Events, metrics: deps.Metrics}
+	return &Admin{cfg: cfg, deps: deps, events: deps.Events, metrics: deps.Metrics,
+		kept: NewKept(KeptPerConversation, KeptBytes)}
+}
+
+// Keep keeps an answered turn's bodies for its turn view (Kept.Keep),
+// stamped now, while somebody looks: a dashboard following turns, or the
+// admin API used within KeptWatch. Call it as the turn is queued for its
+// record.
+func (a *Admin) Keep(d TurnDetail) {
+	watched := a.events.watched()
+	if !watched && a.kept.until.Load() == 0 { // never watched: not even a clock reading
+		return
+	}
+	if now := a.cfg.Clock(); watched || a.kept.watched(now) {
+		a.kept.Keep(d, now)
+	}
 }
 
 // Cookie carries the admin token for the dashboard: a browser cannot
@@ -93,6 +109,9 @@ func (a *Admin) Serve(ctx *fasthttp.RequestCtx) {
 			"admin endpoints need the admin token (Authorization: Bearer …), or a loopback client when none is set (admin_token, env CTXPRESS_ADMIN_TOKEN)")
 		return
 	}
+	// Somebody looks: the turns answered from now on keep their bodies
+	// for the turn view a while.
+	a.kept.Watch(a.cfg.Clock().Add(KeptWatch))
 	if !ctx.IsGet() && !ctx.IsHead() && crossSite(ctx) {
 		writeError(ctx, fasthttp.StatusForbidden, "cross_site", "admin changes are not accepted from another site's page")
 		return

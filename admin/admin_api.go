@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,8 +14,10 @@ import (
 
 // The conversations API: GET /ctxpress/conversations (paged, newest
 // first), GET and DELETE /ctxpress/conversations/{id}, POST
-// /ctxpress/conversations/{id}/compact, and GET /ctxpress/stats. The
-// handlers below only speak HTTP: the operations are Conversations'.
+// /ctxpress/conversations/{id}/compact, GET
+// /ctxpress/conversations/{id}/turns/{n} (one turn: turnview.go), and GET
+// /ctxpress/stats. The handlers below only speak HTTP: the operations are
+// Conversations'.
 //
 // One id may exist in several namespaces: the {id} endpoints act on every
 // match and answer them all in "data", unless ?namespace= picks one. An id
@@ -58,6 +61,8 @@ func (a *Admin) serveStats(ctx *fasthttp.RequestCtx) {
 		st.Compacting = a.deps.Running()
 	}
 	var usage, summary, server state.Usage
+	var money, prefill *Costs // the bills summed by unit; nil: none in it
+	var assumed []string
 	if a.deps.Store != nil {
 		_, st.Persistent = a.deps.Store.(state.Sizer)
 		recs, err := a.deps.Store.List(state.ListOptions{})
@@ -73,12 +78,37 @@ func (a *Admin) serveStats(ctx *fasthttp.RequestCtx) {
 			st.TokensSaved += r.TokensSaved
 			st.Compactions += r.Compactions
 			usage, summary, server = usage.Plus(r.Usage), summary.Plus(r.Summary), server.Plus(r.ServerCompaction)
-			st.Costs = st.Costs.plus(pricing.Bill(r))
+			bill := pricing.Bill(r)
+			if bill.CostUnit == CostPrefill {
+				prefill = addBill(prefill, bill)
+			} else {
+				money = addBill(money, bill)
+			}
+			if bill.PriceBasis == BasisAssumed && !slices.Contains(assumed, r.Model) {
+				assumed = append(assumed, r.Model)
+			}
 		}
+	}
+	switch {
+	case money != nil:
+		st.Costs, st.PrefillCosts = *money, prefill
+	case prefill != nil:
+		st.Costs = *prefill
 	}
 	st.Usage, st.SummaryUsage, st.CachedShare = UsageInfoOf(usage), UsageInfoOf(summary), cachedShare(usage)
 	st.ServerCompactionUsage = UsageInfoOf(server)
+	st.Saved = savedTile(savedFacts{Money: money, Prefill: prefill, SummaryCalls: summary.Calls, AssumedModels: assumed,
+		Currency: st.Currency})
 	writeJSON(ctx, fasthttp.StatusOK, st)
+}
+
+// addBill adds c to sum (nil: none yet) and returns the sum.
+func addBill(sum *Costs, c Costs) *Costs {
+	if sum == nil {
+		sum = &Costs{CostUnit: c.CostUnit}
+	}
+	*sum = sum.plus(c)
+	return sum
 }
 
 // listConversations answers GET /ctxpress/conversations?offset=&limit=&namespace=,
@@ -104,12 +134,17 @@ func (a *Admin) listConversations(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, fasthttp.StatusOK, page)
 }
 
-// conversationEndpoint routes /ctxpress/conversations/{id}[/compact].
+// conversationEndpoint routes /ctxpress/conversations/{id}[/compact|/turns/{n}].
 func (a *Admin) conversationEndpoint(ctx *fasthttp.RequestCtx) {
 	id, action, ok := conversationPath(string(ctx.URI().PathOriginal()))
+	turn, isTurn := strings.CutPrefix(action, "turns/")
 	switch {
 	case !ok:
 		writeError(ctx, fasthttp.StatusNotFound, "not_found", "no such ctxpress endpoint")
+	case isTurn && (ctx.IsGet() || ctx.IsHead()):
+		a.showTurn(ctx, id, turn)
+	case isTurn:
+		writeError(ctx, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "conversations/{id}/turns/{n} answers GET")
 	case action == "compact" && ctx.IsPost():
 		a.scheduleCompaction(ctx, id)
 	case action == "" && (ctx.IsGet() || ctx.IsHead()):
@@ -125,15 +160,17 @@ func (a *Admin) conversationEndpoint(ctx *fasthttp.RequestCtx) {
 }
 
 // conversationPath splits the escaped request path into the conversation
-// id (unescaped) and the action after it ("" or "compact"). The escaped
-// form is read so that an id holding an encoded slash stays one id.
+// id (unescaped) and the action after it ("", "compact" or "turns/{n}").
+// The escaped form is read so that an id holding an encoded slash stays
+// one id.
 func conversationPath(escaped string) (id, action string, ok bool) {
 	rest, found := strings.CutPrefix(escaped, adminPrefix+"conversations/")
 	if !found {
 		return "", "", false
 	}
 	raw, action, _ := strings.Cut(rest, "/")
-	if strings.Contains(action, "/") {
+	if n, isTurn := strings.CutPrefix(action, "turns/"); isTurn && (n == "" || strings.Contains(n, "/")) ||
+		!isTurn && strings.Contains(action, "/") {
 		return "", "", false
 	}
 	id, err := url.PathUnescape(raw)
@@ -145,7 +182,7 @@ func conversationPath(escaped string) (id, action string, ok bool) {
 
 // conversations are the conversation operations on a's store.
 func (a *Admin) conversations() Conversations {
-	return Conversations{Store: a.deps.Store, Compacting: a.deps.Compacting, Pricing: a.deps.Pricing}
+	return Conversations{Store: a.deps.Store, Compacting: a.deps.Compacting, Pricing: a.deps.Pricing, Kept: a.kept}
 }
 
 // conversationError answers an error of a Conversations operation: 404 for

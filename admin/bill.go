@@ -33,9 +33,45 @@ type Pricing struct {
 	SummaryModel string
 }
 
-// Unit is the unit p's bills are in.
+// Unit is the unit of p's bills of a model without a models: price.
 func (p Pricing) Unit() string {
 	if p.Agent.Local {
+		return CostPrefill
+	}
+	return CostUSD
+}
+
+// Where the prices of a bill come from (Costs.PriceBasis).
+const (
+	// BasisConfigured: the model's models: prices, in money whatever the
+	// upstream (a hosted model behind a local address is priced so).
+	BasisConfigured = "configured"
+	// BasisList: the built-in table's list prices (rewrite.ListPrices).
+	BasisList = "list"
+	// BasisAssumed: a hosted model nobody knows the price of, at
+	// rewrite.DefaultPrices: a guess, and shown as one.
+	BasisAssumed = "assumed"
+	// BasisLocal: a local server, in prefill tokens (CostPrefill).
+	BasisLocal = "local"
+)
+
+// Basis is where the prices of a conversation of model come from.
+func (p Pricing) Basis(model string) string {
+	if _, ok := p.Agent.Models[model]; ok {
+		return BasisConfigured
+	}
+	if p.Agent.Local {
+		return BasisLocal
+	}
+	if _, ok := rewrite.ListPrices(model); ok {
+		return BasisList
+	}
+	return BasisAssumed
+}
+
+// unitOf is the unit of a bill on basis.
+func unitOf(basis string) string {
+	if basis == BasisLocal {
 		return CostPrefill
 	}
 	return CostUSD
@@ -67,13 +103,21 @@ type Costs struct {
 	MoneySaved float64 `json:"money_saved"`
 	// CostUnit is CostUSD or CostPrefill (a local upstream).
 	CostUnit string `json:"cost_unit"`
+	// PriceBasis is where the prices came from (BasisConfigured, …); of
+	// a sum, BasisAssumed when any part was assumed.
+	PriceBasis string `json:"price_basis"`
 }
 
-// plus returns c with d's amounts added.
+// plus returns c with d's amounts added: a sum at assumed prices in any
+// part is at assumed prices.
 func (c Costs) plus(d Costs) Costs {
+	basis := c.PriceBasis
+	if basis == "" || d.PriceBasis == BasisAssumed {
+		basis = d.PriceBasis
+	}
 	return Costs{Cost: c.Cost + d.Cost, SummaryCost: c.SummaryCost + d.SummaryCost,
 		CostDirectEstimate: c.CostDirectEstimate + d.CostDirectEstimate, MoneySaved: c.MoneySaved + d.MoneySaved,
-		CostUnit: c.CostUnit}
+		CostUnit: c.CostUnit, PriceBasis: basis}
 }
 
 // Bill is r's bill: its requests and the direct estimate at its model's
@@ -82,8 +126,9 @@ func (p Pricing) Bill(r state.Record) Costs {
 	prices := p.Agent.PricesFor(r.Model)
 	agent, direct := prices.Cost(Billable(r.Usage)), prices.Cost(Billable(r.Direct))
 	summary := p.SummaryPrices(r.Model).Cost(Billable(r.Summary))
+	basis := p.Basis(r.Model)
 	return Costs{Cost: agent + summary, SummaryCost: summary, CostDirectEstimate: direct,
-		MoneySaved: direct - agent - summary, CostUnit: p.Unit()}
+		MoneySaved: direct - agent - summary, CostUnit: unitOf(basis), PriceBasis: basis}
 }
 
 // UsageInfo is usage an upstream reported, summed over calls.

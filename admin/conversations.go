@@ -30,6 +30,8 @@ type Conversations struct {
 	// Pricing prices what the conversations used; the zero value is the
 	// built-in list prices.
 	Pricing Pricing
+	// Kept has the bodies of recent turns (the server's); nil: none.
+	Kept *Kept
 }
 
 // ConversationPage is one page of List, newest first.
@@ -75,7 +77,7 @@ func (c Conversations) Show(id, namespace string) ([]ConversationDetail, error) 
 	}
 	out := make([]ConversationDetail, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, conversationDetailOf(r, c.compacting(r.Key), c.Pricing))
+		out = append(out, conversationDetailOf(r, c.compacting(r.Key), c.Pricing, c.Kept))
 	}
 	return out, nil
 }
@@ -155,8 +157,13 @@ const (
 
 // ConversationInfo is a conversation in a list: its counters and state.
 type ConversationInfo struct {
-	ID                  string    `json:"id"`
-	Namespace           string    `json:"namespace"`
+	ID        string `json:"id"`
+	Namespace string `json:"namespace"`
+	// Title is what the user first asked, Agent the client of the latest
+	// request (from its User-Agent): "" when not known (a conversation
+	// recorded before they were kept, until its next request).
+	Title               string    `json:"title,omitempty"`
+	Agent               string    `json:"agent,omitempty"`
 	Model               string    `json:"model"`
 	Requests            int64     `json:"requests"`
 	TokensBefore        int64     `json:"tokens_before"`
@@ -242,6 +249,9 @@ type BreakerInfo struct {
 
 // TurnInfo is one recorded request.
 type TurnInfo struct {
+	// Number is the request's place in the conversation, from 1 (the
+	// record keeps the last state.MaxTurns): the {n} of its turn view.
+	Number       int       `json:"number"`
 	At           time.Time `json:"at"`
 	TokensBefore int       `json:"tokens_before"`
 	TokensAfter  int       `json:"tokens_after"`
@@ -257,6 +267,17 @@ type TurnInfo struct {
 	// upstream did not compact.
 	ServerCompactionInputTokens  int `json:"server_compaction_input_tokens,omitempty"`
 	ServerCompactionOutputTokens int `json:"server_compaction_output_tokens,omitempty"`
+	// Edits are what the forwarded request did to the client's messages
+	// (the record keeps the largest state.MaxTurnEdits; the turn view
+	// lists them all while the turn is kept); none for a turn recorded
+	// before edits were kept.
+	Edits []EditInfo `json:"edits"`
+	// Compaction marks the turn where a compaction happened
+	// (compactionMarks); nil elsewhere.
+	Compaction *CompactionMark `json:"compaction,omitempty"`
+	// Kept reports that ctxpress still holds the turn's bodies, as sent
+	// and as forwarded, for its turn view.
+	Kept bool `json:"kept"`
 }
 
 // Stats are the totals over every stored conversation.
@@ -275,8 +296,13 @@ type Stats struct {
 	ServerCompactionUsage UsageInfo `json:"server_compaction_usage"`
 	CachedShare           float64   `json:"cached_share"`
 	// Costs are the sum of the conversations' (each at its model's
-	// prices); MoneySaved is net of cache effects and summary calls.
+	// prices); MoneySaved is net of cache effects and summary calls. When
+	// some are priced in money and some in prefill tokens (a local
+	// server), Costs sums those in money and PrefillCosts the others.
 	Costs
+	PrefillCosts *Costs `json:"prefill_costs,omitempty"`
+	// Saved is the dashboard's saved tile (savedTile).
+	Saved Tile `json:"saved_tile"`
 	// PricePerMillionTokens is ui.price_per_million_tokens, deprecated:
 	// money is priced per model (models: prices). 0 (configured negative)
 	// asks the dashboard to hide money.
@@ -296,7 +322,7 @@ type Stats struct {
 func conversationInfoOf(r state.Record, compacting bool, p Pricing) ConversationInfo {
 	l := r.CurrentLine()
 	return ConversationInfo{
-		ID: r.Key.ID, Namespace: r.Key.Namespace, Model: r.Model,
+		ID: r.Key.ID, Namespace: r.Key.Namespace, Title: r.Title, Agent: r.Agent, Model: r.Model,
 		Requests: r.Requests, TokensBefore: r.TokensBefore, TokensAfter: r.TokensAfter,
 		TokensSaved: r.TokensSaved, Compactions: r.Compactions,
 		LastInputTokens: l.Calibration.LastInput, LastEstimate: l.Calibration.LastEstimate, Calibration: l.Calibration.Ratio,
@@ -309,8 +335,9 @@ func conversationInfoOf(r state.Record, compacting bool, p Pricing) Conversation
 	}
 }
 
-// conversationDetailOf is r in full, as GET conversations/{id} shows it.
-func conversationDetailOf(r state.Record, compacting bool, p Pricing) ConversationDetail {
+// conversationDetailOf is r in full, as GET conversations/{id} shows it;
+// kept says which of its turns' bodies are kept (nil: none).
+func conversationDetailOf(r state.Record, compacting bool, p Pricing, kept *Kept) ConversationDetail {
 	d := ConversationDetail{ConversationInfo: conversationInfoOf(r, compacting, p),
 		Branches: []BranchInfo{}, RecentSummaries: []SummaryInfo{}, Turns: []TurnInfo{}}
 	cur := -1
@@ -342,10 +369,26 @@ func conversationDetailOf(r state.Record, compacting bool, p Pricing) Conversati
 	if !b.BackoffUntil.IsZero() {
 		d.Breaker.BackoffUntil = &b.BackoffUntil
 	}
-	for _, t := range r.Turns {
-		d.Turns = append(d.Turns, TurnInfo{At: t.At, TokensBefore: t.TokensBefore, TokensAfter: t.TokensAfter,
-			InputTokens: t.InputTokens, CachedTokens: t.CachedTokens, CacheWriteTokens: t.CacheWriteTokens, Compacted: t.Compacted,
-			ServerCompactionInputTokens: t.ServerCompactionInput, ServerCompactionOutputTokens: t.ServerCompactionOutput})
+	marks, isKept := compactionMarks(r.Turns, r.RecentSummaries), kept.keptOf(r.Key, r.Turns)
+	for i := range r.Turns {
+		ti := turnInfoOf(r, i)
+		ti.Compaction, ti.Kept = marks[i], isKept[i]
+		d.Turns = append(d.Turns, ti)
 	}
 	return d
+}
+
+// turnInfoOf is r's turn i (of r.Turns) without its compaction mark.
+func turnInfoOf(r state.Record, i int) TurnInfo {
+	t := r.Turns[i]
+	return TurnInfo{Number: turnNumber(r, i), At: t.At, TokensBefore: t.TokensBefore, TokensAfter: t.TokensAfter,
+		InputTokens: t.InputTokens, CachedTokens: t.CachedTokens, CacheWriteTokens: t.CacheWriteTokens, Compacted: t.Compacted,
+		ServerCompactionInputTokens: t.ServerCompactionInput, ServerCompactionOutputTokens: t.ServerCompactionOutput,
+		Edits: editInfos(t.Edits)}
+}
+
+// turnNumber is the place in its conversation of r's turn i: AddTurn
+// counts every turn in Requests and keeps the last MaxTurns.
+func turnNumber(r state.Record, i int) int {
+	return max(int(r.Requests)-len(r.Turns), 0) + i + 1
 }

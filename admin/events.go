@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ctxpress/ctxpress/internal/envproxy"
@@ -107,6 +108,9 @@ type Bus struct {
 
 	skipMu sync.Mutex
 	skips  skipTally // guarded by skipMu
+	// turnWatchers counts the subscribers to turn events: dashboards
+	// open now (watched).
+	turnWatchers atomic.Int32
 }
 
 // skipSummaryEvery is the shortest time between two info lines summing
@@ -177,6 +181,10 @@ func skipReason(reason string) string {
 	}
 	return b.String()
 }
+
+// watched reports whether a subscriber follows turns now (a dashboard is
+// open); false for a nil Bus.
+func (b *Bus) watched() bool { return b != nil && b.turnWatchers.Load() > 0 }
 
 // NewBus is a bus that logs to log, posts compaction events to
 // webhookURL when set, and names replica in every event.
@@ -278,6 +286,9 @@ func (b *Bus) subscribe(types map[string]bool) *subscriber {
 	b.mu.Lock()
 	b.subs[sub] = struct{}{}
 	b.mu.Unlock()
+	if types[EventTurn] {
+		b.turnWatchers.Add(1)
+	}
 	return sub
 }
 
@@ -285,6 +296,9 @@ func (b *Bus) unsubscribe(sub *subscriber) {
 	b.mu.Lock()
 	delete(b.subs, sub)
 	b.mu.Unlock()
+	if sub.types[EventTurn] {
+		b.turnWatchers.Add(-1)
+	}
 }
 
 // eventTypes parses the types query parameter of /ctxpress/events: a comma

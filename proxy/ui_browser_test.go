@@ -244,11 +244,12 @@ func checkBillShown(t *testing.T, p *testProxy, text func(string) string, count 
 		t.Fatalf("stats %+v: no cache, no summary calls or no dollars; the check proves nothing", stats)
 	}
 	want := map[string]string{
-		`#t-cached`:   shareText(stats.CachedShare),
-		`#t-cost`:     moneyText(stats.Cost),
-		`#t-cost-sub`: "incl. " + moneyText(stats.SummaryCost) + " of summary calls",
-		`#t-money`:    moneyText(stats.MoneySaved),
-		`#t-price`:    "vs. " + moneyText(stats.CostDirectEstimate) + " direct (estimate), net of cache and summaries",
+		`#t-cached`:     shareText(stats.CachedShare),
+		`#t-cost`:       moneyText(stats.Cost),
+		`#t-cost-sub`:   "incl. " + moneyText(stats.SummaryCost) + " of summary calls",
+		`#t-money`:      moneyText(stats.MoneySaved),
+		`#t-money-note`: fmt.Sprintf("(net of cache and %d summary calls)", stats.SummaryUsage.Calls),
+		`#t-price`:      "vs. " + moneyText(stats.CostDirectEstimate) + " sent as is (estimate)",
 	}
 	var got struct{ Data []admin.ConversationDetail }
 	getJSON(t, p.URL+"/ctxpress/conversations/leap-year-fix", &got)

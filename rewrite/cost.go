@@ -101,6 +101,15 @@ func (c CostConfig) PricesFor(model string) Prices {
 	if c.Local {
 		return LocalPrices
 	}
+	if p, ok := ListPrices(model); ok {
+		return p
+	}
+	return DefaultPrices
+}
+
+// ListPrices returns model's prices from the built-in table of list
+// prices; false when the table does not know it.
+func ListPrices(model string) (Prices, bool) {
 	name := strings.ToLower(model)
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
@@ -111,10 +120,7 @@ func (c CostConfig) PricesFor(model string) Prices {
 			best, found = len(k.prefix), k.prices
 		}
 	}
-	if best < 0 {
-		return DefaultPrices
-	}
-	return found
+	return found, best >= 0
 }
 
 // complete fills what an override left out: a cache write costs what an

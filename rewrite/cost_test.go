@@ -39,6 +39,13 @@ func TestPricesFor(t *testing.T) {
 	if got := local.PricesFor("my-azure-gpt"); got.Input != 3 {
 		t.Errorf("a models: entry wins over the local pricing: got %+v", got)
 	}
+	// The table, and only it, says which models it knows: gpt-5's list
+	// prices happen to equal DefaultPrices, and it is still known.
+	for model, known := range map[string]bool{"gpt-5": true, "anthropic/claude-sonnet-4-5": true, "some-local-gguf": false, "my-azure-gpt": false} {
+		if p, ok := ListPrices(model); ok != known || ok && p != cfg.PricesFor(model) {
+			t.Errorf("ListPrices(%q) = %+v, %v; want known %v", model, p, ok, known)
+		}
+	}
 }
 
 func TestCostOfUsage(t *testing.T) {

@@ -228,7 +228,7 @@ func appendedTurns(old, ts []Turn) (added int, ok bool) {
 				return added, true
 			case !byValue && &ts[k-1] == &old[len(old)-1]:
 				return added, true
-			case byValue && slices.Equal(ts[:k], old[len(old)-k:]):
+			case byValue && slices.EqualFunc(ts[:k], old[len(old)-k:], sameTurn):
 				return added, true
 			}
 		}

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,6 +19,8 @@ type diskRecord struct {
 	Namespace       string        `json:"ns"`
 	ID              string        `json:"id"`
 	Model           string        `json:"model,omitempty"`
+	Title           string        `json:"title,omitempty"`
+	Agent           string        `json:"agent,omitempty"`
 	Requests        int64         `json:"requests,omitempty"`
 	TokensBefore    int64         `json:"tokens_before,omitempty"`
 	TokensAfter     int64         `json:"tokens_after,omitempty"`
@@ -176,11 +179,13 @@ type diskSummary struct {
 // diskTurns are Turns as a JSON array of arrays of integers: [at (Unix
 // milliseconds, 0 for the zero time), tokens before, tokens after, input
 // tokens, compacted (0 or 1)], then cached and cache-write tokens when
-// either is not 0 or the turn has a server compaction, then its input and
-// output tokens when either is not 0 (a turn of an earlier version has
-// five or seven numbers, and reads as 0 for those it lacks). A record
-// keeps up to MaxTurns of them and every Update reads and writes them
-// all, so they are small and have their own codec (encoding/json's
+// either is not 0 or more follows, then the server compaction's input and
+// output tokens when either is not 0 or more follows, then the edits when
+// there are any (appendEdits). A turn of an earlier version has five,
+// seven or nine numbers, and reads as 0 and no edits for those it lacks;
+// an earlier version reads this one's first nine and ignores the rest. A
+// record keeps up to MaxTurns of them and every Update reads and writes
+// them all, so they are small and have their own codec (encoding/json's
 // reflection costs ten times more).
 type diskTurns []Turn
 
@@ -213,7 +218,8 @@ func appendTurn(b []byte, t Turn) []byte {
 	} else {
 		b = append(b, ",0"...)
 	}
-	server := t.ServerCompactionInput != 0 || t.ServerCompactionOutput != 0
+	edits := len(t.Edits) > 0
+	server := t.ServerCompactionInput != 0 || t.ServerCompactionOutput != 0 || edits
 	if t.CachedTokens != 0 || t.CacheWriteTokens != 0 || server {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(t.CachedTokens), 10)
@@ -226,7 +232,105 @@ func appendTurn(b []byte, t Turn) []byte {
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(t.ServerCompactionOutput), 10)
 	}
+	if edits {
+		b = appendEdits(b, t.Edits)
+	}
 	return append(b, ']')
+}
+
+// appendEdits appends a turn's edits as integers after its nine numbers:
+// how many edits, how many names, each name as its length in bytes (at
+// most MaxEditName) and those bytes, then each edit as kind, index,
+// count, tokens before, tokens after and its name's place among the
+// names from 1 (0: none). A name is written once however many edits
+// carry it: an agent's outputs are mostly one tool's. Integers, not
+// strings, because an earlier version reads a turn's numbers after the
+// ninth and ignores them, where a string would make it refuse the
+// record; a later version's numbers after the edits are ignored alike.
+func appendEdits(b []byte, es []history.Edit) []byte {
+	var room [MaxTurnEdits]string
+	names := room[:0]
+	refs := make([]int, len(es))
+	for i, e := range es {
+		name := truncate(e.Name, MaxEditName)
+		if name == "" {
+			continue
+		}
+		j := slices.Index(names, name)
+		if j < 0 {
+			j, names = len(names), append(names, name)
+		}
+		refs[i] = j + 1
+	}
+	b = appendInts(b, len(es), len(names))
+	for _, name := range names {
+		b = appendInts(b, len(name))
+		for i := 0; i < len(name); i++ {
+			b = appendInts(b, int(name[i]))
+		}
+	}
+	for i, e := range es {
+		b = appendInts(b, int(e.Kind), e.Index, e.Count, e.Before, e.After, refs[i])
+	}
+	return b
+}
+
+// appendInts appends ",v" for each v.
+func appendInts(b []byte, vs ...int) []byte {
+	for _, v := range vs {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(v), 10)
+	}
+	return b
+}
+
+// editNumbers is how many numbers an edit is.
+const editNumbers = 6
+
+// readEdits reads what appendEdits wrote, from the numbers after a turn's
+// ninth; nil when there are none. Numbers that do not make the names (a
+// byte out of range, a name cut short) make no edits; those that do not
+// make an edit (one cut short, a name that is not there) end the list,
+// and what came before them is kept.
+func readEdits(v []int64) []history.Edit {
+	if len(v) < 2 || v[0] <= 0 || v[1] < 0 {
+		return nil
+	}
+	n, m := v[0], v[1]
+	v = v[2:]
+	var names []string
+	for ; m > 0; m-- {
+		if len(v) == 0 || v[0] < 0 || v[0] > MaxEditName || int64(len(v)-1) < v[0] {
+			return nil
+		}
+		name := make([]byte, v[0])
+		for i := range name {
+			c := v[1+i]
+			if c < 0 || c > 255 {
+				return nil
+			}
+			name[i] = byte(c)
+		}
+		names = append(names, string(name))
+		v = v[1+len(name):]
+	}
+	out := make([]history.Edit, 0, min(n, int64(len(v)/editNumbers)))
+	for ; n > 0 && len(v) >= editNumbers; n-- {
+		kind, ref := v[0], v[5]
+		if kind < 0 || kind > 255 || ref < 0 || ref > int64(len(names)) {
+			break
+		}
+		e := history.Edit{Kind: history.EditKind(kind), Index: int(v[1]), Count: int(v[2]), Before: int(v[3]), After: int(v[4])}
+		if ref > 0 {
+			e.Name = names[ref-1]
+		}
+		out = append(out, e)
+		v = v[editNumbers:]
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // turnNumbers are the numbers of a turn this version reads: diskTurns'
@@ -235,8 +339,8 @@ const turnNumbers = 9
 
 // UnmarshalJSON reads what MarshalJSON writes. encoding/json has validated the
 // syntax; it still rejects other shapes (fewer than five numbers,
-// non-integers). An inner array with more than nine numbers, from a
-// future version, is accepted and the extra numbers ignored.
+// non-integers). The numbers after the ninth are the turn's edits
+// (readEdits); a future version's numbers after them are ignored.
 func (ts *diskTurns) UnmarshalJSON(b []byte) error {
 	p := turnParser{b: b}
 	if p.consume('n') { // null
@@ -247,6 +351,7 @@ func (ts *diskTurns) UnmarshalJSON(b []byte) error {
 		return p.fail()
 	}
 	var out diskTurns
+	var more []int64 // a turn's numbers after the ninth, its edits
 	if !p.consume(']') {
 		for {
 			if !p.consume('[') {
@@ -254,6 +359,7 @@ func (ts *diskTurns) UnmarshalJSON(b []byte) error {
 			}
 			var v [turnNumbers]int64
 			n := 0
+			more = more[:0]
 			for {
 				x, ok := p.int()
 				if !ok {
@@ -261,6 +367,8 @@ func (ts *diskTurns) UnmarshalJSON(b []byte) error {
 				}
 				if n < len(v) {
 					v[n] = x
+				} else {
+					more = append(more, x)
 				}
 				n++
 				if p.consume(']') {
@@ -274,7 +382,8 @@ func (ts *diskTurns) UnmarshalJSON(b []byte) error {
 				return fmt.Errorf("state: turn with %d numbers, want 5 at least", n)
 			}
 			t := Turn{TokensBefore: int(v[1]), TokensAfter: int(v[2]), InputTokens: int(v[3]), Compacted: v[4] != 0,
-				CachedTokens: int(v[5]), CacheWriteTokens: int(v[6]), ServerCompactionInput: int(v[7]), ServerCompactionOutput: int(v[8])}
+				CachedTokens: int(v[5]), CacheWriteTokens: int(v[6]), ServerCompactionInput: int(v[7]), ServerCompactionOutput: int(v[8]),
+				Edits: readEdits(more)}
 			if v[0] != 0 {
 				t.At = time.UnixMilli(v[0]).UTC()
 			}
@@ -351,6 +460,8 @@ func encodeRecordWithTurns(r *Record, field string, ts []Turn, list []byte) ([]b
 		Namespace:     r.Key.Namespace,
 		ID:            r.Key.ID,
 		Model:         r.Model,
+		Title:         r.Title,
+		Agent:         r.Agent,
 		Requests:      r.Requests,
 		TokensBefore:  r.TokensBefore,
 		TokensAfter:   r.TokensAfter,
@@ -422,6 +533,8 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 	r := Record{
 		Key:              key,
 		Model:            d.Model,
+		Title:            d.Title,
+		Agent:            d.Agent,
 		Requests:         d.Requests,
 		TokensBefore:     d.TokensBefore,
 		TokensAfter:      d.TokensAfter,

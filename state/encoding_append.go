@@ -45,7 +45,7 @@ func appendDiskRecordFast(b []byte, d *diskRecord) (_ []byte, ok bool) {
 // diskRecordSizeHint is about how many bytes d encodes to (more for
 // records without long strings), so the buffer is allocated once.
 func diskRecordSizeHint(d *diskRecord) int {
-	n := 512 + len(d.Namespace) + len(d.ID) + len(d.Model) + len(d.Turns)*48
+	n := 512 + len(d.Namespace) + len(d.ID) + len(d.Model) + len(d.Title) + len(d.Agent) + len(d.Turns)*48
 	for i := range d.Branches {
 		n += 240 + len(d.Branches[i].Summary)
 	}
@@ -199,6 +199,8 @@ func (e *recordAppender) record(b []byte, d *diskRecord) []byte {
 	b = str(b, "ns", d.Namespace)
 	b = str(b, "id", d.ID)
 	b = strOmitEmpty(b, "model", d.Model)
+	b = strOmitEmpty(b, "title", d.Title)
+	b = strOmitEmpty(b, "agent", d.Agent)
 	b = intOmitEmpty(b, "requests", d.Requests)
 	b = intOmitEmpty(b, "tokens_before", d.TokensBefore)
 	b = intOmitEmpty(b, "tokens_after", d.TokensAfter)

@@ -187,6 +187,8 @@ func (g *recordGen) fill(v reflect.Value, depth int) {
 		v.SetFloat(g.float())
 	case reflect.Bool:
 		v.SetBool(g.r.IntN(2) == 0)
+	case reflect.Uint8: // history.EditKind
+		v.SetUint(uint64(g.r.IntN(256)))
 	case reflect.Array: // ChainHash: zero, or random bytes
 		if g.r.IntN(3) > 0 {
 			for i := range v.Len() {

@@ -164,7 +164,10 @@ func TestNormalizeMatchesRoundTrip(t *testing.T) {
 			Requests: math.MaxInt64, Lines: []Line{{Numbers: history.Numbers{Calibration: history.Calibration{LastInput: math.MaxInt32}}, Messages: math.MaxInt32}},
 			Turns: []Turn{{TokensBefore: math.MaxInt32, TokensAfter: -1, InputTokens: math.MinInt32}},
 		},
-		"cache counts": {Turns: []Turn{{InputTokens: 90, CachedTokens: 80}, {InputTokens: 95, CacheWriteTokens: 5}, {InputTokens: 1}}},
+		"edits": {Turns: []Turn{{Edits: []history.Edit{}}, {Edits: []history.Edit{{Kind: history.EditPruned, Index: 3, Count: 1,
+			Name: strings.Repeat("é", MaxEditName), Before: 900, After: 20}}}, {InputTokens: 4, Edits: []history.Edit{{Kind: history.EditCut, Count: 2}}}}},
+		"title and agent": {Title: "Fix <b>it</b>\u2028", Agent: "claude-cli/2.0.14"},
+		"cache counts":    {Turns: []Turn{{InputTokens: 90, CachedTokens: 80}, {InputTokens: 95, CacheWriteTokens: 5}, {InputTokens: 1}}},
 		"server compaction": {ServerCompaction: Usage{Calls: 1, Input: 15013, Output: 812},
 			Turns: []Turn{{InputTokens: 108, ServerCompactionInput: 15013, ServerCompactionOutput: 812}, {InputTokens: 9, ServerCompactionOutput: 1}}},
 		"usage": {Usage: Usage{Calls: 1, Input: 90, Cached: 80}, Summary: Usage{Unreported: 1}, Direct: Usage{Output: math.MaxInt64},
@@ -225,6 +228,74 @@ func TestDiskTurnsUnmarshal(t *testing.T) {
 		if err != nil || !reflect.DeepEqual([]Turn(got.Turns), c.want) {
 			t.Errorf("%s = %+v, %v; want %+v", c.in, got.Turns, err, c.want)
 		}
+	}
+}
+
+// A turn's edits on disk: after its nine numbers (written, 0 or not, so
+// that the edits keep their place), how many edits, how many names, each
+// name as its length and bytes, then each edit as kind, index, count,
+// before, after and its name's place (0: none). An earlier version reads
+// the nine and ignores the rest, as it always did a later version's
+// numbers (the row of ten in TestDiskTurnsUnmarshal); this one ignores
+// numbers after the edits alike.
+func TestTurnEditsOnDisk(t *testing.T) {
+	turn := Turn{At: t0, TokensBefore: 48210, TokensAfter: 6102, Compacted: true, Edits: []history.Edit{
+		{Kind: history.EditSummarised, Index: 1, Count: 30, Before: 40000, After: 900},
+		{Kind: history.EditSquashed, Index: 33, Count: 1, Name: "bash", Before: 4210, After: 380},
+		{Kind: history.EditSquashed, Index: 35, Count: 1, Name: "bash", Before: 3900, After: 350},
+	}}
+	const disk = `[[1735787045000,48210,6102,0,1,0,0,0,0,3,1,4,98,97,115,104,4,1,30,40000,900,0,1,33,1,4210,380,1,1,35,1,3900,350,1]]`
+	out, err := json.Marshal(diskTurns{turn})
+	if err != nil || string(out) != disk {
+		t.Fatalf("%s, %v; want %s", out, err, disk)
+	}
+	const head = `[[1735787045000,48210,6102,0,1,0,0,0,0,3,1,4,98,97,115,104,`
+	for _, tc := range []struct {
+		name, in string
+		want     []history.Edit
+	}{
+		{"as written", disk, turn.Edits},
+		{"a later version's numbers after the edits", strings.TrimSuffix(disk, "]]") + `,7,7,7]]`, turn.Edits},
+		{"an edit cut short: those before it", head + `4,1,30,40000,900,0,1,33,1,4210,380,1,1,35]]`, turn.Edits[:2]},
+		{"a name that is not there: those before it", head + `4,1,30,40000,900,0,1,33,1,4210,380,2]]`, turn.Edits[:1]},
+		{"a name byte out of range: none", `[[1735787045000,48210,6102,0,1,0,0,0,0,1,1,1,256,4,1,30,40000,900,0]]`, nil},
+		{"a name longer than any written: none", `[[1735787045000,48210,6102,0,1,0,0,0,0,1,1,99,4,1,30,40000,900,0]]`, nil},
+		{"none", `[[1735787045000,48210,6102,0,1,0,0,0,0,0]]`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got diskTurns
+			if err := json.Unmarshal([]byte(tc.in), &got); err != nil || len(got) != 1 {
+				t.Fatalf("%v: %+v", err, got)
+			}
+			want := turn
+			want.Edits = tc.want
+			if !reflect.DeepEqual(got[0], want) {
+				t.Fatalf("read %+v\nwant %+v", got[0], want)
+			}
+		})
+	}
+	// A long name is cut on a rune boundary, and reads back as cut.
+	long := Turn{Edits: []history.Edit{{Kind: history.EditDeduped, Count: 1, Name: strings.Repeat("名", 20)}}}
+	out, _ = json.Marshal(diskTurns{long})
+	var back diskTurns
+	if err := json.Unmarshal(out, &back); err != nil || back[0].Edits[0].Name != strings.Repeat("名", MaxEditName/3) {
+		t.Fatalf("a long name: %s read back as %+v, %v", out, back, err)
+	}
+}
+
+// A record's title and agent: stored when set, absent from one written
+// before them (goldenWritten), which reads with neither.
+func TestTitleAndAgentOnDisk(t *testing.T) {
+	r := Record{Key: Key{Namespace: "ns", ID: "c"}, Title: "Fix the leap-year bug", Agent: "opencode/0.15.2"}
+	data, err := encodeRecord(&r)
+	if want := `{"ns":"ns","id":"c","title":"Fix the leap-year bug","agent":"opencode/0.15.2"}`; err != nil || string(data) != want {
+		t.Fatalf("%s, %v; want %s", data, err, want)
+	}
+	if got, err := decodeRecord(r.Key, data); err != nil || !reflect.DeepEqual(got, r) {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	if got, err := decodeRecord(r.Key, []byte(goldenWritten)); err != nil || got.Title != "" || got.Agent != "" {
+		t.Fatalf("an older record: %q %q, %v", got.Title, got.Agent, err)
 	}
 }
 

@@ -185,6 +185,8 @@ func fullRecord(key Key) Record {
 	return Record{
 		Key:          key,
 		Model:        "gpt-4o",
+		Title:        "Fix the leap-year bug in dateparse",
+		Agent:        "opencode/0.15.2",
 		Requests:     7,
 		TokensBefore: 70000,
 		TokensAfter:  40000,
@@ -211,7 +213,9 @@ func fullRecord(key Key) Record {
 		},
 		Turns: []Turn{
 			{At: at, TokensBefore: 100, TokensAfter: 90, InputTokens: 95},
-			{At: at.Add(time.Second), TokensBefore: 9000, TokensAfter: 3000, InputTokens: 3100, Compacted: true},
+			{At: at.Add(time.Second), TokensBefore: 9000, TokensAfter: 3000, InputTokens: 3100, Compacted: true,
+				Edits: []history.Edit{{Kind: history.EditSummarised, Index: 1, Count: 10, Before: 6500, After: 700},
+					{Kind: history.EditSquashed, Index: 14, Count: 1, Name: "bash", Before: 2100, After: 300}}},
 		},
 		CreatedAt: at,
 	}

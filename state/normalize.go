@@ -4,6 +4,9 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unicode/utf8"
+
+	"github.com/ctxpress/ctxpress/history"
 )
 
 // utc is t in UTC, without a monotonic reading; the zero time stays zero.
@@ -56,27 +59,65 @@ func normalize(r *Record) {
 	r.Turns = normalTurns(r.Turns)
 }
 
-// normalTurns returns ts with every At in UTC to the millisecond, nil for
-// none. It copies ts only when a turn needs it: the array may be shared
-// with other copies of the record (see Record.Turns).
+// normalTurns returns ts with every At in UTC to the millisecond and
+// their Edits as stored (normalEdits), nil for none. It copies ts only
+// when a turn needs it: the array may be shared with other copies of the
+// record (see Record.Turns).
 func normalTurns(ts []Turn) []Turn {
 	if len(ts) == 0 {
 		return nil
 	}
 	copied := false
-	for i := range ts {
-		at := ts[i].At
-		if at.IsZero() {
-			continue
+	set := func(i int, t Turn) {
+		if !copied {
+			ts, copied = slices.Clone(ts), true
 		}
-		if n := time.UnixMilli(at.UnixMilli()).UTC(); n != at {
-			if !copied {
-				ts, copied = slices.Clone(ts), true
+		ts[i] = t
+	}
+	for i := range ts {
+		t := ts[i]
+		if !t.At.IsZero() {
+			if n := time.UnixMilli(t.At.UnixMilli()).UTC(); n != t.At {
+				t.At = n
+				set(i, t)
 			}
-			ts[i].At = n
+		}
+		if es := normalEdits(t.Edits); (es == nil) != (t.Edits == nil) || len(es) > 0 && &es[0] != &t.Edits[0] {
+			t.Edits = es
+			set(i, t)
 		}
 	}
 	return ts
+}
+
+// normalEdits returns es as stored: nil for none, names cut to
+// MaxEditName bytes (on a rune boundary). It copies es only when a name
+// needs it.
+func normalEdits(es []history.Edit) []history.Edit {
+	if len(es) == 0 {
+		return nil
+	}
+	for i := range es {
+		if len(es[i].Name) > MaxEditName {
+			es = slices.Clone(es)
+			for j := i; j < len(es); j++ {
+				es[j].Name = truncate(es[j].Name, MaxEditName)
+			}
+			return es
+		}
+	}
+	return es
+}
+
+// truncate is s cut to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // finite returns f, or 0 for NaN and ±Inf (JSON has no such numbers).

@@ -23,6 +23,14 @@ const (
 	// MaxLines is how many lines of history a record keeps; PutLine drops
 	// the least recently used beyond it.
 	MaxLines = 8
+	// MaxTurnEdits is how many edits AddTurn keeps with a turn
+	// (history.BoundEdits: the largest, and one for the rest), and
+	// MaxEditName how many bytes of an edit's name.
+	MaxTurnEdits = 6
+	MaxEditName  = 32
+	// MaxTitle is how many bytes of a conversation's Title and Agent a
+	// record keeps.
+	MaxTitle = 200
 )
 
 // Record is everything stored for one conversation. The zero value (with a
@@ -30,6 +38,11 @@ const (
 type Record struct {
 	Key   Key
 	Model string // the model of the last request
+	// Title is what the user first asked (rewrite.Result.FirstAsk), and
+	// Agent the client that sent the last request (from its User-Agent),
+	// for people to tell conversations apart; "" when unknown. At most
+	// MaxTitle bytes each.
+	Title, Agent string
 
 	// Counters since the record was created.
 	Requests     int64 // requests seen
@@ -183,6 +196,19 @@ type Turn struct {
 	// InputTokens (which then counts the context after it); 0 when the
 	// upstream did not compact.
 	ServerCompactionInput, ServerCompactionOutput int
+	// Edits are what the request forwarded did to the client's messages
+	// (rewrite.Result.Edits), at most MaxTurnEdits (AddTurn bounds them);
+	// nil when nothing. Read-only: copies of the record share them.
+	Edits []history.Edit
+}
+
+// sameTurn reports whether a and b are equal, Edits by value.
+func sameTurn(a, b Turn) bool {
+	return a.At == b.At && a.TokensBefore == b.TokensBefore && a.TokensAfter == b.TokensAfter &&
+		a.InputTokens == b.InputTokens && a.Compacted == b.Compacted &&
+		a.CachedTokens == b.CachedTokens && a.CacheWriteTokens == b.CacheWriteTokens &&
+		a.ServerCompactionInput == b.ServerCompactionInput && a.ServerCompactionOutput == b.ServerCompactionOutput &&
+		slices.Equal(a.Edits, b.Edits)
 }
 
 // PutBranch stores b as written by a compaction at now: it replaces the branch
@@ -282,6 +308,7 @@ func (r *Record) AddTurn(t Turn) {
 		// the history (see normalTurns).
 		t.At = time.UnixMilli(t.At.UnixMilli()).UTC()
 	}
+	t.Edits = normalEdits(history.BoundEdits(t.Edits, MaxTurnEdits))
 	r.Turns, r.turns = r.turns.add(r.Turns, t)
 	r.Requests++
 	r.TokensBefore += int64(t.TokensBefore)
@@ -291,6 +318,17 @@ func (r *Record) AddTurn(t Turn) {
 	}
 	if t.Compacted {
 		r.Compactions++
+	}
+}
+
+// Name sets r's Title, when it has none, and its Agent, each cut to
+// MaxTitle bytes; "" leaves either as it is.
+func (r *Record) Name(title, agent string) {
+	if r.Title == "" && title != "" {
+		r.Title = truncate(title, MaxTitle)
+	}
+	if agent != "" {
+		r.Agent = truncate(agent, MaxTitle)
 	}
 }
 

@@ -3,9 +3,11 @@ package state
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ctxpress/ctxpress/history"
 )
@@ -168,6 +170,74 @@ func TestAddTurn(t *testing.T) {
 	}
 	if len(r.Turns) != MaxTurns || r.Turns[0].InputTokens != 51 || r.Turns[MaxTurns-1].TokensBefore != 500 {
 		t.Errorf("Turns: %d kept, first input %d; want the last %d", len(r.Turns), r.Turns[0].InputTokens, MaxTurns)
+	}
+}
+
+// AddTurn keeps at most MaxTurnEdits edits with a turn (the largest, and
+// one for the rest) with names of at most MaxEditName bytes, and none for
+// an empty list.
+func TestAddTurnBoundsItsEdits(t *testing.T) {
+	var es []history.Edit
+	for i := range 3 * MaxTurnEdits {
+		es = append(es, history.Edit{Kind: history.EditSquashed, Index: i, Count: 1, Name: strings.Repeat("x", 100), Before: 100 + i, After: 10})
+	}
+	var r Record
+	r.AddTurn(Turn{Edits: es})
+	r.AddTurn(Turn{Edits: []history.Edit{}})
+	got := r.Turns[0].Edits
+	if len(got) != MaxTurnEdits || got[MaxTurnEdits-1].Kind != history.EditMore || got[MaxTurnEdits-1].Count != 2*MaxTurnEdits+1 {
+		t.Fatalf("edits kept: %+v", got)
+	}
+	if got[0].Index != 2*MaxTurnEdits+1 || len(got[0].Name) != MaxEditName || len(es[0].Name) != 100 {
+		t.Fatalf("the largest kept, its name cut, the caller's list unchanged: %+v", got[0])
+	}
+	if r.Turns[1].Edits != nil {
+		t.Fatalf("an empty list is kept as %#v, want nil", r.Turns[1].Edits)
+	}
+}
+
+// sameTurn compares every field of a Turn: a field added to Turn and
+// left out of it would make the bolt store rewrite every turn chunk.
+func TestSameTurnComparesEveryField(t *testing.T) {
+	base := Turn{Edits: []history.Edit{{Kind: history.EditSquashed}}}
+	if !sameTurn(base, Turn{Edits: []history.Edit{{Kind: history.EditSquashed}}}) {
+		t.Fatal("equal turns differ")
+	}
+	v := reflect.ValueOf(&base).Elem()
+	for i := range v.NumField() {
+		other := base
+		f := reflect.ValueOf(&other).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Int:
+			f.SetInt(7)
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]history.Edit{{Kind: history.EditPruned}}))
+		case reflect.Struct: // At
+			f.Set(reflect.ValueOf(t0))
+		default:
+			t.Fatalf("field %s: no rule for %s", v.Type().Field(i).Name, f.Kind())
+		}
+		if sameTurn(base, other) {
+			t.Errorf("turns differing in %s are the same", v.Type().Field(i).Name)
+		}
+	}
+}
+
+func TestRecordName(t *testing.T) {
+	var r Record
+	r.Name("", "")
+	r.Name("Fix the parser", "opencode/0.15")
+	r.Name("a later ask", "")
+	r.Name("", "opencode/0.16")
+	if r.Title != "Fix the parser" || r.Agent != "opencode/0.16" {
+		t.Fatalf("title %q agent %q: want the first ask and the latest agent", r.Title, r.Agent)
+	}
+	r = Record{}
+	r.Name(strings.Repeat("é", MaxTitle), "")
+	if len(r.Title) > MaxTitle || !utf8.ValidString(r.Title) {
+		t.Fatalf("a long title kept as %d bytes (valid UTF-8: %v)", len(r.Title), utf8.ValidString(r.Title))
 	}
 }
 

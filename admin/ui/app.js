@@ -11,6 +11,8 @@ const state = {
   offset: 0,
   hasMore: false,
   selected: null,          // {id, ns}
+  turn: null,              // the turn number opened in the turn view, of the selected conversation
+  shownTurn: null,         // the turn the turn view shows now
   compacting: new Map(),   // conversation id -> started event
   replicas: new Set(),     // the replicas events came from (behind a load balancer, several)
   rows: [],
@@ -56,6 +58,9 @@ function amount(v, unit) {
 
 const pct = (share) => (100 * (share || 0)).toFixed(1) + "%";
 
+// plural is n and noun, with an s unless n is one.
+const plural = (n, noun) => fmt(n) + " " + noun + (n === 1 ? "" : "s");
+
 // unreported says how many calls came back without usage: they are in no
 // cost, and the reader should know.
 function unreported(u) {
@@ -94,11 +99,16 @@ async function loadStats() {
   for (const t of document.querySelectorAll("#totals .money")) t.hidden = !state.showMoney;
   $("t-cost").textContent = amount(s.cost, s.cost_unit);
   $("t-cost-sub").textContent = "incl. " + amount(s.summary_cost, s.cost_unit) + " of summary calls";
-  $("t-money").textContent = amount(s.money_saved, s.cost_unit);
-  $("t-money").classList.toggle("neg", s.money_saved < 0);
-  $("t-price").textContent = "vs. " + amount(s.cost_direct_estimate, s.cost_unit) + " direct (estimate), net of cache and summaries";
+  // The saved tile is the API's (savedTile): money for hosted models,
+  // prefill tokens only for a local server, and labelled so.
+  const tile = s.saved_tile;
+  $("t-money-label").textContent = tile.label;
+  $("t-money").textContent = tile.value;
+  $("t-money").classList.toggle("neg", !!tile.negative);
+  $("t-money-note").textContent = tile.note;
+  $("t-price").textContent = tile.detail || "";
   $("t-compactions").textContent = fmt(s.compactions);
-  $("t-conversations").textContent = fmt(s.conversations) + " conversations" + (s.persistent ? "" : " (memory only)");
+  $("t-conversations").textContent = plural(s.conversations, "conversation") + (s.persistent ? "" : " (memory only)");
 }
 
 // --- conversations table ----------------------------------------------------
@@ -119,14 +129,23 @@ function badges(c) {
   return td;
 }
 
+// conversationCell names a conversation by what the user asked first,
+// with its agent and id under it; the id alone when nothing else is known.
+function conversationCell(c) {
+  const td = el("td", { class: "conv", title: c.id + "  (namespace " + c.namespace + ")" });
+  td.append(el("div", { class: "title" + (c.title ? "" : " id") }, c.title || c.id));
+  const sub = [c.agent, c.title ? c.id : ""].filter(Boolean).join(" · ");
+  if (sub) td.append(el("div", { class: "sub" }, sub));
+  return td;
+}
+
 function renderList() {
   const tbody = $("conversations").tBodies[0];
   tbody.replaceChildren();
   for (const c of state.rows) {
     const tr = el("tr", { "data-id": c.id, "data-ns": c.namespace });
     if (state.selected && state.selected.id === c.id && state.selected.ns === c.namespace) tr.className = "selected";
-    const idCell = el("td", { class: "id", title: c.id + "  (namespace " + c.namespace + ")" }, c.id);
-    tr.append(idCell, el("td", {}, c.model || "–"),
+    tr.append(conversationCell(c), el("td", {}, c.model || "–"),
       el("td", { class: "num" }, fmt(c.requests)),
       el("td", { class: "num" }, fmt(c.last_input_tokens)),
       el("td", { class: "num" }, fmt(c.tokens_saved)),
@@ -148,10 +167,19 @@ function renderList() {
 
 function select(id, ns) {
   state.selected = { id, ns };
-  history.replaceState(null, "", "#c=" + encodeURIComponent(ns) + "/" + encodeURIComponent(id));
+  state.turn = state.shownTurn = null;
+  $("turn").hidden = true;
+  setHash();
   renderList();
   loadDetail().catch(showError);
 }
+
+function setHash() {
+  const sel = state.selected;
+  history.replaceState(null, "", "#c=" + encodeURIComponent(sel.ns) + "/" + encodeURIComponent(sel.id) + (state.turn ? ";t=" + state.turn : ""));
+}
+
+const conversationPath = (sel) => "/conversations/" + encodeURIComponent(sel.id);
 
 async function loadDetail() {
   const sel = state.selected;
@@ -165,11 +193,12 @@ async function loadDetail() {
   }
   const d = got.data[0];
   $("detail").hidden = false;
-  $("d-id").textContent = d.id;
-  $("d-ns").textContent = "namespace " + d.namespace;
+  $("d-id").textContent = d.title || "Conversation " + d.id;
+  $("d-ns").textContent = (d.title ? d.id + " · " : "") + "namespace " + d.namespace;
   const facts = $("d-facts");
   facts.replaceChildren();
   const fact = (label, value) => { const s = el("span", { "data-fact": label }, label + " "); s.append(el("b", {}, value)); facts.append(s); };
+  if (d.agent) fact("agent", d.agent);
   fact("model", d.model || "–");
   fact("requests", fmt(d.requests));
   fact("tokens saved", fmt(d.tokens_saved));
@@ -183,6 +212,7 @@ async function loadDetail() {
     fact("summary calls", fmt(d.summary_usage.calls) + " for " + amount(d.summary_cost, d.cost_unit) + unreported(d.summary_usage));
     fact("direct (estimate)", amount(d.cost_direct_estimate, d.cost_unit));
     fact("saved", amount(d.money_saved, d.cost_unit));
+    if (d.price_basis === "assumed") fact("prices", "assumed: no price known for " + (d.model || "this model") + " (set models: prices)");
   }
   fact("compactions", fmt(d.compactions));
   fact("last input", fmt(d.last_input_tokens));
@@ -190,6 +220,7 @@ async function loadDetail() {
   fact("branches", String(d.branch_count));
   if (d.breaker.tripped) fact("breaker", "open: " + d.breaker.reason);
   drawChart(d.turns);
+  renderTurns(d.turns);
   const sum = $("summary");
   if (d.current_summary) {
     sum.textContent = d.current_summary.summary;
@@ -198,6 +229,7 @@ async function loadDetail() {
     sum.textContent = "Not compacted yet: the conversation is sent as the client wrote it (squashed and deduplicated).";
     sum.classList.add("muted");
   }
+  if (state.turn && state.shownTurn !== state.turn) await loadTurn(); // not again on every live update: the reader keeps their place
 }
 
 // drawChart plots input tokens per turn: as the client sent them (grey,
@@ -247,6 +279,155 @@ function drawChart(turns) {
     root.append(b, a);
   });
   box.append(root);
+}
+
+// --- turns ------------------------------------------------------------------
+
+// What an edit did, as a person says it.
+const EDIT_WORDS = { squashed: "squashed", deduped: "deduplicated", pruned: "pruned to one line", summarised: "summarised", cut: "cut to fit", more: "more" };
+
+// doneText sums up a turn's edits: "summary of 30 messages, 3 squashed, 1 pruned".
+function doneText(edits) {
+  if (!edits || !edits.length) return "";
+  const count = {};
+  const parts = [];
+  for (const e of edits) {
+    if (e.kind === "summarised") parts.push("summary of " + plural(e.count, "message"));
+    else if (e.kind === "cut") parts.push(plural(e.count, "message") + " cut");
+    else count[e.kind] = (count[e.kind] || 0) + (e.kind === "more" ? e.count : 1);
+  }
+  for (const k of ["squashed", "deduped", "pruned"]) if (count[k]) parts.push(fmt(count[k]) + " " + k);
+  if (count.more) parts.push(fmt(count.more) + " more");
+  return parts.join(", ");
+}
+
+const arrow = (a, b) => fmt(a) + " → " + fmt(b);
+
+// renderTurns lists the turns, newest first: each one's tokens as sent
+// and forwarded, what was done, and a mark where a compaction happened.
+function renderTurns(turns) {
+  const tbody = $("turns").tBodies[0];
+  tbody.replaceChildren();
+  for (const t of [...turns].reverse()) {
+    const tr = el("tr", { "data-turn": t.number });
+    if (t.compaction) tr.classList.add("compaction");
+    if (state.turn === t.number) tr.classList.add("selected");
+    const what = el("td", { class: "what" });
+    if (t.compaction) {
+      const c = t.compaction;
+      what.append(el("span", { class: "badge compaction", title: c.prepared ? "summary prepared in the background, first sent by this turn" : "compacted before this turn was forwarded" },
+        "compaction: " + arrow(c.tokens_before, c.tokens_after) + " tokens"));
+    }
+    what.append(document.createTextNode(doneText(t.edits)));
+    tr.append(el("td", { class: "num" }, String(t.number)), el("td", { title: t.at }, ago(t.at)),
+      el("td", { class: "num" }, arrow(t.tokens_before, t.tokens_after)), what,
+      el("td", { class: "kept muted" }, t.kept ? "bodies kept" : ""));
+    tr.addEventListener("click", () => openTurn(t.number));
+    tbody.append(tr);
+  }
+  $("turns-empty").hidden = turns.length > 0;
+}
+
+function openTurn(n) {
+  state.turn = n;
+  setHash();
+  for (const tr of $("turns").tBodies[0].rows) tr.classList.toggle("selected", Number(tr.dataset.turn) === n);
+  loadTurn().catch(showError);
+}
+
+async function loadTurn() {
+  const sel = state.selected, n = state.turn;
+  if (!sel || !n) return;
+  let v;
+  try {
+    v = await api(conversationPath(sel) + "/turns/" + n + "?namespace=" + encodeURIComponent(sel.ns));
+  } catch (err) {
+    if (err.status === 404) { $("turn").hidden = true; state.turn = state.shownTurn = null; return; }
+    throw err;
+  }
+  if (state.turn !== n) return; // another turn was opened meanwhile
+  renderTurn(v);
+}
+
+// renderTurn shows one turn: what was done to which message, with sizes,
+// and the request as the client sent it beside what was forwarded.
+function renderTurn(v) {
+  state.shownTurn = v.number;
+  $("turn").hidden = false;
+  $("tv-title").textContent = "Turn " + v.number;
+  const facts = $("tv-facts");
+  facts.replaceChildren();
+  const fact = (label, value) => { const s = el("span", { "data-fact": label }, label + " "); s.append(el("b", {}, value)); facts.append(s); };
+  fact("at", new Date(v.at).toLocaleString());
+  fact("tokens", arrow(v.tokens_before, v.tokens_after) + " (as sent → as forwarded)");
+  if (v.input_tokens) fact("upstream counted", fmt(v.input_tokens) + (v.cached_tokens ? ", " + fmt(v.cached_tokens) + " cached" : ""));
+  if (v.compaction) fact("compaction", arrow(v.compaction.tokens_before, v.compaction.tokens_after) + " tokens" +
+    (v.compaction.covered_messages ? ", " + plural(v.compaction.covered_messages, "message") + " summarised" : ""));
+
+  const tbody = $("tv-edits").tBodies[0];
+  tbody.replaceChildren();
+  for (const e of v.edits) {
+    const which = e.kind === "more" ? plural(e.count, "other edit") : e.count > 1 ? "#" + e.index + "–" + (e.index + e.count - 1) : "#" + e.index;
+    const tr = el("tr", { "data-kind": e.kind, "data-index": e.index });
+    const kind = el("td");
+    kind.append(el("span", { class: "badge edit " + e.kind }, EDIT_WORDS[e.kind] || e.kind));
+    tr.append(el("td", { class: "num" }, which), el("td", {}, e.name || (e.count > 1 ? "messages" : "–")), kind,
+      el("td", { class: "num" }, fmt(e.tokens_before)), el("td", { class: "num" }, fmt(e.tokens_after)),
+      el("td", { class: "num" }, e.tokens_before ? pct(1 - e.tokens_after / e.tokens_before) : "–"));
+    tbody.append(tr);
+  }
+  $("tv-edits-empty").hidden = v.edits.length > 0;
+  $("tv-edits").hidden = v.edits.length === 0;
+
+  const bodies = $("tv-bodies");
+  bodies.replaceChildren();
+  if (!v.sent) {
+    bodies.append(el("p", { class: "muted not-kept" }, "Bodies " + v.not_kept + "."));
+    return;
+  }
+  bodies.append(bodyColumn("As the client sent it", v.sent, "sent"), bodyColumn("As forwarded to the model", v.forwarded, "forwarded"));
+}
+
+// bodyColumn is one side of the turn view: a body's messages, each with
+// its role, tool, size and text, the edited ones marked.
+function bodyColumn(title, b, side) {
+  const col = el("div", { class: "body " + side });
+  col.append(el("h4", {}, title + " · " + plural(b.messages.length, "message") + ", " + fmt(b.bytes) + " bytes"));
+  if (b.instructions) {
+    const m = el("div", { class: "msg instructions" + (b.instructions.includes("<conversation_summary>") ? " summary" : "") });
+    m.append(el("div", { class: "head" }, "instructions"), el("pre", {}, b.instructions));
+    col.append(m);
+  }
+  // A run a summary replaced (or cut) is one folded block: it is most of
+  // a long conversation, and the reader wants what was kept.
+  let run = null;
+  for (const msg of b.messages) {
+    const card = messageCard(msg);
+    if (msg.edit !== "summarised" && msg.edit !== "cut") { run = null; col.append(card); continue; }
+    if (!run || run.kind !== msg.edit) {
+      run = { kind: msg.edit, first: msg.index, n: 0, bytes: 0, box: el("details", { class: "run " + msg.edit }) };
+      run.label = el("summary");
+      run.box.append(run.label);
+      col.append(run.box);
+    }
+    run.n++;
+    run.bytes += msg.bytes;
+    run.box.append(card);
+    run.label.textContent = "#" + run.first + (run.n > 1 ? "–#" + msg.index : "") + " · " + plural(run.n, "message") + " " +
+      (EDIT_WORDS[run.kind] || run.kind) + " · " + fmt(run.bytes) + " bytes (click to show)";
+  }
+  return col;
+}
+
+// messageCard is one message: role, tool, size, what was done, its text.
+function messageCard(msg) {
+  const m = el("div", { class: "msg" + (msg.edit ? " edited " + msg.edit : "") + (msg.summary ? " summary" : ""), "data-index": msg.index });
+  const head = el("div", { class: "head" }, "#" + msg.index + " " + msg.role + (msg.name ? " · " + msg.name : "") + " · " + fmt(msg.bytes) + " bytes");
+  if (msg.edit) head.append(el("span", { class: "badge edit " + msg.edit }, EDIT_WORDS[msg.edit] || msg.edit));
+  if (msg.summary) head.append(el("span", { class: "badge edit summarised" }, "summary"));
+  if (msg.omitted_bytes) head.append(el("span", { class: "muted" }, fmt(msg.omitted_bytes) + " bytes not shown"));
+  m.append(head, el("pre", {}, msg.text));
+  return m;
 }
 
 // --- live updates -----------------------------------------------------------
@@ -314,8 +495,11 @@ function connect() {
 function start() {
   $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); loadList().catch(showError); });
   $("next").addEventListener("click", () => { state.offset += PAGE; loadList().catch(showError); });
-  const m = /^#c=([^/]*)\/(.+)$/.exec(location.hash);
-  if (m) state.selected = { ns: decodeURIComponent(m[1]), id: decodeURIComponent(m[2]) };
+  const m = /^#c=([^/]*)\/(.+?)(?:;t=(\d+))?$/.exec(location.hash);
+  if (m) {
+    state.selected = { ns: decodeURIComponent(m[1]), id: decodeURIComponent(m[2]) };
+    if (m[3]) state.turn = Number(m[3]);
+  }
   lastStats = Date.now();
   Promise.all([loadStats(), loadList(), loadDetail()]).then(() => showError(null), showError)
     .finally(() => document.body.setAttribute("data-ready", "1"));

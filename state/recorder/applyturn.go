@@ -38,7 +38,8 @@ func (e *lineEditor) applyTurn(tr *Turn, now time.Time) (opened bool) {
 	e.rec.AddTurn(state.Turn{At: now, TokensBefore: t.TokensBefore, TokensAfter: t.TokensAfter,
 		InputTokens: t.Usage.InputTokens, CachedTokens: t.Usage.CachedTokens, CacheWriteTokens: t.Usage.CacheWriteTokens,
 		ServerCompactionInput: t.Usage.ServerCompaction.InputTokens, ServerCompactionOutput: t.Usage.ServerCompaction.OutputTokens,
-		Compacted: t.Compacted})
+		Compacted: t.Compacted, Edits: t.Edits})
+	e.rec.Name(t.Title, t.Agent)
 	return opened
 }
 

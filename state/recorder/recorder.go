@@ -66,6 +66,14 @@ type Turn struct {
 	At       time.Time  // when it was answered (queued): its time in the record
 	seq      uint64     // its place among its key's queued turns (from 1)
 	jseq     uint64     // its journal entry's seq (0: not journaled)
+
+	// Edits are what the forwarded body did to the client's messages
+	// (state.Turn.Edits), Title and Agent the conversation's
+	// (state.Record.Name), for the dashboard. Not journaled: a crash
+	// before the turn is written loses them, and nothing is decided by
+	// them.
+	Edits        []history.Edit
+	Title, Agent string
 }
 
 // Recorder writes conversation records from one goroutine, off the request
