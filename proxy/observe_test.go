@@ -2,15 +2,19 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/ctxpress/ctxpress/admin"
 	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/state"
@@ -123,5 +127,42 @@ func TestObserveModeForwardsAsSentAndShowsWhatItWouldHaveDone(t *testing.T) {
 	}
 	if len(summaries) == 0 || bytes.Equal(last, bodies[10]) {
 		t.Errorf("normal mode did not compact (%d summary calls, body unchanged %v)", len(summaries), bytes.Equal(last, bodies[10]))
+	}
+}
+
+// The dashboard of a proxy in observe mode says so above its figures.
+func TestObserveModeIsSaidOnTheDashboard(t *testing.T) {
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("the dashboard browser test needs Debian's chromium at %s (run .ci/chromium.sh)", chromiumPath)
+	}
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	up := openaitest.New(t)
+	cfg := compactionConfig(up.BaseURL())
+	cfg.Mode = ModeObserve
+	p, _ := startWithStore(t, cfg)
+	for _, body := range observedConversation(3) {
+		post(t, p.URL, "observed", body)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()), chromedp.Flag("no-first-run", true))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelCtx := chromedp.NewContext(allocCtx)
+	defer cancelCtx()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	if err := chromedp.Do(ctx, chromedp.Navigate(p.URL+"/ctxpress/ui"), chromedp.WaitVisible(css(`#conversations tbody tr`)),
+		chromedp.WaitVisible(css(`#observe`))); err != nil {
+		t.Fatal(err)
+	}
+	banner, err := chromedp.Run(ctx, chromedp.TextContent(css(`#observe`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(banner, "Observe mode") {
+		t.Errorf("banner %q", banner)
 	}
 }

@@ -107,6 +107,8 @@ async function loadStats() {
   $("t-money").classList.toggle("neg", !!tile.negative);
   $("t-money-note").textContent = tile.note;
   $("t-price").textContent = tile.detail || "";
+  state.mode = s.mode;
+  $("observe").hidden = s.mode !== "observe";
   $("t-compactions").textContent = fmt(s.compactions);
   $("t-conversations").textContent = plural(s.conversations, "conversation") + (s.persistent ? "" : " (memory only)");
 }
@@ -385,7 +387,7 @@ function renderTurn(v) {
     bodies.append(el("p", { class: "muted not-kept" }, "Bodies " + v.not_kept + "."));
     return;
   }
-  bodies.append(bodyColumn("As the client sent it", v.sent, "sent"), bodyColumn("As forwarded to the model", v.forwarded, "forwarded"));
+  bodies.append(bodyColumn("As the client sent it", v.sent, "sent"), bodyColumn(state.mode === "observe" ? "What ctxpress would have forwarded" : "As forwarded to the model", v.forwarded, "forwarded"));
 }
 
 // bodyColumn is one side of the turn view: a body's messages, each with
