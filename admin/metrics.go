@@ -430,7 +430,7 @@ func (m *Metrics) CountStream(w fasthttp.StreamWriter) fasthttp.StreamWriter {
 func (a *Admin) ServeMetrics(ctx *fasthttp.RequestCtx) {
 	if !a.cfg.MetricsPublic && !a.Allowed(ctx) {
 		writeError(ctx, fasthttp.StatusUnauthorized, "admin_unauthorized",
-			"/metrics needs the admin token (Authorization: Bearer …), or a loopback client when none is set; or set metrics.public")
+			"/metrics needs the admin token (Authorization: Bearer …; admin_token, env CTXPRESS_ADMIN_TOKEN), or a loopback client when none is set; or set metrics.public")
 		return
 	}
 	if !ctx.IsGet() && !ctx.IsHead() {
