@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -145,14 +144,7 @@ func TestObserveModeIsSaidOnTheDashboard(t *testing.T) {
 	for _, body := range observedConversation(3) {
 		post(t, p.URL, "observed", body)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.Flag("no-first-run", true))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	defer cancelCtx()
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
+	ctx := newBrowser(t, 1000, 60*time.Second)
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 	if err := chromedp.Do(ctx, chromedp.Navigate(p.URL+"/ctxpress/ui"), chromedp.WaitVisible(css(`#conversations tbody tr`)),
 		chromedp.WaitVisible(css(`#observe`))); err != nil {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,17 +44,7 @@ func TestTurnViewInBrowser(t *testing.T) {
 	cfg.LocalUpstream = &hosted // priced in dollars, as gpt-4o
 	p := startProxyWith(t, cfg, Deps{Pipeline: pipelineWithShapes(), Store: st})
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1600),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	defer cancelCtx()
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
-	defer cancel()
+	ctx := newBrowser(t, 1600, 120*time.Second)
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 	text := func(sel string) string {
 		t.Helper()
