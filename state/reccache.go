@@ -167,9 +167,12 @@ func (c *recordCache) commit(keys []string, txid uint64) {
 		case cr.pending == nil:
 		case cr.pending.txid == txid:
 			cr.committed, cr.known, cr.pending = *cr.pending, true, nil
-		case cr.pending.txid > txid:
+		case cr.pending.txid > txid && cr.committed.txid < txid:
 			// Lost, but readers may have read it from the file: a
 			// read older than txid must not come back as committed.
+			// Transactions settle in any order: one that settles after
+			// a later one never takes the entry back to its own txid,
+			// which would let a read older than the later one in.
 			cr.committed, cr.known = cacheState{txid: txid}, false
 		}
 	}

@@ -281,3 +281,25 @@ func TestGetDuringAWriteIsAnsweredFromMemory(t *testing.T) {
 		t.Errorf("a Get during a write allocated %.0f times: it decoded the record from the file", allocs)
 	}
 }
+
+// Write transactions settle in any order. One that settles after a later
+// one, its write lost to a third, must not take the entry back to its own
+// transaction: a reader that read the later write from the file, and
+// then a slow reader's older read, would otherwise leave that older
+// record cached as committed, and the next reader would see the
+// conversation go back.
+func TestRecordCacheLateSettleKeepsNewerReads(t *testing.T) {
+	c := newRecordCache()
+	k := []byte("k")
+	rec := func(n int64) Record { return Record{Requests: n} }
+	c.put(k, rec(218), nil, 218)
+	c.put(k, rec(219), nil, 219) // built on 218, committed but not settled
+	c.put(k, rec(220), nil, 220)
+	c.commit([]string{"k"}, 219) // lost to 220
+	c.add(k, rec(219), nil, 219) // a reader read 219 from the file
+	c.commit([]string{"k"}, 218) // 218 settles last
+	c.add(k, rec(218), nil, 218) // a slow reader's snapshot of 218
+	if r, ok := c.get(k); ok && r.Requests < 219 {
+		t.Fatalf("a reader is answered %d requests after one was answered 219", r.Requests)
+	}
+}
