@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxpress/ctxpress/compaction"
 	"github.com/ctxpress/ctxpress/wire/chat"
 
 	"github.com/openai/openai-go/v3"
@@ -266,13 +265,6 @@ func toolTurn() []openai.ChatCompletionMessageParamUnion {
 
 const testTrigger = 4000
 
-func compactionConfig(upstream string) Config {
-	return Config{Upstream: upstream, Compaction: compaction.Config{
-		Enabled: true,
-		Trigger: rewrite.TriggerConfig{ThresholdTokens: testTrigger},
-	}}
-}
-
 // openStoreAt opens a bbolt store the test closes itself (restarts) or at
 // cleanup.
 // holdSummaries makes up's summary calls wait until release is called
@@ -320,14 +312,6 @@ func startWithStore(t *testing.T, cfg Config) (*testProxy, state.Store) {
 	st := openStoreAt(t, filepath.Join(t.TempDir(), "db"))
 	t.Cleanup(func() { st.Close() })
 	return startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st}), st
-}
-
-func pipelineForTest() *rewrite.Pipeline {
-	return rewrite.New(rewrite.Config{
-		Format: chat.Format{},
-		Squash: &squash.Config{}, // the pipeline's own token counter, as in production
-		Dedup:  rewrite.DefaultDedupConfig(),
-	})
 }
 
 // agent drives a tool-using conversation through ctxpress with the official
@@ -597,16 +581,4 @@ func poll(cond func() bool) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return true
-}
-
-// unprobed is cfg with its upstream taken for a local model server when
-// cfg does not say what it is: the tests' fakes on loopback stand for one,
-// and are not probed at startup (the probe's requests would reach the
-// fakes the tests count). The probe has tests of its own (classify_test).
-func unprobed(cfg Config) Config {
-	if cfg.LocalUpstream == nil {
-		local := true
-		cfg.LocalUpstream = &local
-	}
-	return cfg
 }
