@@ -125,7 +125,7 @@ const clockThreadCPUTime = 3
 // handle0 is handle and handleTurn for a chat request without the
 // upstream: answer stands for the upstream's whole, non-streamed reply.
 func (s *Server) handle0(ctx *fasthttp.RequestCtx, answer []byte) {
-	x := newExchange(ctx)
+	x := s.newExchange(ctx)
 	if !s.authenticate(ctx, x) {
 		panic("not authenticated")
 	}

@@ -209,10 +209,6 @@ func answerAsks(ctx *fasthttp.RequestCtx, body []byte, api *api) asks {
 func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a asks, cancellable bool) (resp *fasthttp.Response, ok bool) {
 	req := fasthttp.AcquireRequest()
 	rt := x.route
-	if rt == nil { // an exchange handle did not route (a test's)
-		rt = s.routeOf(ctx.Path())
-		x.route = rt
-	}
 	rt.up.buildUpstreamRequest(ctx, req, body, rt.apiKey)
 	// The whole body is already here; an Expect header would make the
 	// upstream wait for a 100 Continue nobody sends.

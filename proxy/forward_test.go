@@ -85,7 +85,7 @@ func forwardDirect(t *testing.T, up *refusingUpstream, body string, hook refusal
 			return hook(status, h, b)
 		}
 	}
-	s.forward(&ctx, newExchange(&ctx), []byte(body), o)
+	s.forward(&ctx, s.newExchange(&ctx), []byte(body), o)
 	resp = &fasthttp.Response{}
 	ctx.Response.CopyTo(resp)
 	resp.SetBody(ctx.Response.Body())

@@ -204,7 +204,8 @@ type exchange struct {
 	credentialBuf [192]byte
 }
 
-func newExchange(ctx *fasthttp.RequestCtx) *exchange {
+// newExchange starts the exchange of ctx's request, routed by its path.
+func (s *Server) newExchange(ctx *fasthttp.RequestCtx) *exchange {
 	// fasthttp read the clock as the request came in: the same start, one
 	// clock reading fewer.
 	start := ctx.Time()
@@ -216,6 +217,7 @@ func newExchange(ctx *fasthttp.RequestCtx) *exchange {
 		path:    pathName(ctx.Path()),
 		start:   start,
 		bytesIn: len(ctx.Request.Body()),
+		route:   s.routeOf(ctx.Path()),
 	}
 	x.credential = x.credentialBuf[:0]
 	return x
@@ -281,8 +283,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.admin.Serve(ctx)
 		return
 	}
-	x = newExchange(ctx)
-	x.route = s.routeOf(path)
+	x = s.newExchange(ctx)
 	if !s.authenticate(ctx, x) {
 		return
 	}
@@ -401,7 +402,7 @@ func (s *Server) logExchange(x *exchange) {
 // OpenAI API is under /v1 (LM Studio, llama-server, Ollama, vLLM all put
 // it there).
 func (s *Server) hintMissingV1(x *exchange) {
-	if x.status != fasthttp.StatusNotFound || x.route == nil || x.route.up.url.Base != "" || apiOf([]byte(x.path)) == nil {
+	if x.status != fasthttp.StatusNotFound || x.route.up.url.Base != "" || apiOf([]byte(x.path)) == nil {
 		return
 	}
 	base := x.route.base
