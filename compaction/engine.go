@@ -316,11 +316,7 @@ func (c *Engine) run(ti Input) (state.Record, admin.Event, error) {
 		return ti.Rec, ev, err
 	}
 	cal := ti.Nums.Calibration.Scale()
-	nums := ti.Nums.Numbers
-	prop, size, err := c.policy.Size(ti.Res, rewrite.Plan{Kind: ti.Kind, Trigger: ti.Trigger, Urgent: ti.Urgent,
-		Window:    c.policy.Trigger.WindowOf(ti.Res.Model, nums),
-		Effective: nums.Calibration.Upstream(ti.Res.TokensAfter), Economics: c.CompactionEconomics(ti.API, nums),
-		SummaryReusesCache: c.SummariserIsOwn(ti.API, ti.Res.Model)}, nums.Calibration)
+	prop, size, err := c.size(ti)
 	if err != nil {
 		return fail("skipped", err)
 	}
@@ -366,6 +362,16 @@ func (c *Engine) run(ti Input) (state.Record, admin.Event, error) {
 		c.log.Warn().Str("conversation", ti.Key.ID).Msg("summary hit max_tokens and may be cut short")
 	}
 	return newRec, ev, nil
+}
+
+// size is rewrite's word on what a compaction of ti's kind covers and
+// how long its summary may be.
+func (c *Engine) size(ti Input) (rewrite.Compaction, rewrite.Sizing, error) {
+	nums := ti.Nums.Numbers
+	return c.policy.Size(ti.Res, rewrite.Plan{Kind: ti.Kind, Trigger: ti.Trigger, Urgent: ti.Urgent,
+		Window:    c.policy.Trigger.WindowOf(ti.Res.Model, nums),
+		Effective: nums.Calibration.Upstream(ti.Res.TokensAfter), Economics: c.CompactionEconomics(ti.API, nums),
+		SummaryReusesCache: c.SummariserIsOwn(ti.API, ti.Res.Model)}, nums.Calibration)
 }
 
 // summaryWindow is the window of a summary call to model for ti's

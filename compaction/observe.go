@@ -17,13 +17,9 @@ import (
 // says "observed". It returns the request rewritten with it.
 func (c *Engine) ObserveCompaction(ti Input, kind string) (rewrite.Result, Outcome) {
 	ti.Kind = kind
-	nums := ti.Nums.Numbers
 	ev := admin.Event{Time: c.now(), Conversation: ti.Key.ID, Model: ti.Res.Model, Trigger: kind,
 		TokensBefore: ti.Nums.Calibration.Upstream(ti.Res.TokensAfter)}
-	prop, size, err := c.policy.Size(ti.Res, rewrite.Plan{Kind: kind, Trigger: ti.Trigger, Urgent: ti.Urgent,
-		Window:    c.policy.Trigger.WindowOf(ti.Res.Model, nums),
-		Effective: nums.Calibration.Upstream(ti.Res.TokensAfter), Economics: c.CompactionEconomics(ti.API, nums),
-		SummaryReusesCache: c.SummariserIsOwn(ti.API, ti.Res.Model)}, nums.Calibration)
+	prop, size, err := c.size(ti)
 	if err != nil {
 		ev.Result, ev.Reason = "skipped", err.Error()
 		c.events.Publish(ev)
