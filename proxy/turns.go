@@ -165,7 +165,7 @@ func (s *Server) finish(x *exchange) {
 	if t := x.turn; t != nil {
 		if answered {
 			e.Turn = t.Metrics(x.usage)
-			s.admin.Keep(t.Describe()) // before Finish: the record keeps its edits
+			s.admin.Keep(t.Describe())
 		}
 		t.Finish(answered, x.usage)
 	}

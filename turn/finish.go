@@ -68,6 +68,7 @@ func (t *Turn) Finish(ok bool, usage wire.Usage) {
 	}
 	t.recording = false
 	if ok {
+		t.noteEdits()
 		rt := t.rt
 		rt.Usage = usage
 		t.ts.Recorder.Record(rt)

@@ -112,6 +112,7 @@ type Turn struct {
 	precompact     *compaction.Input
 	precompactPlan rewrite.Plan
 	recording      bool // counted by the recorder as being answered
+	noted          bool // noteEdits ran
 }
 
 // Begin runs a request's phases up to forwarding: parse (as api's
