@@ -90,9 +90,7 @@ func TestTurnViewInBrowser(t *testing.T) {
 	if got := text(`#conversations tbody tr td.conv .title`); !strings.HasPrefix(got, "The test TestParseDate fails on leap years") {
 		t.Errorf("the conversation is shown as %q", got)
 	}
-	if err := chromedp.Do(ctx, chromedp.Click(css(`#conversations tbody tr[data-id="leap-year-fix"]`))); err != nil {
-		t.Fatal(err)
-	}
+	click(t, ctx, `#conversations tbody tr[data-id="leap-year-fix"]`)
 	waitJS(`document.querySelectorAll('#turns tbody tr').length === `+strconv.Itoa(last), "every turn listed")
 	mark := d.Turns[compacted-1].Compaction
 	if got, want := text(`#turns tr.compaction .badge.compaction`), fmt.Sprintf("compaction: %s → %s tokens", comma(mark.TokensBefore), comma(mark.TokensAfter)); got != want {
@@ -103,9 +101,7 @@ func TestTurnViewInBrowser(t *testing.T) {
 	}
 
 	// The last turn: the squashed build log and its sizes, and both bodies.
-	if err := chromedp.Do(ctx, chromedp.Click(css(`#turns tr[data-turn="`+strconv.Itoa(last)+`"]`))); err != nil {
-		t.Fatal(err)
-	}
+	click(t, ctx, `#turns tr[data-turn="`+strconv.Itoa(last)+`"]`)
 	waitJS(`!!document.querySelector('#tv-bodies .body.sent .msg.edited.squashed')`, "the turn view with its bodies")
 	row := fmt.Sprintf(`#tv-edits tr[data-kind="squashed"][data-index="%d"]`, sq.Index)
 	cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll(`+jsString(row+" td")+`)].map(td => td.textContent.trim())`))
@@ -173,9 +169,7 @@ func TestTurnViewInBrowser(t *testing.T) {
 	}
 
 	// An old turn: its edits from the record, and why there is no body.
-	if err := chromedp.Do(ctx, chromedp.Click(css(`#turns tr[data-turn="1"]`))); err != nil {
-		t.Fatal(err)
-	}
+	click(t, ctx, `#turns tr[data-turn="1"]`)
 	waitJS(`!!document.querySelector('#tv-bodies .not-kept') && document.querySelector('#tv-title').textContent === 'Turn 1'`, "the first turn's view")
 	if got := text(`#tv-bodies .not-kept`); !strings.Contains(got, "not kept") {
 		t.Errorf("an old turn says %q", got)
