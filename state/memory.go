@@ -30,7 +30,9 @@ type memStore struct {
 
 	mu      sync.RWMutex         // guards records and closed
 	records map[string]memRecord // storage key -> record
-	closed  bool
+	// originals are the kept originals by namespace NUL reference.
+	originals map[string]memOriginal
+	closed    bool
 }
 
 // memRecord is a stored record, or, for bytes put raw that do not decode
@@ -204,6 +206,6 @@ func (s *memStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.records = nil
+	s.records, s.originals = nil, nil
 	return nil
 }
