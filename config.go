@@ -40,6 +40,7 @@ type config struct {
 	Squash            squashConfig           `yaml:"squash"`
 	Dedup             dedupConfig            `yaml:"dedup"`
 	Prune             pruneConfig            `yaml:"prune"`
+	Expand            expandConfig           `yaml:"expand"`
 	Compaction        compactionCfg          `yaml:"compaction"`
 	MaxHistory        int                    `yaml:"max_history_messages"`
 	Events            eventsConfig           `yaml:"events"`
@@ -193,6 +194,16 @@ type pruneConfig struct {
 	MinTokens int  `yaml:"min_tokens"`
 }
 
+// expandConfig is the expand: section: what squash, prune and dedup
+// replace is kept, and the ways back a marker names (expand.Ways).
+type expandConfig struct {
+	Keep  bool   `yaml:"keep"`
+	Dir   string `yaml:"dir"`
+	Files string `yaml:"files"` // auto | true | false
+	Tool  bool   `yaml:"tool"`
+	URL   string `yaml:"url"`
+}
+
 // logConfig is the log: section, read by newLogger.
 type logConfig struct {
 	Level  string `yaml:"level"`  // trace | debug | info | warn | error
@@ -247,7 +258,8 @@ func defaultConfig() config {
 			ReadOnlyTools: rewrite.DefaultReadOnlyTools(),
 			MinTokens:     rewrite.DefaultMinDedupTokens,
 		},
-		Prune: pruneConfig{Enabled: true, MinTokens: rewrite.DefaultPruneMinTokens},
+		Prune:  pruneConfig{Enabled: true, MinTokens: rewrite.DefaultPruneMinTokens},
+		Expand: expandConfig{Keep: true, Files: localAuto},
 		Compaction: compactionCfg{
 			Enabled:          true,
 			ThresholdRatio:   rewrite.DefaultThresholdRatio,

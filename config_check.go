@@ -159,6 +159,10 @@ func checkConfig(c config) error {
 		ch.fail("namespace", " %q: want authorization, none or header NAME (e.g. header X-User)", c.Namespace)
 	}
 	ch.oneOf("local_upstream", c.LocalUpstream, localAuto, localTrue, localFalse)
+	ch.oneOf("expand.files", c.Expand.Files, localAuto, localTrue, localFalse)
+	if u := c.Expand.URL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		ch.fail("expand.url", " %q: want the base URL agents reach ctxpress at (http://host:port)", u)
+	}
 	ch.oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
 	ch.oneOf("log.format", c.Log.Format, "auto", "console", "json")
 	if ch.err == nil {

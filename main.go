@@ -165,6 +165,9 @@ type server struct {
 	store state.Store
 	srv   *proxy.Server
 	ln    net.Listener
+	// stopSweep stops the sweep of the originals' files (a no-op when
+	// there are none).
+	stopSweep func()
 }
 
 // start listens, opens the store, builds the proxy and logs the startup
@@ -181,10 +184,13 @@ func start(cfg config, log zerolog.Logger) (*server, error) {
 		ln.Close()
 		return nil, err
 	}
-	pipeline := rewrite.New(cfg.pipelineConfig())
+	ways, files := openExpand(cfg, ln.Addr(), log)
+	pc := cfg.pipelineConfig()
+	pc.Expand = ways
+	pipeline := rewrite.New(pc)
 	_, _, cacheLimit := pipeline.CacheStats()
 	memLimit, fromEnv := applyMemoryLimit(cacheLimit, os.Getenv)
-	srv, err := proxy.New(cfg.proxyConfig(), log, proxy.Deps{Pipeline: pipeline, Store: store})
+	srv, err := proxy.New(cfg.proxyConfig(), log, proxy.Deps{Pipeline: pipeline, Store: store, Files: files})
 	if err != nil {
 		ln.Close()
 		store.Close()
@@ -199,14 +205,23 @@ func start(cfg config, log zerolog.Logger) (*server, error) {
 		ev = ev.Str("upstream", cfg.Upstream)
 	}
 	ev.Str("db", storeSummary(cfg)).Str("trigger", triggerSummary(cfg)).Str("version", version).
-		Int64("memory_limit", memLimit).Bool("memory_limit_from_env", fromEnv).Msg("ctxpress serving")
-	return &server{cfg: cfg, log: log, store: store, srv: srv, ln: ln}, nil
+		Int64("memory_limit", memLimit).Bool("memory_limit_from_env", fromEnv)
+	stopSweep := func() {}
+	if files != nil {
+		ev = ev.Str("originals", files.Dir)
+		stopSweep = files.SweepEvery(state.DefaultSweepInterval, func(err error) {
+			log.Warn().Err(err).Str("dir", files.Dir).Msg("cannot sweep the originals' files")
+		})
+	}
+	ev.Msg("ctxpress serving")
+	return &server{cfg: cfg, log: log, store: store, srv: srv, ln: ln, stopSweep: stopSweep}, nil
 }
 
 // run serves until SIGINT or SIGTERM, then drains in-flight requests for
 // at most cfg.ShutdownTimeout. A second signal stops at once.
 func (s *server) run() error {
 	defer s.store.Close()
+	defer s.stopSweep()
 	cfg, log := s.cfg, s.log
 	served := make(chan error, 1)
 	go func() { served <- s.srv.Serve(s.ln) }()

@@ -59,6 +59,9 @@ type Deps struct {
 	// one background goroutine, so a slow disk never delays an answer; the
 	// caller closes it after Shutdown.
 	Store state.Store
+	// Files is where originals are written for an agent on this machine
+	// (nil: nowhere); the store keeps them whatever it is.
+	Files *state.OriginalFiles
 }
 
 // New validates cfg and builds a Server; it does not listen yet.
@@ -86,6 +89,8 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		Log: log, Routes: compactionRoutes(routes), Cost: s.cfg.Cost, Clock: cfg.Clock, Observe: cfg.Mode == ModeObserve})
 	s.turns = &turn.Turns{Pipeline: deps.Pipeline, Store: deps.Store, Recorder: s.rec, Comp: s.comp, Events: s.events, Log: log,
 		StoreFailed: s.storeFailed, Observe: cfg.Mode == ModeObserve,
+		Keeper: &turn.Keeper{Store: originalsOf(deps.Store), Files: deps.Files,
+			Failed: func(err error) { s.storeFailed("keep", "cannot keep an original", err) }},
 		Paused: func(err error) {
 			s.warn.Warn(s.cfg.Clock(), s.log, "compaction paused while the conversation store fails", err)
 		}}
@@ -427,4 +432,10 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 func (s *Server) storeFailed(op, msg string, err error) {
 	s.metrics.StoreFailed(op)
 	s.warn.Warn(s.cfg.Clock(), s.log, msg, err)
+}
+
+// originalsOf is the store's originals (nil without a store).
+func originalsOf(st state.Store) state.Originals {
+	o, _ := st.(state.Originals)
+	return o
 }

@@ -25,6 +25,7 @@ const (
 	kindMessage    byte = 'm'
 	kindCanonical  byte = 'c'
 	kindPrune      byte = 'p'
+	kindDedup      byte = 'd' // a superseded result's stub, with its way back
 	kindOpening    byte = 'f' // a conversation's fingerprint
 	kindChain      byte = 'h' // a history's chain hashes
 	kindPrefix     byte = 'b' // a block of a body's prefix (parseMemo)

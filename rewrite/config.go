@@ -3,6 +3,7 @@ package rewrite
 import (
 	"fmt"
 
+	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 )
@@ -25,6 +26,10 @@ type Config struct {
 	// Squasher, when not nil, is used instead of one built from Squash (a
 	// stand-in in tests, or a squasher built elsewhere).
 	Squasher Squasher
+	// Expand, when set, means ctxpress keeps the original of everything
+	// squash, prune and dedup replace (Result.Originals), and every marker
+	// says the ways back it names; nil: markers as without originals.
+	Expand *expand.Ways
 	// Dedup configures the replacement of superseded tool results.
 	Dedup DedupConfig
 	// Prune configures the one-line pruning of old tool results.

@@ -2,12 +2,13 @@ package rewrite
 
 import (
 	"bytes"
-	"github.com/ctxpress/ctxpress/history"
-	"github.com/ctxpress/ctxpress/internal/chatcheck"
-	"github.com/ctxpress/ctxpress/wire"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/history"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // validTurns returns the turns k (the first k messages of body) that a

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 
+	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
@@ -35,6 +36,9 @@ type dedupPlan struct {
 	// history's RepeatStub), by result item, with their tokens.
 	stubs      map[int]string
 	stubTokens map[int]int
+	// origins are the originals of the replaced results whose replacement
+	// points to one (Config.Expand), without their text.
+	origins map[int]expand.Original
 }
 
 // text is what result item it says when replaced.
@@ -99,11 +103,23 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 			continue
 		}
 		save := tokens - placeholder
+		var back dedupStub
+		if p.cfg.Expand != nil {
+			back = p.dedupStub(enc, req, a, k)
+			save = tokens - back.tokens
+		}
 		if save <= 0 {
 			continue
 		}
 		if plan.items == nil {
 			plan.items = make(map[int]int)
+		}
+		if back.text != "" {
+			if plan.stubs == nil {
+				plan.stubs, plan.stubTokens = map[int]string{}, map[int]int{}
+			}
+			plan.stubs[r.item], plan.stubTokens[r.item] = back.text, back.tokens
+			plan.origin(r.item, back.origin)
 		}
 		plan.items[r.item] = save
 		plan.saved += save
@@ -116,6 +132,9 @@ func (p *Pipeline) planDedup(enc Encoding, req *request, a *analysis, dropFrom, 
 		for it, save := range plan.items {
 			if !prev[it] {
 				delete(plan.items, it)
+				delete(plan.stubs, it)
+				delete(plan.stubTokens, it)
+				delete(plan.origins, it)
 				plan.saved -= save
 			}
 		}
@@ -217,9 +236,14 @@ func (plan dedupPlan) appendEdits(edits []wire.Edit, req *request, i int, f *fac
 		if _, ok := plan.items[it]; ok {
 			edits = append(edits, req.f.ReplaceContent(req.Conversation, it, plan.text(it)))
 			res.Deduped++
+			plan.keepOriginal(res, it)
 		} else {
 			res.Squashed += rf.stats - from.stats
 			res.SquashStats = append(res.SquashStats, f.stats[from.stats:rf.stats]...)
+			for _, o := range f.originals[from.originals:rf.originals] {
+				o.Item = it
+				res.Originals = append(res.Originals, o)
+			}
 			for _, e := range f.edits[from.edits:rf.edits] {
 				edits = append(edits, wire.Edit{Start: at + e.Start, End: at + e.End, Repl: e.Repl})
 			}

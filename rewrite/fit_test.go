@@ -3,9 +3,10 @@ package rewrite
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"strings"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 
 	"github.com/tidwall/gjson"
 )

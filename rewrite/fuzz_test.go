@@ -3,13 +3,14 @@ package rewrite
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/ctxpress/ctxpress/history"
-	"github.com/ctxpress/ctxpress/internal/chatcheck"
-	wirechat "github.com/ctxpress/ctxpress/wire/chat"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/history"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	wirechat "github.com/ctxpress/ctxpress/wire/chat"
 
 	"github.com/tidwall/gjson"
 )

@@ -2,12 +2,13 @@ package rewrite
 
 import (
 	"crypto/sha256"
-	"github.com/ctxpress/ctxpress/internal/chatcheck"
-	"github.com/ctxpress/ctxpress/squash"
-	"github.com/ctxpress/ctxpress/wire"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
+	"github.com/ctxpress/ctxpress/squash"
+	"github.com/ctxpress/ctxpress/wire"
 
 	"github.com/tidwall/gjson"
 )

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"crypto/sha256"
 
+	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
@@ -46,12 +47,13 @@ func New(cfg Config) *Pipeline {
 		cache:    cache,
 		counter:  newCounter(cache),
 		squasher: cfg.Squasher,
-		shell:    squash.New(shellConfig(cfg.Squash)),
+		shell:    squash.New(shellConfig(cfg.Squash, cfg.Expand)),
 		headers:  headerNamesOf(cfg.Identify),
 		folded:   foldedNames(headerNamesOf(cfg.Identify)),
 	}
 	if p.squasher == nil && cfg.Squash != nil {
 		sc := *cfg.Squash
+		sc.Ways = cfg.Expand
 		if sc.CountTokens == nil {
 			sc.CountTokens = func(s string) int { return p.counter.Count(O200K, s) }
 		}
@@ -63,11 +65,11 @@ func New(cfg Config) *Pipeline {
 // shellConfig is the part of the squash config dedup's shell rule and
 // prune read: the shell tools and read commands, and what squash keeps
 // whole (exempt tools, reads); squash's defaults when squash is off.
-func shellConfig(sc *squash.Config) squash.Config {
+func shellConfig(sc *squash.Config, ways *expand.Ways) squash.Config {
 	if sc == nil {
-		return squash.Config{}
+		return squash.Config{Ways: ways}
 	}
-	return squash.Config{ShellTools: sc.ShellTools, ReadCommands: sc.ReadCommands, ExemptTools: sc.ExemptTools, ReadMaxBytes: sc.ReadMaxBytes}
+	return squash.Config{ShellTools: sc.ShellTools, ReadCommands: sc.ReadCommands, ExemptTools: sc.ExemptTools, ReadMaxBytes: sc.ReadMaxBytes, Ways: ways}
 }
 
 // CacheStats reports the entries in the pipeline's cache, the bytes they
@@ -163,7 +165,11 @@ type Result struct {
 	// earlier request pruned that a summary now covers), in body order;
 	// nil when none. It is kept and passed back as Options.PrevPrunes,
 	// as Dedups is.
-	Prunes                  []history.PruneMark
+	Prunes []history.PruneMark
+	// Originals are what the markers of Body point to (Config.Expand; nil
+	// without it): every squashed, pruned or deduped tool output forwarded,
+	// each time, for the caller to keep those it has not kept yet.
+	Originals               []Original
 	BytesBefore, BytesAfter int
 
 	// Lead is the number of leading system/developer messages of the
@@ -256,6 +262,9 @@ type facts struct {
 	stats         []SquashStat  // one per text squashed
 	calls         []call        // the calls an assistant message makes
 	results       []resultFacts // one per tool result item, in order
+	// originals are what the squash edits' markers point to (Item: the
+	// result's place among the message's results).
+	originals []Original
 }
 
 // resultFacts is what squash made of one tool result of a message: its
@@ -265,6 +274,7 @@ type facts struct {
 type resultFacts struct {
 	contentAfter int
 	edits, stats int
+	originals    int
 	printed      [sha256.Size]byte
 	framed       bool
 }
@@ -281,6 +291,9 @@ func (f *facts) size() int64 {
 	}
 	for _, s := range f.stats {
 		n += int64(len(s.Shape))
+	}
+	for _, o := range f.originals {
+		n += int64(64 + len(o.Ref) + len(o.Tool) + len(o.Text))
 	}
 	return n
 }
@@ -505,13 +518,14 @@ func (p *Pipeline) messageFacts(enc Encoding, prs []producer, req *request, i in
 				before, after = before+t, after+t
 				continue
 			}
-			edits, b, a, stats := p.squashContent(req, prs[len(f.results)], it)
+			edits, b, a, stats, kept := p.squashContent(req, prs[len(f.results)], it, len(f.results))
 			if f.edits == nil && f.stats == nil {
 				f.edits, f.stats = edits, stats // the one result's: no copy
 			} else {
 				f.edits, f.stats = append(f.edits, edits...), append(f.stats, stats...)
 			}
-			rf := resultFacts{contentAfter: a, edits: len(f.edits), stats: len(f.stats)}
+			f.originals = append(f.originals, kept...)
+			rf := resultFacts{contentAfter: a, edits: len(f.edits), stats: len(f.stats), originals: len(f.originals)}
 			rf.printed, rf.framed = printedOutput(req, it)
 			f.results = append(f.results, rf)
 			before, after = before+b, after+a

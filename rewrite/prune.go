@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/squash"
 )
@@ -71,6 +72,7 @@ func (pp prunePlan) leavesOut(i int) bool {
 type prunedLine struct {
 	text   string
 	tokens int
+	origin expand.Original // the original its way back names (Config.Expand)
 }
 
 // planPrune adds the pruned results to plan: those prev names (sent
@@ -227,11 +229,15 @@ func (p *Pipeline) pruneLine(v *view, k int) prunedLine {
 	if c, ok := p.cache.get(key); ok {
 		return c.(prunedLine)
 	}
-	text := p.shell.PruneLine(resultCall(req, r), req.f.Text(req.Conversation, r.item))
+	output := req.f.Text(req.Conversation, r.item)
+	text := p.shell.PruneLine(resultCall(req, r), output)
 	// A copy of the line's own size: PruneLine may return a slice of the
 	// result's text or a builder's larger buffer.
 	pl := prunedLine{text: strings.Clone(text), tokens: p.counter.Count(v.enc, text)}
-	p.cache.add(key, pl, int64(len(text)+16))
+	if p.cfg.Expand != nil {
+		pl.origin = expand.Original{Ref: expand.Ref(output), Kind: expand.KindPrune, Tool: r.key.tool}
+	}
+	p.cache.add(key, pl, int64(len(text)+len(pl.origin.Ref)+len(pl.origin.Tool)+16))
 	return pl
 }
 
@@ -244,6 +250,7 @@ func (pp *prunePlan) add(plan *dedupPlan, req *request, it int, line prunedLine,
 	pp.turns[it] = turn
 	pp.saved += save
 	plan.stub(req, it, line.text, line.tokens, save)
+	plan.origin(it, line.origin)
 }
 
 // remove undoes add.
@@ -283,6 +290,7 @@ func (plan *dedupPlan) unstub(req *request, it int) {
 	delete(plan.items, it)
 	delete(plan.stubs, it)
 	delete(plan.stubTokens, it)
+	delete(plan.origins, it)
 	plan.saved -= save
 	m := req.Items[it].Message
 	plan.replace[m] = false

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"strings"
 
+	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/wire"
 )
@@ -93,6 +94,7 @@ type squashResult struct {
 	out   string
 	shape squash.Shape
 	same  bool
+	kept  []expand.Original // squashOriginals
 }
 
 // jsonString is s as a JSON string in a slice of its own size: it is kept
@@ -109,25 +111,31 @@ func exactJSONString(s string) []byte {
 // from the cache when this (call, text) was squashed before. It reports
 // false when the squash changed nothing. A panicking Squasher counts as
 // changing nothing.
-func (p *Pipeline) squashText(pr producer, text string) (string, squash.Shape, bool) {
+func (p *Pipeline) squashText(pr producer, text string) (string, squash.Shape, []expand.Original, bool) {
 	key := newKey(kindSquash, pr.tool, string(pr.args[:]), text)
 	if v, ok := p.cache.get(key); ok {
 		r := v.(squashResult)
-		return r.out, r.shape, !r.same
+		return r.out, r.shape, r.kept, !r.same
 	}
 	res := p.callSquash(pr.toolCall(), text)
 	r := squashResult{out: res.Text, shape: res.Shape, same: !res.Squashed || res.Text == text}
 	if r.same {
 		r.out, r.shape = "", ""
+	} else {
+		r.kept = squashOriginals(res.Originals, text)
 	}
 	// A squasher builds its output in a strings.Builder, whose buffer is up
 	// to twice the text: the cache keeps a copy of the text's own size.
 	r.out = strings.Clone(r.out)
-	p.cache.add(key, r, int64(len(r.out)+len(r.shape)))
-	if r.same {
-		return text, "", false
+	size := len(r.out) + len(r.shape)
+	for _, o := range r.kept {
+		size += 48 + len(o.Ref) + len(o.Tool) + len(o.Text)
 	}
-	return r.out, r.shape, true
+	p.cache.add(key, r, int64(size))
+	if r.same {
+		return text, "", nil, false
+	}
+	return r.out, r.shape, r.kept, true
 }
 
 // callSquash runs the squasher, shielding the request from a panic in it:
@@ -146,15 +154,18 @@ func (p *Pipeline) callSquash(call squash.Call, text string) (res squash.Result)
 // keeps its shape; other parts are untouched). A squash is used only when
 // it saves tokens. It returns the edits (relative to the message start),
 // the content tokens before and after, and a SquashStat per text squashed.
-func (p *Pipeline) squashContent(req *request, pr producer, r int) (edits []wire.Edit, before, after int, stats []SquashStat) {
+// kept are the originals its markers point to (their Item ord, the
+// result's place among the message's results).
+func (p *Pipeline) squashContent(req *request, pr producer, r, ord int) (edits []wire.Edit, before, after int, stats []SquashStat, kept []Original) {
 	c, enc := p.counter, EncodingForModel(req.Model)
 	msgStart := req.Messages[req.Items[r].Message].Start
+	part := -1
 	squashOne := func(text wire.Part) (tokBefore, tokAfter int) {
 		if p.squasher == nil || !text.Span.Exists() {
 			tokBefore = c.Count(enc, text.Text)
 			return tokBefore, tokBefore
 		}
-		out, shape, changed := p.squashText(pr, text.Text)
+		out, shape, origs, changed := p.squashText(pr, text.Text)
 		if !changed {
 			tokBefore = c.Count(enc, text.Text)
 			return tokBefore, tokBefore
@@ -175,19 +186,21 @@ func (p *Pipeline) squashContent(req *request, pr producer, r int) (edits []wire
 		}
 		edits = append(edits, wire.Edit{Start: text.Span.Start - msgStart, End: text.Span.End - msgStart, Repl: exactJSONString(out)})
 		stats = append(stats, SquashStat{Shape: string(shape), TokensBefore: tokBefore, TokensAfter: tokOut})
+		kept = partOriginals(kept, origs, ord, part)
 		return tokBefore, tokOut
 	}
-	for _, part := range req.f.Parts(req.Conversation, r, req.count) {
-		if part.IsText {
-			b, a := squashOne(part)
+	for k, pt := range req.f.Parts(req.Conversation, r, req.count) {
+		part = k
+		if pt.IsText {
+			b, a := squashOne(pt)
 			before += b
 			after += a
 			continue
 		}
-		before += part.Tokens
-		after += part.Tokens
+		before += pt.Tokens
+		after += pt.Tokens
 	}
-	return edits, before, after, stats
+	return edits, before, after, stats, kept
 }
 
 // SquashStat is what squashing one tool output text saved.

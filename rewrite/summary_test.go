@@ -2,11 +2,12 @@ package rewrite
 
 import (
 	"bytes"
-	"github.com/ctxpress/ctxpress/history"
-	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ctxpress/ctxpress/history"
+	"github.com/ctxpress/ctxpress/internal/chatcheck"
 
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/wire"

@@ -14,7 +14,7 @@ const (
 // lines, then warnings, collapses runs
 // of identical lines into one line with a " [xN]" count, and stays within
 // budget bytes. A text without newlines keeps its head and tail.
-func squashGeneric(tl *textLines, budget int, hint string) string {
+func squashGeneric(tl *textLines, budget int, hint *back) string {
 	s, spans := tl.s, tl.spans
 	lineCap := genericLineCap
 	if budget/4 < lineCap {
@@ -27,6 +27,9 @@ func squashGeneric(tl *textLines, budget int, hint string) string {
 		var b strings.Builder
 		body := strings.TrimSuffix(s, "\n")
 		writeCapped(&b, body, budget)
+		if w := hint.gap(1, 1, false); w != "" { // one line: its way is the whole original's
+			b.WriteString(" [" + strings.TrimPrefix(w, "; ") + "]")
+		}
 		if len(body) < len(s) {
 			b.WriteByte('\n')
 		}

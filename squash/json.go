@@ -43,19 +43,19 @@ type jnode struct {
 // keep their head, their error-looking elements and their outliers, with a
 // "[N more items]" element at each gap. The result is valid JSON. An input
 // that does not parse comes back unchanged.
-func squashJSON(s string) string { return squashJSONText(s, nil) }
+func squashJSON(s string) string { return squashJSONText(s, nil, nil) }
 
 // squashJSONText is squashJSON where a string of jsonTextLines lines or
 // more is text (a command's output wrapped in JSON, as codex's
 // {"output": …} is) and comes back as text(string), re-encoded; nil text
 // cuts such strings like any other.
-func squashJSONText(s string, text func(string) string) string {
+func squashJSONText(s string, text func(string) string, bk *back) string {
 	p := jparser{s: s, nodes: make([]jnode, 0, len(s)/16+4)}
 	root := p.value()
 	if root < 0 {
 		return s
 	}
-	e := jemitter{s: s, nodes: p.nodes, text: text}
+	e := jemitter{s: s, nodes: p.nodes, text: text, back: bk}
 	e.b.Grow(len(s) / 2)
 	e.value(root)
 	return e.b.String()
@@ -188,6 +188,17 @@ type jemitter struct {
 	nodes []jnode
 	b     strings.Builder
 	text  func(string) string // squashes a multi-line string as text; nil: cut it as prose
+	back  *back               // the first marker says the way to the whole original
+	told  bool                // a marker said it
+}
+
+// tell adds the way back to the whole original to the first marker of
+// the output (one is enough: they all point to the same original).
+func (e *jemitter) tell() {
+	if !e.told {
+		e.told = true
+		e.b.WriteString(e.back.whole())
+	}
 }
 
 func (e *jemitter) raw(i int) string { return e.s[e.nodes[i].start:e.nodes[i].end] }
@@ -245,7 +256,9 @@ func (e *jemitter) array(nd jnode) {
 		}
 		e.b.WriteString(`"[`)
 		e.b.WriteString(strconv.Itoa(gap))
-		e.b.WriteString(` more items]"`)
+		e.b.WriteString(` more items`)
+		e.tell()
+		e.b.WriteString(`]"`)
 		wrote, gap = true, 0
 	}
 	for k, el := range elems {

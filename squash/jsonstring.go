@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -43,8 +44,11 @@ func (e *jemitter) str(raw string) {
 	cut := jsonCut(body, limit)
 	e.b.WriteByte('"')
 	e.b.WriteString(body[:cut])
-	writeChars(&e.b, chars-limit)
-	e.b.WriteByte('"')
+	e.b.WriteString("…[")
+	e.b.WriteString(strconv.Itoa(chars - limit))
+	e.b.WriteString(" chars")
+	e.tell()
+	e.b.WriteString(`]"`)
 }
 
 // textString returns the JSON string literal raw, holding a text of many
@@ -71,16 +75,18 @@ func (e *jemitter) textString(raw string) string {
 
 // cutBefore reports whether a string body ends with the marker of a cut
 // (…[N chars]).
+// (…[N chars], or …[N chars; the way back]).
 func cutBefore(body string) bool {
-	rest, ok := strings.CutSuffix(body, " chars]")
-	if !ok {
+	i := strings.LastIndex(body, "…[")
+	if i < 0 || !strings.HasSuffix(body, "]") {
 		return false
 	}
-	i := len(rest)
-	for i > 0 && rest[i-1] >= '0' && rest[i-1] <= '9' {
-		i--
+	rest := body[i+len("…["):]
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
 	}
-	return i < len(rest) && strings.HasSuffix(rest[:i], "…[")
+	return j > 0 && (rest[j:] == " chars]" || strings.HasPrefix(rest[j:], " chars; "))
 }
 
 // jsonChars counts the characters of a raw string body (an escape is one

@@ -36,7 +36,7 @@ const (
 //
 // Kept lines stay in their original order; every gap becomes one
 // "[lines A-B omitted]" line.
-func squashLog(tl *textLines, budget int, hint string) string {
+func squashLog(tl *textLines, budget int, hint *back) string {
 	n := len(tl.spans)
 	if n == 0 {
 		return tl.s
@@ -310,22 +310,22 @@ func isSnippetLine(l string) bool {
 // writeGap writes the marker for the omitted lines of gap, or, when the
 // gap is one line no longer than its marker would be, the line itself:
 // it costs nothing to keep.
-func writeGap(b *strings.Builder, s string, gap [][2]int, end int, hint string) {
+func writeGap(b *strings.Builder, s string, gap [][2]int, end int, hint *back, first bool) {
 	if len(gap) == 1 && gap[0][1]-gap[0][0] <= len("[lines 1-1 omitted]") && !strings.ContainsRune(s[gap[0][0]:gap[0][1]], '\r') {
 		b.WriteString(s[gap[0][0]:gap[0][1]])
 		b.WriteByte('\n')
 		return
 	}
-	writeLinesOmitted(b, len(gap), end, hint)
+	writeLinesOmitted(b, len(gap), end, hint.gap(end-len(gap)+1, end, first))
 }
 
 // renderLines writes the kept lines in order, one "[lines A-B omitted]" per
 // gap and " [xN]" after lines whose template repeats. The output ends with a
 // newline exactly when s does.
-func renderLines(s string, spans [][2]int, keep []uint8, counts map[int]int, lineCap int, hint string) string {
+func renderLines(s string, spans [][2]int, keep []uint8, counts map[int]int, lineCap int, hint *back) string {
 	var b strings.Builder
 	b.Grow(len(s) / 8)
-	gap := 0
+	gap, first := 0, true
 	for i, sp := range spans {
 		if keep[i] == notKept {
 			gap++
@@ -335,9 +335,9 @@ func renderLines(s string, spans [][2]int, keep []uint8, counts map[int]int, lin
 			continue
 		}
 		if gap > 0 {
-			writeGap(&b, s, spans[i-gap:i], i, hint)
+			writeGap(&b, s, spans[i-gap:i], i, hint, first)
 			if gap > 1 {
-				hint = ""
+				first = false
 			}
 			gap = 0
 		}
@@ -356,7 +356,7 @@ func renderLines(s string, spans [][2]int, keep []uint8, counts map[int]int, lin
 		b.WriteByte('\n')
 	}
 	if gap > 0 {
-		writeGap(&b, s, spans[len(spans)-gap:], len(spans), hint)
+		writeGap(&b, s, spans[len(spans)-gap:], len(spans), hint, first)
 	}
 	out := b.String()
 	if !strings.HasSuffix(s, "\n") {

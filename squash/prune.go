@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ctxpress/ctxpress/expand"
 )
 
 // MaxPruneLine bounds a pruned line (PruneLine), in bytes.
@@ -63,7 +65,8 @@ func (s *Squasher) KeepsWhole(c Call) bool {
 //	[bash] ran `go test ./...` → exit 1, 312 lines, 11.2 KB; first error: parse.go:41:2: undefined: x; summary: FAIL ./pkg [old output pruned by ctxpress; re-run to see it]
 //
 // It reads only c and output, so the same pair always gives the same line,
-// which is one line of valid UTF-8 of at most MaxPruneLine bytes. Nothing
+// which is one line of valid UTF-8 of at most MaxPruneLine bytes (its
+// way back to the original, with Config.Ways, beyond). Nothing
 // is said that the output does not show: without a printed exit status
 // there is no exit status, without an error line no error.
 func (s *Squasher) PruneLine(c Call, output string) string {
@@ -79,7 +82,10 @@ func (s *Squasher) PruneLine(c Call, output string) string {
 	}
 	b.WriteString(" → " + outputFacts(output))
 	hint := pruneAgainTool
-	if shell {
+	switch {
+	case s.ways != nil:
+		hint = "[old output pruned by ctxpress; " + s.ways.Back(expand.Ref(output), expand.AllLines(output)) + "]"
+	case shell:
 		hint = pruneAgainShell
 	}
 	var errLine, summary string
@@ -88,7 +94,7 @@ func (s *Squasher) PruneLine(c Call, output string) string {
 		// is a match, not the command's error.
 		errLine, summary = outputFindings(output)
 	}
-	room := MaxPruneLine - b.Len() - len(hint) - 1
+	room := MaxPruneLine - b.Len() - min(len(hint), len(pruneAgainTool)) - 1
 	if errLine != "" && room > len("; first error: ")+20 {
 		e := clip(errLine, min(maxPruneError, room-len("; first error: ")))
 		b.WriteString("; first error: " + e)

@@ -29,7 +29,7 @@ const searchMaxBytes = 4 << 10
 //
 // An output the agent already cut (mini-swe-agent's <elided_chars>) is
 // left whole: its line numbers no longer match the file's.
-func cutRead(output string, rd fileRead, maxBytes int) string {
+func cutRead(output string, rd fileRead, maxBytes int, hint *back) string {
 	if len(output) <= maxBytes || strings.Contains(output, "<elided_chars>") {
 		return output
 	}
@@ -55,7 +55,9 @@ func cutRead(output string, rd fileRead, maxBytes int) string {
 	line := func(k int) string { return body[spans[k][0]:spans[k][1]] }
 	for k := 0; k < len(spans); k++ {
 		if k == h && t > h {
-			writeReadMarker(&b, body, spans, h, t, rd)
+			// The original's line numbers count the lines before the body.
+			pre := strings.Count(output[:start], "\n")
+			writeReadMarker(&b, body, spans, h, t, rd, hint.gap(h+1+pre, t+pre, false))
 			k = t - 1
 			continue
 		}
@@ -81,7 +83,10 @@ func bodyStart(s string) int {
 }
 
 // writeReadMarker writes the marker for the body lines [h, t) left out.
-func writeReadMarker(b *strings.Builder, body string, spans [][2]int, h, t int, rd fileRead) {
+// A marker that names the lines of this output also says way, the way to
+// them in the original ctxpress keeps ("" when it keeps none); the
+// file's own lines are printed from the file.
+func writeReadMarker(b *strings.Builder, body string, spans [][2]int, h, t int, rd fileRead, way string) {
 	a, z := strconv.Itoa(h+1), strconv.Itoa(t)
 	fa, fz := 0, 0
 	switch {
@@ -95,9 +100,9 @@ func writeReadMarker(b *strings.Builder, body string, spans [][2]int, h, t int, 
 		fas, fzs := strconv.Itoa(fa), strconv.Itoa(fz)
 		b.WriteString("[lines " + fas + "-" + fzs + " of " + rd.file + " omitted; sed -n '" + fas + "," + fzs + "p' " + shellQuote(rd.file) + "]\n")
 	case rd.redo != "":
-		b.WriteString("[lines " + a + "-" + z + " of this output omitted; " + rd.redo + " | sed -n '" + a + "," + z + "p']\n")
+		b.WriteString("[lines " + a + "-" + z + " of this output omitted; " + rd.redo + " | sed -n '" + a + "," + z + "p'" + way + "]\n")
 	default:
-		b.WriteString("[lines " + a + "-" + z + " of this output omitted]\n")
+		b.WriteString("[lines " + a + "-" + z + " of this output omitted" + way + "]\n")
 	}
 }
 

@@ -95,7 +95,7 @@ func TestCutReadMarkers(t *testing.T) {
 			}},
 	}
 	for _, tt := range tests {
-		out := cutRead(tt.in, tt.rd, limit)
+		out := cutRead(tt.in, tt.rd, limit, nil)
 		if len(out) > limit {
 			t.Errorf("%s: %d bytes, over the %d cap", tt.rule, len(out), limit)
 		}
@@ -113,16 +113,16 @@ func TestCutReadMarkers(t *testing.T) {
 // few huge lines lose their middles and stay in the cap.
 func TestCutReadKeeps(t *testing.T) {
 	small := goLines(100, 1, false)
-	if out := cutRead(small, fileRead{file: "a.go", first: 1}, 64<<10); out != small {
+	if out := cutRead(small, fileRead{file: "a.go", first: 1}, 64<<10, nil); out != small {
 		t.Error("a read under the cap was changed")
 	}
 	elided := "<returncode>0</returncode>\n<warning>\ntoo long\n</warning><output_head>\n" + goLines(1200, 1, false) +
 		"</output_head>\n<elided_chars>\n9000 characters elided\n</elided_chars>\n<output_tail>\nx\n</output_tail>"
-	if out := cutRead(elided, fileRead{file: "a.go", first: 1}, 16<<10); out != elided {
+	if out := cutRead(elided, fileRead{file: "a.go", first: 1}, 16<<10, nil); out != elided {
 		t.Error("an output mini-swe-agent already cut was cut again")
 	}
 	huge := strings.Repeat("x", 100000) + "\n" + strings.Repeat("y", 100000)
-	out := cutRead(huge, fileRead{file: "min.js", first: 1}, 16<<10)
+	out := cutRead(huge, fileRead{file: "min.js", first: 1}, 16<<10, nil)
 	if len(out) > 16<<10 || !strings.Contains(out, "chars]") {
 		t.Errorf("two huge lines: %d bytes, %.100q", len(out), out)
 	}

@@ -2,8 +2,11 @@ package squash
 
 import (
 	"fmt"
+
 	"sort"
 	"sync"
+
+	"github.com/ctxpress/ctxpress/expand"
 )
 
 // Default values used when a Config field is left at its zero value.
@@ -56,6 +59,11 @@ type Config struct {
 	// and how to print them. 0 means DefaultReadMaxBytes (64 KiB); negative
 	// turns reads off: they are squashed by shape like any output.
 	ReadMaxBytes int
+	// Ways, when set, means ctxpress keeps the original of every output it
+	// squashes (Result.Originals), and every marker says how to get the
+	// lines it leaves out back (expand.Ways.Back); nil: markers say only
+	// what they leave out, and a shell command's first one how to rerun it.
+	Ways *expand.Ways
 }
 
 // Call is the tool call that produced an output.
@@ -98,6 +106,11 @@ type Result struct {
 
 	BytesBefore, BytesAfter   int
 	TokensBefore, TokensAfter int
+	// Originals are what Text's markers point to, for the caller to keep
+	// (Config.Ways): the output itself, and a text inside a JSON output
+	// whose markers name its own lines. Nil when nothing was squashed or
+	// originals are not kept.
+	Originals []expand.Original
 }
 
 // StatsLine formats r as one line, e.g.
@@ -126,6 +139,7 @@ type Squasher struct {
 	shell    map[string]struct{}
 	reads    map[string]struct{}
 	count    func(string) int
+	ways     *expand.Ways
 }
 
 // New returns a Squasher for cfg, filling in defaults for zero fields.
@@ -135,6 +149,7 @@ func New(cfg Config) *Squasher {
 		budget:   cfg.Budget,
 		readMax:  cfg.ReadMaxBytes,
 		count:    cfg.CountTokens,
+		ways:     cfg.Ways,
 		exempt:   nameSet(cfg.ExemptTools, DefaultExemptTools),
 		shell:    nameSet(cfg.ShellTools, DefaultShellTools),
 		reads:    nameSet(cfg.ReadCommands, DefaultReadCommands),
@@ -195,7 +210,8 @@ func (s *Squasher) ApplyCall(c Call, output string) Result {
 		r.TokensAfter = r.TokensBefore
 		return r
 	}
-	shape, out := s.compress(c, output)
+	var kept []expand.Original
+	shape, out := s.compress(c, output, &kept)
 	r.TokensBefore = s.count(output)
 	if len(out) >= len(output) {
 		r.TokensAfter = r.TokensBefore
@@ -208,7 +224,7 @@ func (s *Squasher) ApplyCall(c Call, output string) Result {
 		r.TokensAfter = r.TokensBefore
 		return r
 	}
-	r.Text, r.Shape, r.Squashed = out, shape, true
+	r.Text, r.Shape, r.Squashed, r.Originals = out, shape, true, kept
 	r.BytesAfter, r.TokensAfter = len(out), after
 	return r
 }
@@ -236,22 +252,23 @@ func (s *Squasher) choose(c Call, output string) (Shape, fileRead, *textLines) {
 	return shape, fileRead{}, lines
 }
 
-// compress runs the compressor choose picks.
-func (s *Squasher) compress(c Call, output string) (Shape, string) {
-	return s.compressWith(c, output, s.gapHint(c))
+// compress runs the compressor choose picks; kept collects the originals
+// its markers point to (with Config.Ways).
+func (s *Squasher) compress(c Call, output string, kept *[]expand.Original) (Shape, string) {
+	return s.compressWith(c, output, &back{rerun: s.gapHint(c), ways: s.ways, text: output, tool: c.Tool, kept: kept})
 }
 
-// compressWith is compress with the hint for gap markers given: a text
+// compressWith is compress with what its markers say given: a text
 // inside a JSON output gets the hint of the call that printed the JSON.
-func (s *Squasher) compressWith(c Call, output, hint string) (Shape, string) {
+func (s *Squasher) compressWith(c Call, output string, hint *back) (Shape, string) {
 	shape, rd, lines := s.choose(c, output)
 	switch shape {
 	case ShapeRead, ShapeSource:
-		return shape, cutRead(output, rd, s.readMax)
+		return shape, cutRead(output, rd, s.readMax, hint)
 	case ShapeSearch:
 		return shape, output
 	case ShapeJSON:
-		return shape, squashJSONText(output, func(text string) string { return s.squashText(text, hint) })
+		return shape, squashJSONText(output, func(text string) string { return s.squashText(text, hint.inner(text)) }, hint)
 	case ShapeLog:
 		return shape, squashLog(lines, s.budget, hint)
 	}
@@ -275,7 +292,7 @@ func (s *Squasher) gapHint(c Call) string {
 // squashJSONText) as an output of its own shape, with no call: a log or
 // generic text is squashed, source is kept within ReadMaxBytes, and a text
 // under the size floor is kept.
-func (s *Squasher) squashText(text, hint string) string {
+func (s *Squasher) squashText(text string, hint *back) string {
 	if len(text) < s.minBytes {
 		return text
 	}

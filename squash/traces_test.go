@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -88,7 +89,7 @@ func TestCorpusToolOutputs(t *testing.T) {
 	var before, after, squashed int
 	for _, o := range outs {
 		r := s.ApplyCall(o.call(), o.text)
-		if r2 := s.ApplyCall(o.call(), o.text); r2 != r {
+		if r2 := s.ApplyCall(o.call(), o.text); !reflect.DeepEqual(r2, r) {
 			t.Fatalf("%s (%s): not deterministic", o.file, o.tool)
 		}
 		if len(r.Text) > len(o.text) {

@@ -1,6 +1,8 @@
 package turn
 
 import (
+	"time"
+
 	"github.com/rs/zerolog"
 
 	"github.com/ctxpress/ctxpress/admin"
@@ -36,11 +38,36 @@ func (t *Turn) Rewrites() bool { return !t.ts.Observe }
 // Sent tells the turn the bytes forwarded (the body, as the shell may
 // have asked a stream for its usage): a background compaction's summary
 // call continues them, so the provider's cache of them holds.
+//
+// The originals its markers point to start being kept (WaitKept).
 func (t *Turn) Sent(out []byte) {
+	if !t.ts.Observe && t.kept == nil {
+		t.kept = t.ts.Keeper.keep(t.ns, t.parsed, t.res.Originals)
+	}
 	if pc := t.precompact; pc != nil {
 		pc.Forwarded, pc.FitDropped = append([]byte(nil), out...), t.res.FitDropped
 	}
 }
+
+// WaitKept waits, for at most keepWait, until the originals the sent
+// body's markers point to are kept: the agent may ask for one as soon as
+// it reads the answer, so the shell calls it before relaying the answer.
+func (t *Turn) WaitKept() {
+	if t.kept == nil {
+		return
+	}
+	timer := time.NewTimer(keepWait)
+	defer timer.Stop()
+	select {
+	case <-t.kept:
+	case <-timer.C:
+	}
+}
+
+// keepWait bounds how long an answer waits for its originals to be kept:
+// a slow store delays nothing longer (the marker still names the
+// reference, and the keeping goes on).
+const keepWait = 2 * time.Second
 
 // ID is the conversation's id ("" when none was found).
 func (t *Turn) ID() string { return t.id.ID }

@@ -66,6 +66,9 @@ type Turns struct {
 	// Paused warns, rate-limited, that compaction is paused while the
 	// store fails.
 	Paused func(err error)
+	// Keeper keeps the originals the forwarded bodies' markers point to
+	// (nil: none are kept; the pipeline's markers then name none).
+	Keeper *Keeper
 	// Observe: observe mode. Every request is forwarded as the client
 	// sent it (Body), and the turn is what ctxpress would have done:
 	// counted, recorded and shown, with no summary call made
@@ -113,6 +116,10 @@ type Turn struct {
 	precompactPlan rewrite.Plan
 	recording      bool // counted by the recorder as being answered
 	noted          bool // noteEdits ran
+	// ns is the client's namespace, where the originals are kept; kept
+	// closes when those of the body sent are (nil: nothing to wait for).
+	ns   string
+	kept <-chan struct{}
 }
 
 // Begin runs a request's phases up to forwarding: parse (as api's
@@ -128,6 +135,7 @@ func (ts *Turns) Begin(api *API, body []byte, h Header, namespace string) (t *Tu
 	if !t.parse(body) {
 		return nil, false
 	}
+	t.ns = namespace
 	t.identify(namespace)
 	t.load()
 	if !t.planTurn() {

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ctxpress/ctxpress/expand"
+	"github.com/ctxpress/ctxpress/state"
+)
+
+// openExpand is the ways back markers name, from the expand: section and
+// where ctxpress listens, and the directory originals are written to
+// (nil: none). Files are on for an agent on this machine (files: auto and
+// a loopback listener, or files: true) when the directory is writable;
+// nil ways when originals are not kept.
+func openExpand(cfg config, addr net.Addr, log zerolog.Logger) (*expand.Ways, *state.OriginalFiles) {
+	ec := cfg.Expand
+	if !ec.Keep {
+		return nil, nil
+	}
+	ways := &expand.Ways{Tool: ec.Tool, URL: ec.URL}
+	if !filesOn(ec.Files, addr) {
+		return ways, nil
+	}
+	dir := ec.Dir
+	if dir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			log.Warn().Err(err).Msg("no directory for originals' files (set expand.dir); markers name the other ways back")
+			return ways, nil
+		}
+		dir = filepath.Join(cache, "ctxpress", "originals")
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // a marker's path works from the agent's directory too
+	}
+	files, err := state.OpenOriginalFiles(dir, cfg.Retention, 0)
+	if err != nil {
+		log.Warn().Err(err).Str("dir", dir).Msg("originals' directory not writable; markers name the other ways back (set expand.dir)")
+		return ways, nil
+	}
+	ways.Dir = dir
+	return ways, files
+}
+
+// filesOn applies expand.files: auto means the agent is on this machine,
+// which a loopback listener says.
+func filesOn(setting string, addr net.Addr) bool {
+	switch setting {
+	case localTrue:
+		return true
+	case localFalse:
+		return false
+	}
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}

@@ -1,0 +1,102 @@
+package turn
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/ctxpress/ctxpress/expand"
+	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/state"
+)
+
+// Keeper keeps the originals that forwarded bodies' markers point to: in
+// the store, in the conversation's namespace, and as files for an agent
+// on this machine. What this process kept is remembered, so an unchanged
+// history costs a map lookup per marker, not a write.
+type Keeper struct {
+	Store state.Originals      // nil: none
+	Files *state.OriginalFiles // nil: no files
+	// Failed reports a failure to keep (the request goes on: its markers
+	// still name the reference, and the next turn tries again).
+	Failed func(err error)
+
+	mu    sync.Mutex
+	known map[string]struct{} // namespace NUL ref
+}
+
+// maxKnown bounds the remembered references; past it the memory starts
+// over, and a reference kept before is written again once (a no-op but
+// for its age).
+const maxKnown = 1 << 16
+
+// keep starts keeping the originals of res not kept yet, read from
+// parsed (the client's request) before this returns; the returned channel
+// closes when they are kept (nil: nothing to keep).
+func (k *Keeper) keep(ns string, parsed *rewrite.Parsed, res []rewrite.Original) <-chan struct{} {
+	if k == nil || len(res) == 0 || (k.Store == nil && k.Files == nil) {
+		return nil
+	}
+	var fresh []expand.Original
+	k.mu.Lock()
+	for _, o := range res {
+		if _, ok := k.known[ns+"\x00"+o.Ref]; ok || seen(fresh, o.Ref) {
+			continue
+		}
+		o.Text = strings.Clone(parsed.OriginalText(o)) // the body is the request's, reused after it
+		if o.Text != "" {
+			fresh = append(fresh, o.Original)
+		}
+	}
+	k.mu.Unlock()
+	if len(fresh) == 0 {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ok := true
+		if k.Files != nil {
+			if err := k.Files.Write(fresh); err != nil {
+				ok = false
+				k.failed(err)
+			}
+		}
+		if k.Store != nil {
+			if err := k.Store.PutOriginals(ns, fresh); err != nil {
+				ok = false
+				k.failed(err)
+			}
+		}
+		if ok {
+			k.remember(ns, fresh)
+		}
+	}()
+	return done
+}
+
+func (k *Keeper) failed(err error) {
+	if k.Failed != nil {
+		k.Failed(err)
+	}
+}
+
+func (k *Keeper) remember(ns string, kept []expand.Original) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.known == nil || len(k.known)+len(kept) > maxKnown {
+		k.known = make(map[string]struct{}, len(kept))
+	}
+	for _, o := range kept {
+		k.known[ns+"\x00"+o.Ref] = struct{}{}
+	}
+}
+
+// seen reports whether ref is among os already.
+func seen(os []expand.Original, ref string) bool {
+	for _, o := range os {
+		if o.Ref == ref {
+			return true
+		}
+	}
+	return false
+}
