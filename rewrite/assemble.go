@@ -139,6 +139,7 @@ func (v *view) tailEdits(edits []wire.Edit, first, n int, plan dedupPlan, res *R
 			for _, e := range f.edits {
 				edits = append(edits, wire.Edit{Start: at + e.Start, End: at + e.End, Repl: e.Repl})
 			}
+			res.Originals = appendOriginals(res.Originals, req, i, f.originals)
 		}
 	}
 	return edits

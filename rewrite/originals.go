@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ctxpress/ctxpress/expand"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // Original is an original that a marker of a forwarded body points to,
@@ -91,6 +92,29 @@ func (plan *dedupPlan) origin(it int, o expand.Original) {
 		plan.origins = map[int]expand.Original{}
 	}
 	plan.origins[it] = o
+}
+
+// appendOriginals appends kept, the originals of message i's squash edits
+// (Item: the result's place among the message's results), with Item the
+// result's item in req.
+func appendOriginals(dst []Original, req *request, i int, kept []Original) []Original {
+	if len(kept) == 0 {
+		return dst
+	}
+	var items []int
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		if req.Items[it].Kind == wire.KindToolResult {
+			items = append(items, it)
+		}
+	}
+	for _, o := range kept {
+		if o.Item < len(items) {
+			o.Item = items[o.Item]
+			dst = append(dst, o)
+		}
+	}
+	return dst
 }
 
 // squashOriginals are the originals the squash of one text part points to,
