@@ -60,6 +60,9 @@ func (a *Admin) serveStats(ctx *fasthttp.RequestCtx) {
 	if a.deps.Running != nil {
 		st.Compacting = a.deps.Running()
 	}
+	if a.metrics != nil {
+		st.Retrievals = a.metrics.retrievals.Load()
+	}
 	var usage, summary, server state.Usage
 	var money, prefill *Costs // the bills summed by unit; nil: none in it
 	var assumed []string

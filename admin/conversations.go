@@ -289,6 +289,10 @@ type Stats struct {
 	TokensSaved   int64 `json:"tokens_saved"`
 	Compactions   int64 `json:"compactions"`
 	Compacting    int   `json:"compacting"`
+	// Retrievals is how many originals were brought back since this
+	// server started (Metrics.Retrieved): each is a marker that hid
+	// something needed.
+	Retrievals int64 `json:"retrievals"`
 	// Usage, SummaryUsage, ServerCompactionUsage and CachedShare are
 	// ConversationInfo's, over every conversation.
 	Usage                 UsageInfo `json:"usage"`

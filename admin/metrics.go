@@ -54,12 +54,15 @@ type Metrics struct {
 	summaryTokens  *prometheus.CounterVec // kind
 	cost           *prometheus.CounterVec // kind
 	storeFailures  *prometheus.CounterVec // op
+	retrieved      *prometheus.CounterVec // kind, tool, way
 	// agentTokens and agentCost are upstreamTokens' and cost's series of
 	// conversation requests, summaryTokenSeries and summaryCost
 	// summaryTokens' and cost's of summary calls: looked up once, not on
 	// every answer.
 	agentTokens, summaryTokenSeries tokenSeries
 	agentCost, summaryCost          lazySeries
+	// retrievals counts Retrieved's calls, for the stats.
+	retrievals atomic.Int64
 	// Pricing prices the cost counter; set before the server serves.
 	Pricing Pricing
 }
@@ -111,6 +114,8 @@ func NewMetrics(inflight func() int, store state.Store, pipeline *rewrite.Pipeli
 			"What the reported usage cost at per-model prices, by kind: agent (conversation requests) or summary (ctxpress's summary calls). A local upstream is priced in millions of prefill-token equivalents instead.", "kind"),
 		storeFailures: f.counterVec("ctxpress_store_failures_total",
 			"Failed operations on the conversation store (a Redis down or slow, a full disk), by op: read, write (turn records, summaries, admin edits), lease (the compaction lease across replicas). Logged once per interval; requests go on without the record.", "op"),
+		retrieved: f.counterVec("ctxpress_originals_retrieved_total",
+			"Originals brought back, by the step that replaced them (kind: squash, prune, dedup, compaction), the tool whose output it was, and the way (file: the agent read the file a marker named; http; tool: the ctxpress_expand tool; cli). Each one means a marker hid something an agent or its user needed: the fidelity signal, live.", "kind", "tool", "way"),
 	}
 	for i := range m.paths {
 		m.paths[i].label = pathLabels[i]
@@ -415,6 +420,17 @@ func (m *Metrics) Recorded(tripped bool) {
 
 // StoreFailed counts a failed store operation of op (read, write, lease).
 func (m *Metrics) StoreFailed(op string) { m.storeFailures.WithLabelValues(op).Inc() }
+
+// Retrieved counts one original brought back (turn.Keeper.Retrieved). A
+// tool's name is the agent's to choose: it is cut so that a label stays
+// short.
+func (m *Metrics) Retrieved(kind, tool, way string) {
+	if len(tool) > 64 {
+		tool = tool[:64]
+	}
+	m.retrieved.WithLabelValues(kind, tool, way).Inc()
+	m.retrievals.Add(1)
+}
 
 // CountStream wraps a stream writer so the gauge counts it while it runs.
 func (m *Metrics) CountStream(w fasthttp.StreamWriter) fasthttp.StreamWriter {

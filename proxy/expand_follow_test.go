@@ -156,6 +156,10 @@ func TestAgentFollowsAMarkerToTheOriginalsFile(t *testing.T) {
 			if fwd := post(); !strings.Contains(string(fwd), missing) {
 				t.Fatalf("the agent read the lines back, and the model did not get them:\n%s", fwd)
 			}
+			tool := map[string]string{"chat": "bash", "responses": "bash", "messages": "Bash"}[f.name]
+			if n := value(scrape(t, p.URL), "ctxpress_originals_retrieved_total", "kind", "squash", "tool", tool, "way", "file"); n != 1 {
+				t.Fatalf("retrievals counted: %v, want 1", n)
+			}
 
 			ref := strings.TrimSuffix(m[3][strings.LastIndex(m[3], "/")+1:], ".txt")
 			ns := state.Namespace([]byte("Bearer sk-agent"))

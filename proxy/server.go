@@ -96,6 +96,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 		}}
 	s.metrics = admin.NewMetrics(s.comp.Running, deps.Store, deps.Pipeline)
 	s.metrics.Pricing = s.pricing()
+	s.turns.Keeper.Retrieved = s.metrics.Retrieved
 	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
 		Help: "Conversation requests (chat, Responses, Messages) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
 		func() float64 { return float64(s.gateWaiting()) }))

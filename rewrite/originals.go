@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -143,4 +144,58 @@ func partOriginals(dst []Original, kept []expand.Original, ord, part int) []Orig
 		dst = append(dst, Original{Original: o, Item: ord, Part: part})
 	}
 	return dst
+}
+
+// FileRetrievals are the references whose files (under dir, expand.Ways.
+// Dir) the calls of the latest assistant message read, when the request
+// answers them (its last message carries their results): each call is
+// counted on the one request that first carries its result. A retrieval
+// means a marker hid something the agent needed.
+func (p *Parsed) FileRetrievals(dir string) []string {
+	c := p.conv
+	if dir == "" || c == nil || len(c.Messages) < 2 {
+		return nil
+	}
+	last := len(c.Messages) - 1
+	if !hasResult(c, last) {
+		return nil
+	}
+	asked := last - 1
+	for asked >= 0 && c.Messages[asked].Role != wire.RoleAssistant {
+		asked--
+	}
+	if asked < 0 {
+		return nil
+	}
+	var refs []string
+	prefix := strings.TrimRight(dir, "/") + "/"
+	r := c.Messages[asked].Items
+	for it := r.Start; it < r.End; it++ {
+		if c.Items[it].Kind != wire.KindToolCall {
+			continue
+		}
+		args := p.format.Arguments(c, it)
+		for {
+			i := strings.Index(args, prefix)
+			if i < 0 {
+				break
+			}
+			args = args[i+len(prefix):]
+			if len(args) >= expand.RefLen && expand.ValidRef(args[:expand.RefLen]) && !slices.Contains(refs, args[:expand.RefLen]) {
+				refs = append(refs, args[:expand.RefLen])
+			}
+		}
+	}
+	return refs
+}
+
+// hasResult reports whether message m carries a tool result.
+func hasResult(c *wire.Conversation, m int) bool {
+	r := c.Messages[m].Items
+	for it := r.Start; it < r.End; it++ {
+		if c.Items[it].Kind == wire.KindToolResult {
+			return true
+		}
+	}
+	return false
 }

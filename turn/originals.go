@@ -20,6 +20,11 @@ type Keeper struct {
 	// still name the reference, and the next turn tries again).
 	Failed func(err error)
 
+	// Retrieved counts a retrieval of an original of kind (expand.Kind*)
+	// from tool's output, by way ("file", "http", "tool", "cli"): the
+	// fidelity signal, live. Nil: not counted.
+	Retrieved func(kind, tool, way string)
+
 	mu    sync.Mutex
 	known map[string]struct{} // namespace NUL ref
 }
@@ -72,6 +77,23 @@ func (k *Keeper) keep(ns string, parsed *rewrite.Parsed, res []rewrite.Original)
 		}
 	}()
 	return done
+}
+
+// countFileReads counts the originals' files the calls this request
+// answers read (rewrite.Parsed.FileRetrievals).
+func (k *Keeper) countFileReads(ns string, parsed *rewrite.Parsed) {
+	if k == nil || k.Files == nil || k.Retrieved == nil {
+		return
+	}
+	for _, ref := range parsed.FileRetrievals(k.Files.Dir) {
+		kind, tool := expand.KindSquash, ""
+		if k.Store != nil {
+			if o, ok, err := k.Store.GetOriginal(ns, ref); err == nil && ok {
+				kind, tool = o.Kind, o.Tool
+			}
+		}
+		k.Retrieved(kind, tool, "file")
+	}
 }
 
 func (k *Keeper) failed(err error) {

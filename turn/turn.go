@@ -136,6 +136,7 @@ func (ts *Turns) Begin(api *API, body []byte, h Header, namespace string) (t *Tu
 		return nil, false
 	}
 	t.ns = namespace
+	ts.Keeper.countFileReads(namespace, t.parsed)
 	t.identify(namespace)
 	t.load()
 	if !t.planTurn() {

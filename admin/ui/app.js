@@ -110,7 +110,8 @@ async function loadStats() {
   state.mode = s.mode;
   $("observe").hidden = s.mode !== "observe";
   $("t-compactions").textContent = fmt(s.compactions);
-  $("t-conversations").textContent = plural(s.conversations, "conversation") + (s.persistent ? "" : " (memory only)");
+  $("t-conversations").textContent = plural(s.conversations, "conversation") + (s.persistent ? "" : " (memory only)") +
+    (s.retrievals ? ", " + plural(s.retrievals, "original") + " brought back" : "");
 }
 
 // --- conversations table ----------------------------------------------------
