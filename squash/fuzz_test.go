@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ctxpress/ctxpress/expand"
 )
 
 // FuzzApply checks the promises that hold for every input: no panic, never
@@ -37,7 +39,9 @@ func FuzzApply(f *testing.F) {
 		f.Add(goldenTool(filepath.Base(in)), string(data))
 	}
 	s := New(Config{MinBytes: 1, Budget: 400})
+	kept := New(Config{MinBytes: 1, Budget: 400, Ways: &expand.Ways{Dir: "/tmp/o", Tool: true}})
 	f.Fuzz(func(t *testing.T, tool, in string) {
+		checkKept(t, kept.Apply(tool, in), in)
 		r := s.Apply(tool, in)
 		if len(r.Text) > len(in) {
 			t.Fatalf("output %d bytes > input %d", len(r.Text), len(in))
@@ -91,4 +95,28 @@ func FuzzApplyCall(f *testing.F) {
 			t.Fatalf("a read within the cap was changed: %q", r.Text)
 		}
 	})
+}
+
+// checkKept checks the promises of a squash that keeps originals: the
+// output is still never longer, JSON stays JSON, every original kept is
+// named in the output under its own text's reference, and the input is
+// one of them whenever the output changed it.
+func checkKept(t *testing.T, r Result, in string) {
+	t.Helper()
+	if len(r.Text) > len(in) {
+		t.Fatalf("output %d bytes > input %d", len(r.Text), len(in))
+	}
+	if json.Valid([]byte(in)) && !json.Valid([]byte(r.Text)) {
+		t.Fatalf("JSON in, not JSON out: %q", r.Text)
+	}
+	whole := false
+	for _, o := range r.Originals {
+		if o.Ref != expand.Ref(o.Text) || !strings.Contains(r.Text, o.Ref) {
+			t.Fatalf("original %s (ref of its text %s) kept, named in the output: %v", o.Ref, expand.Ref(o.Text), strings.Contains(r.Text, o.Ref))
+		}
+		whole = whole || o.Text == in
+	}
+	if r.Squashed && !whole && !json.Valid([]byte(in)) {
+		t.Fatalf("squashed, and the input is not among the originals kept")
+	}
 }

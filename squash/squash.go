@@ -2,6 +2,7 @@ package squash
 
 import (
 	"fmt"
+	"strings"
 
 	"sort"
 	"sync"
@@ -255,7 +256,17 @@ func (s *Squasher) choose(c Call, output string) (Shape, fileRead, *textLines) {
 // compress runs the compressor choose picks; kept collects the originals
 // its markers point to (with Config.Ways).
 func (s *Squasher) compress(c Call, output string, kept *[]expand.Original) (Shape, string) {
-	return s.compressWith(c, output, &back{rerun: s.gapHint(c), ways: s.ways, text: output, tool: c.Tool, kept: kept})
+	bk := &back{rerun: s.gapHint(c), ways: s.ways, text: output, tool: c.Tool, kept: kept}
+	shape, out := s.compressWith(c, output, bk)
+	if shape != ShapeJSON && out != output && bk.ways != nil && bk.ref == "" {
+		// Shortened with no marker that names the original (only long
+		// lines cut): one line at the end names it.
+		out = strings.TrimSuffix(out, "\n") + "\n[output shortened; " + bk.ways.Back(bk.refer(), expand.AllLines(output)) + "]"
+		if strings.HasSuffix(output, "\n") {
+			out += "\n"
+		}
+	}
+	return shape, out
 }
 
 // compressWith is compress with what its markers say given: a text
