@@ -85,7 +85,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp = compaction.NewEngine(cfg.Compaction, compaction.Deps{Store: deps.Store, Pipeline: deps.Pipeline, Events: s.events,
 		Log: log, Routes: compactionRoutes(routes), Cost: s.cfg.Cost, Clock: cfg.Clock, Observe: cfg.Mode == ModeObserve})
 	s.turns = &turn.Turns{Pipeline: deps.Pipeline, Store: deps.Store, Recorder: s.rec, Comp: s.comp, Events: s.events, Log: log,
-		StoreFailed: s.storeFailed, Observe: cfg.Mode == ModeObserve,
+		StoreFailed: s.storeFailed, Observe: cfg.Mode == ModeObserve, ExpandTool: cfg.ExpandTool,
 		Paused: func(err error) {
 			s.warn.Warn(s.cfg.Clock(), s.log, "compaction paused while the conversation store fails", err)
 		}}

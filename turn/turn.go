@@ -71,6 +71,11 @@ type Turns struct {
 	// counted, recorded and shown, with no summary call made
 	// (compaction.Engine.ObserveCompaction).
 	Observe bool
+	// ExpandTool: every request that offers tools is offered the
+	// retrieval tool too (expand.ToolName), whose calls ctxpress answers
+	// itself from the originals Store keeps (Answered). Off in observe
+	// mode, and with a Store that keeps no originals (state.Originals).
+	ExpandTool bool
 }
 
 // Turn is one understood conversation request on its way through: what it
@@ -113,6 +118,10 @@ type Turn struct {
 	precompactPlan rewrite.Plan
 	recording      bool // counted by the recorder as being answered
 	noted          bool // noteEdits ran
+	// ns is the client's namespace, where the retrieval tool looks
+	// originals up; x is what the tool did.
+	ns string
+	x  expanding
 }
 
 // Begin runs a request's phases up to forwarding: parse (as api's
@@ -167,6 +176,7 @@ func (t *Turn) identify(namespace string) {
 		t.ts.Log.Warn().Strs("sources", t.id.Rejected).Msg("ignored a conversation id that is too long or not printable")
 	}
 	t.ephemeral = string(t.header.Peek(HeaderEphemeral)) == "1"
+	t.ns = namespace
 	if t.id.ID != "" {
 		t.rt.Key = state.Key{Namespace: namespace, ID: t.id.ID}
 	}
