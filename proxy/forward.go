@@ -82,7 +82,8 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 		if o.answered != nil {
 			held, whole, err := readBounded(stream, resp.Header.ContentLength(), maxWholeAnswer, nil)
 			plain, derr := decodeBody(held, resp.Header.ContentEncoding(), maxDecodedAnswer)
-			if err == nil && whole && derr == nil && s.retryRefused(ctx, x, resp, stream, status, plain, o.answeredTo(body), o) {
+			again := func(_ int, _ *fasthttp.ResponseHeader, answer []byte) ([]byte, bool) { return o.answered(body, answer) }
+			if err == nil && whole && derr == nil && s.retryRefused(ctx, x, resp, stream, status, plain, again, o) {
 				return
 			}
 			stream = &heldStream{held: held, err: err, ReadCloserWithError: stream}
@@ -128,11 +129,6 @@ func (s *Server) retryRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasth
 	o.retry = nil // once
 	s.forward(ctx, x, next, o)
 	return true
-}
-
-// answeredTo is o.answered as the hook of an answer to body.
-func (o forwardOpts) answeredTo(body []byte) refusalHook {
-	return func(_ int, _ *fasthttp.ResponseHeader, answer []byte) ([]byte, bool) { return o.answered(body, answer) }
 }
 
 // maxStreamStart bounds the start of a stream held back for a refusal
