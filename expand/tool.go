@@ -17,7 +17,7 @@ const ToolDescription = "Returns the original, intact text that ctxpress shorten
 // JSON: fixed bytes, so that the tools of every request are the same and
 // the provider's cached prefix holds.
 const ToolParameters = `{"type":"object","properties":{` +
-	`"ref":{"type":"string","description":"The reference the marker gives, 12 hex digits, e.g. 3f9a2c1b4d5e."},` +
+	`"ref":{"type":"string","description":"The reference the marker gives, e.g. 3f9a2c1b4d5e."},` +
 	`"lines":{"type":"string","description":"Optional 1-based, inclusive line range A-B of the original, as the marker gives it; omit it for the whole text."}},` +
 	`"required":["ref"],"additionalProperties":false}`
 
@@ -30,8 +30,8 @@ const MaxToolResult = 128 << 10
 // conversation that asks (state.Originals.GetOriginal, bound to it).
 type Getter func(ref string) (o Original, ok bool, err error)
 
-// ToolArgs are the arguments of a call of ToolName.
-type ToolArgs struct {
+// toolArgs are the arguments of a call of ToolName.
+type toolArgs struct {
 	Ref   string `json:"ref"`
 	Lines string `json:"lines"`
 }
@@ -42,13 +42,13 @@ type ToolArgs struct {
 // cannot read, a reference that is none or is no longer kept, the store
 // failing). It never fails otherwise.
 func Retrieve(args string, get Getter) (text string, isError bool) {
-	var a ToolArgs
+	var a toolArgs
 	if err := json.Unmarshal([]byte(args), &a); err != nil {
 		return ToolName + `: the arguments must be a JSON object such as {"ref":"3f9a2c1b4d5e","lines":"11-390"}, as the marker gives them`, true
 	}
 	a.Ref = strings.ToLower(strings.TrimSpace(a.Ref))
 	if !ValidRef(a.Ref) {
-		return ToolName + `: "` + a.Ref + `" is not a reference; give the 12 hex digits a marker names`, true
+		return ToolName + `: "` + a.Ref + `" is not a reference; give the ` + strconv.Itoa(RefLen) + ` hex digits a marker names`, true
 	}
 	l, err := ParseLines(a.Lines)
 	if err != nil {
