@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,6 +36,10 @@ type expandModel struct {
 	// loop: it calls ctxpress_expand again whatever it read, as a model
 	// that never has enough.
 	loop bool
+	// gzip: a whole answer is sent gzipped to a request that accepts it;
+	// gzipped counts them.
+	gzip    bool
+	gzipped int
 
 	mu sync.Mutex
 	// bodies are the requests it accepted; defs the ctxpress_expand
@@ -100,6 +105,15 @@ func (m *expandModel) serve(w http.ResponseWriter, r *http.Request) {
 		text = "Done."
 	}
 	stream := gjson.GetBytes(body, "stream").Bool()
+	if m.gzip && !stream && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		m.mu.Lock()
+		m.gzipped++
+		m.mu.Unlock()
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		defer zw.Close()
+		w = gzipWriter{w, zw}
+	}
 	switch m.format {
 	case "chat":
 		writeChatAnswer(w, n, text, calls, usage, stream, gjson.GetBytes(body, "stream_options.include_usage").Bool())
@@ -180,6 +194,14 @@ func toolDef(body []byte, nameKey string) string {
 	}
 	return ""
 }
+
+// gzipWriter is a ResponseWriter whose body goes through a gzip writer.
+type gzipWriter struct {
+	http.ResponseWriter
+	zw *gzip.Writer
+}
+
+func (g gzipWriter) Write(p []byte) (int, error) { return g.zw.Write(p) }
 
 func writeSSE(w http.ResponseWriter, events []string) {
 	w.Header().Set("Content-Type", "text/event-stream")

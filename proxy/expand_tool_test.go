@@ -132,11 +132,12 @@ func tee(raw *bytes.Buffer) option.RequestOption {
 
 func TestExpandToolChat(t *testing.T) {
 	for _, tc := range []struct {
-		name                 string
-		stream, includeUsage bool
-	}{{"whole", false, false}, {"streamed", true, true}, {"streamed, usage asked by ctxpress", true, false}} {
+		name                       string
+		stream, includeUsage, gzip bool
+	}{{"whole", false, false, false}, {"whole, gzipped", false, false, true}, {"streamed", true, true, false}, {"streamed, usage asked by ctxpress", true, false, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			up, p, st, result, want := expandSetup(t, "chat", state.Namespace([]byte("Bearer sk-agent")))
+			up.gzip = tc.gzip
 			client := openai.NewClient(option.WithBaseURL(p.BaseURL()), option.WithAPIKey("sk-agent"), option.WithMaxRetries(0))
 			call := openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
 				ID: "call_1", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "bash", Arguments: `{"command":"go test ./dateparse"}`}}}
@@ -196,6 +197,10 @@ func TestExpandToolChat(t *testing.T) {
 				t.Fatalf("turn 2: %q", text)
 			}
 			checkExpanded(t, up, st, state.NewKey([]byte("Bearer sk-agent"), "expand-chat"), want)
+			if up.mu.Lock(); tc.gzip && up.gzipped != 3 {
+				t.Errorf("%d answers were gzipped, want all 3", up.gzipped)
+			}
+			up.mu.Unlock()
 			checkNoTools(t, up, func() { send([]openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, nil, "no-tools") })
 		})
 	}
