@@ -91,6 +91,8 @@ type Config struct {
 	Cost rewrite.CostConfig
 	// Compaction: when and how conversations are summarised.
 	Compaction compaction.Config
+	// ExpandTool offers the retrieval tool ctxpress answers itself (turn.Turns.ExpandTool); false: not offered.
+	ExpandTool bool
 	// Clock is the time ctxpress decides by: summariser backoff, the pause
 	// after a failed store write, the times of turns, branches and events,
 	// and the rate of repeated warnings. nil means time.Now. Durations it

@@ -30,6 +30,9 @@ type forwardOpts struct {
 	// unstreamed: the body is known to ask for no stream (its parse said
 	// so, api.parseSeesStream).
 	unstreamed bool
+	// answered, when set, is given a 2xx answer read whole (streamed too)
+	// and may send another body instead (turn.Turn.Answered).
+	answered func(sent, answer []byte) (next []byte, again bool)
 }
 
 // refusalHook is given a non-2xx answer to a request ctxpress changed, read
@@ -63,15 +66,24 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 	}
 	stream, _ := resp.BodyStream().(fasthttp.ReadCloserWithError)
 	status := resp.StatusCode()
-	if o.retry == nil || stream == nil {
+	if (o.retry == nil && o.answered == nil) || stream == nil {
 		s.relayAnswer(ctx, x, resp, stream, a, o)
 		return
 	}
 	if status >= 200 && status < 300 {
-		if start := streamStartOf(o.api, a, resp); start != nil {
+		if start := streamStartOf(o.api, a, resp); start != nil && o.retry != nil {
 			held, err := readStreamStart(stream, start)
 			if refusal := start.Refusal(); (err == nil || err == io.EOF) && refusal != nil &&
-				s.retryRefused(ctx, x, resp, stream, fasthttp.StatusBadRequest, refusal, o) {
+				s.retryRefused(ctx, x, resp, stream, fasthttp.StatusBadRequest, refusal, o.retry, o) {
+				return
+			}
+			stream = &heldStream{held: held, err: err, ReadCloserWithError: stream}
+		}
+		if o.answered != nil {
+			held, whole, err := readBounded(stream, resp.Header.ContentLength(), maxWholeAnswer, nil)
+			plain, derr := decodeBody(held, resp.Header.ContentEncoding(), maxDecodedAnswer)
+			again := func(_ int, _ *fasthttp.ResponseHeader, answer []byte) ([]byte, bool) { return o.answered(body, answer) }
+			if err == nil && whole && derr == nil && s.retryRefused(ctx, x, resp, stream, status, plain, again, o) {
 				return
 			}
 			stream = &heldStream{held: held, err: err, ReadCloserWithError: stream}
@@ -80,12 +92,12 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 		return
 	}
 	held, whole, err := readBounded(stream, resp.Header.ContentLength(), maxRefusalBody, nil)
-	if err == nil && whole {
+	if err == nil && whole && o.retry != nil {
 		plain, derr := decodeBody(held, resp.Header.ContentEncoding(), maxRefusalBody)
 		if derr != nil {
 			plain = held
 		}
-		if s.retryRefused(ctx, x, resp, stream, status, plain, o) {
+		if s.retryRefused(ctx, x, resp, stream, status, plain, o.retry, o) {
 			return
 		}
 	}
@@ -93,20 +105,21 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, x *exchange, body []byte, o f
 	s.relayHeld(ctx, x, resp, stream, held, whole, err, o.api)
 }
 
-// retryRefused shows o.retry a refusal (status, and the refused answer's
-// body or, for a stream that failed, its error as one) and, when the hook
-// says so, sends the body it gives instead, once, and relays that answer;
-// false: the refused answer is the client's, still unread past what the
-// caller read of it.
+// retryRefused shows hook (o.retry, or o.answered for a 2xx answer) a
+// refusal (status, and the refused answer's body or, for a stream that
+// failed, its error as one) and, when the hook says so, sends the body it
+// gives instead, without o.retry, and relays that answer; false: the
+// refused answer is the client's, still unread past what the caller read
+// of it.
 func (s *Server) retryRefused(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, stream fasthttp.ReadCloserWithError,
-	status int, refusal []byte, o forwardOpts) bool {
+	status int, refusal []byte, hook refusalHook, o forwardOpts) bool {
 	if x.gate != nil {
 		// The hook may compact: a summary call to a local upstream
 		// waits for this request's share.
 		x.gate()
 		x.gate = nil
 	}
-	next, again := o.retry(status, &resp.Header, refusal)
+	next, again := hook(status, &resp.Header, refusal)
 	if !again {
 		return false
 	}

@@ -88,7 +88,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.comp = compaction.NewEngine(cfg.Compaction, compaction.Deps{Store: deps.Store, Pipeline: deps.Pipeline, Events: s.events,
 		Log: log, Routes: compactionRoutes(routes), Cost: s.cfg.Cost, Clock: cfg.Clock, Observe: cfg.Mode == ModeObserve})
 	s.turns = &turn.Turns{Pipeline: deps.Pipeline, Store: deps.Store, Recorder: s.rec, Comp: s.comp, Events: s.events, Log: log,
-		StoreFailed: s.storeFailed, Observe: cfg.Mode == ModeObserve,
+		StoreFailed: s.storeFailed, Observe: cfg.Mode == ModeObserve, ExpandTool: cfg.ExpandTool,
 		Keeper: &turn.Keeper{Store: originalsOf(deps.Store), Files: deps.Files,
 			Failed: func(err error) { s.storeFailed("keep", "cannot keep an original", err) }},
 		Paused: func(err error) {

@@ -61,6 +61,7 @@ func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
 		unstreamed:  a.parseSeesStream && !t.Stream(),
 		cancellable: true,
 		retry:       firstHook(retry, s.rescueHook(ctx, a, t)),
+		answered:    t.AnswerHook(),
 		headers: func(h *fasthttp.ResponseHeader) {
 			t.WaitKept() // the agent may ask for an original as soon as it reads the answer
 			setTurnHeaders(h, t)

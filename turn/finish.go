@@ -10,13 +10,14 @@ import (
 	"github.com/ctxpress/ctxpress/wire"
 )
 
-// Body is what to forward: the request as the turn rewrote it, or, in
-// observe mode, as the client sent it.
+// Body is what to forward: the request as the turn rewrote it (with the
+// retrieval tool when it is on), or, in observe mode, as the client sent
+// it.
 func (t *Turn) Body() []byte {
 	if t.ts.Observe {
 		return t.body
 	}
-	return t.res.Body
+	return t.withTool(t.res.Body)
 }
 
 // Stream reports whether the forwarded request asks for a stream.
@@ -86,14 +87,16 @@ func (t *Turn) Compacted() bool { return t.o.Compacted }
 
 // Finish ends the turn once its answer is done: ok when the upstream (or
 // ctxpress, for "/compact") answered it 2xx in full, with the usage it
-// reported. The answered turn is queued for the record, which observes
-// the usage (calibration, breaker, bill), and a background compaction
-// starts when the plan and the upstream's count say so.
+// reported (the hidden rounds' added, see expanding.billed). The
+// answered turn is queued for the record, which observes the usage
+// (calibration, breaker, bill), and a background compaction starts when
+// the plan and the upstream's count say so.
 func (t *Turn) Finish(ok bool, usage wire.Usage) {
 	if !t.recording {
 		return
 	}
 	t.recording = false
+	usage = t.x.billed(usage)
 	if ok {
 		t.noteEdits()
 		rt := t.rt
@@ -108,6 +111,7 @@ func (t *Turn) Finish(ok bool, usage wire.Usage) {
 
 // Metrics is the turn as the metrics count it, answered with usage.
 func (t *Turn) Metrics(usage wire.Usage) *admin.Turn {
+	usage = t.x.billed(usage)
 	return &admin.Turn{Model: t.rt.Model, TokensBefore: t.rt.TokensBefore, TokensAfter: t.rt.TokensAfter,
 		Squashed: t.squashStats, Deduped: t.deduped, DedupSaved: t.dedupSaved, Pruned: t.pruned, PruneSaved: t.pruneSaved,
 		Usage: recorder.CallUsage(usage), UsageFound: usage.Found}
@@ -125,5 +129,5 @@ func (t *Turn) Log(ev *zerolog.Event) *zerolog.Event {
 	if t.id.ID != "" {
 		ev = ev.Str("conversation", t.id.ID)
 	}
-	return ev
+	return t.x.log(ev)
 }

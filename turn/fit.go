@@ -149,7 +149,7 @@ func (t *Turn) Refused(status int, answer []byte) (body []byte, ok bool) {
 	t.ts.Log.Info().Str("conversation", t.id.ID).Int("status", status).
 		Int("tokens_refused", t.nums.Calibration.Upstream(refused.TokensAfter)).Int("tokens_after", t.rt.TokensAfter).
 		Dur("rescue_ms", time.Since(start)).Msg("the upstream refused the request as too long; sending it again compacted or cut to fit")
-	return t.res.Body, true
+	return t.Body(), true
 }
 
 // rescueBudget is the tiktoken budget a request refused for overflow

@@ -74,6 +74,11 @@ type Turns struct {
 	// counted, recorded and shown, with no summary call made
 	// (compaction.Engine.ObserveCompaction).
 	Observe bool
+	// ExpandTool: every request that offers tools is offered the
+	// retrieval tool too (expand.ToolName), whose calls ctxpress answers
+	// itself from the originals Store keeps (Answered). Off in observe
+	// mode, and with a Store that keeps no originals (state.Originals).
+	ExpandTool bool
 }
 
 // Turn is one understood conversation request on its way through: what it
@@ -116,10 +121,12 @@ type Turn struct {
 	precompactPlan rewrite.Plan
 	recording      bool // counted by the recorder as being answered
 	noted          bool // noteEdits ran
-	// ns is the client's namespace, where the originals are kept; kept
-	// closes when those of the body sent are (nil: nothing to wait for).
+	// ns is the client's namespace, where the originals are kept and the
+	// retrieval tool looks them up; kept closes when those of the body
+	// sent are (nil: nothing to wait for); x is what the tool did.
 	ns   string
 	kept <-chan struct{}
+	x    expanding
 }
 
 // Begin runs a request's phases up to forwarding: parse (as api's

@@ -23,6 +23,13 @@ type Usage struct {
 	// ServerCompaction is what that compaction used, billed on top of the
 	// fields above; zero when the upstream did not compact.
 	ServerCompaction Tokens
+	// Hidden is what ctxpress's own rounds inside the answer used: the
+	// requests it asked again after answering a call of its own tool
+	// (expand.ToolName) itself, and the answers that made those calls.
+	// It is billed on top of the fields above, which then count the
+	// request as forwarded and the answer the client got; zero when
+	// there was none.
+	Hidden Tokens
 }
 
 // Tokens are the token counts of one part of an answer, counted as Usage

@@ -28,5 +28,8 @@
 // (CheckSummaryAnswer, ErrUpstream, ErrEmptySummary, …) and the edits of
 // a history call's top-level members (EditTop, DropArrayElements). So no
 // adapter imports another, and none imports the compactor: the caller
-// passes the prompt and the cap in SummaryCall. It does no I/O.
+// passes the prompt and the cap in SummaryCall. So is a tool ctxpress
+// answers itself (Tools: its definition added to a request's tools, the
+// calls of an answer whole or streamed, the answer's turn and the results
+// appended to ask again). It does no I/O.
 package wire

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire"
 )
 
 // A turn's journal entry holds what applyTurn reads of it, so that a turn
@@ -18,11 +19,13 @@ import (
 //	chain (n, hashes) | applied (flag bit, hash) | tokens before, after,
 //	raw after | trigger | usage (input, output, cached, cache write) |
 //	dedups (n; index, result, digest) | prunes (n; index, result, digest, turn) |
-//	[server compaction (input, output, cached, cache write)]
+//	[server compaction (input, output, cached, cache write)] |
+//	[hidden rounds (input, output, cached, cache write)]
 //
 // with strings and counts as uvarints and numbers as varints. The server
-// compaction is there only when its flag is set, so an entry without one
-// is as an earlier version wrote and reads it.
+// compaction and the hidden rounds are there only when their flags are
+// set, so an entry without them is as an earlier version wrote and reads
+// it.
 const journalVersion = 1
 
 const (
@@ -33,6 +36,7 @@ const (
 	jApplied
 	jServerCompacted
 	jObserved
+	jHidden
 )
 
 // appendJournalEntry appends tr's journal entry to dst.
@@ -44,7 +48,8 @@ func appendJournalEntry(dst []byte, tr *Turn) []byte {
 	dst = binary.AppendVarint(dst, tr.At.UnixNano())
 	dst = appendString(dst, t.Model)
 	dst = append(dst, flag(t.Forwarded, jForwarded)|flag(t.Compacted, jCompacted)|flag(t.ServerHistory, jServerHistory)|
-		flag(tr.Usage.Found, jUsageFound)|flag(t.Applied != nil, jApplied)|flag(tr.Usage.ServerCompacted, jServerCompacted)|flag(t.Observed, jObserved))
+		flag(tr.Usage.Found, jUsageFound)|flag(t.Applied != nil, jApplied)|flag(tr.Usage.ServerCompacted, jServerCompacted)|flag(t.Observed, jObserved)|
+		flag(tr.Usage.Hidden != (wire.Tokens{}), jHidden))
 	dst = append(dst, t.Line.ID[:]...)
 	dst = append(dst, t.Line.Tip[:]...)
 	dst = binary.AppendUvarint(dst, uint64(t.Line.Messages))
@@ -75,6 +80,11 @@ func appendJournalEntry(dst []byte, tr *Turn) []byte {
 	if tr.Usage.ServerCompacted {
 		c := &tr.Usage.ServerCompaction
 		for _, n := range [...]int{c.InputTokens, c.OutputTokens, c.CachedTokens, c.CacheWriteTokens} {
+			dst = binary.AppendVarint(dst, int64(n))
+		}
+	}
+	if h := &tr.Usage.Hidden; *h != (wire.Tokens{}) {
+		for _, n := range [...]int{h.InputTokens, h.OutputTokens, h.CachedTokens, h.CacheWriteTokens} {
 			dst = binary.AppendVarint(dst, int64(n))
 		}
 	}
@@ -203,6 +213,12 @@ func readJournalEntry(b []byte) (Turn, error) {
 		tr.Usage.ServerCompacted = true
 		c := &tr.Usage.ServerCompaction
 		for _, n := range [...]*int{&c.InputTokens, &c.OutputTokens, &c.CachedTokens, &c.CacheWriteTokens} {
+			*n = r.varint()
+		}
+	}
+	if len(flags) == 1 && flags[0]&jHidden != 0 {
+		h := &tr.Usage.Hidden
+		for _, n := range [...]*int{&h.InputTokens, &h.OutputTokens, &h.CachedTokens, &h.CacheWriteTokens} {
 			*n = r.varint()
 		}
 	}

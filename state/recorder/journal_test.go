@@ -17,7 +17,7 @@ import (
 // chain, a known line with dedups and prunes and a summary applied,
 // a compaction, an answer without usage, one on history the provider keeps,
 // a /compact answered by ctxpress (not forwarded), one the upstream
-// compacted itself.
+// compacted itself, one with ctxpress's own hidden rounds (both too).
 func journalTurns(key state.Key, at time.Time) []Turn {
 	l1 := state.LineRef{ID: state.ChainHash{1}, Tip: state.ChainHash{1, 1}, Messages: 3, Chain: [][32]byte{{9}, {8}, {7}, {1, 1}}}
 	l2 := state.LineRef{ID: state.ChainHash{1}, Tip: state.ChainHash{1, 2}, Messages: 5}
@@ -41,6 +41,13 @@ func journalTurns(key state.Key, at time.Time) []Turn {
 			At: at.Add(5 * time.Millisecond)},
 		{Key: key, Line: l2, Model: "gpt-4o", TokensBefore: 16000, TokensAfter: 9000, RawAfter: 15000, Forwarded: true, Observed: true,
 			Compacted: true, Usage: wire.Usage{InputTokens: 16100, CachedTokens: 12000, OutputTokens: 30, Found: true}, At: at.Add(6 * time.Millisecond)},
+		{Key: key, Line: l2, Model: "gpt-4o", TokensBefore: 3300, TokensAfter: 3300, RawAfter: 3200, Forwarded: true,
+			Usage: wire.Usage{InputTokens: 3250, OutputTokens: 20, Found: true, Hidden: wire.Tokens{InputTokens: 7000, OutputTokens: 31, CachedTokens: 3200}},
+			At:    at.Add(7 * time.Millisecond)},
+		{Key: key, Line: l2, Model: "claude-opus-4-7", TokensBefore: 15000, TokensAfter: 15000, RawAfter: 14000, Forwarded: true,
+			Usage: wire.Usage{InputTokens: 108, OutputTokens: 40, Found: true, ServerCompacted: true,
+				ServerCompaction: wire.Tokens{InputTokens: 15013, OutputTokens: 812}, Hidden: wire.Tokens{InputTokens: 300, CacheWriteTokens: 5}},
+			At: at.Add(8 * time.Millisecond)},
 	}
 }
 

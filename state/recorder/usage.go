@@ -12,9 +12,17 @@ func CallUsage(u wire.Usage) state.Usage {
 	if !u.Found {
 		return state.Usage{Unreported: 1}
 	}
-	billed := AnswerUsage(u).Plus(ServerCompactionUsage(u))
-	billed.Calls = 1 // one call, however many iterations
+	billed := AnswerUsage(u).Plus(ServerCompactionUsage(u)).Plus(hiddenUsage(u))
+	billed.Calls = 1 // one call, however many iterations or hidden rounds
 	return billed
+}
+
+// hiddenUsage is the part of CallUsage(u) ctxpress's own hidden rounds
+// used (wire.Usage.Hidden).
+func hiddenUsage(u wire.Usage) state.Usage {
+	h := u.Hidden
+	return state.Usage{Input: int64(h.InputTokens), Cached: int64(h.CachedTokens),
+		CacheWrite: int64(h.CacheWriteTokens), Output: int64(h.OutputTokens)}
 }
 
 // AnswerUsage is a call's usage without the upstream's own compaction of
