@@ -360,6 +360,7 @@ func (c config) proxyConfig() proxy.Config {
 		UpstreamAPIKey:    c.UpstreamAPIKey,
 		Routes:            c.Upstreams.routes(),
 		Mode:              c.Mode,
+		ExpandTool:        c.Expand.Keep && c.Expand.Tool,
 		MaxBodyBytes:      c.MaxBodyBytes,
 		ConnectTimeout:    c.ConnectTimeout,
 		UpstreamTimeout:   c.UpstreamTimeout,

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ctxpress/ctxpress/expand"
+	"github.com/ctxpress/ctxpress/proxy"
 	"github.com/ctxpress/ctxpress/state"
 )
 
@@ -21,7 +22,8 @@ func openExpand(cfg config, addr net.Addr, log zerolog.Logger) (*expand.Ways, *s
 	if !ec.Keep {
 		return nil, nil
 	}
-	ways := &expand.Ways{Tool: ec.Tool, URL: ec.URL}
+	// Observe mode forwards requests as sent: no tool is offered.
+	ways := &expand.Ways{Tool: ec.Tool && cfg.Mode != proxy.ModeObserve, URL: ec.URL}
 	if !filesOn(ec.Files, addr) {
 		return ways, nil
 	}

@@ -84,10 +84,16 @@ func (t *Turn) Answered(sent, answer []byte) (next []byte, again bool) {
 	var results []wire.CallResult
 	for _, c := range a.Calls() {
 		if own(c) {
+			var got expand.Original
 			text, isErr := expand.Retrieve(c.Arguments, func(ref string) (expand.Original, bool, error) {
-				return originals.GetOriginal(t.ns, ref)
+				o, ok, err := originals.GetOriginal(t.ns, ref)
+				got = o
+				return o, ok, err
 			})
 			results = append(results, wire.CallResult{Call: c, Text: text, IsError: isErr})
+			if k := t.ts.Keeper; !isErr && k != nil && k.Retrieved != nil {
+				k.Retrieved(got.Kind, got.Tool, "tool")
+			}
 		}
 	}
 	if len(results) == 0 {
