@@ -25,6 +25,9 @@ func openExpand(cfg config, addr net.Addr, log zerolog.Logger) (*expand.Ways, *s
 	// Observe mode forwards requests as sent: no tool is offered.
 	ways := &expand.Ways{Tool: ec.Tool && cfg.Mode != proxy.ModeObserve, URL: ec.URL}
 	if !filesOn(ec.Files, addr) {
+		if !ways.Any() {
+			log.Info().Msg("agents reach ctxpress from other machines: markers name each original's reference (for ctxpress expand REF); set expand.tool: true to give agents the ctxpress_expand tool, or expand.files: true when they share this machine's files")
+		}
 		return ways, nil
 	}
 	dir := ec.Dir
