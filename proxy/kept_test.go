@@ -168,3 +168,26 @@ func summaryBlock(t *testing.T, body []byte) string {
 	}
 	return sys[i:j]
 }
+
+// checkKept fails unless text, a forwarded summary block, says in one line
+// that the messages it replaces are kept under a reference that returns
+// (in the conversation's namespace, from st) a transcript of them from
+// message first, with as many messages as the line says.
+func checkKept(t *testing.T, st state.Store, id, text string, first int) {
+	t.Helper()
+	m := keptRef.FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("the summary block does not say the messages are kept:\n%.600s", text)
+	}
+	recs, err := st.List(state.ListOptions{ID: id})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("conversation %s: %d records, %v", id, len(recs), err)
+	}
+	o, ok, err := st.(state.Originals).GetOriginal(recs[0].Key.Namespace, m[2])
+	if err != nil || !ok || o.Kind != expand.KindCompaction {
+		t.Fatalf("the block's ref %s is not kept (%v, kind %q)", m[2], err, o.Kind)
+	}
+	if !strings.HasPrefix(o.Text, fmt.Sprintf("=== message %d [USER] ===\n", first)) || fmt.Sprint(strings.Count(o.Text, "\n=== message ")+1) != m[1] {
+		t.Fatalf("the original is not the %s messages from message %d:\n%.300s", m[1], first, o.Text)
+	}
+}
