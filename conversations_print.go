@@ -120,6 +120,9 @@ func (o convOutput) showOne(d admin.ConversationDetail) error {
 		}
 		tw.Flush()
 	}
+	if len(d.RecentSummaries) > 0 {
+		o.compactions(d.RecentSummaries)
+	}
 	if n := len(d.Turns); n > 0 {
 		from := max(0, n-shownTurns)
 		fmt.Fprintf(w, "\nturns (last %d of %d recorded):\n", n-from, n)
@@ -143,9 +146,29 @@ func (o convOutput) showOne(d admin.ConversationDetail) error {
 		_, err := fmt.Fprintln(w, "  (none: not compacted yet)")
 		return err
 	}
-	fmt.Fprintf(w, "  covers %d messages, written %s\n\n", d.CurrentSummary.CoveredMessages, d.CurrentSummary.CreatedAt.Local().Format(time.DateTime))
+	fmt.Fprintf(w, "  covers %d messages, written %s\n", d.CurrentSummary.CoveredMessages, d.CurrentSummary.CreatedAt.Local().Format(time.DateTime))
+	if k := d.CurrentSummary.Kept; k != nil {
+		fmt.Fprintf(w, "  messages %d-%d it replaced are kept: ctxpress expand %s\n", k.First, k.Last, k.Ref)
+	}
+	fmt.Fprintln(w)
 	_, err := fmt.Fprintln(w, indent(d.CurrentSummary.Summary, "  "))
 	return err
+}
+
+// compactions lists the recent compactions, oldest first, with the range
+// of client messages each replaced and the reference they are kept under.
+func (o convOutput) compactions(ss []admin.SummaryInfo) {
+	fmt.Fprintf(o.w, "\ncompactions (last %d; the messages each replaced, printed by ctxpress expand REF):\n", len(ss))
+	tw := tabwriter.NewWriter(o.w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  AT\tCOVERED\tMESSAGES\tREF")
+	for _, s := range ss {
+		msgs, ref := "-", "(not kept)"
+		if k := s.Kept; k != nil {
+			msgs, ref = fmt.Sprintf("%d-%d", k.First, k.Last), k.Ref
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", s.At.Local().Format(time.DateTime), s.CoveredMessages, msgs, ref)
+	}
+	tw.Flush()
 }
 
 func flags(c admin.ConversationInfo) string {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,10 @@ func seedDB(t *testing.T, path string) {
 		for i := 0; i < 5; i++ {
 			r.AddTurn(state.Turn{At: now, TokensBefore: 1000 * (i + 1), TokensAfter: 800 * (i + 1), Compacted: i == 3})
 		}
-		r.PutBranch(state.Branch{Branch: history.Branch{Summary: "## Active Task\nPatch parse.go", Covered: 6, Hash: state.ChainHash{1}}}, now)
+		kept := history.Kept{Ref: "3f9a2c1b4d5e", First: 1, Last: 6, Note: "The 6 earlier messages this summary replaces are kept"}
+		r.PutBranch(state.Branch{Branch: history.Branch{Summary: "## Active Task\nPatch parse.go", Covered: 6, Hash: state.ChainHash{1}, Kept: kept}}, now)
+		r.AddSummaryHistory(state.SummaryEntry{At: now, Summary: "## Active Task\nOlder", CoveredMessages: 3})
+		r.AddSummaryHistory(state.SummaryEntry{At: now, Summary: "## Active Task\nPatch parse.go", CoveredMessages: 6, Kept: kept})
 		return nil
 	})
 }
@@ -71,6 +75,12 @@ func TestConversationsCLIOnTheDB(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "Patch parse.go") || !strings.Contains(out, "compacted") || !strings.Contains(out, "15000 before, 12000 after, 3000 saved") {
 		t.Fatalf("show: %d\n%s", code, out)
 	}
+	// Each compaction with the range of messages it replaced and the
+	// reference they are kept under, or that they are not.
+	if !regexp.MustCompile(`(?m)^  \S+ \S+  6 +1-6 +3f9a2c1b4d5e$`).MatchString(out) || !regexp.MustCompile(`(?m)^  \S+ \S+  3 +- +\(not kept\)$`).MatchString(out) ||
+		!strings.Contains(out, "ctxpress expand REF") || !strings.Contains(out, "messages 1-6 it replaced are kept: ctxpress expand 3f9a2c1b4d5e") {
+		t.Fatalf("show does not list the compactions with what they kept:\n%s", out)
+	}
 	if code, _, errs := runCLI(t, "show", "nobody", "--db", db); code != 1 || !strings.Contains(errs, "no such conversation") {
 		t.Fatalf("show unknown: %d %s", code, errs)
 	}
@@ -81,6 +91,9 @@ func TestConversationsCLIOnTheDB(t *testing.T) {
 	var shown struct{ Data []admin.ConversationDetail }
 	if code != 0 || json.Unmarshal([]byte(out), &shown) != nil || !shown.Data[0].Breaker.ForceNext || len(shown.Data[0].Turns) != 5 {
 		t.Fatalf("show --json after compact: %d %s", code, out)
+	}
+	if k := shown.Data[0].CurrentSummary.Kept; k == nil || *k != (admin.KeptInfo{Ref: "3f9a2c1b4d5e", First: 1, Last: 6}) {
+		t.Fatalf("show --json: the current summary's kept messages are %+v", k)
 	}
 	if code, out, errs := runCLI(t, "rm", "older", "--db", db); code != 0 || !strings.Contains(out, "deleted") {
 		t.Fatalf("rm: %d %s %s", code, out, errs)

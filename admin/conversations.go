@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/state"
 )
 
@@ -226,6 +227,27 @@ type BranchInfo struct {
 	Prepared  bool      `json:"prepared,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UsedAt    time.Time `json:"used_at"`
+	// Kept is where the messages the summary replaced are kept; absent
+	// when they are not (a summary written before they were).
+	Kept *KeptInfo `json:"kept,omitempty"`
+}
+
+// KeptInfo is where the messages a summary replaced are kept: the
+// original under Ref (`ctxpress expand REF`, GET /ctxpress/expand/REF in
+// the conversation's namespace), a transcript of the client's messages
+// First to Last (indexes into its messages as sent).
+type KeptInfo struct {
+	Ref   string `json:"ref"`
+	First int    `json:"first"`
+	Last  int    `json:"last"`
+}
+
+// keptInfoOf is k as the API shows it; nil when nothing is kept.
+func keptInfoOf(k history.Kept) *KeptInfo {
+	if k.Ref == "" {
+		return nil
+	}
+	return &KeptInfo{Ref: k.Ref, First: k.First, Last: k.Last}
 }
 
 // SummaryInfo is a past summary kept for inspection.
@@ -235,6 +257,7 @@ type SummaryInfo struct {
 	CoveredMessages int       `json:"covered_messages"`
 	TokensBefore    int       `json:"tokens_before"`
 	TokensAfter     int       `json:"tokens_after"`
+	Kept            *KeptInfo `json:"kept,omitempty"`
 }
 
 // BreakerInfo is the compaction circuit breaker.
@@ -347,7 +370,7 @@ func conversationDetailOf(r state.Record, compacting bool, p Pricing, kept *Kept
 	cur := -1
 	for i, b := range r.Branches {
 		bi := BranchInfo{SummaryChars: len([]rune(b.Summary)), CoveredMessages: b.Covered, Hash: b.Hash,
-			Prepared: b.Prepared, CreatedAt: b.CreatedAt, UsedAt: b.UsedAt}
+			Prepared: b.Prepared, CreatedAt: b.CreatedAt, UsedAt: b.UsedAt, Kept: keptInfoOf(b.Kept)}
 		if !b.Parent.IsZero() {
 			bi.Parent = b.Parent.String()
 		}
@@ -365,7 +388,7 @@ func conversationDetailOf(r state.Record, compacting bool, p Pricing, kept *Kept
 	}
 	for _, e := range r.RecentSummaries {
 		d.RecentSummaries = append(d.RecentSummaries, SummaryInfo{At: e.At, Summary: e.Summary,
-			CoveredMessages: e.CoveredMessages, TokensBefore: e.TokensBefore, TokensAfter: e.TokensAfter})
+			CoveredMessages: e.CoveredMessages, TokensBefore: e.TokensBefore, TokensAfter: e.TokensAfter, Kept: keptInfoOf(e.Kept)})
 	}
 	b := r.CurrentLine().Breaker
 	d.Breaker = BreakerInfo{ForceNext: r.ForceNext, Tripped: b.Tripped, ConsecutiveOverTrigger: b.ConsecutiveOverTrigger,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/internal/baseurl"
 	"github.com/ctxpress/ctxpress/rewrite"
 )
@@ -43,6 +44,12 @@ type Config struct {
 	ConciseOutput bool
 	// WebhookURL receives every compaction event as a JSON POST.
 	WebhookURL string
+	// Ways are the ways back to an original that work in the running
+	// configuration: a summary block's line on the messages it replaces
+	// (kept when the engine has Deps.Originals) gives them
+	// (expand.Ways.Back). The zero value is no way of the agent's own: the
+	// line names the reference, for the user to expand.
+	Ways expand.Ways
 }
 
 // SummarizerConfig says where summaries are written; empty fields mean the

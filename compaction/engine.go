@@ -25,12 +25,15 @@ type Engine struct {
 	cfg Config
 	// policy is cfg's decisions (rewrite.Policy); its Enabled is the one
 	// answer to "is compaction on?" (off without a pipeline or a store).
-	policy   rewrite.Policy
-	store    state.Store
-	pipeline *rewrite.Pipeline
-	sum      *Summarizer
-	events   *admin.Bus
-	log      zerolog.Logger
+	policy rewrite.Policy
+	store  state.Store
+	// originals keeps the messages a compaction replaces (keep); nil:
+	// they are not kept, and no block says they are.
+	originals state.Originals
+	pipeline  *rewrite.Pipeline
+	sum       *Summarizer
+	events    *admin.Bus
+	log       zerolog.Logger
 	// routes are each format's upstream (by API name): the summariser's
 	// default, its key and gate.
 	routes map[string]Route
@@ -66,8 +69,12 @@ type Engine struct {
 type Deps struct {
 	Store    state.Store
 	Pipeline *rewrite.Pipeline
-	Events   *admin.Bus
-	Log      zerolog.Logger
+	// Originals keeps the messages each compaction replaces, in the
+	// conversation's namespace, for retrieval (expand.KindCompaction);
+	// nil: they are not kept, and summary blocks say nothing of them.
+	Originals state.Originals
+	Events    *admin.Bus
+	Log       zerolog.Logger
 	// Routes are the conversations' upstreams by format (API name): each
 	// is the default summariser of its format's conversations.
 	Routes map[string]Route
@@ -90,7 +97,7 @@ type Route struct {
 // NewEngine returns the compaction engine of cfg; compaction is off
 // without a pipeline or a store, whatever cfg says.
 func NewEngine(cfg Config, d Deps) *Engine {
-	c := &Engine{cfg: cfg, store: d.Store, pipeline: d.Pipeline, sum: NewSummarizer(), events: d.Events, log: d.Log,
+	c := &Engine{cfg: cfg, store: d.Store, originals: d.Originals, pipeline: d.Pipeline, sum: NewSummarizer(), events: d.Events, log: d.Log,
 		routes: d.Routes, cost: d.Cost, now: d.Clock, observe: d.Observe,
 		inflight: map[state.LineKey]chan struct{}{}, preparing: map[state.LineKey]int{}}
 	if d.Pipeline == nil || d.Store == nil {
@@ -347,9 +354,10 @@ func (c *Engine) run(ti Input) (state.Record, admin.Event, error) {
 	}
 	summary := compactor.Finish(sr.Text, prop.LatestUserAsk)
 	now := c.now()
-	summaryTokens := ti.Res.SummaryTokens(summary)
-	newRec, err := c.storeSummary(ti, prop, summary, state.SummaryEntry{At: now, Summary: summary, CoveredMessages: prop.Covered,
-		TokensBefore: ev.TokensBefore, TokensAfter: ti.Nums.Calibration.Upstream(prop.KeptTokens + summaryTokens)})
+	kept := c.keep(ti, prop)
+	summaryTokens := ti.Res.SummaryTokens(summary, kept.Note)
+	newRec, err := c.storeSummary(ti, prop, history.Branch{Summary: summary, Kept: kept}, state.SummaryEntry{At: now, Summary: summary,
+		CoveredMessages: prop.Covered, Kept: kept, TokensBefore: ev.TokensBefore, TokensAfter: ti.Nums.Calibration.Upstream(prop.KeptTokens + summaryTokens)})
 	if err != nil {
 		c.storeFailed()
 		return fail("failed", fmt.Errorf("storing the summary: %w", err))
@@ -403,14 +411,15 @@ func (c *Engine) summaryPrompt(ti Input, prop rewrite.Compaction, model string, 
 	})
 }
 
-// storeSummary stores a compaction's summary as a branch of ti's record,
-// with its history entry, and clears the line's failures (all of its
-// breaker for a manual one, which also uses up a scheduled compaction).
-func (c *Engine) storeSummary(ti Input, prop rewrite.Compaction, summary string, entry state.SummaryEntry) (state.Record, error) {
+// storeSummary stores a compaction's summary (sum's Summary and Kept; prop
+// gives the rest of the branch) as a branch of ti's record, with its
+// history entry, and clears the line's failures (all of its breaker for a
+// manual one, which also uses up a scheduled compaction).
+func (c *Engine) storeSummary(ti Input, prop rewrite.Compaction, sum history.Branch, entry state.SummaryEntry) (state.Record, error) {
 	now := entry.At
+	sum.Covered, sum.Hash, sum.Since = prop.Covered, prop.Hash, prop.Since
 	return c.store.Update(ti.Key, func(r *state.Record) error {
-		r.PutBranch(state.Branch{Branch: history.Branch{Summary: summary, Covered: prop.Covered, Hash: prop.Hash, Since: prop.Since},
-			Parent: prop.Parent, Prepared: ti.Kind == kindPrecompact, ApplyAt: ti.ApplyAt, Observed: c.observe}, now)
+		r.PutBranch(state.Branch{Branch: sum, Parent: prop.Parent, Prepared: ti.Kind == kindPrecompact, ApplyAt: ti.ApplyAt, Observed: c.observe}, now)
 		r.AddSummaryHistory(entry)
 		r.UpdateLine(ti.Line, now, func(l *state.Line) {
 			l.Breaker = rewrite.BreakerAfterSuccess(l.Breaker, ti.Kind)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/admin"
 	"github.com/ctxpress/ctxpress/compactor"
+	"github.com/ctxpress/ctxpress/history"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 )
@@ -26,9 +27,9 @@ func (c *Engine) ObserveCompaction(ti Input, kind string) (rewrite.Result, Outco
 		return ti.Res, Outcome{Event: ev, Err: err}
 	}
 	summary := compactor.Finish(standIn(prop.Covered, size.MaxSummaryTokens/2), prop.LatestUserAsk)
-	summaryTokens := ti.Res.SummaryTokens(summary)
+	summaryTokens := ti.Res.SummaryTokens(summary, "")
 	after := ti.Nums.Calibration.Upstream(prop.KeptTokens + summaryTokens)
-	newRec, err := c.storeSummary(ti, prop, summary, state.SummaryEntry{At: ev.Time, Summary: summary, CoveredMessages: prop.Covered,
+	newRec, err := c.storeSummary(ti, prop, history.Branch{Summary: summary}, state.SummaryEntry{At: ev.Time, Summary: summary, CoveredMessages: prop.Covered,
 		TokensBefore: ev.TokensBefore, TokensAfter: after})
 	if err != nil {
 		c.storeFailed()

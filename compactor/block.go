@@ -21,14 +21,21 @@ const (
 //
 //	<conversation_summary>
 //	{SummaryPrefix}
+//	{kept}
 //	{summary}
 //	</conversation_summary>
 //
-// A closing tag inside the summary is defused, so the block always ends
+// kept is the line saying where the messages the summary replaces are
+// kept (KeptNote, stored with the summary so the block stays the same);
+// "" leaves its line out, as blocks were before messages were kept. A
+// closing tag inside the summary is defused, so the block always ends
 // where Block ends it.
-func Block(summary string) string {
+func Block(summary, kept string) string {
 	summary = strings.ReplaceAll(strings.TrimSpace(summary), blockClose, "</conversation-summary>")
-	return blockOpen + "\n" + SummaryPrefix + "\n" + summary + "\n" + blockClose
+	if kept = oneLine(strings.TrimSpace(kept)); kept != "" {
+		kept = strings.ReplaceAll(kept, blockClose, "</conversation-summary>") + "\n"
+	}
+	return blockOpen + "\n" + SummaryPrefix + "\n" + kept + summary + "\n" + blockClose
 }
 
 // SeedActiveTask makes sure the summary's "## Active Task" section starts

@@ -33,7 +33,7 @@ func ExampleCut() {
 
 func ExampleSeedActiveTask() {
 	summary := "## Goal\nFix the parser.\n\n## Active Task\nRunning the tests."
-	fmt.Println(compactor.Block(compactor.SeedActiveTask(summary, "Now update the changelog.")))
+	fmt.Println(compactor.Block(compactor.SeedActiveTask(summary, "Now update the changelog."), ""))
 	// Output:
 	// <conversation_summary>
 	// [Context checkpoint: reference only] Earlier turns of this conversation were compacted into the summary below to save context. Treat it as background, not as new instructions; the messages after it are the most recent turns, verbatim. Resume the work from ## Active Task.

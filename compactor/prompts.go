@@ -129,6 +129,9 @@ func unwrapSummary(s string) string {
 		s, _ = strings.CutSuffix(body, blockClose)
 		s = strings.TrimSpace(s)
 		s = strings.TrimSpace(strings.TrimPrefix(s, SummaryPrefix))
+		if first, rest, _ := strings.Cut(s, "\n"); isKeptNote(first) {
+			s = strings.TrimSpace(rest)
+		}
 	}
 	return s
 }

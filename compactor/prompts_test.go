@@ -63,12 +63,16 @@ func TestBuildPrompt(t *testing.T) {
 	}
 
 	// A rendered block passed as prev is unwrapped: no nested summaries.
-	nested := BuildPromptFor(0, Block(prev), transcript)
+	nested := BuildPromptFor(0, Block(prev, ""), transcript)
 	if strings.Contains(nested, "<conversation_summary>") || strings.Contains(nested, SummaryPrefix) {
 		t.Error("a previous Block was nested into the prompt")
 	}
 	if nested != second {
 		t.Error("BuildPromptFor(0, Block(prev)) differs from BuildPromptFor(0, prev)")
+	}
+	// Its line on the messages kept is the block's, not the summary's.
+	if withKept := BuildPromptFor(0, Block(prev, KeptNote(40, "original kept by ctxpress as ref 3f9a2c1b4d5e")), transcript); withKept != second {
+		t.Errorf("a previous Block with its kept line was not unwrapped to the summary:\n%s", withKept)
 	}
 }
 

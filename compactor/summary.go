@@ -76,7 +76,8 @@ func (s Summary) Halved() Summary {
 
 // Finish is the summary to store from the summariser's text: the latest
 // user ask pinned at the top of "## Active Task" (SeedActiveTask), secrets
-// redacted.
+// redacted, a block's line on kept messages copied from the history left
+// out (the block gives its own).
 func Finish(text, latestUserAsk string) string {
-	return redact.Secrets(SeedActiveTask(text, latestUserAsk))
+	return redact.Secrets(SeedActiveTask(dropKeptNotes(text), latestUserAsk))
 }

@@ -103,4 +103,24 @@ type Branch struct {
 	// replaced; knowing where they end lets them be left out at a new user
 	// turn (rewrite's Result.DropMismatched).
 	Since int
+	// Kept is where the messages the summary replaces are kept; its Note
+	// is the line the summary block carries (zero: none, as for a branch
+	// written before messages were kept).
+	Kept Kept
 }
+
+// Kept is where the messages a summary replaced are kept for retrieval:
+// the original (an expand.KindCompaction transcript of them) under Ref in
+// the conversation's namespace, holding the client's messages First to
+// Last (indexes into its messages as sent, inclusive). Note is the line
+// the summary block says so in, fixed when the summary was written so the
+// block is sent the same on every later request. The zero value is
+// nothing kept.
+type Kept struct {
+	Ref         string
+	First, Last int
+	Note        string
+}
+
+// IsZero reports whether nothing is kept.
+func (k Kept) IsZero() bool { return k == Kept{} }

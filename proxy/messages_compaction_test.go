@@ -99,6 +99,7 @@ func TestClaudeCodeConversationIsCompacted(t *testing.T) {
 		t.Run("stream="+strconv.FormatBool(stream), func(t *testing.T) {
 			up := newMessagesUpstream(t)
 			deps, _ := responsesDeps(t)
+			deps.Store = withOriginals(deps.Store)
 			p := startProxyWith(t, claudeCodeCompaction(up.BaseURL(), 16000), deps)
 			a := newMessagesAgent(t, p.URL, "auto-"+strconv.FormatBool(stream))
 			compactedAt := a.untilCompacted(stream)
@@ -117,6 +118,8 @@ func TestClaudeCodeConversationIsCompacted(t *testing.T) {
 			if _, err := messagestest.Check(compacted.body, messagestest.Options{Header: compacted.header}); err != nil {
 				t.Fatal(err.Message)
 			}
+			sys := gjson.GetBytes(compacted.body, "system").Array()
+			checkKept(t, deps.Store, "auto-"+strconv.FormatBool(stream), sys[len(sys)-1].Get("text").Str, 0)
 			t.Logf("compacted at turn %d: %d -> %d messages; thinking blocks dropped upstream: %v; %d verified",
 				compactedAt, len(a.msgs)-8, len(gjson.GetBytes(compacted.body, "messages").Array()), compacted.dropped, up.ledger.Verified())
 		})

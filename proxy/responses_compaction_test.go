@@ -108,6 +108,7 @@ func TestResponsesConversationIsCompacted(t *testing.T) {
 				up := newResponsesUpstream(t)
 				up.parallel = parallel
 				deps, _ := responsesDeps(t)
+				deps.Store = withOriginals(deps.Store)
 				p := startProxyWith(t, compactionConfig(up.BaseURL()), deps)
 				a := newResponsesAgent(t, p.BaseURL(), "auto")
 				compactedAt := 0
@@ -132,6 +133,7 @@ func TestResponsesConversationIsCompacted(t *testing.T) {
 				if i := summaryItem(last); i != 1 || items[i].Get("role").Str != "developer" || items[i].Get("id").Exists() {
 					t.Fatalf("summary item at %d: %.200s", i, items[max(i, 0)].Raw)
 				}
+				checkKept(t, deps.Store, "auto", openaitest.LastText(items[1].Get("content")), 1)
 				if next == "false" && !isPrefix(inputItems(turns[compactedAt-1].body), inputItems(turns[compactedAt].body)) {
 					t.Error("the turn after a compacted one does not extend it item for item")
 				}

@@ -85,8 +85,9 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	if deps.Store != nil {
 		s.rec = recorder.New(deps.Store, log, cfg.Clock, func(rec state.Record, tripped bool) { s.admin.Recorded(rec, tripped) })
 	}
+	originals, _ := deps.Store.(state.Originals) // every store keeps them; a store without them: none kept
 	s.comp = compaction.NewEngine(cfg.Compaction, compaction.Deps{Store: deps.Store, Pipeline: deps.Pipeline, Events: s.events,
-		Log: log, Routes: compactionRoutes(routes), Cost: s.cfg.Cost, Clock: cfg.Clock, Observe: cfg.Mode == ModeObserve})
+		Originals: originals, Log: log, Routes: compactionRoutes(routes), Cost: s.cfg.Cost, Clock: cfg.Clock, Observe: cfg.Mode == ModeObserve})
 	s.turns = &turn.Turns{Pipeline: deps.Pipeline, Store: deps.Store, Recorder: s.rec, Comp: s.comp, Events: s.events, Log: log,
 		StoreFailed: s.storeFailed, Observe: cfg.Mode == ModeObserve, ExpandTool: cfg.ExpandTool,
 		Keeper: &turn.Keeper{Store: originalsOf(deps.Store), Files: deps.Files,

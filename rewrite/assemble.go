@@ -46,7 +46,7 @@ func (v *view) render(plan dedupPlan, res *Result) {
 
 	var block string
 	if v.branch != nil {
-		block = compactor.Block(v.branch.Summary)
+		block = compactor.Block(v.branch.Summary, v.branch.Kept.Note)
 	}
 	sysAdds, userAdds := v.additions(block, v.branch != nil, v.dropTo)
 	var edits []wire.Edit

@@ -20,9 +20,10 @@ type Compaction struct {
 	// compactor.Transcript(Messages[From:Cut], …) is the transcript.
 	Messages []compactor.Message
 	// PrevSummary and Parent are the applied branch's Summary and Hash
-	// ("" and zero when none): the summary to update, the branch extended.
-	PrevSummary string
-	Parent      [sha256.Size]byte
+	// ("" and zero when none): the summary to update, the branch extended;
+	// PrevKept its block's line on the messages kept.
+	PrevSummary, PrevKept string
+	Parent                [sha256.Size]byte
 	// Covered (Cut - Lead) and Hash are the new branch's.
 	Covered int
 	Hash    [sha256.Size]byte
@@ -37,8 +38,8 @@ type Compaction struct {
 	// KeptTokens estimates the request after the compaction without the
 	// summary itself: the leading system messages (with ConciseInstruction
 	// if asked), the raw tail, the re-sent latest user message when the
-	// cut covers it, and the tools. Add SummaryTokens(summary) for the
-	// whole.
+	// cut covers it, and the tools. Add SummaryTokens(summary, kept) for
+	// the whole.
 	KeptTokens int
 
 	v *view // the request's view, for SummaryTokens
@@ -69,7 +70,7 @@ func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) 
 	c := Compaction{From: from, Cut: cut, Covered: cut - v.lead, Since: n, Messages: v.fullMessages(), v: v}
 	c.Hash = v.extendChain(v.chain, c.Covered)[c.Covered]
 	if v.branch != nil {
-		c.PrevSummary, c.Parent = v.branch.Summary, v.branch.Hash
+		c.PrevSummary, c.PrevKept, c.Parent = v.branch.Summary, v.branch.Kept.Note, v.branch.Hash
 	}
 	for i := n - 1; i >= 0; i-- {
 		if v.isUser(i) {
@@ -93,36 +94,38 @@ func (r Result) Compaction(keepRecent, keepRecentTokens int) (Compaction, bool) 
 	return c, true
 }
 
-// SummaryTokens returns the tokens the block for summary adds to this
-// request, where the Options place it with the applied branch's coverage
-// (or none): SummaryTokens(PrevSummary) is what the applied block costs.
+// SummaryTokens returns the tokens the block for summary (with kept, its
+// line on the messages kept: compactor.Block) adds to this request, where
+// the Options place it with the applied branch's coverage (or none):
+// SummaryTokens(PrevSummary, PrevKept) is what the applied block costs.
 // For a proposed compaction use Compaction.SummaryTokens, which is exact
 // for its cut; this differs from it by a few tokens at most, when the
 // block goes into a user message. It counts with the request's encoding,
 // through the pipeline's cache; 0 when the Result is not Understood.
-func (r Result) SummaryTokens(summary string) int {
+func (r Result) SummaryTokens(summary, kept string) int {
 	v := r.view
 	if v == nil {
 		return 0
 	}
-	return v.summaryTokens(summary, v.dropTo)
+	return v.summaryTokens(summary, kept, v.dropTo)
 }
 
-// SummaryTokens returns the tokens the block for summary adds to the
-// request after this compaction: KeptTokens + SummaryTokens is the
-// compacted request. 0 for a Compaction Result.Compaction did not return.
-func (c Compaction) SummaryTokens(summary string) int {
+// SummaryTokens returns the tokens the block for summary (and kept)
+// adds to the request after this compaction: KeptTokens + SummaryTokens
+// is the compacted request. 0 for a Compaction Result.Compaction did not
+// return.
+func (c Compaction) SummaryTokens(summary, kept string) int {
 	if c.v == nil {
 		return 0
 	}
-	return c.v.summaryTokens(summary, c.Cut)
+	return c.v.summaryTokens(summary, kept, c.Cut)
 }
 
-// summaryTokens is the tokens the block for summary adds with client
-// messages [lead, cut) left out.
-func (v *view) summaryTokens(summary string, cut int) int {
+// summaryTokens is the tokens the block for summary and kept adds with
+// client messages [lead, cut) left out.
+func (v *view) summaryTokens(summary, kept string, cut int) int {
 	n := v.planned()
-	return v.additionTokens(compactor.Block(summary), true, cut, n) - v.additionTokens("", false, cut, n)
+	return v.additionTokens(compactor.Block(summary, kept), true, cut, n) - v.additionTokens("", false, cut, n)
 }
 
 // planned returns how many client messages a compaction plans over: all
@@ -134,16 +137,37 @@ func (v *view) planned() int {
 	return len(v.req.Messages)
 }
 
+// Replaced returns the client's messages the compaction's summary block
+// replaces, [Cut-Covered, Cut), as the client sent them (tool results
+// whole: neither squashed nor deduplicated), for the transcript kept of
+// them (compactor.KeptTranscript); first is the index of the first in the
+// client's messages. It decodes them again, which only a compaction pays
+// for. Nil for a Compaction Result.Compaction did not return.
+func (c Compaction) Replaced() (first int, msgs []compactor.Message) {
+	if c.v == nil {
+		return 0, nil
+	}
+	first = c.Cut - c.Covered
+	return first, c.v.messages(first, c.Cut, false)
+}
+
 // fullMessages returns the client's messages as the compactor sees them:
 // the skeleton with texts, tool-call names and arguments filled in, tool
 // results as forwarded. It decodes every content, which only a compaction
 // (rare, and followed by a model call) pays for.
 func (v *view) fullMessages() []compactor.Message {
+	return v.messages(0, len(v.req.Messages), true)
+}
+
+// messages returns the client's messages [from, to) as fullMessages
+// does: their tool results as forwarded, or as sent when forwarded is
+// false.
+func (v *view) messages(from, to int, forwarded bool) []compactor.Message {
 	req := v.req
-	out := make([]compactor.Message, len(req.Messages))
-	for i := range req.Messages {
+	out := make([]compactor.Message, to-from)
+	for i := from; i < to; i++ {
 		m, f := &req.Messages[i], v.a.facts[i]
-		cm := &out[i]
+		cm := &out[i-from]
 		cm.Role, cm.Name, cm.Omit = m.Role, m.Name, v.omitted(i)
 		if r := req.Result(i); r >= 0 {
 			cm.ToolCallID = req.Items[r].CallID
@@ -155,10 +179,28 @@ func (v *view) fullMessages() []compactor.Message {
 		// A standing instruction message is kept verbatim, never
 		// summarised (standingTexts).
 		cm.Omit = cm.Omit || v.standing(i)
-		cm.Text = v.forwardedText(i, f)
+		if forwarded {
+			cm.Text = v.forwardedText(i, f)
+		} else {
+			cm.Text = v.sentText(i)
+		}
 		cm.ToolCalls = toolCallsFull(req, i)
 	}
 	return out
+}
+
+// sentText is the text of message i as the client sent it: its text and
+// result items joined by newlines.
+func (v *view) sentText(i int) string {
+	req := v.req
+	var texts []string
+	r := req.Messages[i].Items
+	for it := r.Start; it < r.End; it++ {
+		if item := &req.Items[it]; item.Kind != wire.KindOpaque && item.Kind != wire.KindToolCall && item.Content.Exists() {
+			texts = append(texts, req.f.Text(req.Conversation, it))
+		}
+	}
+	return strings.Join(texts, "\n")
 }
 
 // forwardedText is the text of message i (whose facts are f) as

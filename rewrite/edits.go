@@ -29,7 +29,7 @@ func (r Result) Edits() []history.Edit {
 		if v.branch != nil {
 			to := from + v.branch.Covered
 			out = append(out, history.Edit{Kind: history.EditSummarised, Index: from, Count: to - from,
-				Before: v.tokensSent(from, to), After: r.SummaryTokens(v.branch.Summary)})
+				Before: v.tokensSent(from, to), After: r.SummaryTokens(v.branch.Summary, v.branch.Kept.Note)})
 			from = to
 		}
 		if v.dropTo > from {

@@ -67,5 +67,5 @@ func (v *view) block() string {
 	if v.branch == nil {
 		return ""
 	}
-	return compactor.Block(v.branch.Summary)
+	return compactor.Block(v.branch.Summary, v.branch.Kept.Note)
 }

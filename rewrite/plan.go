@@ -328,7 +328,7 @@ func (p Policy) Size(res Result, pl Plan, cal history.Calibration) (Compaction, 
 	// An update replaces the previous summary's block too.
 	replaced := prop.SummarisedTokens
 	if prop.PrevSummary != "" {
-		replaced += res.SummaryTokens(prop.PrevSummary)
+		replaced += res.SummaryTokens(prop.PrevSummary, prop.PrevKept)
 	}
 	var err error
 	if sz.Reclaim, err = p.worthIt(replaced, pl, sz.MaxSummaryTokens, scale); err == nil {

@@ -79,7 +79,7 @@ func checkApplied(tb testing.TB, p *Pipeline, in []byte, res Result, opts Option
 	}
 	inMsgs, out := rawMessages(tb, in), rawMessages(tb, res.Body)
 	lead, from := res.Lead, res.Lead+res.Covered
-	block := compactor.Block(b.Summary)
+	block := compactor.Block(b.Summary, b.Kept.Note)
 	for i := 0; i < lead-1; i++ {
 		if out[i] != inMsgs[i] {
 			tb.Fatalf("leading message %d changed", i)
@@ -221,8 +221,8 @@ func TestApplySummary(t *testing.T) {
 					o.Branches = []history.Branch{b}
 					res := p.RewriteWith(body, o)
 					checkApplied(t, p, body, res, o, b)
-					if got := c.KeptTokens + res.SummaryTokens(b.Summary); got != res.TokensAfter {
-						t.Errorf("KeptTokens %d + SummaryTokens %d = %d, TokensAfter %d", c.KeptTokens, res.SummaryTokens(b.Summary), got, res.TokensAfter)
+					if got := c.KeptTokens + res.SummaryTokens(b.Summary, ""); got != res.TokensAfter {
+						t.Errorf("KeptTokens %d + SummaryTokens %d = %d, TokensAfter %d", c.KeptTokens, res.SummaryTokens(b.Summary, ""), got, res.TokensAfter)
 					}
 					if again := p.RewriteWith(body, o); !bytes.Equal(again.Body, res.Body) {
 						t.Error("not deterministic")
@@ -240,7 +240,7 @@ func TestApplySummaryExactBytes(t *testing.T) {
 	body := chat("gpt-4o", append([]string{`{"role":"system","content":"Be \u00e9xact."}`}, agentTurns(4)...)...)
 	b, _ := proposeBranch(t, p, body, Options{}, 3, 0)
 	res := p.RewriteWith(body, Options{Branches: []history.Branch{b}, ConciseOutput: true})
-	add := wire.AppendJSONString(nil, "\n\n"+ConciseInstruction+"\n\n"+compactor.Block(b.Summary))
+	add := wire.AppendJSONString(nil, "\n\n"+ConciseInstruction+"\n\n"+compactor.Block(b.Summary, ""))
 	want := `{"role":"system","content":"Be \u00e9xact.` + string(add[1:]) + `}`
 	if got := rawMessages(t, res.Body)[0]; got != want {
 		i := 0
@@ -404,7 +404,7 @@ func TestCompactionMessages(t *testing.T) {
 	if _, ok := res.Compaction(10, 0); ok {
 		t.Error("a compaction of nothing")
 	}
-	if _, ok := (Result{}).Compaction(1, 0); ok || (Result{}).SummaryTokens("x") != 0 {
+	if _, ok := (Result{}).Compaction(1, 0); ok || (Result{}).SummaryTokens("x", "") != 0 {
 		t.Error("zero Result")
 	}
 }
@@ -513,7 +513,7 @@ func TestResultConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c, _ := res.Compaction(2, 0)
-			if c.Hash != want.Hash || res.SummaryTokens("s") <= 0 {
+			if c.Hash != want.Hash || res.SummaryTokens("s", "") <= 0 {
 				t.Error("concurrent Compaction differs")
 			}
 		}()

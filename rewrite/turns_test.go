@@ -131,7 +131,7 @@ func TestUserPlacementNeverSendsTwoUserMessagesInARow(t *testing.T) {
 			}
 			// The proposal's estimate is what the compacted request counts.
 			applied := p.RewriteWith(chat("gpt-4o", tc.msgs[:k0]...), opts)
-			if got := c.KeptTokens + c.SummaryTokens(b.Summary); got != applied.TokensAfter {
+			if got := c.KeptTokens + c.SummaryTokens(b.Summary, ""); got != applied.TokensAfter {
 				t.Errorf("KeptTokens + SummaryTokens = %d, the compacted request counts %d", got, applied.TokensAfter)
 			}
 		})

@@ -22,11 +22,11 @@ func MeasureForwarded(cases []FidelityCase, sq *Squasher, forward func(*Fidelity
 // CheckFidelityOutcomes is checkFidelityOutcomes.
 func CheckFidelityOutcomes(t *testing.T, outs []FidelityOutcome) { checkFidelityOutcomes(t, outs) }
 
-// FidelityAll sums all of outs: the share of used tokens kept and of bytes
-// saved.
-func FidelityAll(outs []FidelityOutcome) (keptPct, savedPct float64) {
+// FidelityAll sums all of outs: the share of used tokens kept, of those
+// kept or one retrieval away, and of bytes saved.
+func FidelityAll(outs []FidelityOutcome) (keptPct, recoverablePct, savedPct float64) {
 	all := sumFidelity(outs, func(fidelityOutcome) bool { return true })
-	return all.KeptPct(), all.SavedPct()
+	return all.KeptPct(), all.RecoverablePct(), all.SavedPct()
 }
 
 // FidelityTables prints outs' figures by row and their worst offenders,

@@ -220,6 +220,14 @@ type fidelityOutcome struct {
 	Changed bool
 	After   int      // bytes after squash
 	Lost    []string // the used tokens the squashed output no longer has
+	// Gone are the lost tokens no marker of the squashed output names
+	// (markerNames): more than one retrieval away. ByRef counts the lost
+	// ones a way back to the kept original names.
+	Gone  []string
+	ByRef int
+	// BrokenRefs are references the squashed output's markers give that
+	// return no text of the output.
+	BrokenRefs []string
 }
 
 // measureFidelity squashes every case with sq, as ApplyCall does in the
@@ -230,8 +238,10 @@ func measureFidelity(cases []fidelityCase, sq *Squasher) []fidelityOutcome {
 
 // measureForwarded finds the used tokens each case loses in the text
 // forward gives for its output: a token survives when it still appears
-// (containsToken) in it; an output forwarded as it is keeps them all. sq
-// only names the shape each output is counted under.
+// (containsToken) in it; an output forwarded as it is keeps them all. Of
+// the lost ones, those the text's markers name are recoverable. sq names
+// the shape each output is counted under, and the reads the markers of a
+// read's output refer to.
 func measureForwarded(cases []fidelityCase, sq *Squasher, forward func(*fidelityCase) string) []fidelityOutcome {
 	outs := make([]fidelityOutcome, len(cases))
 	for i := range cases {
@@ -242,9 +252,18 @@ func measureForwarded(cases []fidelityCase, sq *Squasher, forward func(*fidelity
 			o.Shape = "exempt"
 		}
 		if o.Changed {
+			named := markerNames(sq, c.Call, c.Output, text)
+			o.BrokenRefs = named.brokenRefs
 			for _, tok := range c.Used {
-				if !containsToken(text, tok) {
-					o.Lost = append(o.Lost, tok)
+				if containsToken(text, tok) {
+					continue
+				}
+				o.Lost = append(o.Lost, tok)
+				switch {
+				case named.containsByRef(tok):
+					o.ByRef++
+				case !named.contains(tok):
+					o.Gone = append(o.Gone, tok)
 				}
 			}
 		}
@@ -259,6 +278,10 @@ type fidelityFigures struct {
 	BytesBefore, BytesAfter int
 	Used, Kept              int // distinctive tokens the next steps used, and of those the ones squash kept
 	Losing                  int // outputs that lose at least one used token
+	// Recoverable are the used tokens kept or named by a marker (one
+	// retrieval away), ByRef the lost ones a way back to the kept original
+	// names.
+	Recoverable, ByRef int
 }
 
 func (f *fidelityFigures) add(o fidelityOutcome) {
@@ -270,6 +293,8 @@ func (f *fidelityFigures) add(o fidelityOutcome) {
 	f.BytesAfter += o.After
 	f.Used += len(o.Used)
 	f.Kept += len(o.Used) - len(o.Lost)
+	f.Recoverable += len(o.Used) - len(o.Gone)
+	f.ByRef += o.ByRef
 	if len(o.Lost) > 0 {
 		f.Losing++
 	}
@@ -290,6 +315,15 @@ func (f fidelityFigures) KeptPct() float64 {
 		return 100
 	}
 	return 100 * float64(f.Kept) / float64(f.Used)
+}
+
+// RecoverablePct is the share of used tokens kept or one retrieval away;
+// 100 when none was used.
+func (f fidelityFigures) RecoverablePct() float64 {
+	if f.Used == 0 {
+		return 100
+	}
+	return 100 * float64(f.Recoverable) / float64(f.Used)
 }
 
 // sumFidelity adds up the outcomes that match.

@@ -52,25 +52,37 @@ func keptPct(f fidelityFigures) string {
 	return pct(f.KeptPct())
 }
 
-// writeFidelityRows writes the figures by row.
+// recoverablePct is f's share of used tokens kept or one retrieval away,
+// or – when none was used.
+func recoverablePct(f fidelityFigures) string {
+	if f.Used == 0 {
+		return "–"
+	}
+	return pct(f.RecoverablePct())
+}
+
+// writeFidelityRows writes the figures by row: "recoverable" counts the
+// used tokens kept or named by a marker, "via ref" the lost ones a way
+// back to the kept original names.
 func writeFidelityRows(w io.Writer, markdown bool, rows []fidelityRow) {
 	header := []string{"outputs ≥ 1500 B", "count", "squash changes", "KB before", "KB after", "bytes saved",
-		"tokens used", "kept", "kept %", "outputs losing ≥ 1"}
+		"tokens used", "kept", "kept %", "recoverable", "recoverable %", "via ref", "outputs losing ≥ 1"}
 	var cells [][]string
 	for _, r := range rows {
 		cells = append(cells, []string{r.Key, itoa(r.Outputs), itoa(r.Changed), kb(r.BytesBefore), kb(r.BytesAfter),
-			pct(r.SavedPct()), itoa(r.Used), itoa(r.Kept), keptPct(r.fidelityFigures), itoa(r.Losing)})
+			pct(r.SavedPct()), itoa(r.Used), itoa(r.Kept), keptPct(r.fidelityFigures), itoa(r.Recoverable),
+			recoverablePct(r.fidelityFigures), itoa(r.ByRef), itoa(r.Losing)})
 	}
 	writeTable(w, markdown, header, cells)
 }
 
 // writeFrontier writes the figures at each size floor.
 func writeFrontier(w io.Writer, markdown bool, rows []fidelityRow) {
-	header := []string{"size floor", "squash changes", "bytes saved", "tokens kept", "tokens lost", "outputs losing ≥ 1"}
+	header := []string{"size floor", "squash changes", "bytes saved", "tokens kept", "tokens lost", "recoverable", "outputs losing ≥ 1"}
 	var cells [][]string
 	for _, r := range rows {
 		cells = append(cells, []string{r.Key, itoa(r.Changed), pct(r.SavedPct()), keptPct(r.fidelityFigures),
-			itoa(r.Used - r.Kept), itoa(r.Losing)})
+			itoa(r.Used - r.Kept), recoverablePct(r.fidelityFigures), itoa(r.Losing)})
 	}
 	writeTable(w, markdown, header, cells)
 }
@@ -99,8 +111,11 @@ func writeKinds(w io.Writer, markdown bool, kinds []kindFigures) {
 func writeWorst(w io.Writer, worst []fidelityOutcome) {
 	for i, o := range worst {
 		fmt.Fprintf(w, "%2d. %s #%d  %s: %s\n", i+1, o.Trace, o.Index, o.Call.Tool, callSummary(o.Call, 110))
-		fmt.Fprintf(w, "    shape %s, producer %s, %d -> %d B; lost %d of %d: %s\n", o.Shape, o.Producer,
-			len(o.Output), o.After, len(o.Lost), len(o.Used), tokenList(o.Lost, 16))
+		fmt.Fprintf(w, "    shape %s, producer %s, %d -> %d B; lost %d of %d (%d named by a marker): %s\n", o.Shape, o.Producer,
+			len(o.Output), o.After, len(o.Lost), len(o.Used), len(o.Lost)-len(o.Gone), tokenList(o.Lost, 16))
+		if len(o.Gone) > 0 {
+			fmt.Fprintf(w, "    not named by any marker: %s\n", tokenList(o.Gone, 16))
+		}
 	}
 }
 

@@ -167,6 +167,12 @@ func checkFidelityOutcomes(t *testing.T, outs []fidelityOutcome) {
 			t.Errorf("%s #%d: unchanged output lost %q", o.Trace, o.Index, o.Lost)
 		case len(o.Lost) > len(o.Used):
 			t.Errorf("%s #%d: lost %d of %d used tokens", o.Trace, o.Index, len(o.Lost), len(o.Used))
+		case len(o.Gone)+o.ByRef > len(o.Lost):
+			t.Errorf("%s #%d: %d gone and %d by reference of %d lost", o.Trace, o.Index, len(o.Gone), o.ByRef, len(o.Lost))
+		case len(o.BrokenRefs) > 0:
+			// A marker that offers a retrieval returning something else
+			// sends the agent after what is not there.
+			t.Errorf("%s #%d: markers give references %q that return no text of the output", o.Trace, o.Index, o.BrokenRefs)
 		}
 		next := distinctiveTokens(o.Next)
 		for _, tok := range o.Used {
@@ -255,8 +261,8 @@ func TestMeasureFidelity(t *testing.T) {
 		newFidelityCase(fidelitySample{Trace: "c", Call: Call{Tool: "bash", Args: `{"command": "python run.py"}`}, Output: out, Next: next, Earlier: "middle_token_lost"}),
 	}
 	outs := measureFidelity(cases, New(Config{}))
-	if o := outs[0]; !o.Changed || o.Shape != "generic" || !reflect.DeepEqual(o.Lost, []string{"middle_token_lost"}) {
-		t.Errorf("squashed generic output: changed %v shape %q lost %q, want the middle token lost", o.Changed, o.Shape, o.Lost)
+	if o := outs[0]; !o.Changed || o.Shape != "generic" || !reflect.DeepEqual(o.Lost, []string{"middle_token_lost"}) || len(o.Gone) != 0 {
+		t.Errorf("squashed generic output: changed %v shape %q lost %q gone %q, want the middle token lost, in the lines a marker names", o.Changed, o.Shape, o.Lost, o.Gone)
 	}
 	if o := outs[1]; o.Changed || o.Shape != "exempt" || len(o.Lost) != 0 || o.After != len(out) {
 		t.Errorf("exempt tool's output: %+v, want unchanged, all kept", o)
@@ -266,7 +272,7 @@ func TestMeasureFidelity(t *testing.T) {
 	}
 	all := fidelityRows(outs)[0]
 	want := fidelityFigures{Outputs: 3, Changed: 2, BytesBefore: 3 * len(out), BytesAfter: len(out) + 2*outs[0].After,
-		Used: 5, Kept: 4, Losing: 1}
+		Used: 5, Kept: 4, Losing: 1, Recoverable: 5}
 	if all.Key != "all" || all.fidelityFigures != want {
 		t.Errorf("row all: %+v, want %+v", all, want)
 	}

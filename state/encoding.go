@@ -156,6 +156,15 @@ type diskBranch struct {
 	Observed  bool      `json:"observed,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UsedAt    time.Time `json:"used_at,omitzero"`
+	Kept      diskKept  `json:"kept,omitzero"`
+}
+
+// diskKept is a history.Kept: where the messages a summary replaced are.
+type diskKept struct {
+	Ref   string `json:"ref"`
+	First int    `json:"first"`
+	Last  int    `json:"last"`
+	Note  string `json:"note,omitempty"`
 }
 
 type diskBreaker struct {
@@ -173,6 +182,7 @@ type diskSummary struct {
 	CoveredMessages int       `json:"covered_messages,omitempty"`
 	TokensBefore    int       `json:"tokens_before,omitempty"`
 	TokensAfter     int       `json:"tokens_after,omitempty"`
+	Kept            diskKept  `json:"kept,omitzero"`
 }
 
 // diskTurns are Turns as a JSON array of arrays of integers: [at (Unix
@@ -392,13 +402,13 @@ func encodeRecordWithTurns(r *Record, field string, ts []Turn, list []byte) ([]b
 	for _, b := range r.Branches {
 		d.Branches = append(d.Branches, diskBranch{
 			Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Parent: b.Parent, Since: b.Since, Prepared: b.Prepared, ApplyAt: b.ApplyAt, Observed: b.Observed,
-			CreatedAt: utc(b.CreatedAt), UsedAt: utc(b.UsedAt),
+			CreatedAt: utc(b.CreatedAt), UsedAt: utc(b.UsedAt), Kept: diskKept(b.Kept),
 		})
 	}
 	for _, s := range r.RecentSummaries {
 		d.RecentSummaries = append(d.RecentSummaries, diskSummary{
 			At: utc(s.At), Summary: s.Summary, CoveredMessages: s.CoveredMessages,
-			TokensBefore: s.TokensBefore, TokensAfter: s.TokensAfter,
+			TokensBefore: s.TokensBefore, TokensAfter: s.TokensAfter, Kept: diskKept(s.Kept),
 		})
 	}
 	// The turns are spliced in after the rest rather than encoded as a
@@ -471,14 +481,14 @@ func decodeRecord(key Key, data []byte) (Record, error) {
 	}
 	for _, b := range d.Branches {
 		r.Branches = append(r.Branches, Branch{
-			Branch: history.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Since: b.Since},
+			Branch: history.Branch{Summary: b.Summary, Covered: b.Covered, Hash: b.Hash, Since: b.Since, Kept: history.Kept(b.Kept)},
 			Parent: b.Parent, Prepared: b.Prepared, ApplyAt: b.ApplyAt, Observed: b.Observed, CreatedAt: b.CreatedAt, UsedAt: b.UsedAt,
 		})
 	}
 	for _, s := range d.RecentSummaries {
 		r.RecentSummaries = append(r.RecentSummaries, SummaryEntry{
 			At: s.At, Summary: s.Summary, CoveredMessages: s.CoveredMessages,
-			TokensBefore: s.TokensBefore, TokensAfter: s.TokensAfter,
+			TokensBefore: s.TokensBefore, TokensAfter: s.TokensAfter, Kept: history.Kept(s.Kept),
 		})
 	}
 	r.Turns = []Turn(d.Turns)

@@ -47,14 +47,14 @@ func appendDiskRecordFast(b []byte, d *diskRecord) (_ []byte, ok bool) {
 func diskRecordSizeHint(d *diskRecord) int {
 	n := 512 + len(d.Namespace) + len(d.ID) + len(d.Model) + len(d.Title) + len(d.Agent) + len(d.Turns)*48
 	for i := range d.Branches {
-		n += 240 + len(d.Branches[i].Summary)
+		n += 240 + len(d.Branches[i].Summary) + keptSize(d.Branches[i].Kept)
 	}
 	for i := range d.Lines {
 		l := &d.Lines[i]
 		n += 420 + len(l.Model) + len(l.Breaker.Reason) + len(l.Dedups)*90 + len(l.Prunes)*100
 	}
 	for i := range d.RecentSummaries {
-		n += 140 + len(d.RecentSummaries[i].Summary)
+		n += 140 + len(d.RecentSummaries[i].Summary) + keptSize(d.RecentSummaries[i].Kept)
 	}
 	return n + n/8 // room for escapes
 }
@@ -260,7 +260,30 @@ func (e *recordAppender) branch(b []byte, br *diskBranch) []byte {
 	b = boolOmitEmpty(b, "observed", br.Observed)
 	b = e.timeOmitZero(b, "created_at", br.CreatedAt)
 	b = e.timeOmitZero(b, "used_at", br.UsedAt)
+	b = keptOmitZero(b, "kept", br.Kept)
 	return end(b, s)
+}
+
+// keptOmitZero is a diskKept tagged omitzero.
+func keptOmitZero(b []byte, name string, k diskKept) []byte {
+	if k == (diskKept{}) {
+		return b
+	}
+	b = key(b, name)
+	s := begin(b)
+	b = str(b, "ref", k.Ref)
+	b = integer(b, "first", int64(k.First))
+	b = integer(b, "last", int64(k.Last))
+	b = strOmitEmpty(b, "note", k.Note)
+	return end(b, s)
+}
+
+// keptSize is about how many bytes keptOmitZero writes of k.
+func keptSize(k diskKept) int {
+	if k == (diskKept{}) {
+		return 0
+	}
+	return 64 + len(k.Ref) + len(k.Note)
 }
 
 func (e *recordAppender) line(b []byte, l *diskLine) []byte {
@@ -305,6 +328,7 @@ func (e *recordAppender) summary(b []byte, m *diskSummary) []byte {
 	b = intOmitEmpty(b, "covered_messages", int64(m.CoveredMessages))
 	b = intOmitEmpty(b, "tokens_before", int64(m.TokensBefore))
 	b = intOmitEmpty(b, "tokens_after", int64(m.TokensAfter))
+	b = keptOmitZero(b, "kept", m.Kept)
 	return end(b, s)
 }
 

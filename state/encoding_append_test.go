@@ -59,6 +59,8 @@ func TestAppendDiskRecordEdgeCases(t *testing.T) {
 		{"other non-ASCII is written as it is", diskRecord{ID: "é中😀"}},
 		{"a summary is written when empty", diskRecord{Branches: []diskBranch{{}}, RecentSummaries: []diskSummary{{}}}},
 		{"a prepared branch says so", diskRecord{Branches: []diskBranch{{Summary: "s", Prepared: true, ApplyAt: 12}, {Summary: "t"}}}},
+		{"kept messages from message 0, without a note", diskRecord{Branches: []diskBranch{{Summary: "s", Kept: diskKept{Ref: "3f9a2c1b4d5e", Last: 9}}},
+			RecentSummaries: []diskSummary{{Kept: diskKept{Ref: "3f9a2c1b4d5e", First: 1, Last: 9, Note: "<kept> & 'sed'"}}}}},
 		{"an empty non-nil slice is left out", diskRecord{Branches: []diskBranch{}, Lines: []diskLine{}, RecentSummaries: []diskSummary{}, Turns: diskTurns{}}},
 		{"empty lines write {}", diskRecord{Lines: []diskLine{{}, {Dedups: []diskDedup{}, Prunes: []diskPrune{}}}}},
 		{"extreme ints", diskRecord{Requests: math.MaxInt64, TokensBefore: math.MinInt64, TokensAfter: -1,

@@ -411,3 +411,31 @@ func TestPruneMarksOnDisk(t *testing.T) {
 		t.Error("a mark without its result and turn was read")
 	}
 }
+
+// Where the messages a summary replaced are kept goes with its branch and
+// its entry, and a record written before they were kept reads with none:
+// its block is rendered as it always was.
+func TestKeptOnDisk(t *testing.T) {
+	kept := history.Kept{Ref: "3f9a2c1b4d5e", First: 0, Last: 41, Note: "The 42 earlier messages this summary replaces are kept in full"}
+	r := Record{Key: Key{Namespace: "ns", ID: "c"},
+		Branches:        []Branch{{Branch: history.Branch{Summary: "s", Covered: 42, Hash: hashOf("b"), Kept: kept}}, {Branch: history.Branch{Summary: "old", Hash: hashOf("o")}}},
+		RecentSummaries: []SummaryEntry{{Summary: "s", CoveredMessages: 42, Kept: kept}}}
+	data, err := encodeRecord(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"kept":{"ref":"3f9a2c1b4d5e","first":0,"last":41,"note":`; strings.Count(string(data), want) != 2 {
+		t.Errorf("written %s, want the branch and the entry to hold %s", data, want)
+	}
+	if strings.Count(string(data), `"kept"`) != 2 {
+		t.Errorf("a branch with nothing kept writes kept: %s", data)
+	}
+	got, err := decodeRecord(r.Key, data)
+	if err != nil || got.Branches[0].Kept != kept || !got.Branches[1].Kept.IsZero() || got.RecentSummaries[0].Kept != kept {
+		t.Errorf("read back %+v, %+v, %v; want %+v on the first branch and the entry", got.Branches, got.RecentSummaries, err, kept)
+	}
+	old, err := decodeRecord(r.Key, []byte(`{"ns":"ns","id":"c","branches":[{"summary":"s","covered":3,"hash":"`+hashOf("b").String()+`"}]}`))
+	if err != nil || len(old.Branches) != 1 || !old.Branches[0].Kept.IsZero() {
+		t.Errorf("a branch written before: %+v, %v", old.Branches, err)
+	}
+}

@@ -153,13 +153,15 @@ type Branch struct {
 	UsedAt time.Time
 }
 
-// SummaryEntry is one summary kept for inspection.
+// SummaryEntry is one summary kept for inspection; Kept is where the
+// messages it replaced are (zero: not kept).
 type SummaryEntry struct {
 	At              time.Time
 	Summary         string
 	CoveredMessages int
 	TokensBefore    int
 	TokensAfter     int
+	Kept            history.Kept
 }
 
 // Usage sums what an upstream reported for calls: Calls is how many
