@@ -190,7 +190,11 @@ func start(cfg config, log zerolog.Logger) (*server, error) {
 	pipeline := rewrite.New(pc)
 	_, _, cacheLimit := pipeline.CacheStats()
 	memLimit, fromEnv := applyMemoryLimit(cacheLimit, os.Getenv)
-	srv, err := proxy.New(cfg.proxyConfig(), log, proxy.Deps{Pipeline: pipeline, Store: store, Files: files})
+	pxc := cfg.proxyConfig()
+	if ways != nil {
+		pxc.Compaction.Ways = *ways // a summary block names its kept messages as markers name theirs
+	}
+	srv, err := proxy.New(pxc, log, proxy.Deps{Pipeline: pipeline, Store: store, Files: files})
 	if err != nil {
 		ln.Close()
 		store.Close()

@@ -85,13 +85,16 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	if deps.Store != nil {
 		s.rec = recorder.New(deps.Store, log, cfg.Clock, func(rec state.Record, tripped bool) { s.admin.Recorded(rec, tripped) })
 	}
-	originals, _ := deps.Store.(state.Originals) // every store keeps them; a store without them: none kept
+	keeper := &turn.Keeper{Store: originalsOf(deps.Store), Files: deps.Files,
+		Failed: func(err error) { s.storeFailed("keep", "cannot keep an original", err) }}
+	var originals state.Originals // a compaction's messages are kept as the turns' originals are
+	if keeper.Store != nil {
+		originals = keeper
+	}
 	s.comp = compaction.NewEngine(cfg.Compaction, compaction.Deps{Store: deps.Store, Pipeline: deps.Pipeline, Events: s.events,
 		Originals: originals, Log: log, Routes: compactionRoutes(routes), Cost: s.cfg.Cost, Clock: cfg.Clock, Observe: cfg.Mode == ModeObserve})
 	s.turns = &turn.Turns{Pipeline: deps.Pipeline, Store: deps.Store, Recorder: s.rec, Comp: s.comp, Events: s.events, Log: log,
-		StoreFailed: s.storeFailed, Observe: cfg.Mode == ModeObserve, ExpandTool: cfg.ExpandTool,
-		Keeper: &turn.Keeper{Store: originalsOf(deps.Store), Files: deps.Files,
-			Failed: func(err error) { s.storeFailed("keep", "cannot keep an original", err) }},
+		StoreFailed: s.storeFailed, Observe: cfg.Mode == ModeObserve, ExpandTool: cfg.ExpandTool, Keeper: keeper,
 		Paused: func(err error) {
 			s.warn.Warn(s.cfg.Clock(), s.log, "compaction paused while the conversation store fails", err)
 		}}

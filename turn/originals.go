@@ -79,6 +79,26 @@ func (k *Keeper) keep(ns string, parsed *rewrite.Parsed, res []rewrite.Original)
 	return done
 }
 
+// PutOriginals keeps originals of ns now, in the store and as files (a
+// compaction's messages, kept as it ends): Keeper is the state.Originals
+// of whatever keeps originals beside the turns.
+func (k *Keeper) PutOriginals(ns string, os []expand.Original) error {
+	var fileErr error
+	if k.Files != nil {
+		fileErr = k.Files.Write(os)
+	}
+	if err := k.Store.PutOriginals(ns, os); err != nil {
+		return err
+	}
+	k.remember(ns, os)
+	return fileErr
+}
+
+// GetOriginal is the store's.
+func (k *Keeper) GetOriginal(ns, ref string) (expand.Original, bool, error) {
+	return k.Store.GetOriginal(ns, ref)
+}
+
 // countFileReads counts the originals' files the calls this request
 // answers read (rewrite.Parsed.FileRetrievals).
 func (k *Keeper) countFileReads(ns string, parsed *rewrite.Parsed) {
