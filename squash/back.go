@@ -45,11 +45,48 @@ func (k *back) gap(from, to int, first bool) string {
 		}
 		return ""
 	}
-	s := "; " + k.ways.Back(k.refer(), expand.Lines{From: from, To: to})
+	return k.gapWith(k.refer(), from, to, first)
+}
+
+// sole is what the one marker of an output adds: the way to lines
+// from..to, saying the original is intact ("" when originals are not
+// kept).
+func (k *back) sole(from, to int) string {
+	if k == nil || k.ways == nil {
+		return ""
+	}
+	return "; " + k.ways.Back(k.refer(), expand.Lines{From: from, To: to})
+}
+
+// wayLen is the length of what gap would add, without noting the
+// original kept.
+func (k *back) wayLen(from, to int, first bool) int {
+	return len(k.gapWith("000000000000", from, to, first))
+}
+
+// gapWith is gap's text for an original of reference ref.
+func (k *back) gapWith(ref string, from, to int, first bool) string {
+	way := k.ways.Back(ref, expand.Lines{From: from, To: to})
+	if !first {
+		// The first marker said the original is intact; the others only
+		// say where their lines are.
+		way = strings.TrimPrefix(way, "original intact: ")
+	}
+	s := "; " + way
 	if first && !k.ways.Any() {
 		s += k.rerun
 	}
 	return s
+}
+
+// cost is what the way back adds to the budget of a kept line, with
+// markerCost: half its length, as a marker comes once per run of kept
+// lines, not once per line.
+func (k *back) cost() int {
+	if k == nil || k.ways == nil {
+		return 0
+	}
+	return (len(k.ways.Back("000000000000", expand.Lines{From: 100, To: 200})) - len("original intact: ") + 2) / 2
 }
 
 // whole is what the first marker of a JSON output adds: the way to the

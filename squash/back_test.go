@@ -107,9 +107,12 @@ func TestMarkersNameOnlyTheWaysThatWork(t *testing.T) {
 						t.Errorf("a marker names %s, which is not kept", ref)
 					}
 				}
-				for _, m := range gapMarker.FindAllStringSubmatch(r.Text, -1) {
-					if !strings.Contains(m[3], "original") {
-						t.Errorf("marker %q says nothing of the original", m[0])
+				for i, m := range gapMarker.FindAllStringSubmatch(r.Text, -1) {
+					if i == 0 && !strings.Contains(m[3], "original") {
+						t.Errorf("first marker %q says nothing of the original", m[0])
+					}
+					if !regexp.MustCompile(`[0-9a-f]{12}`).MatchString(m[3]) {
+						t.Errorf("marker %q names no original", m[0])
 					}
 					if w.Dir == "" {
 						continue

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/internal/corpustest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
@@ -34,6 +35,8 @@ func productionPipeline() *rewrite.Pipeline {
 			ReadMaxBytes: squash.DefaultReadMaxBytes},
 		Dedup: rewrite.DefaultDedupConfig(),
 		Prune: rewrite.PruneConfig{Enabled: true, MinTokens: rewrite.DefaultPruneMinTokens},
+		// What ctxpress on the agent's machine names by default.
+		Expand: &expand.Ways{Dir: "/home/user/.cache/ctxpress/originals"},
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/internal/bpe"
 	"github.com/ctxpress/ctxpress/internal/corpustest"
 )
@@ -44,6 +45,7 @@ var fidelityFloors = []int{1500, 4000, 8000}
 func productionSquasher(count func(string) int) func(Config) *Squasher {
 	return func(cfg Config) *Squasher {
 		cfg.CountTokens = count
+		cfg.Ways = &expand.Ways{Dir: "/home/user/.cache/ctxpress/originals"} // what ctxpress on the agent's machine names
 		return New(cfg)
 	}
 }

@@ -27,7 +27,7 @@ func squashGeneric(tl *textLines, budget int, hint *back) string {
 		var b strings.Builder
 		body := strings.TrimSuffix(s, "\n")
 		writeCapped(&b, body, budget)
-		if w := hint.gap(1, 1, false); w != "" { // one line: its way is the whole original's
+		if w := hint.sole(1, 1); w != "" { // one line: its way is the whole original's
 			b.WriteString(" [" + strings.TrimPrefix(w, "; ") + "]")
 		}
 		if len(body) < len(s) {
@@ -54,12 +54,12 @@ func squashGeneric(tl *textLines, budget int, hint *back) string {
 		i = j
 	}
 	keep := make([]uint8, n)
-	size := 0
+	size, backCost := 0, hint.cost()
 	add := func(i int) {
 		if keep[i] != notKept {
 			return
 		}
-		cost := cappedLen(len(line(i)), lineCap) + 1 + markerCost
+		cost := cappedLen(len(line(i)), lineCap) + 1 + markerCost + backCost
 		if counts[i] > 1 {
 			cost += 8
 		}

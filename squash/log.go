@@ -41,7 +41,7 @@ func squashLog(tl *textLines, budget int, hint *back) string {
 	if n == 0 {
 		return tl.s
 	}
-	p := &linePlan{tl: tl, keep: make([]uint8, n), counts: make(map[int]int), lineCap: logLineCap}
+	p := &linePlan{tl: tl, keep: make([]uint8, n), counts: make(map[int]int), lineCap: logLineCap, backCost: hint.cost()}
 	errs := p.keepRequired()
 	// Optional lines get the rest of the budget, and at least half a
 	// budget beyond the required ones, so even a log full of errors keeps
@@ -81,12 +81,13 @@ type linePlan struct {
 	counts      map[int]int // kept line -> occurrences of its template
 	size, limit int
 	lineCap     int
+	backCost    int          // what a gap marker's way back adds (back.cost)
 	inRegion    []regionRole // roleNone outside failure regions; nil before keepRegions
 }
 
 // cost is what keeping line i adds to the output, marker included.
 func (p *linePlan) cost(i int) int {
-	return cappedLen(len(p.tl.line(i)), p.lineCap) + 1 + markerCost
+	return cappedLen(len(p.tl.line(i)), p.lineCap) + 1 + markerCost + p.backCost
 }
 
 // add keeps line i when it fits the limit; it reports whether i is kept.
@@ -311,12 +312,21 @@ func isSnippetLine(l string) bool {
 // gap is one line no longer than its marker would be, the line itself:
 // it costs nothing to keep.
 func writeGap(b *strings.Builder, s string, gap [][2]int, end int, hint *back, first bool) {
-	if len(gap) == 1 && gap[0][1]-gap[0][0] <= len("[lines 1-1 omitted]") && !strings.ContainsRune(s[gap[0][0]:gap[0][1]], '\r') {
-		b.WriteString(s[gap[0][0]:gap[0][1]])
+	from := end - len(gap) + 1
+	// A gap no longer than its marker costs nothing to keep: a single
+	// short line, or, when the marker carries its way back, lines short
+	// enough together.
+	text := s[gap[0][0]:gap[len(gap)-1][1]]
+	short := len(gap) == 1 && len(text) <= len("[lines 1-1 omitted]")
+	if hint != nil && hint.ways != nil {
+		short = len(text) < len("[lines 1-1 omitted]")+hint.wayLen(from, end, first)
+	}
+	if short && !strings.ContainsRune(text, '\r') {
+		b.WriteString(text)
 		b.WriteByte('\n')
 		return
 	}
-	writeLinesOmitted(b, len(gap), end, hint.gap(end-len(gap)+1, end, first))
+	writeLinesOmitted(b, len(gap), end, hint.gap(from, end, first))
 }
 
 // renderLines writes the kept lines in order, one "[lines A-B omitted]" per

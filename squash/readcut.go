@@ -57,7 +57,7 @@ func cutRead(output string, rd fileRead, maxBytes int, hint *back) string {
 		if k == h && t > h {
 			// The original's line numbers count the lines before the body.
 			pre := strings.Count(output[:start], "\n")
-			writeReadMarker(&b, body, spans, h, t, rd, hint.gap(h+1+pre, t+pre, false))
+			writeReadMarker(&b, body, spans, h, t, rd, hint.sole(h+1+pre, t+pre))
 			k = t - 1
 			continue
 		}
