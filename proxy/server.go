@@ -279,6 +279,13 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.admin.ServeMetrics(ctx) // ctxpress's own, never the upstream's
 		return
 	}
+	if admin.IsExpand(path) { // under the key of the client's conversations, not the admin rule
+		if x = s.newExchange(ctx); s.authenticate(ctx, x) {
+			x.status = s.admin.ServeExpand(ctx, s.namespaces.of(x.credential))
+			s.finish(x)
+		}
+		return
+	}
 	if len(path) >= len(admin.Prefix) && string(path[:len(admin.Prefix)]) == admin.Prefix {
 		s.admin.Serve(ctx)
 		return
