@@ -40,6 +40,7 @@ type config struct {
 	Squash            squashConfig           `yaml:"squash"`
 	Dedup             dedupConfig            `yaml:"dedup"`
 	Prune             pruneConfig            `yaml:"prune"`
+	Expand            expandConfig           `yaml:"expand"`
 	Compaction        compactionCfg          `yaml:"compaction"`
 	MaxHistory        int                    `yaml:"max_history_messages"`
 	Events            eventsConfig           `yaml:"events"`
@@ -193,6 +194,12 @@ type pruneConfig struct {
 	MinTokens int  `yaml:"min_tokens"`
 }
 
+// expandConfig is the expand: section: the originals kept for the ways
+// back to them (state's OriginalsMaxBytes).
+type expandConfig struct {
+	MaxBytes int64 `yaml:"max_bytes"`
+}
+
 // logConfig is the log: section, read by newLogger.
 type logConfig struct {
 	Level  string `yaml:"level"`  // trace | debug | info | warn | error
@@ -247,7 +254,8 @@ func defaultConfig() config {
 			ReadOnlyTools: rewrite.DefaultReadOnlyTools(),
 			MinTokens:     rewrite.DefaultMinDedupTokens,
 		},
-		Prune: pruneConfig{Enabled: true, MinTokens: rewrite.DefaultPruneMinTokens},
+		Prune:  pruneConfig{Enabled: true, MinTokens: rewrite.DefaultPruneMinTokens},
+		Expand: expandConfig{MaxBytes: state.DefaultOriginalsMaxBytes},
 		Compaction: compactionCfg{
 			Enabled:          true,
 			ThresholdRatio:   rewrite.DefaultThresholdRatio,

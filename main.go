@@ -254,21 +254,22 @@ func openStore(cfg config, log zerolog.Logger) (state.Store, error) {
 	case backendRedis:
 		st, err := state.OpenRedis(state.RedisOptions{URL: cfg.State.URL, Prefix: cfg.State.Prefix,
 			ReadTimeout: cfg.State.ReadTimeout, WriteTimeout: cfg.State.WriteTimeout,
-			Retention: cfg.Retention, OnSweep: onSweep})
+			Retention: cfg.Retention, OnSweep: onSweep, OriginalsMaxBytes: cfg.Expand.MaxBytes})
 		if err != nil {
 			return nil, fmt.Errorf("cannot reach the redis store (state.url, env CTXPRESS_REDIS_URL): %w; check the URL and that Redis runs there, or use state.backend bolt", err)
 		}
 		return st, nil
 	case backendMemory:
-		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep}), nil
+		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep, OriginalsMaxBytes: cfg.Expand.MaxBytes}), nil
 	}
 	if cfg.DB == "" {
-		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep}), nil
+		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep, OriginalsMaxBytes: cfg.Expand.MaxBytes}), nil
 	}
 	onJournalError := func(err error) {
 		log.Warn().Err(err).Msg("no journal beside the db: a crash loses the turns answered in the writer's last interval (up to ~100 ms under load)")
 	}
-	st, err := state.OpenBolt(cfg.DB, state.BoltOptions{Retention: cfg.Retention, OnSweep: onSweep, OnJournalError: onJournalError})
+	st, err := state.OpenBolt(cfg.DB, state.BoltOptions{Retention: cfg.Retention, OnSweep: onSweep, OnJournalError: onJournalError,
+		OriginalsMaxBytes: cfg.Expand.MaxBytes})
 	if err != nil {
 		return nil, dbOpenError(cfg.DB, err)
 	}
