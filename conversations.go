@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -173,57 +174,76 @@ type backend interface {
 
 // openBackend picks the backend: --server when given; else the db file,
 // read-only unless write, and the admin API when a running server holds
-// it. The db is found as serve finds it (--db, the config's db,
-// CTXPRESS_DB, else the one in the user data directory), so the default
-// works from any directory; a missing default db is no error while a
-// server answers at the config's listen address (it may keep state in
-// memory, or in a db of its own).
+// it (storeOrServer).
 func openBackend(f convFlags, write bool) (backend, error) {
-	sf := newServeFlags()
-	sf.configPath = f.config
-	if f.db != "" {
-		_ = sf.fs.Set("db", f.db)
-	}
-	c, _, err := loadConfig(sf, os.Getenv)
+	c, err := cliConfig(f.config, f.db)
 	if err != nil {
 		return nil, err
 	}
-	token := f.token
-	if token == "" {
-		token = c.AdminToken
+	st, api, err := storeOrServer(c, f.db != "", f.server, cmp.Or(f.token, c.AdminToken), write)
+	if err != nil {
+		return nil, err
 	}
-	if f.server != "" {
-		return newAPIBackend(f.server, token)
+	if api != nil {
+		return api, nil
 	}
-	server := serverURL(c.Listen)
+	// The turns a crash left in the journal first, so that what this
+	// changes is the whole record (a forgotten one stays forgotten).
+	recorder.ReplayJournal(st, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
+	return newDBBackend(st, proxy.PricingOf(c.proxyConfig())), nil
+}
+
+// cliConfig is the config a command other than serve reads: the file
+// (--config, else CTXPRESS_CONFIG), the environment, and db when set.
+func cliConfig(configPath, db string) (config, error) {
+	sf := newServeFlags()
+	sf.configPath = configPath
+	if db != "" {
+		_ = sf.fs.Set("db", db)
+	}
+	c, _, err := loadConfig(sf, os.Getenv)
+	return c, err
+}
+
+// storeOrServer finds where c keeps its state, for a command other than
+// serve: the server at server when given; else the db file, read-only
+// unless write, and the admin API at c's listen address when a running
+// server holds it. The db is found as serve finds it (--db, the config's
+// db, CTXPRESS_DB, else the one in the user data directory), so the
+// default works from any directory; a missing default db (dbGiven false)
+// is no error while a server answers at the listen address (it may keep
+// state in memory, or in a db of its own). One of st and api is set.
+func storeOrServer(c config, dbGiven bool, server, token string, write bool) (st state.Store, api *apiBackend, err error) {
+	if server != "" {
+		api, err = newAPIBackend(server, token)
+		return nil, api, err
+	}
+	server = serverURL(c.Listen)
 	db := c.DB
 	if db == "" {
-		return nil, errors.New(`the config keeps state in memory (db: ""); use --server URL to ask the running server`)
+		return nil, nil, errors.New(`the config keeps state in memory (db: ""); use --server URL to ask the running server`)
 	}
 	if _, err := os.Stat(db); err != nil {
-		if f.db == "" {
+		if !dbGiven {
 			if api, apiErr := pingedAPI(server, token); apiErr == nil {
-				return api, nil
+				return nil, api, nil
 			}
 		}
-		return nil, fmt.Errorf("no db at %s (%w), and no ctxpress answering at %s: pass --db FILE, or --server URL for a running ctxpress", db, err, server)
+		return nil, nil, fmt.Errorf("no db at %s (%w), and no ctxpress answering at %s: pass --db FILE, or --server URL for a running ctxpress", db, err, server)
 	}
-	st, err := state.OpenBolt(db, state.BoltOptions{ReadOnly: !write, Timeout: lockWait, SweepInterval: -1})
+	st, err = state.OpenBolt(db, state.BoltOptions{ReadOnly: !write, Timeout: lockWait, SweepInterval: -1})
 	if err == nil {
-		// The turns a crash left in the journal first, so that what this
-		// changes is the whole record (a forgotten one stays forgotten).
-		recorder.ReplayJournal(st, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
-		return newDBBackend(st, proxy.PricingOf(c.proxyConfig())), nil
+		return st, nil, nil
 	}
 	if !errors.Is(err, state.ErrLocked) {
-		return nil, err
+		return nil, nil, err
 	}
 	api, apiErr := pingedAPI(server, token)
 	if apiErr != nil {
-		return nil, fmt.Errorf("%s is locked by another process (a running ctxpress?), and the admin API at %s did not answer: %v\n"+
+		return nil, nil, fmt.Errorf("%s is locked by another process (a running ctxpress?), and the admin API at %s did not answer: %v\n"+
 			"  Pass --server URL with that ctxpress's address (and --admin-token when it sets admin_token), or stop it and retry", db, server, apiErr)
 	}
-	return api, nil
+	return nil, api, nil
 }
 
 // pingedAPI is the admin API at server, once it answered healthz.
