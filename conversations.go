@@ -321,42 +321,57 @@ func (b *apiBackend) ping() error {
 // do calls the admin API and decodes the answer into out (when not nil);
 // an error answer comes back with the server's message.
 func (b *apiBackend) do(method, path string, out any) error {
+	status, body, err := b.fetch(method, path)
+	if err == nil {
+		err = b.answerError(method, path, status, body)
+	}
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(body, out)
+}
+
+// fetch calls the admin API and returns the answer's status and body.
+func (b *apiBackend) fetch(method, path string) (int, []byte, error) {
 	req, err := http.NewRequest(method, b.base+path, nil)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	if b.token != "" {
 		req.Header.Set("Authorization", "Bearer "+b.token)
 	}
 	resp, err := b.client.Do(req)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("reading the answer of %s: %w", b.base+path, err)
+		return 0, nil, fmt.Errorf("reading the answer of %s: %w", b.base+path, err)
 	}
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct{ Message, Code string } `json:"error"`
-		}
-		_ = json.Unmarshal(body, &e)
-		msg := strings.TrimPrefix(e.Error.Message, "ctxpress: ")
-		switch {
-		case e.Error.Code == "conversation_not_found":
-			return admin.ErrConversationNotFound
-		case resp.StatusCode == http.StatusUnauthorized:
-			return fmt.Errorf("%s: %s (pass --admin-token, or set admin_token in --config)", resp.Status, msg)
-		case msg == "":
-			return fmt.Errorf("%s %s: %s", method, b.base+path, resp.Status)
-		}
-		return fmt.Errorf("%s: %s", resp.Status, msg)
-	}
-	if out == nil {
+	return resp.StatusCode, body, nil
+}
+
+// answerError is the error of an answer of status, with the server's
+// message; nil for a success.
+func (b *apiBackend) answerError(method, path string, status int, body []byte) error {
+	if status < 300 {
 		return nil
 	}
-	return json.Unmarshal(body, out)
+	var e struct {
+		Error struct{ Message, Code string } `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	msg := strings.TrimPrefix(e.Error.Message, "ctxpress: ")
+	switch {
+	case e.Error.Code == "conversation_not_found":
+		return admin.ErrConversationNotFound
+	case status == http.StatusUnauthorized:
+		return fmt.Errorf("%d %s: %s (pass --admin-token, or set admin_token in --config)", status, http.StatusText(status), msg)
+	case msg == "":
+		return fmt.Errorf("%s %s: %d %s", method, b.base+path, status, http.StatusText(status))
+	}
+	return fmt.Errorf("%d %s: %s", status, http.StatusText(status), msg)
 }
 
 // idPath is the admin API path of conversation id, with suffix (e.g.

@@ -31,6 +31,8 @@ Usage:
   ctxpress squash [--call JSON] [FILE|-]   print what ctxpress forwards for a tool output of that call
   ctxpress count [--model M] [FILE|-]      token count of a text or a chat request
   ctxpress conversations [list|show ID|rm ID|compact ID] [--db FILE] [--json]
+  ctxpress expand REF [--lines A-B] [--key KEY]
+                                           print an original a marker refers to, exactly
   ctxpress replay [--config FILE] [--threshold-tokens N] [--keep-recent N] [--upstream URL] FILE|DIR...
                                            what recorded sessions cost direct and through ctxpress
   ctxpress healthcheck [--addr HOST:PORT]  exit 0 when a running ctxpress answers its healthz
@@ -58,6 +60,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdCount(args[1:], stdin, stdout, stderr)
 	case "conversations":
 		return cmdConversations(args[1:], stdout, stderr)
+	case "expand":
+		return cmdExpand(args[1:], stdout, stderr)
 	case "replay":
 		return cmdReplay(args[1:], stdout, stderr)
 	case "healthcheck":

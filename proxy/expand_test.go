@@ -181,3 +181,28 @@ func TestOriginalsAdminEndpoint(t *testing.T) {
 		t.Errorf("a client key on the operator's endpoint: %d, want 401", status)
 	}
 }
+
+// Replicas share their originals on Redis: what a turn on one kept, an
+// agent whose retrieval reaches another gets back byte-exact, under its
+// own key only.
+func TestExpandThroughASecondReplica(t *testing.T) {
+	url := startRedis(t)
+	up := openaitest.New(t)
+	cfg := Config{Upstream: up.BaseURL(), AuthKeys: []string{"cx-alice", "cx-bob"}}
+	st := openReplicaStore(t, url)
+	first := startProxyWith(t, cfg, Deps{Pipeline: pipelineForTest(), Store: st})
+	second := startReplica(t, cfg, url)
+	alice := map[string]string{"Authorization": "Bearer cx-alice"}
+	ns := namespaceOfConversation(t, first, st, alice)
+	if err := st.PutOriginals(ns, expandOriginals); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range expandOriginals {
+		if status, body, _ := getExpand(t, second.URL+admin.PathExpand+o.Ref, alice); status != http.StatusOK || body != o.Text {
+			t.Errorf("second replica, %s: %d %q; want the original byte-exact", o.Ref, status, body)
+		}
+		if status, _, _ := getExpand(t, second.URL+admin.PathExpand+o.Ref, map[string]string{"Authorization": "Bearer cx-bob"}); status != http.StatusNotFound {
+			t.Errorf("second replica, another key: %d, want 404", status)
+		}
+	}
+}
