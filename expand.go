@@ -135,7 +135,9 @@ func lookUpOriginal(f expandFlags, ref string) (string, error) {
 		case api != nil:
 			o.Text, ok, err = api.original(ref, ns)
 		case ns == "":
-			o, ok, err = st.(state.OriginalFinder).FindOriginal(ref)
+			if finder, finds := st.(state.OriginalFinder); finds {
+				o, ok, err = finder.FindOriginal(ref)
+			}
 		default:
 			o, ok, err = st.GetOriginal(ns, ref)
 		}

@@ -209,6 +209,6 @@ func (s *memStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.records, s.originals = nil, newMemOriginals(0)
+	s.records, s.originals = nil, nil
 	return nil
 }

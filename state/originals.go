@@ -17,12 +17,17 @@ import (
 // A reference looked up in another namespace is not found, whatever the
 // first holds. Every Store implements it.
 type Originals interface {
-	// PutOriginals keeps each original of ns under its Ref. One already
-	// kept is kept once (its age renewed).
+	// PutOriginals keeps each original of ns under its Ref, in one write
+	// at most (one bolt transaction, one synced commit). One already kept
+	// is kept once, as first put: its age is renewed, its text never
+	// written again, and a put of originals all kept and put moments ago
+	// (renewEvery) writes nothing. One larger than the size cap is not
+	// kept. A bad namespace or reference is ErrBadRef, and nothing is kept.
 	PutOriginals(ns string, o []expand.Original) error
 	// GetOriginal returns the original kept under ref in ns; ok is false
 	// when there is none (never kept, swept, evicted, or another
-	// namespace's).
+	// namespace's). A stored value that cannot be read is an error
+	// wrapping ErrCorrupt.
 	GetOriginal(ns, ref string) (o expand.Original, ok bool, err error)
 }
 
