@@ -197,11 +197,12 @@ type pruneConfig struct {
 // expandConfig is the expand: section: what squash, prune and dedup
 // replace is kept, and the ways back a marker names (expand.Ways).
 type expandConfig struct {
-	Keep  bool   `yaml:"keep"`
-	Dir   string `yaml:"dir"`
-	Files string `yaml:"files"` // auto | true | false
-	Tool  bool   `yaml:"tool"`
-	URL   string `yaml:"url"`
+	Keep     bool   `yaml:"keep"`
+	MaxBytes int64  `yaml:"max_bytes"` // state's OriginalsMaxBytes
+	Dir      string `yaml:"dir"`
+	Files    string `yaml:"files"` // auto | true | false
+	Tool     bool   `yaml:"tool"`
+	URL      string `yaml:"url"`
 }
 
 // logConfig is the log: section, read by newLogger.
@@ -259,7 +260,7 @@ func defaultConfig() config {
 			MinTokens:     rewrite.DefaultMinDedupTokens,
 		},
 		Prune:  pruneConfig{Enabled: true, MinTokens: rewrite.DefaultPruneMinTokens},
-		Expand: expandConfig{Keep: true, Files: localAuto},
+		Expand: expandConfig{Keep: true, MaxBytes: state.DefaultOriginalsMaxBytes, Files: localAuto},
 		Compaction: compactionCfg{
 			Enabled:          true,
 			ThresholdRatio:   rewrite.DefaultThresholdRatio,

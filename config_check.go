@@ -131,6 +131,7 @@ func checkConfig(c config) error {
 	atLeast(&ch, "squash.read_max_bytes", c.Squash.ReadMaxBytes, -1, "-1: reads are squashed like any output")
 	atLeast(&ch, "dedup.min_tokens", c.Dedup.MinTokens, -1, "-1: no minimum")
 	atLeast(&ch, "prune.min_tokens", c.Prune.MinTokens, -1, "-1: any result its line is shorter than")
+	atLeast(&ch, "expand.max_bytes", c.Expand.MaxBytes, -1, "-1: no cap")
 	checkCompaction(&ch, c.Compaction)
 	atLeast(&ch, "max_history_messages", c.MaxHistory, 0, "")
 	if u := c.Events.WebhookURL; u != "" {

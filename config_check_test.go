@@ -60,6 +60,7 @@ func TestConfigErrorMessages(t *testing.T) {
 		{yaml: "squash: {read_max_bytes: -2}\n", want: "FILE:1: squash.read_max_bytes must be ≥ -1 (-1: reads are squashed like any output), got -2"},
 		{yaml: "dedup: {min_tokens: -2}\n", want: "FILE:1: dedup.min_tokens must be ≥ -1 (-1: no minimum), got -2"},
 		{yaml: "prune: {min_tokens: -3}\n", want: "FILE:1: prune.min_tokens must be ≥ -1 (-1: any result its line is shorter than), got -3"},
+		{yaml: "expand: {max_bytes: -2}\n", want: "FILE:1: expand.max_bytes must be ≥ -1 (-1: no cap), got -2"},
 		{yaml: "compaction: {threshold_ratio: 1.5}\n", want: "FILE:1: compaction.threshold_ratio must be between 0 and 1, got 1.5"},
 		{yaml: "compaction: {precompact_ratio: .nan}\n", want: "FILE:1: compaction.precompact_ratio must be between 0 and 1, got NaN"},
 		{yaml: "compaction:\n  summarizer: {timeout: -2m}\n", want: "FILE:2: compaction.summarizer.timeout must be ≥ 0, got -2m0s"},

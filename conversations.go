@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -173,57 +174,76 @@ type backend interface {
 
 // openBackend picks the backend: --server when given; else the db file,
 // read-only unless write, and the admin API when a running server holds
-// it. The db is found as serve finds it (--db, the config's db,
-// CTXPRESS_DB, else the one in the user data directory), so the default
-// works from any directory; a missing default db is no error while a
-// server answers at the config's listen address (it may keep state in
-// memory, or in a db of its own).
+// it (storeOrServer).
 func openBackend(f convFlags, write bool) (backend, error) {
-	sf := newServeFlags()
-	sf.configPath = f.config
-	if f.db != "" {
-		_ = sf.fs.Set("db", f.db)
-	}
-	c, _, err := loadConfig(sf, os.Getenv)
+	c, err := cliConfig(f.config, f.db)
 	if err != nil {
 		return nil, err
 	}
-	token := f.token
-	if token == "" {
-		token = c.AdminToken
+	st, api, err := storeOrServer(c, f.db != "", f.server, cmp.Or(f.token, c.AdminToken), write)
+	if err != nil {
+		return nil, err
 	}
-	if f.server != "" {
-		return newAPIBackend(f.server, token)
+	if api != nil {
+		return api, nil
 	}
-	server := serverURL(c.Listen)
+	// The turns a crash left in the journal first, so that what this
+	// changes is the whole record (a forgotten one stays forgotten).
+	recorder.ReplayJournal(st, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
+	return newDBBackend(st, proxy.PricingOf(c.proxyConfig())), nil
+}
+
+// cliConfig is the config a command other than serve reads: the file
+// (--config, else CTXPRESS_CONFIG), the environment, and db when set.
+func cliConfig(configPath, db string) (config, error) {
+	sf := newServeFlags()
+	sf.configPath = configPath
+	if db != "" {
+		_ = sf.fs.Set("db", db)
+	}
+	c, _, err := loadConfig(sf, os.Getenv)
+	return c, err
+}
+
+// storeOrServer finds where c keeps its state, for a command other than
+// serve: the server at server when given; else the db file, read-only
+// unless write, and the admin API at c's listen address when a running
+// server holds it. The db is found as serve finds it (--db, the config's
+// db, CTXPRESS_DB, else the one in the user data directory), so the
+// default works from any directory; a missing default db (dbGiven false)
+// is no error while a server answers at the listen address (it may keep
+// state in memory, or in a db of its own). One of st and api is set.
+func storeOrServer(c config, dbGiven bool, server, token string, write bool) (st state.Store, api *apiBackend, err error) {
+	if server != "" {
+		api, err = newAPIBackend(server, token)
+		return nil, api, err
+	}
+	server = serverURL(c.Listen)
 	db := c.DB
 	if db == "" {
-		return nil, errors.New(`the config keeps state in memory (db: ""); use --server URL to ask the running server`)
+		return nil, nil, errors.New(`the config keeps state in memory (db: ""); use --server URL to ask the running server`)
 	}
 	if _, err := os.Stat(db); err != nil {
-		if f.db == "" {
+		if !dbGiven {
 			if api, apiErr := pingedAPI(server, token); apiErr == nil {
-				return api, nil
+				return nil, api, nil
 			}
 		}
-		return nil, fmt.Errorf("no db at %s (%w), and no ctxpress answering at %s: pass --db FILE, or --server URL for a running ctxpress", db, err, server)
+		return nil, nil, fmt.Errorf("no db at %s (%w), and no ctxpress answering at %s: pass --db FILE, or --server URL for a running ctxpress", db, err, server)
 	}
-	st, err := state.OpenBolt(db, state.BoltOptions{ReadOnly: !write, Timeout: lockWait, SweepInterval: -1})
+	st, err = state.OpenBolt(db, state.BoltOptions{ReadOnly: !write, Timeout: lockWait, SweepInterval: -1})
 	if err == nil {
-		// The turns a crash left in the journal first, so that what this
-		// changes is the whole record (a forgotten one stays forgotten).
-		recorder.ReplayJournal(st, zerolog.New(os.Stderr).Level(zerolog.WarnLevel))
-		return newDBBackend(st, proxy.PricingOf(c.proxyConfig())), nil
+		return st, nil, nil
 	}
 	if !errors.Is(err, state.ErrLocked) {
-		return nil, err
+		return nil, nil, err
 	}
 	api, apiErr := pingedAPI(server, token)
 	if apiErr != nil {
-		return nil, fmt.Errorf("%s is locked by another process (a running ctxpress?), and the admin API at %s did not answer: %v\n"+
+		return nil, nil, fmt.Errorf("%s is locked by another process (a running ctxpress?), and the admin API at %s did not answer: %v\n"+
 			"  Pass --server URL with that ctxpress's address (and --admin-token when it sets admin_token), or stop it and retry", db, server, apiErr)
 	}
-	return api, nil
+	return nil, api, nil
 }
 
 // pingedAPI is the admin API at server, once it answered healthz.
@@ -301,42 +321,57 @@ func (b *apiBackend) ping() error {
 // do calls the admin API and decodes the answer into out (when not nil);
 // an error answer comes back with the server's message.
 func (b *apiBackend) do(method, path string, out any) error {
+	status, body, err := b.fetch(method, path)
+	if err == nil {
+		err = b.answerError(method, path, status, body)
+	}
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(body, out)
+}
+
+// fetch calls the admin API and returns the answer's status and body.
+func (b *apiBackend) fetch(method, path string) (int, []byte, error) {
 	req, err := http.NewRequest(method, b.base+path, nil)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	if b.token != "" {
 		req.Header.Set("Authorization", "Bearer "+b.token)
 	}
 	resp, err := b.client.Do(req)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("reading the answer of %s: %w", b.base+path, err)
+		return 0, nil, fmt.Errorf("reading the answer of %s: %w", b.base+path, err)
 	}
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct{ Message, Code string } `json:"error"`
-		}
-		_ = json.Unmarshal(body, &e)
-		msg := strings.TrimPrefix(e.Error.Message, "ctxpress: ")
-		switch {
-		case e.Error.Code == "conversation_not_found":
-			return admin.ErrConversationNotFound
-		case resp.StatusCode == http.StatusUnauthorized:
-			return fmt.Errorf("%s: %s (pass --admin-token, or set admin_token in --config)", resp.Status, msg)
-		case msg == "":
-			return fmt.Errorf("%s %s: %s", method, b.base+path, resp.Status)
-		}
-		return fmt.Errorf("%s: %s", resp.Status, msg)
-	}
-	if out == nil {
+	return resp.StatusCode, body, nil
+}
+
+// answerError is the error of an answer of status, with the server's
+// message; nil for a success.
+func (b *apiBackend) answerError(method, path string, status int, body []byte) error {
+	if status < 300 {
 		return nil
 	}
-	return json.Unmarshal(body, out)
+	var e struct {
+		Error struct{ Message, Code string } `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	msg := strings.TrimPrefix(e.Error.Message, "ctxpress: ")
+	switch {
+	case e.Error.Code == "conversation_not_found":
+		return admin.ErrConversationNotFound
+	case status == http.StatusUnauthorized:
+		return fmt.Errorf("%d %s: %s (pass --admin-token, or set admin_token in --config)", status, http.StatusText(status), msg)
+	case msg == "":
+		return fmt.Errorf("%s %s: %d %s", method, b.base+path, status, http.StatusText(status))
+	}
+	return fmt.Errorf("%d %s: %s", status, http.StatusText(status), msg)
 }
 
 // idPath is the admin API path of conversation id, with suffix (e.g.

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -24,6 +25,9 @@ func openExpand(cfg config, addr net.Addr, log zerolog.Logger) (*expand.Ways, *s
 	}
 	// Observe mode forwards requests as sent: no tool is offered.
 	ways := &expand.Ways{Tool: ec.Tool && cfg.Mode != proxy.ModeObserve, URL: ec.URL}
+	if ec.URL != "" {
+		ways.URLHeader = urlHeader(cfg)
+	}
 	if !filesOn(ec.Files, addr) {
 		if !ways.Any() {
 			log.Info().Msg("agents reach ctxpress from other machines: markers name each original's reference (for ctxpress expand REF); set expand.tool: true to give agents the ctxpress_expand tool, or expand.files: true when they share this machine's files")
@@ -62,4 +66,20 @@ func filesOn(setting string, addr net.Addr) bool {
 	}
 	tcp, ok := addr.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
+}
+
+// urlHeader is the header a curl of GET /ctxpress/expand/REF must send to
+// be answered in the conversation's namespace: the key its requests
+// carry, a namespace header's value, or nothing with namespace: none.
+func urlHeader(cfg config) string {
+	f := strings.Fields(cfg.Namespace)
+	switch {
+	case len(cfg.Auth.Keys) > 0:
+		return "Authorization: Bearer <your ctxpress key>"
+	case len(f) == 1 && strings.EqualFold(f[0], "none"):
+		return ""
+	case len(f) == 2 && strings.EqualFold(f[0], "header"):
+		return f[1] + ": <your " + f[1] + ">"
+	}
+	return "Authorization: Bearer <this conversation's API key>"
 }

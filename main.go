@@ -31,6 +31,8 @@ Usage:
   ctxpress squash [--call JSON] [FILE|-]   print what ctxpress forwards for a tool output of that call
   ctxpress count [--model M] [FILE|-]      token count of a text or a chat request
   ctxpress conversations [list|show ID|rm ID|compact ID] [--db FILE] [--json]
+  ctxpress expand REF [--lines A-B] [--key KEY]
+                                           print an original a marker refers to, exactly
   ctxpress replay [--config FILE] [--threshold-tokens N] [--keep-recent N] [--upstream URL] FILE|DIR...
                                            what recorded sessions cost direct and through ctxpress
   ctxpress healthcheck [--addr HOST:PORT]  exit 0 when a running ctxpress answers its healthz
@@ -58,6 +60,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdCount(args[1:], stdin, stdout, stderr)
 	case "conversations":
 		return cmdConversations(args[1:], stdout, stderr)
+	case "expand":
+		return cmdExpand(args[1:], stdout, stderr)
 	case "replay":
 		return cmdReplay(args[1:], stdout, stderr)
 	case "healthcheck":
@@ -273,21 +277,22 @@ func openStore(cfg config, log zerolog.Logger) (state.Store, error) {
 	case backendRedis:
 		st, err := state.OpenRedis(state.RedisOptions{URL: cfg.State.URL, Prefix: cfg.State.Prefix,
 			ReadTimeout: cfg.State.ReadTimeout, WriteTimeout: cfg.State.WriteTimeout,
-			Retention: cfg.Retention, OnSweep: onSweep})
+			Retention: cfg.Retention, OnSweep: onSweep, OriginalsMaxBytes: cfg.Expand.MaxBytes})
 		if err != nil {
 			return nil, fmt.Errorf("cannot reach the redis store (state.url, env CTXPRESS_REDIS_URL): %w; check the URL and that Redis runs there, or use state.backend bolt", err)
 		}
 		return st, nil
 	case backendMemory:
-		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep}), nil
+		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep, OriginalsMaxBytes: cfg.Expand.MaxBytes}), nil
 	}
 	if cfg.DB == "" {
-		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep}), nil
+		return state.NewMemoryWithOptions(state.MemoryOptions{Retention: cfg.Retention, OnSweep: onSweep, OriginalsMaxBytes: cfg.Expand.MaxBytes}), nil
 	}
 	onJournalError := func(err error) {
 		log.Warn().Err(err).Msg("no journal beside the db: a crash loses the turns answered in the writer's last interval (up to ~100 ms under load)")
 	}
-	st, err := state.OpenBolt(cfg.DB, state.BoltOptions{Retention: cfg.Retention, OnSweep: onSweep, OnJournalError: onJournalError})
+	st, err := state.OpenBolt(cfg.DB, state.BoltOptions{Retention: cfg.Retention, OnSweep: onSweep, OnJournalError: onJournalError,
+		OriginalsMaxBytes: cfg.Expand.MaxBytes})
 	if err != nil {
 		return nil, dbOpenError(cfg.DB, err)
 	}

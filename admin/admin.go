@@ -129,6 +129,8 @@ func (a *Admin) Serve(ctx *fasthttp.RequestCtx) {
 		a.listConversations(ctx)
 	case strings.HasPrefix(rest, "conversations/"):
 		a.conversationEndpoint(ctx)
+	case strings.HasPrefix(path, pathOriginals):
+		a.serveOriginals(ctx)
 	case strings.HasPrefix(rest, "debug/pprof/") && a.cfg.Pprof:
 		servePprof(ctx, strings.TrimPrefix(rest, "debug/"))
 	default:

@@ -37,6 +37,11 @@ type Ways struct {
 	// (http://host:port), for GET /ctxpress/expand/REF; "" when agents are
 	// not told of it.
 	URL string
+	// URLHeader is the header the URL's curl sends, with a placeholder
+	// for what the agent puts there (e.g. "Authorization: Bearer <this
+	// conversation's API key>"): the endpoint answers under the key of
+	// the conversation's requests. "" when none is needed.
+	URLHeader string
 }
 
 // File is the path of ref's file under w.Dir.
@@ -73,7 +78,11 @@ func (w Ways) Back(ref string, l Lines) string {
 	}
 	if w.URL != "" {
 		b.WriteString(sep)
-		b.WriteString("curl -s '" + strings.TrimRight(w.URL, "/") + "/ctxpress/expand/" + ref)
+		b.WriteString("curl -s ")
+		if w.URLHeader != "" {
+			b.WriteString("-H '" + w.URLHeader + "' ")
+		}
+		b.WriteString("'" + strings.TrimRight(w.URL, "/") + "/ctxpress/expand/" + ref)
 		if !l.Whole() {
 			b.WriteString("?lines=" + l.String())
 		}

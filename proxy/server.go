@@ -289,6 +289,13 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.admin.ServeMetrics(ctx) // ctxpress's own, never the upstream's
 		return
 	}
+	if admin.IsExpand(path) { // under the key of the client's conversations, not the admin rule
+		if x = s.newExchange(ctx); s.authenticate(ctx, x) {
+			x.status = s.admin.ServeExpand(ctx, s.namespaces.of(x.credential))
+			s.finish(x)
+		}
+		return
+	}
 	if len(path) >= len(admin.Prefix) && string(path[:len(admin.Prefix)]) == admin.Prefix {
 		s.admin.Serve(ctx)
 		return
@@ -441,6 +448,8 @@ func (s *Server) storeFailed(op, msg string, err error) {
 
 // originalsOf is the store's originals (nil without a store).
 func originalsOf(st state.Store) state.Originals {
-	o, _ := st.(state.Originals)
-	return o
+	if st == nil {
+		return nil
+	}
+	return st
 }

@@ -78,6 +78,10 @@ type BoltOptions struct {
 	// DefaultJournalBytes, a negative value keeps no journal. A read-only
 	// store keeps none.
 	JournalBytes int
+	// OriginalsMaxBytes caps the originals kept (PutOriginals); 0 means
+	// DefaultOriginalsMaxBytes, a negative value no cap. Beyond it the
+	// least recently put go first.
+	OriginalsMaxBytes int64
 	// OnJournalError, when set, is told why the store keeps no journal
 	// although asked to (the file cannot be made or mapped there: a full
 	// disk, a file system without shared maps). The store works without
@@ -93,6 +97,8 @@ type boltStore struct {
 	now      func() time.Time
 	sweeper  *sweeper    // nil when disabled
 	trimmer  *mapTrimmer // nil when MapResident < 0
+
+	originalsCap int64 // OriginalsMaxBytes, resolved
 
 	records *recordCache // decoded records, so a busy conversation is not re-decoded every turn
 	closed  atomic.Bool  // set by Close: the cache must not answer after it
@@ -157,7 +163,8 @@ func OpenBolt(path string, opts BoltOptions) (Store, error) {
 	}
 
 	rs := resolveRetention(opts.Retention, opts.SweepInterval, opts.Now, opts.OnSweep)
-	s := &boltStore{db: db, path: path, readOnly: opts.ReadOnly, now: rs.now, records: newRecordCache()}
+	s := &boltStore{db: db, path: path, readOnly: opts.ReadOnly, now: rs.now, records: newRecordCache(),
+		originalsCap: originalsCap(opts.OriginalsMaxBytes)}
 	if !opts.ReadOnly && opts.JournalBytes >= 0 {
 		if err := s.openJournal(cmp.Or(opts.JournalBytes, DefaultJournalBytes), created); err != nil && opts.OnJournalError != nil {
 			opts.OnJournalError(err)
@@ -502,7 +509,7 @@ func (s *boltStore) Sweep(olderThan time.Time) (int, error) {
 			}
 		}
 		n = len(doomed)
-		return nil
+		return sweepOriginals(tx, olderThan)
 	})
 	w.committed = err == nil
 	if err != nil {

@@ -87,8 +87,8 @@ func TestBoltFileLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(buckets, ","); got != "conversations,meta,turns" {
-		t.Errorf("buckets = %s, want conversations,meta,turns", got)
+	if got := strings.Join(buckets, ","); got != "conversations,meta,originals,turns" {
+		t.Errorf("buckets = %s, want conversations,meta,originals,turns", got)
 	}
 }
 

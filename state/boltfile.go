@@ -180,6 +180,9 @@ func checkSchema(db *bolt.DB, readOnly bool) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketTurns); err != nil {
 			return err
 		}
+		if _, _, err := originalBuckets(tx); err != nil {
+			return err
+		}
 		_, err = tx.CreateBucketIfNotExists(bucketConversations)
 		return err
 	}

@@ -50,6 +50,14 @@ var contractCases = []struct {
 	{"BackgroundSweep", testBackgroundSweep},
 	{"CorruptRecord", testCorruptRecord},
 	{"Closed", testClosed},
+	{"OriginalsRoundTrip", testOriginalsRoundTrip},
+	{"OriginalsNamespaceIsolation", testOriginalsNamespaces},
+	{"OriginalsKeptOnce", testOriginalsKeptOnce},
+	{"OriginalsBadRef", testOriginalsBadRef},
+	{"OriginalsRetention", testOriginalsRetention},
+	{"OriginalsBackgroundSweep", testOriginalsBackgroundSweep},
+	{"OriginalsCap", testOriginalsCap},
+	{"OriginalsClosed", testOriginalsClosed},
 }
 
 var (

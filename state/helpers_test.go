@@ -77,6 +77,8 @@ type testOptions struct {
 	Retention     time.Duration
 	SweepInterval time.Duration // 0 in tests means "no background sweep"
 	OnSweep       func(removed int, err error)
+	// OriginalsMaxBytes: 0 is the stores' default cap.
+	OriginalsMaxBytes int64
 }
 
 func (o testOptions) interval() time.Duration {
@@ -101,6 +103,7 @@ func impls() []impl {
 			open: func(t *testing.T, o testOptions) Store {
 				return openTestBolt(t, filepath.Join(t.TempDir(), "state.db"), BoltOptions{
 					Now: o.Now, Retention: o.Retention, SweepInterval: o.interval(), OnSweep: o.OnSweep,
+					OriginalsMaxBytes: o.OriginalsMaxBytes,
 				})
 			},
 			putRaw: func(t *testing.T, s Store, key Key, data []byte) {
@@ -123,6 +126,7 @@ func impls() []impl {
 			open: func(t *testing.T, o testOptions) Store {
 				s := NewMemoryWithOptions(MemoryOptions{
 					Now: o.Now, Retention: o.Retention, SweepInterval: o.interval(), OnSweep: o.OnSweep,
+					OriginalsMaxBytes: o.OriginalsMaxBytes,
 				})
 				t.Cleanup(func() { _ = s.Close() })
 				return s

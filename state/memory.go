@@ -15,6 +15,9 @@ type MemoryOptions struct {
 	SweepInterval time.Duration // 0: DefaultSweepInterval; <0: no background sweep
 	Now           func() time.Time
 	OnSweep       func(removed int, err error)
+	// OriginalsMaxBytes caps the originals kept (PutOriginals); 0 means
+	// DefaultOriginalsMaxBytes, a negative value no cap.
+	OriginalsMaxBytes int64
 }
 
 // memStore is the Store in memory. Records are kept decoded, as the bolt
@@ -28,10 +31,9 @@ type memStore struct {
 	now     func() time.Time
 	sweeper *sweeper // nil when disabled
 
-	mu      sync.RWMutex         // guards records and closed
-	records map[string]memRecord // storage key -> record
-	// originals are the kept originals by namespace NUL reference.
-	originals map[string]memOriginal
+	mu        sync.RWMutex         // guards records, originals and closed
+	records   map[string]memRecord // storage key -> record
+	originals *memOriginals
 	closed    bool
 }
 
@@ -73,7 +75,7 @@ func NewMemory() Store {
 // NewMemoryWithOptions returns an empty in-memory Store configured by opts.
 func NewMemoryWithOptions(opts MemoryOptions) Store {
 	rs := resolveRetention(opts.Retention, opts.SweepInterval, opts.Now, opts.OnSweep)
-	s := &memStore{now: rs.now, records: make(map[string]memRecord)}
+	s := &memStore{now: rs.now, records: make(map[string]memRecord), originals: newMemOriginals(opts.OriginalsMaxBytes)}
 	s.sweeper = startSweeper(rs, s.Sweep)
 	return s
 }
@@ -198,6 +200,7 @@ func (s *memStore) Sweep(olderThan time.Time) (int, error) {
 			n++
 		}
 	}
+	s.originals.sweep(olderThan)
 	return n, nil
 }
 

@@ -44,6 +44,10 @@ type RedisOptions struct {
 	SweepInterval time.Duration // 0: DefaultSweepInterval; <0: no background sweep
 	Now           func() time.Time
 	OnSweep       func(removed int, err error)
+	// OriginalsMaxBytes caps the originals kept (PutOriginals), shared by
+	// every replica; 0 means DefaultOriginalsMaxBytes, a negative value
+	// no cap.
+	OriginalsMaxBytes int64
 }
 
 // redisStore is the Store on Redis, for replicas that share their state.
@@ -58,6 +62,7 @@ type redisStore struct {
 	readTimeout  time.Duration
 	writeTimeout time.Duration
 	ttl          time.Duration // 0: none
+	originalsCap int64
 	now          func() time.Time
 	sweeper      *sweeper
 	hints        *hintCache
@@ -87,6 +92,7 @@ func OpenRedis(opts RedisOptions) (Store, error) {
 		readTimeout:  cmp.Or(opts.ReadTimeout, DefaultRedisReadTimeout),
 		writeTimeout: cmp.Or(opts.WriteTimeout, DefaultRedisWriteTimeout),
 		hints:        newHintCache(),
+		originalsCap: originalsCap(opts.OriginalsMaxBytes),
 	}
 	// Every call carries a deadline; the socket timeouts only back it up.
 	ro.ContextTimeoutEnabled = true

@@ -96,6 +96,9 @@ func (s *redisStore) Sweep(olderThan time.Time) (int, error) {
 	if err := s.client.ZRemRangeByScore(ctx, s.indexKey(), "-inf", bound).Err(); err != nil {
 		return n, s.fail("sweep", err)
 	}
+	if err := s.sweepOriginals(olderThan.UnixMicro()); err != nil {
+		return n, s.fail("sweep", err)
+	}
 	return n, nil
 }
 

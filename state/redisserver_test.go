@@ -78,6 +78,7 @@ func redisImpl() impl {
 				// Generous: 32 writers on one key under -race on a busy machine.
 				WriteTimeout: contractWriteTimeout,
 				Now:          o.Now, Retention: o.Retention, SweepInterval: o.interval(), OnSweep: o.OnSweep,
+				OriginalsMaxBytes: o.OriginalsMaxBytes,
 			})
 		},
 		putRaw: func(t *testing.T, s Store, key Key, data []byte) {

@@ -18,7 +18,11 @@ const (
 // Store persists conversation records. Implementations are safe for
 // concurrent use. Every method returns an error wrapping ErrClosed after
 // Close, and one wrapping ErrInvalidKey for a key that fails Key.Validate.
+// It keeps the originals of what ctxpress replaced too (Originals), bound
+// by the same retention and by a size cap of their own.
 type Store interface {
+	Originals
+
 	// Get returns the record for key; ok is false when there is none. A record
 	// of another namespace is never returned. A stored record that cannot be
 	// decoded is an error wrapping ErrCorrupt.
@@ -53,7 +57,8 @@ type Store interface {
 	List(opts ListOptions) ([]Record, error)
 
 	// Sweep deletes the records last updated before olderThan, and those that
-	// cannot be decoded, and returns how many it deleted.
+	// cannot be decoded, and returns how many it deleted. It also deletes
+	// the originals last put before olderThan, without counting them.
 	Sweep(olderThan time.Time) (int, error)
 
 	// Close stops the background sweep, waits for it, and releases the store.
