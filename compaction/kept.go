@@ -25,7 +25,8 @@ func (c *Engine) keep(ti Input, prop rewrite.Compaction) history.Kept {
 	}
 	o := expand.New(expand.KindCompaction, "", text)
 	if err := c.originals.PutOriginals(ti.Key.Namespace, []expand.Original{o}); err != nil {
-		c.log.Warn().Err(err).Str("conversation", ti.Key.ID).Msg("cannot keep the messages a summary replaces; its block will not offer them")
+		// The store's failures are the keeper's to report (rate-limited).
+		c.log.Debug().Err(err).Str("conversation", ti.Key.ID).Msg("cannot keep the messages a summary replaces; its block will not offer them")
 		return history.Kept{}
 	}
 	return history.Kept{Ref: o.Ref, First: first, Last: first + len(msgs) - 1,

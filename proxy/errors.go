@@ -3,58 +3,20 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
-	"io"
-	"net"
-	"os"
-	"syscall"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/ctxpress/ctxpress/wire/messages"
 )
 
-// errIdleTimeout cuts a stream whose upstream sent nothing for the idle timeout.
-var errIdleTimeout = errors.New("upstream stream idle timeout")
-
 // errClientGone stops a relay whose client closed its connection.
 var errClientGone = errors.New("client disconnected")
 
 // Error codes in the OpenAI-shaped replies, stable for scripts that match them.
 const (
-	codeUpstreamUnreachable = "upstream_unreachable"
-	codeUpstreamTimeout     = "upstream_timeout"
-	codeBodyTooLarge        = "body_too_large"
-	codeBadRequest          = "bad_request"
+	codeBodyTooLarge = "body_too_large"
+	codeBadRequest   = "bad_request"
 )
-
-// upstreamFault maps an error from the upstream round trip to the status and
-// code ctxpress answers with: a timeout is 504, anything else (refused, reset,
-// closed, DNS) is 502.
-func upstreamFault(err error) (status int, code string) {
-	if isTimeout(err) {
-		return fasthttp.StatusGatewayTimeout, codeUpstreamTimeout
-	}
-	return fasthttp.StatusBadGateway, codeUpstreamUnreachable
-}
-
-// isTimeout reports whether err is any of the timeout errors fasthttp, the net
-// package or a deadline can produce.
-func isTimeout(err error) bool {
-	if errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrDialTimeout) ||
-		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errIdleTimeout) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// isStaleConn reports whether err is what a pooled keep-alive connection that
-// the upstream had already closed produces: the request was not answered, so
-// sending it again on a fresh connection is safe.
-func isStaleConn(err error) bool {
-	return errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
 
 // writeError answers the client in the OpenAI error shape: ctxpress's own
 // endpoints (admin, metrics) answer so whatever the client. message must

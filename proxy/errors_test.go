@@ -2,20 +2,15 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 )
 
 // freeAddr returns a loopback address nothing listens on.
@@ -35,7 +30,7 @@ func TestUpstreamDownIs502(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("status = %d", resp.StatusCode)
 	}
-	if e := decodeError(t, resp); e.Error.Code != codeUpstreamUnreachable {
+	if e := decodeError(t, resp); e.Error.Code != upstreamerr.CodeUnreachable {
 		t.Fatalf("code = %q", e.Error.Code)
 	}
 }
@@ -70,7 +65,7 @@ func TestSlowUpstreamIs504(t *testing.T) {
 	if resp.StatusCode != http.StatusGatewayTimeout {
 		t.Fatalf("status = %d", resp.StatusCode)
 	}
-	if e := decodeError(t, resp); e.Error.Code != codeUpstreamTimeout {
+	if e := decodeError(t, resp); e.Error.Code != upstreamerr.CodeTimeout {
 		t.Fatalf("code = %q", e.Error.Code)
 	}
 }
@@ -136,26 +131,5 @@ func TestUnknownAdminPathIs404(t *testing.T) {
 	}
 	if len(up.Requests()) != 0 {
 		t.Fatal("ctxpress's own paths were forwarded")
-	}
-}
-
-func TestUpstreamFault(t *testing.T) {
-	for _, tc := range []struct {
-		err    error
-		status int
-	}{
-		{fasthttp.ErrTimeout, 504},
-		{fasthttp.ErrDialTimeout, 504},
-		{fmt.Errorf("read: %w", os.ErrDeadlineExceeded), 504},
-		{errIdleTimeout, 504},
-		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, 502},
-		{syscall.ECONNRESET, 502},
-		{fasthttp.ErrConnectionClosed, 502},
-		{io.ErrUnexpectedEOF, 502},
-		{errors.New("no such host"), 502},
-	} {
-		if got, _ := upstreamFault(tc.err); got != tc.status {
-			t.Errorf("upstreamFault(%v) = %d, want %d", tc.err, got, tc.status)
-		}
 	}
 }

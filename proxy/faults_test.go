@@ -18,6 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/ctxpress/ctxpress/internal/openaitest"
+	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 	"github.com/ctxpress/ctxpress/state"
 )
 
@@ -120,7 +121,7 @@ func TestUpstreamHeadersThenStall(t *testing.T) {
 			resp.Body.Close()
 			return
 		}
-		if e := decodeError(t, resp); e.Error.Code != codeUpstreamTimeout {
+		if e := decodeError(t, resp); e.Error.Code != upstreamerr.CodeTimeout {
 			t.Errorf("code %q", e.Error.Code)
 		}
 	})

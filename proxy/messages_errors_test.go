@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 	"github.com/tidwall/gjson"
 )
 
@@ -55,7 +56,7 @@ func TestMessagesUpstreamDownIsAnAnthropicError(t *testing.T) {
 		}
 	}
 	status, answer, _ := send(t, http.MethodPost, p.URL+"/v1/chat/completions", `{"model":"m","messages":[]}`, nil)
-	if status != http.StatusBadGateway || gjson.Get(answer, "error.code").Str != codeUpstreamUnreachable {
+	if status != http.StatusBadGateway || gjson.Get(answer, "error.code").Str != upstreamerr.CodeUnreachable {
 		t.Errorf("chat completions: %d %s", status, answer)
 	}
 }
@@ -156,7 +157,7 @@ func TestErrorShapeOfPath(t *testing.T) {
 		{"/v1/models", false},
 		{"/ctxpress/healthz", false},
 	} {
-		body := string(errorShapeOf([]byte(tc.path))(502, codeUpstreamUnreachable, "upstream request failed"))
+		body := string(errorShapeOf([]byte(tc.path))(502, upstreamerr.CodeUnreachable, "upstream request failed"))
 		if got := gjson.Get(body, "type").Str == "error"; got != tc.anthropic {
 			t.Errorf("%s: %s", tc.path, body)
 		}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 	"github.com/ctxpress/ctxpress/wire/chat"
 
 	"github.com/valyala/fasthttp"
@@ -136,7 +137,7 @@ func (r *relay) writeTo(w *bufio.Writer) {
 				var err error
 				switch {
 				case now.UnixNano()-lastRead.Load() > int64(r.idle):
-					err = errIdleTimeout
+					err = upstreamerr.ErrIdleTimeout
 				case r.clientConn != nil && peerClosed(r.clientConn):
 					err = errClientGone
 				}

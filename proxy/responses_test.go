@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/ctxpress/ctxpress/internal/responsestest"
+	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 )
@@ -207,7 +208,7 @@ func TestResponsesUpstreamDownIsAnOpenAIError(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	if e := decodeError(t, resp); e.Error.Code != codeUpstreamUnreachable {
+	if e := decodeError(t, resp); e.Error.Code != upstreamerr.CodeUnreachable {
 		t.Fatalf("code %q", e.Error.Code)
 	}
 }

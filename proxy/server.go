@@ -2,10 +2,8 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -21,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/ctxpress/ctxpress/internal/logline"
+	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/state"
 	"github.com/ctxpress/ctxpress/wire"
@@ -327,35 +326,10 @@ const statusClientClosed = 499
 
 // fail answers a proxy fault in the client's error shape and logs it.
 func (s *Server) fail(ctx *fasthttp.RequestCtx, x *exchange, err error) {
-	status, code := upstreamFault(err)
-	writeClientError(ctx, status, code, "upstream request failed: "+describeUpstreamError(err))
+	status, code := upstreamerr.Fault(err)
+	writeClientError(ctx, status, code, "upstream request failed: "+upstreamerr.Describe(err))
 	x.status, x.err = status, err
 	s.finish(x)
-}
-
-// describeUpstreamError is the client-facing reason: which side failed and
-// how, without addresses or anything from the request.
-func describeUpstreamError(err error) string {
-	switch {
-	case isTimeout(err):
-		return "timed out waiting for the upstream"
-	case errors.Is(err, io.ErrUnexpectedEOF), isStaleConn(err):
-		return "upstream closed the connection"
-	default:
-		var op *net.OpError
-		var cert *tls.CertificateVerificationError
-		var record tls.RecordHeaderError
-		switch {
-		case errors.As(err, &cert):
-			// A private CA is trusted through SSL_CERT_FILE or SSL_CERT_DIR.
-			return "the upstream's TLS certificate is not trusted: " + cert.Err.Error()
-		case errors.As(err, &record):
-			return "the upstream does not speak TLS (an http:// upstream?)"
-		case errors.As(err, &op) && op.Op == "dial":
-			return "cannot connect to the upstream"
-		}
-		return "upstream unreachable"
-	}
 }
 
 // handleReadError answers requests fasthttp could not read: a body over

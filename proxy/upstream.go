@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/internal/baseurl"
 	"github.com/ctxpress/ctxpress/internal/envproxy"
+	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 )
 
 // hopHeaders are hop-by-hop headers (RFC 9110 section 7.6.1, plus the older
@@ -98,7 +99,7 @@ const (
 // gets one more try on a fresh connection, whatever the method: the request
 // was never answered, and losing it would be worse than a retry.
 func retryStale(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
-	return false, attempts < 2 && isStaleConn(err)
+	return false, attempts < 2 && upstreamerr.IsStaleConn(err)
 }
 
 // do sends req and waits for the response headers, at most the header

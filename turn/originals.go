@@ -88,9 +88,13 @@ func (k *Keeper) PutOriginals(ns string, os []expand.Original) error {
 		fileErr = k.Files.Write(os)
 	}
 	if err := k.Store.PutOriginals(ns, os); err != nil {
+		k.failed(err)
 		return err
 	}
 	k.remember(ns, os)
+	if fileErr != nil {
+		k.failed(fileErr)
+	}
 	return fileErr
 }
 
