@@ -81,5 +81,5 @@ func urlHeader(cfg config) string {
 	case len(f) == 2 && strings.EqualFold(f[0], "header"):
 		return f[1] + ": <your " + f[1] + ">"
 	}
-	return "Authorization: Bearer <this conversation's API key>"
+	return "Authorization: Bearer <your API key>"
 }

@@ -40,7 +40,7 @@ func TestOpenExpandNamesOnlyTheWaysThatWork(t *testing.T) {
 		{"tool", func(c *config) { c.Expand.Tool = true }, anywhere, &expand.Ways{Tool: true}},
 		{"tool in observe mode: none", func(c *config) { c.Expand.Tool = true; c.Mode = "observe" }, anywhere, &expand.Ways{}},
 		{"url with the client's key", func(c *config) { c.Expand.URL = "http://10.0.0.5:8484" }, anywhere,
-			&expand.Ways{URL: "http://10.0.0.5:8484", URLHeader: "Authorization: Bearer <this conversation's API key>"}},
+			&expand.Ways{URL: "http://10.0.0.5:8484", URLHeader: "Authorization: Bearer <your API key>"}},
 		{"url with namespace none", func(c *config) { c.Expand.URL = "http://10.0.0.5:8484"; c.Namespace = "none" }, anywhere,
 			&expand.Ways{URL: "http://10.0.0.5:8484"}},
 		{"url with a namespace header", func(c *config) { c.Expand.URL = "http://h:1"; c.Namespace = "header X-User" }, anywhere,

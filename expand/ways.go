@@ -38,8 +38,8 @@ type Ways struct {
 	// not told of it.
 	URL string
 	// URLHeader is the header the URL's curl sends, with a placeholder
-	// for what the agent puts there (e.g. "Authorization: Bearer <this
-	// conversation's API key>"): the endpoint answers under the key of
+	// for what the agent puts there (e.g. "Authorization: Bearer <your API
+	// key>"): the endpoint answers under the key of
 	// the conversation's requests. "" when none is needed.
 	URLHeader string
 }
@@ -80,7 +80,7 @@ func (w Ways) Back(ref string, l Lines) string {
 		b.WriteString(sep)
 		b.WriteString("curl -s ")
 		if w.URLHeader != "" {
-			b.WriteString("-H '" + w.URLHeader + "' ")
+			b.WriteString("-H '" + strings.ReplaceAll(w.URLHeader, "'", `'\''`) + "' ")
 		}
 		b.WriteString("'" + strings.TrimRight(w.URL, "/") + "/ctxpress/expand/" + ref)
 		if !l.Whole() {

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
 	"github.com/ctxpress/ctxpress/expand"
@@ -188,5 +191,68 @@ func answerAny(w http.ResponseWriter, path string) {
 		fmt.Fprint(w, `{"id":"resp_1","object":"response","status":"completed","model":"gpt-4o","output":[{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"ok","annotations":[]}]}],"usage":{"input_tokens":100,"output_tokens":2,"total_tokens":102}}`)
 	default:
 		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":2,"total_tokens":102}}`)
+	}
+}
+
+// curlMarker finds a gap marker's way back through the URL.
+var curlMarker = regexp.MustCompile(`\[lines (\d+)-(\d+) omitted; original intact: (curl -s -H '[^']*' '[^']*')\]`)
+
+// An agent on another machine with a shell and its key follows a marker
+// that names the URL (expand.url): its curl prints the lines left out,
+// byte-exact, under its own key, in every format; the same curl with
+// another key finds nothing.
+func TestAgentFollowsAMarkerToTheURL(t *testing.T) {
+	for _, f := range followFormats {
+		t.Run(f.name, func(t *testing.T) {
+			up := openaitest.New(t)
+			up.Handle(f.path, func(w http.ResponseWriter, r *http.Request) {
+				if err := f.check(up.Requests()[len(up.Requests())-1].Body); err != nil {
+					http.Error(w, `{"error":{"message":"`+err.Error()+`"}}`, http.StatusBadRequest)
+					return
+				}
+				answerAny(w, f.path)
+			})
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ways := &expand.Ways{URL: "http://" + ln.Addr().String(), URLHeader: "Authorization: Bearer <your API key>"}
+			pipeline := rewrite.New(rewrite.Config{Format: chat.Format{}, Squash: &squash.Config{}, Expand: ways})
+			store := state.NewMemory()
+			t.Cleanup(func() { store.Close() })
+			srv, err := New(unprobed(Config{Upstream: up.BaseURL()}), zerolog.Nop(), Deps{Pipeline: pipeline, Store: store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go srv.Serve(ln)
+			t.Cleanup(func() { srv.Shutdown(context.Background()) })
+
+			run := failingTests(400)
+			body, _ := json.Marshal(f.request(f.exchange("call_1", "pytest -q", run)))
+			if code, out, _ := send(t, http.MethodPost, ways.URL+f.path, string(body), map[string]string{"Authorization": "Bearer sk-agent"}); code != 200 {
+				t.Fatalf("%d %s", code, out)
+			}
+			fwd := up.Requests()[len(up.Requests())-1].Body
+			m := curlMarker.FindStringSubmatch(gjson.ParseBytes(fwd).String())
+			if m == nil {
+				t.Fatalf("no marker with the URL in the forwarded body:\n%s", fwd)
+			}
+			cmd := strings.ReplaceAll(m[3], `\u0027`, "'")
+			for key, want := range map[string]bool{"sk-agent": true, "sk-someone-else": false} {
+				// The agent puts its own key where the marker says.
+				mine := strings.Replace(cmd, "<your API key>", key, 1)
+				printed, err := exec.Command("sh", "-c", mine).Output()
+				if err != nil {
+					t.Fatalf("%s: %v", mine, err)
+				}
+				var from, to int
+				fmt.Sscan(m[1], &from)
+				fmt.Sscan(m[2], &to)
+				lines := expand.Slice(run, expand.Lines{From: from, To: to})
+				if got := string(printed) == lines; got != want {
+					t.Fatalf("key %s: %s printed %q; the lines %d-%d: %v, want %v", key, mine, printed, from, to, got, want)
+				}
+			}
+		})
 	}
 }
