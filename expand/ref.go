@@ -52,8 +52,11 @@ func (l Lines) Whole() bool { return l.From == 0 && l.To == 0 }
 
 // String is l as ParseLines reads it ("A-B"; "" for the whole text).
 func (l Lines) String() string {
-	if l.Whole() {
+	switch {
+	case l.Whole():
 		return ""
+	case l.To == 0:
+		return strconv.Itoa(l.From) + "-"
 	}
 	return strconv.Itoa(l.From) + "-" + strconv.Itoa(l.To)
 }
