@@ -310,3 +310,18 @@ func TestParallelStepAsksForSeveralCalls(t *testing.T) {
 		}
 	}
 }
+
+// follow: runs the command of the last ctxpress marker, as a model that
+// needs the lines it left out would.
+func TestFollowMarker(t *testing.T) {
+	body := []byte(`{"content":"a\n[lines 6-18 omitted; original intact: sed -n \u00276,18p\u0027 /tmp/o/2f52757154a2.txt]\nb\n[lines 24-231 omitted; sed -n '24,231p' /tmp/o/2f52757154a2.txt]"}`)
+	if cmd, ok := followMarker(body); !ok || cmd != "sed -n '24,231p' /tmp/o/2f52757154a2.txt" {
+		t.Fatalf("followMarker = %q, %v", cmd, ok)
+	}
+	if _, ok := followMarker([]byte(`{"content":"[lines 6-18 omitted]"}`)); ok {
+		t.Fatal("a marker with no file followed")
+	}
+	if st := parseStep("follow:"); !st.Follow {
+		t.Fatal("follow: not parsed")
+	}
+}

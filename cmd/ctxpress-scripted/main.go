@@ -374,6 +374,13 @@ func (s *server) answer(session string, p prompt) answer {
 		if j > 0 {
 			id += fmt.Sprintf("_%d", j)
 		}
+		if st.Follow {
+			cmd, ok := followMarker(p.Rendered)
+			if !ok {
+				return answer{Text: "Scripted: no ctxpress marker with a file to follow"}
+			}
+			st = step{Arg: cmd}
+		}
 		call, err := callFor(st, p.Tools, s.cfg.workdir, id)
 		if err != nil {
 			return answer{Text: "Scripted: " + err.Error()}

@@ -98,7 +98,8 @@ func (s *server) messagesTurn(r *http.Request, body []byte, readErr error) func(
 	e.CachedTokens = u.CacheRead
 	s.kindStats(e.Kind).PromptTokens += total
 	s.kindStats(e.Kind).CachedTokens += u.CacheRead
-	p := prompt{Model: req.Model, Stream: req.Stream, LastUser: askText(req.LastUser), Kind: e.Kind}
+	// Rendered: the body itself, for a follow: step to read the markers.
+	p := prompt{Model: req.Model, Stream: req.Stream, LastUser: askText(req.LastUser), Kind: e.Kind, Rendered: body}
 	for _, t := range req.Tools {
 		p.Tools = append(p.Tools, tool{Name: t.Name, Schema: t.Schema})
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -76,8 +77,12 @@ type usage struct {
 // tool the client names (Tool), such as Claude Code's Agent.
 type step struct {
 	Read bool
-	Tool string // the tool to call, Arg its JSON arguments
-	Arg  string
+	// Follow: run the command the last ctxpress marker of the
+	// conversation gives for the lines it left out (sed -n 'A,Bp' FILE),
+	// as a model that needs them would.
+	Follow bool
+	Tool   string // the tool to call, Arg its JSON arguments
+	Arg    string
 }
 
 // parStep is a step of several calls in one assistant message:
@@ -96,9 +101,12 @@ func parseSteps(s string) parStep {
 	return parStep{parseStep(s)}
 }
 
-// parseStep reads "read:PATH", "tool:NAME JSON", "sh:COMMAND" or a bare
-// COMMAND.
+// parseStep reads "read:PATH", "tool:NAME JSON", "follow:", "sh:COMMAND"
+// or a bare COMMAND.
 func parseStep(s string) step {
+	if s == "follow:" {
+		return step{Follow: true}
+	}
 	if p, ok := strings.CutPrefix(s, "read:"); ok {
 		return step{Read: true, Arg: p}
 	}
@@ -297,4 +305,19 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// markerCommand is a ctxpress marker's way to the lines it left out
+// through the original's file, in a body's raw JSON (a quote may be
+// escaped there).
+var markerCommand = regexp.MustCompile(`sed -n (?:'|\\u0027)(\d+),(\d+)p(?:'|\\u0027) ([^\s\]"\\]+\.txt)`)
+
+// followMarker returns the command of the last marker in rendered.
+func followMarker(rendered []byte) (string, bool) {
+	all := markerCommand.FindAllSubmatch(rendered, -1)
+	if len(all) == 0 {
+		return "", false
+	}
+	m := all[len(all)-1]
+	return "sed -n '" + string(m[1]) + "," + string(m[2]) + "p' " + string(m[3]), true
 }
