@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/compactor"
 	"github.com/ctxpress/ctxpress/internal/envproxy"
+	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
 	"github.com/ctxpress/ctxpress/wire/messages"
@@ -189,6 +190,7 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 
 	key := modelKey{base + form.path, req.Model}
 	rules := s.rulesFor(key, req)
+	resent := false
 	for attempt := 0; ; attempt++ {
 		body, err := form.body(req.call(), rules)
 		if err != nil {
@@ -196,6 +198,13 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 		}
 		hreq.SetBodyRaw(body)
 		err = s.client.DoDeadline(hreq, hresp, deadline)
+		if err != nil && !resent && upstreamerr.IsStaleConn(err) && ctx.Err() == nil {
+			// A pooled connection the upstream had closed while idle
+			// (llama-server closes them within seconds): the call was
+			// never read, so it goes once more on a fresh one.
+			resent = true
+			err = s.client.DoDeadline(hreq, hresp, deadline)
+		}
 		res := SummaryResult{Duration: time.Since(start)}
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
