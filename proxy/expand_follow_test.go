@@ -106,15 +106,7 @@ func TestAgentFollowsAMarkerToTheOriginalsFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			up := openaitest.New(t)
-			up.Handle(f.path, func(w http.ResponseWriter, r *http.Request) {
-				body := up.Requests()[len(up.Requests())-1].Body
-				if err := f.check(body); err != nil {
-					http.Error(w, `{"error":{"message":"`+err.Error()+`"}}`, http.StatusBadRequest)
-					return
-				}
-				answerAny(w, f.path)
-			})
+			up := formatUpstream(t, f)
 			store := state.NewMemory()
 			t.Cleanup(func() { store.Close() })
 			ways := &expand.Ways{Dir: dir}
@@ -180,6 +172,21 @@ func TestAgentFollowsAMarkerToTheOriginalsFile(t *testing.T) {
 	}
 }
 
+// formatUpstream is an upstream of f's format that refuses, as the
+// provider does, a request its validator rejects, and answers the others
+// with a short text.
+func formatUpstream(t *testing.T, f followFormat) *openaitest.Server {
+	up := openaitest.New(t)
+	up.Handle(f.path, func(w http.ResponseWriter, r *http.Request) {
+		if err := f.check(up.Requests()[len(up.Requests())-1].Body); err != nil {
+			http.Error(w, `{"error":{"message":"`+err.Error()+`"}}`, http.StatusBadRequest)
+			return
+		}
+		answerAny(w, f.path)
+	})
+	return up
+}
+
 // answerAny answers a conversation request of path's format with a short
 // text.
 func answerAny(w http.ResponseWriter, path string) {
@@ -204,14 +211,7 @@ var curlMarker = regexp.MustCompile(`\[lines (\d+)-(\d+) omitted; original intac
 func TestAgentFollowsAMarkerToTheURL(t *testing.T) {
 	for _, f := range followFormats {
 		t.Run(f.name, func(t *testing.T) {
-			up := openaitest.New(t)
-			up.Handle(f.path, func(w http.ResponseWriter, r *http.Request) {
-				if err := f.check(up.Requests()[len(up.Requests())-1].Body); err != nil {
-					http.Error(w, `{"error":{"message":"`+err.Error()+`"}}`, http.StatusBadRequest)
-					return
-				}
-				answerAny(w, f.path)
-			})
+			up := formatUpstream(t, f)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)

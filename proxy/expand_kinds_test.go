@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/ctxpress/ctxpress/expand"
-	"github.com/ctxpress/ctxpress/internal/openaitest"
 	"github.com/ctxpress/ctxpress/rewrite"
 	"github.com/ctxpress/ctxpress/squash"
 	"github.com/ctxpress/ctxpress/state"
@@ -47,14 +46,7 @@ func TestEveryMarkerKindComesBackExactly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			up := openaitest.New(t)
-			up.Handle(f.path, func(w http.ResponseWriter, r *http.Request) {
-				if err := f.check(up.Requests()[len(up.Requests())-1].Body); err != nil {
-					http.Error(w, `{"error":{"message":"`+err.Error()+`"}}`, http.StatusBadRequest)
-					return
-				}
-				answerAny(w, f.path)
-			})
+			up := formatUpstream(t, f)
 			ways := &expand.Ways{Dir: files.Dir}
 			dedup := rewrite.DefaultDedupConfig()
 			dedup.MinTokens = -1
