@@ -62,6 +62,7 @@ func (a *Admin) serveStats(ctx *fasthttp.RequestCtx) {
 	}
 	if a.metrics != nil {
 		st.Retrievals = a.metrics.retrievals.Load()
+		st.Retrieved = a.metrics.retrievedRows()
 	}
 	var usage, summary, server state.Usage
 	var money, prefill *Costs // the bills summed by unit; nil: none in it

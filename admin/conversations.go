@@ -316,6 +316,10 @@ type Stats struct {
 	// server started (Metrics.Retrieved): each is a marker that hid
 	// something needed.
 	Retrievals int64 `json:"retrievals"`
+	// Retrieved breaks Retrievals down by the step that replaced the
+	// original, the tool whose output it was and the way it came back,
+	// most retrieved first.
+	Retrieved []Retrieval `json:"retrieved"`
 	// Usage, SummaryUsage, ServerCompactionUsage and CachedShare are
 	// ConversationInfo's, over every conversation.
 	Usage                 UsageInfo `json:"usage"`

@@ -2,6 +2,8 @@ package admin
 
 import (
 	"bufio"
+	"cmp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,8 +63,11 @@ type Metrics struct {
 	// every answer.
 	agentTokens, summaryTokenSeries tokenSeries
 	agentCost, summaryCost          lazySeries
-	// retrievals counts Retrieved's calls, for the stats.
-	retrievals atomic.Int64
+	// retrievals counts Retrieved's calls, retrievedBy by kind, tool and
+	// way (Count 0 in the key), for the stats.
+	retrievals  atomic.Int64
+	retrievedMu sync.Mutex
+	retrievedBy map[Retrieval]int64
 	// Pricing prices the cost counter; set before the server serves.
 	Pricing Pricing
 }
@@ -430,6 +435,45 @@ func (m *Metrics) Retrieved(kind, tool, way string) {
 	}
 	m.retrieved.WithLabelValues(kind, tool, way).Inc()
 	m.retrievals.Add(1)
+	m.retrievedMu.Lock()
+	defer m.retrievedMu.Unlock()
+	if m.retrievedBy == nil {
+		m.retrievedBy = map[Retrieval]int64{}
+	}
+	if _, ok := m.retrievedBy[Retrieval{kind, tool, way, 0}]; ok || len(m.retrievedBy) < maxRetrievalRows {
+		m.retrievedBy[Retrieval{kind, tool, way, 0}]++
+	}
+}
+
+// maxRetrievalRows bounds the stats' retrieval table: tool names are the
+// agents' to choose.
+const maxRetrievalRows = 64
+
+// Retrieval is how often originals of one kind, from one tool's output,
+// were brought back one way (Stats.Retrieved).
+type Retrieval struct {
+	Kind  string `json:"kind"`
+	Tool  string `json:"tool"`
+	Way   string `json:"way"`
+	Count int64  `json:"count"`
+}
+
+// retrievedRows is the retrieval table, most retrieved first.
+func (m *Metrics) retrievedRows() []Retrieval {
+	m.retrievedMu.Lock()
+	defer m.retrievedMu.Unlock()
+	rows := make([]Retrieval, 0, len(m.retrievedBy))
+	for k, n := range m.retrievedBy {
+		k.Count = n
+		rows = append(rows, k)
+	}
+	slices.SortFunc(rows, func(a, b Retrieval) int {
+		if a.Count != b.Count {
+			return cmp.Compare(b.Count, a.Count)
+		}
+		return cmp.Compare(a.Kind+a.Tool+a.Way, b.Kind+b.Tool+b.Way)
+	})
+	return rows
 }
 
 // CountStream wraps a stream writer so the gauge counts it while it runs.

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tidwall/gjson"
 
+	"github.com/ctxpress/ctxpress/admin"
 	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/internal/chatcheck"
 	"github.com/ctxpress/ctxpress/internal/messagestest"
@@ -154,6 +155,11 @@ func TestAgentFollowsAMarkerToTheOriginalsFile(t *testing.T) {
 			tool := map[string]string{"chat": "bash", "responses": "bash", "messages": "Bash"}[f.name]
 			if n := value(scrape(t, p.URL), "ctxpress_originals_retrieved_total", "kind", "squash", "tool", tool, "way", "file"); n != 1 {
 				t.Fatalf("retrievals counted: %v, want 1", n)
+			}
+			var stats admin.Stats
+			getJSON(t, p.URL+"/ctxpress/stats", &stats)
+			if want := (admin.Retrieval{Kind: "squash", Tool: tool, Way: "file", Count: 1}); stats.Retrievals != 1 || len(stats.Retrieved) != 1 || stats.Retrieved[0] != want {
+				t.Fatalf("the dashboard's stats: %d retrievals %+v, want %+v", stats.Retrievals, stats.Retrieved, want)
 			}
 
 			ref := strings.TrimSuffix(m[3][strings.LastIndex(m[3], "/")+1:], ".txt")

@@ -110,8 +110,14 @@ async function loadStats() {
   state.mode = s.mode;
   $("observe").hidden = s.mode !== "observe";
   $("t-compactions").textContent = fmt(s.compactions);
+  // Each original brought back is a marker that hid something needed:
+  // by the step that replaced it, with the tool and way in the tooltip.
+  const byKind = {};
+  for (const r of s.retrieved || []) byKind[r.kind] = (byKind[r.kind] || 0) + r.count;
+  const kinds = Object.entries(byKind).map(([k, n]) => k + " " + fmt(n)).join(", ");
   $("t-conversations").textContent = plural(s.conversations, "conversation") + (s.persistent ? "" : " (memory only)") +
-    (s.retrievals ? ", " + plural(s.retrievals, "original") + " brought back" : "");
+    (s.retrievals ? ", " + plural(s.retrievals, "original") + " brought back (" + kinds + ")" : "");
+  $("t-conversations").title = (s.retrieved || []).map(r => r.kind + " of " + (r.tool || "a summary") + ", by " + r.way + ": " + fmt(r.count)).join("\n");
 }
 
 // --- conversations table ----------------------------------------------------
