@@ -64,7 +64,7 @@ func TestParseReadsEveryPartKind(t *testing.T) {
 		{0, wire.KindUser, false, "", "", "fix the build"},
 		{0, wire.KindOpaque, false, "", "", ""},
 		{0, wire.KindOpaque, false, "", "", ""},
-		{1, wire.KindOpaque, true, "", "", ""},                   // a thought, signed
+		{1, wire.KindOpaque, true, "", "", ""},                       // a thought, signed
 		{1, wire.KindToolCall, true, "read_file#1", "read_file", ""}, // signed: the step's first call
 		{1, wire.KindToolCall, false, "read_file#2", "read_file", ""},
 		{1, wire.KindToolCall, false, "call-7", "run_shell_command", ""},
