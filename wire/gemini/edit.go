@@ -12,10 +12,14 @@ func appendTextPart(dst []byte, text string) []byte {
 // functionResponse's main string (mainString) is replaced, every other
 // member of its response kept as sent; a response without one becomes
 // {"output": text}, the shape Gemini CLI sends. A part's other members
-// (id, name, a signature) are never touched.
+// (id, name, a signature) are never touched, and a bound part (a signed
+// text of the model's) is never edited: its edit changes nothing.
 func (Format) ReplaceContent(c *wire.Conversation, it int, text string) wire.Edit {
 	item := c.Items[it]
 	s := item.Content
+	if item.Bound {
+		return wire.Edit{Start: s.Start, End: s.Start}
+	}
 	if item.Kind == wire.KindToolResult {
 		if main := mainString(c.Body, s); main.Exists() {
 			return wire.Edit{Start: main.Start, End: main.End, Repl: wire.AppendJSONString(nil, text)}
