@@ -132,7 +132,7 @@ func appendUserText(body []byte, text string) ([]byte, bool) {
 
 // ReadSummary reads a summary call's answer (status and body), a
 // GenerateContentResponse: the text of candidates[0]'s parts, thought
-// parts skipped. auth is the credential the call was sent with: it never
+// parts skipped, the others joined as one text. auth is the credential the call was sent with: it never
 // appears in an error. Errors are every format's: wire.ErrUpstream (and
 // wire.ErrContextOverflow, wire.ErrRefused), wire.ErrBadResponse,
 // wire.ErrEmptySummary (a blocked prompt, only thoughts), and
@@ -153,7 +153,7 @@ func ReadSummary(status int, body []byte, auth string) (wire.Summary, error) {
 // readSummaryChunks reads the chunks of one answer (one, unless streamed).
 func readSummaryChunks(chunks []gjson.Result) (wire.Summary, error) {
 	var res wire.Summary
-	var texts []string
+	var text strings.Builder // parts join as the SDKs' Text joins them: as one text
 	thought, called, candidates := false, false, false
 	finish, block := "", ""
 	for _, ch := range chunks {
@@ -178,7 +178,7 @@ func readSummaryChunks(chunks []gjson.Result) (wire.Summary, error) {
 			case field(p, "functionCall", "function_call").Exists():
 				called = true
 			case p.Get("text").Type == gjson.String:
-				texts = append(texts, p.Get("text").Str)
+				text.WriteString(p.Get("text").Str)
 			}
 			return true
 		})
@@ -201,5 +201,5 @@ func readSummaryChunks(chunks []gjson.Result) (wire.Summary, error) {
 	case finish != "" && finish != "STOP" && finish != "MAX_TOKENS":
 		why = fmt.Sprintf("finishReason %s", finish)
 	}
-	return res, wire.SummaryText(&res, texts, why)
+	return res, wire.SummaryText(&res, []string{text.String()}, why)
 }
