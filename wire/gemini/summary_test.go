@@ -33,7 +33,7 @@ func TestSummaryBodyTranscript(t *testing.T) {
 func TestSummaryBodyContinuesTheHistory(t *testing.T) {
 	for _, tc := range []struct {
 		name, history, tail string
-		limit                int64
+		limit               int64
 	}{
 		{"after the user's results: a text part of theirs",
 			`{"contents":[{"role":"user","parts":[{"text":"go"}]},{"role":"model","parts":[{"functionCall":{"name":"ls"},"thoughtSignature":"QQ=="}]},{"role":"user","parts":[{"functionResponse":{"name":"ls","response":{"output":"x"}}}]}],"tools":[{"functionDeclarations":[{"name":"ls"}]}],"generationConfig":{"maxOutputTokens":8000,"thinkingConfig":{"thinkingLevel":"low"}}}`,
