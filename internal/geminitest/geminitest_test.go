@@ -167,7 +167,9 @@ func TestRouteOf(t *testing.T) {
 	}{
 		{"POST", "/v1beta/models/gemini-3-flash-preview:streamGenerateContent", Route{Model: "gemini-3-flash-preview", Method: "streamGenerateContent"}, true},
 		{"POST", "/v1/models/gemini-2.5-pro:generateContent", Route{Model: "gemini-2.5-pro", Method: "generateContent"}, true},
-		{"POST", "/gw/v1beta/models/m:countTokens", Route{Model: "m", Method: "countTokens"}, true},
+		{"POST", "/v1beta/models/m:countTokens", Route{Model: "m", Method: "countTokens"}, true},
+		{"POST", "/v1/v1beta/models/m:generateContent", Route{}, false},
+		{"POST", "/v1beta/modelsx/m:generateContent", Route{}, false},
 		{"GET", "/v1beta/models", Route{List: true}, true},
 		{"POST", "/v1beta/models/m:embedContent", Route{}, false},
 		{"POST", "/v1/chat/completions", Route{}, false},

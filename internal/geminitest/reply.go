@@ -175,19 +175,21 @@ type Route struct {
 	List          bool
 }
 
-// RouteOf reads a Gemini API path, under /v1beta/ or /v1/ and any prefix
-// before it; ok is false for anything else.
+// RouteOf reads a Gemini API path, /v1beta/models/… or /v1/models/…
+// from the root as Google serves them: anything before the version (a
+// proxy's /v1/v1beta/…) is Google's 404, and ok is false.
 func RouteOf(method, path string) (Route, bool) {
-	i := strings.LastIndex(path, "/models")
-	if i < 0 || !(strings.HasSuffix(path[:i], "/v1beta") || strings.HasSuffix(path[:i], "/v1")) {
-		return Route{}, false
+	rest, ok := strings.CutPrefix(path, "/v1beta/models")
+	if !ok {
+		if rest, ok = strings.CutPrefix(path, "/v1/models"); !ok {
+			return Route{}, false
+		}
 	}
-	rest := path[i+len("/models"):]
 	if rest == "" || rest == "/" {
 		return Route{List: true}, method == http.MethodGet
 	}
 	model, m, ok := strings.Cut(strings.TrimPrefix(rest, "/"), ":")
-	if !ok || model == "" || method != http.MethodPost {
+	if !ok || rest[0] != '/' || model == "" || strings.Contains(model, "/") || method != http.MethodPost {
 		return Route{}, false
 	}
 	switch m {
