@@ -109,7 +109,8 @@ func checkConfig(c config) error {
 	for _, r := range []struct {
 		name string
 		r    routeConfig
-	}{{proxy.RouteChat, c.Upstreams.Chat}, {proxy.RouteResponses, c.Upstreams.Responses}, {proxy.RouteMessages, c.Upstreams.Messages}} {
+	}{{proxy.RouteChat, c.Upstreams.Chat}, {proxy.RouteResponses, c.Upstreams.Responses}, {proxy.RouteMessages, c.Upstreams.Messages},
+		{proxy.RouteGemini, c.Upstreams.Gemini}} {
 		ch.baseURL("upstreams."+r.name+".base_url", r.r.BaseURL)
 		ch.oneOf("upstreams."+r.name+".local", r.r.Local, localAuto, localTrue, localFalse)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/ctxpress/ctxpress/internal/hop"
 	"github.com/ctxpress/ctxpress/wire/chat"
 )
 
@@ -266,7 +267,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 // answer, adding ctxpress's own.
 func (s *Server) answerHeaders(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, o forwardOpts) {
 	resp.Header.CopyTo(&ctx.Response.Header)
-	removeHops(&ctx.Response.Header, answerHops(&resp.Header))
+	hop.Remove(&ctx.Response.Header, hop.OfAnswer(&resp.Header))
 	if o.headers != nil {
 		o.headers(&ctx.Response.Header)
 	}
