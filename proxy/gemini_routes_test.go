@@ -233,3 +233,22 @@ func TestCtxpressKeyAsGeminiKey(t *testing.T) {
 		t.Errorf("an unknown key: %d", status)
 	}
 }
+
+// Google's own 404 (an unknown model) on a Gemini turn is Google's
+// answer, not the missing /v1 of an OpenAI base URL: no hint.
+func TestGemini404IsNotHintedAsAMissingV1(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":{"code":404,"message":"models/gemini-0 is not found for API version v1beta","status":"NOT_FOUND"}}`))
+	}))
+	t.Cleanup(up.Close)
+	p := startProxy(t, Config{Upstream: up.URL})
+	if status, body := sendGemini(t, "POST", p.URL+"/v1beta/models/gemini-0:generateContent", nil, `{"contents":[]}`); status != http.StatusNotFound || !strings.Contains(body, "NOT_FOUND") {
+		t.Fatalf("%d %s", status, body)
+	}
+	waitFor(t, func() bool { return strings.Contains(p.logs.String(), `"status":404`) }, "the 404 logged")
+	if strings.Contains(p.logs.String(), "most likely under /v1") {
+		t.Error("hinted /v1 for Google's 404")
+	}
+}

@@ -302,32 +302,42 @@ func TestGeminiErrorsAreInGooglesShape(t *testing.T) {
 
 // A forced compaction of a Gemini conversation makes its summary call in
 // Gemini's form to the conversation's own upstream and model, under
-// /v1beta with the client's key; the turn goes on with the summary in
-// systemInstruction, and the strict upstream accepts every request.
+// /v1beta with the client's key (upstream_api_key when set, as the turns
+// have it); the turn goes on with the summary in systemInstruction, and
+// the strict upstream accepts every request.
 func TestGeminiSummaryCallSpeaksGemini(t *testing.T) {
-	up := newGeminiUpstream(t)
-	cfg := compactionConfig(up.URL + "/v1")
-	cfg.Compaction.Trigger.ThresholdTokens = 1 << 20 // only when asked
-	p, _ := startWithStore(t, cfg)
-	a := newGeminiAgent(t, p.URL, "AIza-agent", "compacted")
-	for range 6 {
-		a.turn(geminiWhole)
+	for _, upKey := range []string{"", "AIza-upstream"} {
+		t.Run("upstream_api_key="+upKey, func(t *testing.T) {
+			up := newGeminiUpstream(t)
+			cfg := compactionConfig(up.URL + "/v1")
+			cfg.UpstreamAPIKey = upKey
+			cfg.Compaction.Trigger.ThresholdTokens = 1 << 20 // only when asked
+			p, _ := startWithStore(t, cfg)
+			a := newGeminiAgent(t, p.URL, "AIza-agent", "compacted")
+			for range 6 {
+				a.turn(geminiWhole)
+			}
+			status, answer := a.post("/v1beta/models/"+geminiModel+":generateContent", a.body(), map[string]string{HeaderCompact: "force"})
+			if status != http.StatusOK || a.resp.Get(HeaderCompacted) != "true" {
+				t.Fatalf("%d, compacted %q: %s", status, a.resp.Get(HeaderCompacted), answer)
+			}
+			wantKey := upKey
+			if wantKey == "" {
+				wantKey = "AIza-agent"
+			}
+			got := up.requests()
+			summary, turn := got[len(got)-2], got[len(got)-1]
+			if summary.path != "/v1beta/models/"+geminiModel+":generateContent" || summary.key != wantKey || turn.key != wantKey ||
+				!strings.Contains(gjson.GetBytes(summary.body, "contents.@reverse.0.parts.@reverse.0.text").Str, "## Active Task") {
+				b := summary.body
+				t.Errorf("summary call: %s key %q (the turn's %q): …%s", summary.path, summary.key, turn.key, b[max(0, len(b)-1500):])
+			}
+			if !strings.Contains(gjson.GetBytes(turn.body, "systemInstruction").Raw, "<conversation_summary>") {
+				t.Errorf("the turn after the summary: %.500s", turn.body)
+			}
+			up.refused(t)
+		})
 	}
-	status, answer := a.post("/v1beta/models/"+geminiModel+":generateContent", a.body(), map[string]string{HeaderCompact: "force"})
-	if status != http.StatusOK || a.resp.Get(HeaderCompacted) != "true" {
-		t.Fatalf("%d, compacted %q: %s", status, a.resp.Get(HeaderCompacted), answer)
-	}
-	got := up.requests()
-	summary, turn := got[len(got)-2], got[len(got)-1]
-	if summary.path != "/v1beta/models/"+geminiModel+":generateContent" || summary.key != "AIza-agent" ||
-		!strings.Contains(gjson.GetBytes(summary.body, "contents.@reverse.0.parts.@reverse.0.text").Str, "## Active Task") {
-		b := summary.body
-		t.Errorf("summary call: %s key %q: …%s", summary.path, summary.key, b[max(0, len(b)-1500):])
-	}
-	if !strings.Contains(gjson.GetBytes(turn.body, "systemInstruction").Raw, "<conversation_summary>") {
-		t.Errorf("the turn after the summary: %.500s", turn.body)
-	}
-	up.refused(t)
 }
 
 // "/compact" is answered by ctxpress in the client's own shape: a

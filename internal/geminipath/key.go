@@ -35,14 +35,7 @@ func QueryKey(query []byte) (string, bool) {
 // replaced by key (escaped); every other parameter is copied as sent, in
 // its place.
 func WithKey(dst, query []byte, key string) []byte {
-	return replaceKey(dst, query, url.QueryEscape(key))
-}
-
-// Redacted appends query to dst with the value of every key= parameter
-// replaced by "REDACTED": a query as a log line may show it.
-func Redacted(dst, query []byte) []byte { return replaceKey(dst, query, "REDACTED") }
-
-func replaceKey(dst, query []byte, value string) []byte {
+	value := url.QueryEscape(key)
 	for i, param := range bytes.Split(query, []byte("&")) {
 		if i > 0 {
 			dst = append(dst, '&')
