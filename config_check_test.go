@@ -100,7 +100,7 @@ func TestConfigErrorMessages(t *testing.T) {
 		{yaml: "local_upstream: yes\n", want: `FILE:1: local_upstream "yes": want auto, true or false`},
 		{yaml: "upstreams: {messages: {local: maybe}}\n", want: `FILE:1: upstreams.messages.local "maybe": want auto, true or false`},
 		{yaml: "compaction: {summary_placement: top}\n", want: `FILE:1: compaction.summary_placement "top": want auto, system or user`},
-		{yaml: "compaction: {summarizer: {base_url: \"http://x/v1\", api: anthropic}}\n", want: `FILE:1: compaction.summarizer.api "anthropic": want chat, responses or messages`},
+		{yaml: "compaction: {summarizer: {base_url: \"http://x/v1\", api: anthropic}}\n", want: `FILE:1: compaction.summarizer.api "anthropic": want chat, responses, messages or gemini`},
 		{yaml: "state: {backend: sqlite}\n", want: `FILE:1: state.backend "sqlite": want bolt, memory or redis`},
 		{yaml: "log: {level: loud}\n", want: `FILE:1: log.level "loud": want trace, debug, info, warn or error`},
 		{yaml: "log: {format: yaml}\n", want: `FILE:1: log.format "yaml": want auto, console or json`},

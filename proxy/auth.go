@@ -56,7 +56,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, x *exchange) bool {
 	if !ok {
 		x.status = fasthttp.StatusUnauthorized
 		writeClientError(ctx, fasthttp.StatusUnauthorized, codeInvalidKey,
-			"missing or unknown client key: send one of ctxpress's auth.keys as \"Authorization: Bearer <key>\", \"x-api-key: <key>\" or \""+HeaderClientKey+": <key>\"")
+			"missing or unknown client key: send one of ctxpress's auth.keys as \"Authorization: Bearer <key>\", \"x-api-key: <key>\", \"x-goog-api-key: <key>\" or \""+HeaderClientKey+": <key>\"")
 		ctx.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="ctxpress"`)
 		s.finish(x)
 		return false

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -375,5 +376,64 @@ func TestGeminiCompactCommandIsAnsweredInKind(t *testing.T) {
 			}
 			up.refused(t)
 		})
+	}
+}
+
+// A stream asked without alt=sse is one JSON array under
+// application/json, sent element by element: the client gets each element
+// as the upstream sends it (the next is only sent once the client has
+// read the first), and the turn's usage is read from the last.
+func TestGeminiArrayStreamIsRelayedAsItArrives(t *testing.T) {
+	next := make(chan struct{})
+	first := `[{"candidates":[{"content":{"role":"model","parts":[{"text":"Build"}]}}]}`
+	rest := `,{"candidates":[{"content":{"role":"model","parts":[{"text":"ing."}]},"finishReason":"STOP"}],` +
+		`"usageMetadata":{"promptTokenCount":321,"cachedContentTokenCount":256,"candidatesTokenCount":2}}]`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		_, _ = io.WriteString(w, first)
+		w.(http.Flusher).Flush()
+		select {
+		case <-next:
+		case <-r.Context().Done():
+			return
+		case <-t.Context().Done(): // the test failed while the proxy held the answer
+			return
+		}
+		_, _ = io.WriteString(w, rest)
+	}))
+	t.Cleanup(up.Close)
+	p, st := startWithStore(t, Config{Upstream: up.URL})
+	a := newGeminiAgent(t, p.URL, "AIza-agent", "array")
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent", bytes.NewReader(a.body()))
+	req.Header.Set("X-Goog-Api-Key", "AIza-agent")
+	req.Header.Set("X-Conversation-Id", "array")
+	var got []byte
+	within(t, 10*time.Second, "the first element relayed before the upstream sends the rest", func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte(`"Build"`)) {
+			n, err := resp.Body.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				t.Errorf("before the first element: %v", err)
+				return
+			}
+		}
+		close(next)
+		b, _ := io.ReadAll(resp.Body)
+		got = append(got, b...)
+	})
+	if string(got) != first+rest {
+		t.Fatalf("the client got %s", got)
+	}
+	rec := geminiRecord(t, p, st, "AIza-agent", "array", 1)
+	if tr := rec.Turns[0]; tr.InputTokens != 321 || tr.CachedTokens != 256 || rec.Model != "gemini-2.5-flash" {
+		t.Errorf("recorded %s: input %d cached %d", rec.Model, tr.InputTokens, tr.CachedTokens)
 	}
 }
