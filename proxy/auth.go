@@ -30,7 +30,7 @@ const codeInvalidKey = "invalid_api_key"
 // A client presents its key in X-Ctxpress-Key, else as "Authorization:
 // Bearer <key>", else in x-api-key (Claude Code: ANTHROPIC_API_KEY, or
 // ANTHROPIC_AUTH_TOKEN for the Bearer form), else in x-goog-api-key
-// (Gemini CLI: GEMINI_API_KEY). X-Ctxpress-Key, when sent,
+// (Gemini CLI: GEMINI_API_KEY) or Gemini's key= query parameter. X-Ctxpress-Key, when sent,
 // is the key; without it the first of the other two holding a configured
 // key is. Every header holding a ctxpress key is removed before the
 // request is forwarded: a ctxpress key is not a provider key. The others
@@ -50,7 +50,9 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, x *exchange) bool {
 		key, ok = s.matchKey(v)
 	} else if key, ok = s.matchKey(bearerToken(h.Peek(fasthttp.HeaderAuthorization))); !ok {
 		if key, ok = s.matchKey(h.Peek(HeaderAPIKey)); !ok {
-			key, ok = s.matchKey(h.Peek(geminipath.HeaderAPIKey))
+			if key, ok = s.matchKey(h.Peek(geminipath.HeaderAPIKey)); !ok {
+				key, ok = s.matchKey([]byte(geminipath.KeyOf(nil, ctx.URI().QueryString())))
+			}
 		}
 	}
 	if !ok {
@@ -70,6 +72,10 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, x *exchange) bool {
 	}
 	if _, own := s.matchKey(h.Peek(geminipath.HeaderAPIKey)); own {
 		h.Del(geminipath.HeaderAPIKey)
+	}
+	if _, own := s.matchKey([]byte(geminipath.KeyOf(nil, ctx.URI().QueryString()))); own {
+		ctx.URI().SetQueryStringBytes(geminipath.WithoutKey(nil, ctx.URI().QueryString()))
+		h.SetRequestURIBytes(ctx.URI().RequestURI()) // what a summary call reads its credentials from
 	}
 	// The namespace hashes what a client would have sent as Authorization,
 	// so it is the same whichever header carried the key.

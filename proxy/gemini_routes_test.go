@@ -232,6 +232,39 @@ func TestCtxpressKeyAsGeminiKey(t *testing.T) {
 	if status, _ := sendGemini(t, "POST", p.URL+"/v1beta/models/m:generateContent", map[string]string{"X-Goog-Api-Key": "AIza-other"}, `{}`); status != http.StatusUnauthorized {
 		t.Errorf("an unknown key: %d", status)
 	}
+	// In the query: it passes, and leaves the query upstream.
+	if status, body := sendGemini(t, "POST", p.URL+"/v1beta/models/m:streamGenerateContent?alt=sse&key=cx-key", nil, `{}`); status != http.StatusOK {
+		t.Fatalf("%d %s", status, body)
+	}
+	if got := up.last(t); got.query != "alt=sse" || got.header.Get("X-Goog-Api-Key") != "AIza-upstream" {
+		t.Errorf("upstream got ?%s and x-goog-api-key %q", got.query, got.header.Get("X-Goog-Api-Key"))
+	}
+	if status, _ := sendGemini(t, "POST", p.URL+"/v1beta/models/m:generateContent?key=AIza-other", nil, `{}`); status != http.StatusUnauthorized {
+		t.Errorf("an unknown key in the query: %d", status)
+	}
+}
+
+// A ctxpress key sent as ?key= never reaches a summary call either: the
+// client's credentials a summary call carries are read after it is gone,
+// and a Gemini key of the client's own is among them.
+func TestCtxpressKeyInTheQueryIsNoSummaryCredential(t *testing.T) {
+	p := startProxy(t, Config{Upstream: "http://127.0.0.1:1", AuthKeys: []string{"cx-key"}})
+	for uri, want := range map[string]string{
+		"/v1beta/models/m:generateContent?alt=sse&key=cx-key": "",
+		"/v1beta/models/m:generateContent?key=AIza-own":       "AIza-own",
+	} {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI(uri)
+		if want != "" {
+			ctx.Request.Header.Set("X-Ctxpress-Key", "cx-key")
+		}
+		if !p.authenticate(&ctx, p.newExchange(&ctx)) {
+			t.Fatalf("%s: refused", uri)
+		}
+		if got := (*requestHeader)(&ctx.Request.Header).Creds().GoogleKey; got != want {
+			t.Errorf("%s: a summary call would carry %q, want %q", uri, got, want)
+		}
+	}
 }
 
 // Google's own 404 (an unknown model) on a Gemini turn is Google's

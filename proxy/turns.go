@@ -207,24 +207,14 @@ func (h *requestHeader) Peek(name string) []byte { return (*fasthttp.RequestHead
 // before (authenticate): they never reach a summary call.
 func (h *requestHeader) Creds() compaction.Creds {
 	rh := (*fasthttp.RequestHeader)(h)
+	_, query, _ := bytes.Cut(rh.RequestURI(), []byte("?"))
 	return compaction.Creds{
 		Authorization: string(rh.Peek(fasthttp.HeaderAuthorization)),
 		APIKey:        string(rh.Peek(HeaderAPIKey)),
 		Version:       string(rh.Peek(messages.HeaderVersion)),
 		Beta:          string(bytes.Join(rh.PeekAll(messages.HeaderBeta), []byte(","))),
-		GoogleKey:     googleKey(rh),
+		GoogleKey:     geminipath.KeyOf(rh.Peek(geminipath.HeaderAPIKey), query),
 	}
-}
-
-// googleKey is a Gemini client's key: x-goog-api-key, else key= in the
-// query.
-func googleKey(h *fasthttp.RequestHeader) string {
-	if k := h.Peek(geminipath.HeaderAPIKey); len(k) > 0 {
-		return string(k)
-	}
-	_, query, _ := bytes.Cut(h.RequestURI(), []byte("?"))
-	k, _ := geminipath.QueryKey(query)
-	return k
 }
 
 // addAnthropicBeta makes the request's anthropic-beta headers name beta,

@@ -102,6 +102,33 @@ func TestQueryKey(t *testing.T) {
 	}
 }
 
+func TestKeyOf(t *testing.T) {
+	for _, r := range []struct{ header, query, want string }{
+		{"AIza-h", "key=AIza-q", "AIza-h"},
+		{"", "alt=sse&key=AIza-q", "AIza-q"},
+		{"", "alt=sse", ""},
+	} {
+		if got := KeyOf([]byte(r.header), []byte(r.query)); got != r.want {
+			t.Errorf("KeyOf(%q, %q) = %q, want %q", r.header, r.query, got, r.want)
+		}
+	}
+}
+
+func TestWithoutKey(t *testing.T) {
+	for query, want := range map[string]string{
+		"key=cx":              "",
+		"alt=sse&key=cx":      "alt=sse",
+		"key=cx&alt=sse&x=1":  "alt=sse&x=1",
+		"alt=sse&key=a&key=b": "alt=sse",
+		"alt=sse":             "alt=sse",
+		"":                    "",
+	} {
+		if got := string(WithoutKey(nil, []byte(query))); got != want {
+			t.Errorf("WithoutKey(%q) = %q, want %q", query, got, want)
+		}
+	}
+}
+
 func TestWithKey(t *testing.T) {
 	for _, r := range []struct{ query, with string }{
 		{"key=client", "key=up+key"},

@@ -31,6 +31,32 @@ func QueryKey(query []byte) (string, bool) {
 	return "", false
 }
 
+// KeyOf is the key a Gemini client sent: header (its x-goog-api-key)
+// when not empty, else the key= parameter of query; "" when neither.
+func KeyOf(header, query []byte) string {
+	if len(header) > 0 {
+		return string(header)
+	}
+	k, _ := QueryKey(query)
+	return k
+}
+
+// WithoutKey appends query to dst without its key= parameters; every
+// other parameter is copied as sent, in order.
+func WithoutKey(dst, query []byte) []byte {
+	n := 0
+	for _, param := range bytes.Split(query, []byte("&")) {
+		if name, _, _ := bytes.Cut(param, []byte("=")); string(name) == KeyParam {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, '&')
+		}
+		dst, n = append(dst, param...), n+1
+	}
+	return dst
+}
+
 // WithKey appends query to dst with the value of every key= parameter
 // replaced by key (escaped); every other parameter is copied as sent, in
 // its place.
