@@ -69,8 +69,8 @@ type Config struct {
 	// UI configures the dashboard at /ctxpress/ui.
 	UI admin.UIConfig
 	// AuthKeys, when not empty, are the keys a client must present
-	// (Authorization: Bearer …, X-Ctxpress-Key, or x-api-key as Claude
-	// Code sends ANTHROPIC_API_KEY) on every path but healthz
+	// (Authorization: Bearer …, X-Ctxpress-Key, x-api-key as Claude Code
+	// sends it, x-goog-api-key or ?key= as Gemini's clients do) on every path but healthz
 	// and the admin endpoints (which have AdminToken); others get 401 and
 	// nothing is forwarded. The client's key is never sent upstream, and it
 	// names the client's conversation namespace.
