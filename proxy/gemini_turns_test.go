@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/internal/geminitest"
 	"github.com/ctxpress/ctxpress/state"
 )
@@ -435,5 +436,28 @@ func TestGeminiArrayStreamIsRelayedAsItArrives(t *testing.T) {
 	rec := geminiRecord(t, p, st, "AIza-agent", "array", 1)
 	if tr := rec.Turns[0]; tr.InputTokens != 321 || tr.CachedTokens != 256 || rec.Model != "gemini-2.5-flash" {
 		t.Errorf("recorded %s: input %d cached %d", rec.Model, tr.InputTokens, tr.CachedTokens)
+	}
+}
+
+// With the retrieval tool on, a Gemini turn offers it last among its
+// function declarations, the strict upstream takes it, and every answer
+// (held whole for the tool's calls, whole, SSE or array) reaches the
+// client intact and is recorded.
+func TestGeminiTurnsWithTheRetrievalTool(t *testing.T) {
+	for _, mode := range []geminiMode{geminiWhole, geminiSSE, geminiArray} {
+		t.Run(strings.TrimPrefix(string(mode), ":"), func(t *testing.T) {
+			up := newGeminiUpstream(t)
+			p, st := startWithStore(t, Config{Upstream: up.URL, ExpandTool: true})
+			a := newGeminiAgent(t, p.URL, "AIza-agent", "expand")
+			for range 3 {
+				a.turn(mode)
+			}
+			up.refused(t)
+			got := up.requests()
+			if names := gjson.GetBytes(got[len(got)-1].body, "tools.@reverse.0.functionDeclarations.@reverse.0.name").Str; names != expand.ToolName {
+				t.Errorf("the last function declaration is %q", names)
+			}
+			geminiRecord(t, p, st, "AIza-agent", "expand", 3)
+		})
 	}
 }
