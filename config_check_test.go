@@ -80,7 +80,7 @@ func TestConfigErrorMessages(t *testing.T) {
 		{yaml: "compaction:\n  summarizer: {modle: x}\n", want: `FILE:2: compaction.summarizer: unknown key "modle" (did you mean "model"?)`},
 		{yaml: "upstreams: {chat: {url: http://x/v1}}\n", want: `FILE:1: upstreams.chat: unknown key "url" (did you mean "base_url"?)`},
 		{yaml: "models:\n  m: {window: 8192}\n", want: `FILE:2: models.m: unknown key "window" (did you mean "context_window"?)`},
-		{yaml: "upstreams: {gemini: {base_url: http://x/v1}}\n", want: `FILE:1: upstreams: unknown key "gemini"; its keys are chat, responses, messages`},
+		{yaml: "upstreams: {gemeni: {base_url: http://x/v1}}\n", want: `FILE:1: upstreams: unknown key "gemeni" (did you mean "gemini"?)`},
 		{yaml: "log: {colour: true}\n", want: `FILE:1: log: unknown key "colour"; its keys are level, format`},
 		{yaml: "frobnicate: 1\n", want: `FILE:1: unknown key "frobnicate"; config.example.yml lists every key`},
 		// Values of the wrong kind.
@@ -100,13 +100,14 @@ func TestConfigErrorMessages(t *testing.T) {
 		{yaml: "local_upstream: yes\n", want: `FILE:1: local_upstream "yes": want auto, true or false`},
 		{yaml: "upstreams: {messages: {local: maybe}}\n", want: `FILE:1: upstreams.messages.local "maybe": want auto, true or false`},
 		{yaml: "compaction: {summary_placement: top}\n", want: `FILE:1: compaction.summary_placement "top": want auto, system or user`},
-		{yaml: "compaction: {summarizer: {base_url: \"http://x/v1\", api: anthropic}}\n", want: `FILE:1: compaction.summarizer.api "anthropic": want chat, responses or messages`},
+		{yaml: "compaction: {summarizer: {base_url: \"http://x/v1\", api: anthropic}}\n", want: `FILE:1: compaction.summarizer.api "anthropic": want chat, responses, messages or gemini`},
 		{yaml: "state: {backend: sqlite}\n", want: `FILE:1: state.backend "sqlite": want bolt, memory or redis`},
 		{yaml: "log: {level: loud}\n", want: `FILE:1: log.level "loud": want trace, debug, info, warn or error`},
 		{yaml: "log: {format: yaml}\n", want: `FILE:1: log.format "yaml": want auto, console or json`},
 		// URLs and addresses.
 		{yaml: "upstream: localhost:1234\n", want: `FILE:1: upstream "localhost:1234": scheme must be http or https; want a base URL as a client would use it, e.g. http://localhost:1234/v1`},
 		{yaml: "upstreams: {responses: {base_url: \"ftp://h/v1\"}}\n", want: `FILE:1: upstreams.responses.base_url "ftp://h/v1": scheme must be http or https; want a base URL as a client would use it, e.g. http://localhost:1234/v1`},
+		{yaml: "upstreams: {gemini: {base_url: \"generativelanguage.googleapis.com\"}}\n", want: `FILE:1: upstreams.gemini.base_url "generativelanguage.googleapis.com": scheme must be http or https; want a base URL as a client would use it, e.g. http://localhost:1234/v1`},
 		{args: []string{"--listen", "8484"}, want: `listen "8484": want host:port, e.g. 127.0.0.1:8484 (0.0.0.0:8484 for every interface) (from --listen)`},
 	} {
 		name := c.yaml + strings.Join(c.args, " ") + fmt.Sprint(c.env)

@@ -7,7 +7,9 @@
 // read by read, flushed as it arrives, so no event is held back.
 //
 // The conversation endpoints (POST /v1/chat/completions, /v1/responses and
-// /v1/messages, also without /v1) are turns (handleTurn in chat.go): the
+// /v1/messages, also without /v1, and Gemini's
+// /v1beta/models/{model}:generateContent and :streamGenerateContent, also
+// under /v1) are turns (handleTurn in turns.go): the
 // turn package parses, identifies, plans, compacts and fits the request
 // (turn.Turns.Begin), the shell forwards the body it gives, hands a
 // refusal back to it (turn.Turn.Refused), reads the answer's usage (from
@@ -20,7 +22,7 @@
 //
 // Faults ctxpress itself causes are answered in the error shape of the
 // request's own format (OpenAI's for chat completions and Responses,
-// Anthropic's for Messages): 502 upstream unreachable or reset, 504 upstream
+// Anthropic's for Messages, Google's for Gemini): 502 upstream unreachable or reset, 504 upstream
 // timeout, 413 body too big, 401 a missing client key. An upstream error
 // status is passed through unchanged.
 package proxy

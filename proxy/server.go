@@ -393,7 +393,7 @@ func (s *Server) logExchange(x *exchange) {
 // OpenAI API is under /v1 (LM Studio, llama-server, Ollama, vLLM all put
 // it there).
 func (s *Server) hintMissingV1(x *exchange) {
-	if x.status != fasthttp.StatusNotFound || x.route.up.url.Base != "" || apiOf([]byte(x.path)) == nil {
+	if x.status != fasthttp.StatusNotFound || x.route.up.url.Base != "" || apiOf([]byte(x.path)) == nil || x.route.name == RouteGemini {
 		return
 	}
 	base := x.route.base
