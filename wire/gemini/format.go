@@ -36,7 +36,9 @@ const (
 // content answers the k-th call named N in the model content before it, so
 // such a call's CallID is "N#k" and its response takes the CallID of the
 // call it answers (parallel calls of one tool, which a pairing by name
-// alone would mix up, stay apart).
+// alone would mix up, stay apart). A response whose id no call before it
+// has (Gemini CLI answers a call the API sent without an id with an id of
+// its own making) pairs by order and name too.
 //
 // Parts with a thoughtSignature, and thought parts, of model contents are
 // bound (Item.Bound), and a history with any signature, or a request that
@@ -129,10 +131,10 @@ func addContent(c *wire.Conversation, m *Content, prev map[string][]string) map[
 			seen[p.Name]++
 			id := p.ID
 			switch {
-			case id != "":
+			case id != "" && answers(prev, p.Name, id):
 			case k < len(prev[p.Name]):
 				id = prev[p.Name][k]
-			default:
+			case id == "":
 				id = p.Name + "#" + strconv.Itoa(k+1)
 			}
 			it.Kind, it.CallID, it.Tool, it.Content = wire.KindToolResult, id, p.Name, p.Response
@@ -143,6 +145,17 @@ func addContent(c *wire.Conversation, m *Content, prev map[string][]string) map[
 	msg.Items.End = len(c.Items)
 	c.Messages = append(c.Messages, msg)
 	return calls
+}
+
+// answers reports whether the calls named name of the model content before
+// (prev) include one whose CallID is id.
+func answers(prev map[string][]string, name, id string) bool {
+	for _, c := range prev[name] {
+		if c == id {
+			return true
+		}
+	}
+	return false
 }
 
 // thinkingOn reports whether generationConfig configures thinking other
