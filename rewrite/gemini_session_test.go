@@ -24,13 +24,13 @@ type geminiSession struct {
 	t           *testing.T
 	loopRebound bool
 	rebound     map[string]bool // the loop's signatures a compaction kept
-	p       *Pipeline
-	cfg     Config
-	opts    Options
-	msgs    []string
-	minted  map[string]string // signature → the prefix it was minted over
-	bodies  [][]byte
-	results []Result
+	p           *Pipeline
+	cfg         Config
+	opts        Options
+	msgs        []string
+	minted      map[string]string // signature → the prefix it was minted over
+	bodies      [][]byte
+	results     []Result
 }
 
 func newGeminiSession(t *testing.T, cfg Config) *geminiSession {
