@@ -198,7 +198,7 @@ func checkCompaction(ch *checker, cc compactionCfg) {
 	s := cc.Summarizer
 	ch.baseURL("compaction.summarizer.base_url", s.BaseURL)
 	if s.API != "" {
-		ch.oneOf("compaction.summarizer.api", s.API, compaction.APIChat, compaction.APIResponses, compaction.APIMessages)
+		ch.oneOf("compaction.summarizer.api", s.API, compaction.APIChat, compaction.APIResponses, compaction.APIMessages, compaction.APIGemini)
 		if s.BaseURL == "" {
 			ch.fail("compaction.summarizer.api", " %q: only with compaction.summarizer.base_url (without one, the summary call speaks the conversation's own API)", s.API)
 		}

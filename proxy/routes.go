@@ -119,11 +119,16 @@ func (s *Server) routeOf(path []byte) *route {
 }
 
 // compactionRoutes are the routes as the compaction engine knows them:
-// by API name, each format's summariser default, key and gate.
+// by API name, each format's summariser default, key and gate. Gemini's
+// summary calls go under its version's base (v1beta, as its clients').
 func compactionRoutes(routes map[string]*route) map[string]compaction.Route {
 	out := map[string]compaction.Route{}
 	for name, r := range routes {
-		out[name] = compaction.Route{Upstream: r.base, APIKey: r.apiKey, Local: r.class.Local, Gate: r.gate}
+		base := r.base
+		if name == RouteGemini {
+			base = baseurl.WithVersion(base, "v1beta")
+		}
+		out[name] = compaction.Route{Upstream: base, APIKey: r.apiKey, Local: r.class.Local, Gate: r.gate}
 	}
 	return out
 }

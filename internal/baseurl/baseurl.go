@@ -63,6 +63,18 @@ func (u URL) Target(dst []byte, path, query []byte) []byte {
 	return dst
 }
 
+// WithVersion is the base URL raw with version as its last path segment,
+// in place of a version segment it ends with (http://host/v1 with v1beta
+// is http://host/v1beta): where an API whose paths carry their version
+// (Gemini's) is served, for a caller that appends the path under it.
+func WithVersion(raw, version string) string {
+	base := strings.TrimRight(raw, "/")
+	if i := strings.LastIndexByte(base, '/'); i >= 0 && i > strings.Index(base, "://")+2 && geminipath.Versioned([]byte(base[i+1:])) {
+		base = base[:i]
+	}
+	return base + "/" + version
+}
+
 // TargetVersioned maps the path of an API whose paths carry their own
 // version (Gemini's /v1beta/… and /v1/…) to the upstream URL: the base's
 // last segment, when it is a version (http://host/v1), is left out and the

@@ -51,6 +51,21 @@ func TestTargetVersioned(t *testing.T) {
 	}
 }
 
+func TestWithVersion(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://h:1/v1":  "http://h:1/v1beta",
+		"http://h:1/v1/": "http://h:1/v1beta",
+		"https://generativelanguage.googleapis.com":        "https://generativelanguage.googleapis.com/v1beta",
+		"https://generativelanguage.googleapis.com/v1beta": "https://generativelanguage.googleapis.com/v1beta",
+		"https://gw/api/gemini":                            "https://gw/api/gemini/v1beta",
+		"http://v1":                                        "http://v1/v1beta",
+	} {
+		if got := WithVersion(raw, "v1beta"); got != want {
+			t.Errorf("WithVersion(%s) = %s, want %s", raw, got, want)
+		}
+	}
+}
+
 func TestSameUpstream(t *testing.T) {
 	rows := []struct {
 		a, b string
