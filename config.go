@@ -64,6 +64,7 @@ type upstreamsConfig struct {
 	Chat      routeConfig `yaml:"chat"`
 	Responses routeConfig `yaml:"responses"`
 	Messages  routeConfig `yaml:"messages"`
+	Gemini    routeConfig `yaml:"gemini"`
 }
 
 // routeConfig is one upstreams: entry (proxy.Route).
@@ -78,7 +79,8 @@ type routeConfig struct {
 // format names.
 func (u upstreamsConfig) routes() map[string]proxy.Route {
 	var routes map[string]proxy.Route
-	for name, r := range map[string]routeConfig{proxy.RouteChat: u.Chat, proxy.RouteResponses: u.Responses, proxy.RouteMessages: u.Messages} {
+	for name, r := range map[string]routeConfig{proxy.RouteChat: u.Chat, proxy.RouteResponses: u.Responses, proxy.RouteMessages: u.Messages,
+		proxy.RouteGemini: u.Gemini} {
 		if r.BaseURL == "" && r.APIKey == "" && (r.Local == "" || r.Local == localAuto) {
 			continue
 		}
@@ -234,7 +236,7 @@ func defaultConfig() config {
 		Listen: defaultListen,
 		Mode:   proxy.ModeNormal,
 		Upstreams: upstreamsConfig{Chat: routeConfig{Local: localAuto}, Responses: routeConfig{Local: localAuto},
-			Messages: routeConfig{Local: localAuto}},
+			Messages: routeConfig{Local: localAuto}, Gemini: routeConfig{Local: localAuto}},
 		MaxBodyBytes:      proxy.DefaultMaxBodyBytes,
 		ConnectTimeout:    proxy.DefaultConnectTimeout,
 		UpstreamTimeout:   proxy.DefaultUpstreamTimeout,

@@ -109,7 +109,8 @@ func checkConfig(c config) error {
 	for _, r := range []struct {
 		name string
 		r    routeConfig
-	}{{proxy.RouteChat, c.Upstreams.Chat}, {proxy.RouteResponses, c.Upstreams.Responses}, {proxy.RouteMessages, c.Upstreams.Messages}} {
+	}{{proxy.RouteChat, c.Upstreams.Chat}, {proxy.RouteResponses, c.Upstreams.Responses}, {proxy.RouteMessages, c.Upstreams.Messages},
+		{proxy.RouteGemini, c.Upstreams.Gemini}} {
 		ch.baseURL("upstreams."+r.name+".base_url", r.r.BaseURL)
 		ch.oneOf("upstreams."+r.name+".local", r.r.Local, localAuto, localTrue, localFalse)
 	}
@@ -197,7 +198,7 @@ func checkCompaction(ch *checker, cc compactionCfg) {
 	s := cc.Summarizer
 	ch.baseURL("compaction.summarizer.base_url", s.BaseURL)
 	if s.API != "" {
-		ch.oneOf("compaction.summarizer.api", s.API, compaction.APIChat, compaction.APIResponses, compaction.APIMessages)
+		ch.oneOf("compaction.summarizer.api", s.API, compaction.APIChat, compaction.APIResponses, compaction.APIMessages, compaction.APIGemini)
 		if s.BaseURL == "" {
 			ch.fail("compaction.summarizer.api", " %q: only with compaction.summarizer.base_url (without one, the summary call speaks the conversation's own API)", s.API)
 		}

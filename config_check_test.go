@@ -80,7 +80,7 @@ func TestConfigErrorMessages(t *testing.T) {
 		{yaml: "compaction:\n  summarizer: {modle: x}\n", want: `FILE:2: compaction.summarizer: unknown key "modle" (did you mean "model"?)`},
 		{yaml: "upstreams: {chat: {url: http://x/v1}}\n", want: `FILE:1: upstreams.chat: unknown key "url" (did you mean "base_url"?)`},
 		{yaml: "models:\n  m: {window: 8192}\n", want: `FILE:2: models.m: unknown key "window" (did you mean "context_window"?)`},
-		{yaml: "upstreams: {gemini: {base_url: http://x/v1}}\n", want: `FILE:1: upstreams: unknown key "gemini"; its keys are chat, responses, messages`},
+		{yaml: "upstreams: {gemeni: {base_url: http://x/v1}}\n", want: `FILE:1: upstreams: unknown key "gemeni" (did you mean "gemini"?)`},
 		{yaml: "log: {colour: true}\n", want: `FILE:1: log: unknown key "colour"; its keys are level, format`},
 		{yaml: "frobnicate: 1\n", want: `FILE:1: unknown key "frobnicate"; config.example.yml lists every key`},
 		// Values of the wrong kind.
@@ -107,6 +107,7 @@ func TestConfigErrorMessages(t *testing.T) {
 		// URLs and addresses.
 		{yaml: "upstream: localhost:1234\n", want: `FILE:1: upstream "localhost:1234": scheme must be http or https; want a base URL as a client would use it, e.g. http://localhost:1234/v1`},
 		{yaml: "upstreams: {responses: {base_url: \"ftp://h/v1\"}}\n", want: `FILE:1: upstreams.responses.base_url "ftp://h/v1": scheme must be http or https; want a base URL as a client would use it, e.g. http://localhost:1234/v1`},
+		{yaml: "upstreams: {gemini: {base_url: \"generativelanguage.googleapis.com\"}}\n", want: `FILE:1: upstreams.gemini.base_url "generativelanguage.googleapis.com": scheme must be http or https; want a base URL as a client would use it, e.g. http://localhost:1234/v1`},
 		{args: []string{"--listen", "8484"}, want: `listen "8484": want host:port, e.g. 127.0.0.1:8484 (0.0.0.0:8484 for every interface) (from --listen)`},
 	} {
 		name := c.yaml + strings.Join(c.args, " ") + fmt.Sprint(c.env)

@@ -254,7 +254,8 @@ func TestUpstreamsBecomeRoutes(t *testing.T) {
 	}
 	c, _, err = loadYAML(t, "upstream: http://127.0.0.1:8080/v1\nupstreams:\n"+
 		"  messages: {base_url: \"https://api.anthropic.com/v1\", api_key: sk-ant, local: false}\n"+
-		"  responses: {local: true}\n", nil, nil)
+		"  responses: {local: true}\n"+
+		"  gemini: {base_url: \"https://generativelanguage.googleapis.com\", api_key: AIza-up}\n", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +263,7 @@ func TestUpstreamsBecomeRoutes(t *testing.T) {
 	want := map[string]proxy.Route{
 		proxy.RouteMessages:  {Upstream: "https://api.anthropic.com/v1", APIKey: "sk-ant", Local: &no},
 		proxy.RouteResponses: {Local: &yes},
+		proxy.RouteGemini:    {Upstream: "https://generativelanguage.googleapis.com", APIKey: "AIza-up"},
 	}
 	if got := c.proxyConfig(); got.Upstream != "http://127.0.0.1:8080/v1" || !reflect.DeepEqual(got.Routes, want) {
 		t.Errorf("upstream %q, routes %+v, want %+v", got.Upstream, got.Routes, want)

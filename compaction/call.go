@@ -11,12 +11,17 @@ package compaction
 type Creds struct {
 	Authorization, APIKey string
 	Version, Beta         string
+	// GoogleKey is a Gemini client's key: its x-goog-api-key, else its
+	// key= query parameter.
+	GoogleKey string
 }
 
 // summaryRequest is the summary call of ti, to model with a cap of
 // maxTokens, the prompt left to the caller. The credential is the
 // summariser's own key, else upstream_api_key, else the client's: as
-// "Authorization: Bearer", or in Messages form as x-api-key. A call to the
+// "Authorization: Bearer", in Messages form as x-api-key, in Gemini form
+// as x-goog-api-key (the client's Authorization, an OAuth token, goes
+// along when it sent no key). A call to the
 // conversation's own upstream in Messages form also carries the client's
 // anthropic-version and anthropic-beta.
 func (c *Engine) summaryRequest(ti Input, model string, maxTokens int) SummaryRequest {
@@ -28,14 +33,17 @@ func (c *Engine) summaryRequest(ti Input, model string, maxTokens int) SummaryRe
 		key = c.routes[ti.API].APIKey
 	}
 	switch {
-	case key != "" && api == APIMessages:
+	case key != "" && (api == APIMessages || api == APIGemini):
 		r.APIKey = key
 	case key != "":
 		r.Authorization = "Bearer " + key
 	default:
 		r.Authorization = ti.Creds.Authorization
-		if api == APIMessages {
+		switch api {
+		case APIMessages:
 			r.APIKey = ti.Creds.APIKey
+		case APIGemini:
+			r.APIKey = ti.Creds.GoogleKey
 		}
 	}
 	if api == APIMessages && c.cfg.Summarizer.BaseURL == "" {

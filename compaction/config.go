@@ -57,7 +57,10 @@ type Config struct {
 type SummarizerConfig struct {
 	BaseURL string
 	// API is the form of the summary call to BaseURL: "chat" (also ""),
-	// "responses" or "messages" (Anthropic's, with APIKey as x-api-key).
+	// "responses", "messages" (Anthropic's, with APIKey as x-api-key) or
+	// "gemini" (Google's, BaseURL its version's, e.g.
+	// https://generativelanguage.googleapis.com/v1beta, with APIKey as
+	// x-goog-api-key).
 	// Without BaseURL the call goes to the request's own upstream in the
 	// request's own format, and API must be empty.
 	API    string
@@ -111,8 +114,9 @@ func (c Config) Validate() error {
 	switch {
 	case c.Summarizer.API != "" && c.Summarizer.BaseURL == "":
 		return fmt.Errorf("summarizer.api %q: only with a base_url (without one, the summary call speaks the conversation's own API)", c.Summarizer.API)
-	case c.Summarizer.API != "" && c.Summarizer.API != APIChat && c.Summarizer.API != APIResponses && c.Summarizer.API != APIMessages:
-		return fmt.Errorf("summarizer.api %q: want chat, responses or messages", c.Summarizer.API)
+	case c.Summarizer.API != "" && c.Summarizer.API != APIChat && c.Summarizer.API != APIResponses && c.Summarizer.API != APIMessages &&
+		c.Summarizer.API != APIGemini:
+		return fmt.Errorf("summarizer.api %q: want chat, responses, messages or gemini", c.Summarizer.API)
 	}
 	return nil
 }

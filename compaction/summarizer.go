@@ -16,6 +16,7 @@ import (
 	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire/gemini"
 	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/ctxpress/ctxpress/wire/responses"
 )
@@ -44,11 +45,13 @@ type SummaryRequest struct {
 	// API is the form of the call: "chat" (also "") posts a chat completion
 	// to {BaseURL}/chat/completions, "responses" a Responses request to
 	// {BaseURL}/responses, "messages" an Anthropic Messages request to
-	// {BaseURL}/messages (summaryForms).
+	// {BaseURL}/messages, "gemini" a generateContent request to
+	// {BaseURL}/models/{Model}:generateContent, BaseURL Gemini's version's
+	// (…/v1beta) (summaryForms).
 	API           string
 	Authorization string // sent as the Authorization header when not empty; never in an error
-	// APIKey is sent as x-api-key when not empty (Anthropic's credential);
-	// never in an error.
+	// APIKey is sent as x-api-key when not empty (Anthropic's credential;
+	// a Gemini call's x-goog-api-key); never in an error.
 	APIKey string
 	// AnthropicVersion and AnthropicBeta are a Messages call's
 	// anthropic-version (messages.APIVersion when empty) and
@@ -94,6 +97,19 @@ type summaryForm struct {
 	// anthropic: the call carries anthropic-version (Anthropic refuses a
 	// request without one).
 	anthropic bool
+	// modelPath, when set, is the path of a call to a model, for an API
+	// that names the model in the path (Gemini's
+	// /models/{model}:generateContent); path is then unused. Its key
+	// (SummaryRequest.APIKey) goes as x-goog-api-key.
+	modelPath func(model string) string
+}
+
+// pathOf is where a call to model is posted, under the base URL.
+func (f summaryForm) pathOf(model string) string {
+	if f.modelPath != nil {
+		return f.modelPath(model)
+	}
+	return f.path
 }
 
 // The summary call's APIs (SummaryRequest.API), as the config names them.
@@ -101,21 +117,25 @@ const (
 	APIChat      = "chat"
 	APIResponses = "responses"
 	APIMessages  = "messages"
+	APIGemini    = "gemini"
 )
 
 // The headers a summary call sets besides Authorization.
 const (
 	headerAPIKey           = "X-Api-Key"
+	headerGoogleAPIKey     = "X-Goog-Api-Key"
 	headerAnthropicVersion = "Anthropic-Version"
 	headerAnthropicBeta    = "Anthropic-Beta"
 )
 
 // summaryForms are the summary call's forms by API (SummaryRequest.API).
 var summaryForms = map[string]summaryForm{
-	"":           {"/chat/completions", chat.SummaryBody, chat.ReadSummary, false},
-	APIChat:      {"/chat/completions", chat.SummaryBody, chat.ReadSummary, false},
-	APIResponses: {"/responses", responses.SummaryBody, responses.ReadSummary, false},
-	APIMessages:  {"/messages", messages.SummaryBody, messages.ReadSummary, true},
+	"":           {"/chat/completions", chat.SummaryBody, chat.ReadSummary, false, nil},
+	APIChat:      {"/chat/completions", chat.SummaryBody, chat.ReadSummary, false, nil},
+	APIResponses: {"/responses", responses.SummaryBody, responses.ReadSummary, false, nil},
+	APIMessages:  {"/messages", messages.SummaryBody, messages.ReadSummary, true, nil},
+	// Gemini's base URL is its version's (…/v1beta).
+	APIGemini: {"", gemini.SummaryBody, gemini.ReadSummary, false, gemini.SummaryPath},
 }
 
 // NewSummarizer returns a Summarizer with its own connection pool.
@@ -165,7 +185,7 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 	}
 	form, ok := summaryForms[req.API]
 	if !ok {
-		return SummaryResult{}, fmt.Errorf("compactor: summary API %q: want chat, responses or messages", req.API)
+		return SummaryResult{}, fmt.Errorf("compactor: summary API %q: want chat, responses, messages or gemini", req.API)
 	}
 	timeout := req.Timeout
 	if timeout <= 0 {
@@ -182,13 +202,14 @@ func (s *Summarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary
 	defer fasthttp.ReleaseRequest(hreq)
 	defer fasthttp.ReleaseResponse(hresp)
 	base := strings.TrimRight(req.BaseURL, "/")
-	hreq.SetRequestURI(base + form.path)
+	path := form.pathOf(req.Model)
+	hreq.SetRequestURI(base + path)
 	hreq.Header.SetMethod(fasthttp.MethodPost)
 	hreq.Header.SetContentType("application/json")
 	hreq.Header.Set(fasthttp.HeaderAccept, "application/json")
 	secret := setSummaryHeaders(&hreq.Header, req, form)
 
-	key := modelKey{base + form.path, req.Model}
+	key := modelKey{base + path, req.Model}
 	rules := s.rulesFor(key, req)
 	resent := false
 	for attempt := 0; ; attempt++ {
@@ -240,9 +261,9 @@ func (req SummaryRequest) call() wire.SummaryCall {
 func (s *Summarizer) AnswerCap(req SummaryRequest) (int, error) {
 	form, ok := summaryForms[req.API]
 	if !ok {
-		return 0, fmt.Errorf("compactor: summary API %q: want chat, responses or messages", req.API)
+		return 0, fmt.Errorf("compactor: summary API %q: want chat, responses, messages or gemini", req.API)
 	}
-	body, err := form.body(req.call(), s.rulesFor(modelKey{strings.TrimRight(req.BaseURL, "/") + form.path, req.Model}, req))
+	body, err := form.body(req.call(), s.rulesFor(modelKey{strings.TrimRight(req.BaseURL, "/") + form.pathOf(req.Model), req.Model}, req))
 	if err != nil {
 		return 0, err
 	}
@@ -263,7 +284,11 @@ func setSummaryHeaders(h *fasthttp.RequestHeader, req SummaryRequest, form summa
 		h.Set(fasthttp.HeaderAuthorization, req.Authorization)
 	}
 	if req.APIKey != "" {
-		h.Set(headerAPIKey, req.APIKey)
+		name := headerAPIKey
+		if form.modelPath != nil {
+			name = headerGoogleAPIKey
+		}
+		h.Set(name, req.APIKey)
 		secret = req.APIKey
 	}
 	if form.anthropic {

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/internal/geminipath"
 	"github.com/ctxpress/ctxpress/turn"
 
 	"github.com/ctxpress/ctxpress/wire"
 	"github.com/ctxpress/ctxpress/wire/chat"
+	"github.com/ctxpress/ctxpress/wire/gemini"
 	"github.com/ctxpress/ctxpress/wire/messages"
 	"github.com/ctxpress/ctxpress/wire/responses"
 )
@@ -25,9 +27,18 @@ type api struct {
 	// upstream), its wire.Format, and the body fields that reserve room
 	// for the answer.
 	turn turn.API
-	// streamAsks reports what a forwarded body asks of its answer: a
-	// stream, and usage in that stream.
-	streamAsks func(body []byte) (stream, usage bool)
+	// streamAsks reports what a forwarded request (its path, its body)
+	// asks of its answer: a stream, and usage in that stream.
+	streamAsks func(path, body []byte) (stream, usage bool)
+	// pathModel: the path names the model and the method (Gemini's
+	// /v1beta/models/{model}:streamGenerateContent), so a turn's format
+	// carries the model (turnOf) and the method says whether it streams.
+	pathModel bool
+	// arrayReply, when set, renders ctxpress's own answer to a stream
+	// asked for without SSE (Gemini without alt=sse: one JSON array,
+	// streamed under application/json, which relayAnswer relays as a
+	// stream).
+	arrayReply func(model, text string, now time.Time) wire.Reply
 	// parseSeesStream: the format's parse reads "stream" as streamAsks
 	// does (the first member, as gjson), so a turn it parsed as not
 	// streamed asks for no stream and its body is not read for it again.
@@ -81,7 +92,7 @@ var (
 	// chatAPI is OpenAI chat completions (POST /v1/chat/completions).
 	chatAPI = &api{
 		turn:       turn.API{Name: compaction.APIChat, Format: chat.Format{}, OutputCaps: []string{"max_completion_tokens", "max_tokens"}},
-		streamAsks: chat.StreamAsks, parseSeesStream: true,
+		streamAsks: bodyAsks(chat.StreamAsks), parseSeesStream: true,
 		askStreamUsage: chat.EnsureStreamUsage, streamOptionsRefused: chat.StreamOptionsRefused,
 		usageFromJSON: chat.UsageFromJSON,
 		watch:         func() streamWatch { return &chatWatch{} },
@@ -92,7 +103,7 @@ var (
 	// codex ≥ 0.98 speaks.
 	responsesAPI = &api{
 		turn:          turn.API{Name: compaction.APIResponses, Format: responses.Format{}, OutputCaps: []string{"max_output_tokens"}},
-		streamAsks:    responses.StreamAsks,
+		streamAsks:    bodyAsks(responses.StreamAsks),
 		usageFromJSON: responses.UsageFromJSON,
 		watch:         func() streamWatch { return &responsesWatch{} },
 		streamStart:   func() streamStarter { return &responses.StreamStart{} },
@@ -104,13 +115,44 @@ var (
 	// carry their usage; its errors are Anthropic's.
 	messagesAPI = &api{
 		turn:          turn.API{Name: compaction.APIMessages, Format: messages.Format{}, OutputCaps: []string{"max_tokens"}},
-		streamAsks:    messages.StreamAsks,
+		streamAsks:    bodyAsks(messages.StreamAsks),
 		usageFromJSON: messages.UsageFromJSON,
 		watch:         func() streamWatch { return &messagesWatch{} },
 		reply:         messages.AssistantReply,
 		errors:        anthropicShape,
 	}
+	// geminiAPI is Google's Gemini API (POST
+	// /v1beta/models/{model}:generateContent and :streamGenerateContent,
+	// under /v1 too), what Gemini CLI and the genai SDKs speak. Its
+	// streams carry their usage, as SSE (alt=sse) or one JSON array; its
+	// errors are Google's.
+	geminiAPI = &api{
+		turn: turn.API{Name: compaction.APIGemini, Format: gemini.Format{},
+			OutputCaps: []string{"generationConfig.maxOutputTokens", "generation_config.max_output_tokens"}},
+		streamAsks: func(path, _ []byte) (bool, bool) { return gemini.StreamAsks(path) }, pathModel: true,
+		usageFromJSON: gemini.UsageFromJSON,
+		watch:         func() streamWatch { return &geminiWatch{} },
+		reply:         gemini.AssistantReply, arrayReply: gemini.ArrayReply,
+		errors: googleShape,
+	}
 )
+
+// bodyAsks is streamAsks of a format whose body says it.
+func bodyAsks(asks func(body []byte) (stream, usage bool)) func(path, body []byte) (bool, bool) {
+	return func(_, body []byte) (bool, bool) { return asks(body) }
+}
+
+// turnOf is what a turn of a request on path needs of a: the format's, or
+// for a format whose path names the model, the same with the model.
+func (a *api) turnOf(path []byte) *turn.API {
+	if !a.pathModel {
+		return &a.turn
+	}
+	c, _ := geminipath.Parse(path)
+	t := a.turn
+	t.Format = gemini.Format{Model: c.Model}
+	return &t
+}
 
 // apiPaths are the conversation endpoints, by path after the base URL.
 // /v1/responses/compact, /v1/responses/input_tokens,
@@ -120,9 +162,17 @@ var (
 var apiPaths = map[string]*api{pathChatCompletions: chatAPI, pathResponses: responsesAPI, pathMessages: messagesAPI}
 
 // apiOf returns the api of a request path, with or without the /v1
-// prefix; nil for a path that is no conversation endpoint.
+// prefix, or a Gemini model's generateContent or streamGenerateContent
+// (its countTokens and every other method pass through); nil for a path
+// that is no conversation endpoint.
 func apiOf(path []byte) *api {
-	return apiPaths[string(withoutV1(path))]
+	if a := apiPaths[string(withoutV1(path))]; a != nil {
+		return a
+	}
+	if c, ok := geminipath.Parse(path); ok && c.Turn() {
+		return geminiAPI
+	}
+	return nil
 }
 
 // withoutV1 is path without its /v1 prefix: /v1/X and a bare /X are the
@@ -166,6 +216,25 @@ func (w *responsesWatch) unfinished() error {
 	default:
 		return fmt.Errorf("%w: it ended with %s", errStreamUnfinished, end)
 	}
+}
+
+// errGeminiUnfinished marks a Gemini stream that ended before a chunk
+// with a finishReason: cut short, or ended by an error, it is not a turn
+// to record.
+var errGeminiUnfinished = errors.New("the upstream's stream ended without a finishReason")
+
+// geminiWatch is a Gemini stream's watcher, SSE or a JSON array: usage
+// from the last chunk that has it, and whether one finished the answer.
+type geminiWatch struct{ gemini.StreamWatch }
+
+func (w *geminiWatch) unfinished() error {
+	switch {
+	case w.Completed():
+		return nil
+	case w.Errored():
+		return fmt.Errorf("%w: it carried an error", errGeminiUnfinished)
+	}
+	return errGeminiUnfinished
 }
 
 // errMessagesUnfinished marks a Messages stream that ended without

@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/ctxpress/ctxpress/internal/geminipath"
 	"github.com/ctxpress/ctxpress/state"
 )
 
@@ -28,7 +29,8 @@ const codeInvalidKey = "invalid_api_key"
 //
 // A client presents its key in X-Ctxpress-Key, else as "Authorization:
 // Bearer <key>", else in x-api-key (Claude Code: ANTHROPIC_API_KEY, or
-// ANTHROPIC_AUTH_TOKEN for the Bearer form). X-Ctxpress-Key, when sent,
+// ANTHROPIC_AUTH_TOKEN for the Bearer form), else in x-goog-api-key
+// (Gemini CLI: GEMINI_API_KEY). X-Ctxpress-Key, when sent,
 // is the key; without it the first of the other two holding a configured
 // key is. Every header holding a ctxpress key is removed before the
 // request is forwarded: a ctxpress key is not a provider key. The others
@@ -39,7 +41,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, x *exchange) bool {
 	h := &ctx.Request.Header
 	if len(s.cfg.AuthKeys) == 0 {
 		h.Del(HeaderClientKey) // ctxpress's own header, never the upstream's
-		x.credential = s.namespace.credential(x.credential[:0], h)
+		x.credential = s.namespace.credential(x.credential[:0], &ctx.Request)
 		return true
 	}
 	var key string
@@ -47,7 +49,9 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, x *exchange) bool {
 	if v := h.Peek(HeaderClientKey); v != nil {
 		key, ok = s.matchKey(v)
 	} else if key, ok = s.matchKey(bearerToken(h.Peek(fasthttp.HeaderAuthorization))); !ok {
-		key, ok = s.matchKey(h.Peek(HeaderAPIKey))
+		if key, ok = s.matchKey(h.Peek(HeaderAPIKey)); !ok {
+			key, ok = s.matchKey(h.Peek(geminipath.HeaderAPIKey))
+		}
 	}
 	if !ok {
 		x.status = fasthttp.StatusUnauthorized
@@ -63,6 +67,9 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, x *exchange) bool {
 	}
 	if _, own := s.matchKey(h.Peek(HeaderAPIKey)); own {
 		h.Del(HeaderAPIKey)
+	}
+	if _, own := s.matchKey(h.Peek(geminipath.HeaderAPIKey)); own {
+		h.Del(geminipath.HeaderAPIKey)
 	}
 	// The namespace hashes what a client would have sent as Authorization,
 	// so it is the same whichever header carried the key.
@@ -124,11 +131,14 @@ func parseNamespace(s string) (namespaceMode, error) {
 	return namespaceMode{}, fmt.Errorf("namespace %q: want authorization, none, or header NAME", s)
 }
 
-// credential appends what names a client's namespace to dst: the
-// configured header's value (empty when absent), or nothing for none. The
-// default, Authorization, falls back on x-api-key for a client that sends
-// no Authorization (Claude Code and the Anthropic SDKs with an API key).
-func (m namespaceMode) credential(dst []byte, h *fasthttp.RequestHeader) []byte {
+// credential appends what names the namespace of a client's request to
+// dst: the configured header's value (empty when absent), or nothing for
+// none. The default, Authorization, falls back on x-api-key for a client
+// that sends no Authorization (Claude Code and the Anthropic SDKs with an
+// API key), then on Gemini's key, in x-goog-api-key or the key= query
+// parameter (one key, one namespace, wherever it was sent).
+func (m namespaceMode) credential(dst []byte, req *fasthttp.Request) []byte {
+	h := &req.Header
 	switch {
 	case m.none:
 		return dst
@@ -136,9 +146,16 @@ func (m namespaceMode) credential(dst []byte, h *fasthttp.RequestHeader) []byte 
 		// Apart from every Authorization value: a header's value never
 		// names the namespace of a client that sends it as its key.
 		dst = append(append(append(dst, "header "...), m.header...), 0)
-	case len(h.Peek(fasthttp.HeaderAuthorization)) == 0 && len(h.Peek(HeaderAPIKey)) > 0:
+	case len(h.Peek(fasthttp.HeaderAuthorization)) > 0:
+	case len(h.Peek(HeaderAPIKey)) > 0:
 		// Apart from every Authorization value too, as the header form is.
 		return append(append(dst, "x-api-key\x00"...), h.Peek(HeaderAPIKey)...)
+	case len(h.Peek(geminipath.HeaderAPIKey)) > 0:
+		return append(append(dst, "x-goog-api-key\x00"...), h.Peek(geminipath.HeaderAPIKey)...)
+	default:
+		if key, ok := geminipath.QueryKey(req.URI().QueryString()); ok && key != "" {
+			return append(append(dst, "x-goog-api-key\x00"...), key...)
+		}
 	}
 	return append(dst, h.Peek(m.header)...)
 }

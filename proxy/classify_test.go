@@ -23,7 +23,9 @@ func TestRouteBase(t *testing.T) {
 	}{
 		{"nothing set: chat to OpenAI", Config{}, RouteChat, "https://api.openai.com/v1", "", true},
 		{"nothing set: Messages to Anthropic", Config{}, RouteMessages, "https://api.anthropic.com/v1", "", true},
+		{"nothing set: Gemini to Google", Config{}, RouteGemini, "https://generativelanguage.googleapis.com", "", true},
 		{"one upstream for all", Config{Upstream: "http://h/v1", UpstreamAPIKey: "k"}, RouteMessages, "http://h/v1", "k", false},
+		{"one upstream for all, Gemini too", Config{Upstream: "http://h/v1", UpstreamAPIKey: "k"}, RouteGemini, "http://h/v1", "k", false},
 		{"a route over the upstream", Config{Upstream: "http://h/v1", UpstreamAPIKey: "k",
 			Routes: map[string]Route{RouteMessages: {Upstream: "http://a/v1", APIKey: "ka"}}}, RouteMessages, "http://a/v1", "ka", false},
 		{"a route leaves the others on the upstream", Config{Upstream: "http://h/v1",

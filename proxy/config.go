@@ -21,16 +21,19 @@ type Config struct {
 	// directly, e.g. http://localhost:1234/v1, for every format that has
 	// no route of its own (Routes). Empty: each format goes to its
 	// provider (DefaultRoutes: chat completions and Responses to OpenAI,
-	// Messages to Anthropic). A client's /v1/X and bare /X both go to
-	// {Upstream}/X.
+	// Messages to Anthropic, Gemini to Google). A client's /v1/X and bare
+	// /X both go to {Upstream}/X; Gemini's paths carry their version, so
+	// its /v1beta/X goes to /v1beta/X on Upstream's host (under its path
+	// without a last version segment).
 	Upstream string
 	// UpstreamAPIKey, when set, replaces the client's Authorization header
 	// upstream (on the Messages API, its x-api-key, with any Authorization
-	// removed), so the provider key lives only in ctxpress; for the
+	// removed; on Gemini's, its key= query parameter, else its
+	// x-goog-api-key), so the provider key lives only in ctxpress; for the
 	// formats without a route of their own.
 	UpstreamAPIKey string
-	// Routes gives a format (RouteChat, RouteResponses, RouteMessages) an
-	// upstream of its own, over Upstream.
+	// Routes gives a format (RouteChat, RouteResponses, RouteMessages,
+	// RouteGemini) an upstream of its own, over Upstream.
 	Routes map[string]Route
 	// ProbeTimeout bounds the startup probe that finds out whether an
 	// upstream is a local model server; 0 means DefaultProbeTimeout.
@@ -138,6 +141,7 @@ const (
 	RouteChat      = "chat"
 	RouteResponses = "responses"
 	RouteMessages  = "messages"
+	RouteGemini    = "gemini"
 )
 
 // DefaultRoutes are the upstreams of the formats when neither Upstream
@@ -146,6 +150,8 @@ var DefaultRoutes = map[string]string{
 	RouteChat:      "https://api.openai.com/v1",
 	RouteResponses: "https://api.openai.com/v1",
 	RouteMessages:  "https://api.anthropic.com/v1",
+	// Gemini's paths carry their version (/v1beta/…): the base is the host.
+	RouteGemini: "https://generativelanguage.googleapis.com",
 }
 
 // Modes: Config.Mode.
@@ -196,7 +202,7 @@ func (c Config) Validate() error {
 	}
 	for name, r := range c.Routes {
 		if _, ok := DefaultRoutes[name]; !ok {
-			return fmt.Errorf("upstreams.%s: no such format; want chat, responses or messages", name)
+			return fmt.Errorf("upstreams.%s: no such format; want chat, responses, messages or gemini", name)
 		}
 		if r.Upstream == "" {
 			continue

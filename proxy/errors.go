@@ -6,6 +6,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/ctxpress/ctxpress/internal/geminipath"
+	"github.com/ctxpress/ctxpress/wire/gemini"
 	"github.com/ctxpress/ctxpress/wire/messages"
 )
 
@@ -53,15 +55,23 @@ func openAIShape(_ int, code, message string) []byte { return errorBody(code, me
 // place there.
 func anthropicShape(status int, _, message string) []byte { return messages.ErrorBody(status, message) }
 
+// googleShape is Google's shape, {"error":{"code","message","status"}},
+// the status name Google gives the HTTP status; the code has no place
+// there.
+func googleShape(status int, _, message string) []byte { return gemini.ErrorBody(status, message) }
+
 // errorShapeOf is the error shape of a client on path: its conversation
-// API's (apiOf), and Anthropic's on every other Messages path
-// (/v1/messages/count_tokens, /v1/messages/batches); OpenAI's else.
+// API's (apiOf), Anthropic's on every other Messages path
+// (/v1/messages/count_tokens, /v1/messages/batches), Google's on every
+// other Gemini path (countTokens, the model list); OpenAI's else.
 func errorShapeOf(path []byte) errorShape {
-	if a := apiOf(path); a != nil {
+	switch a := apiOf(path); {
+	case a != nil:
 		return a.errors
-	}
-	if messagesPath(path) {
+	case messagesPath(path):
 		return anthropicShape
+	case geminipath.Is(path):
+		return googleShape
 	}
 	return openAIShape
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/ctxpress/ctxpress/internal/hop"
 	"github.com/ctxpress/ctxpress/wire/chat"
 )
 
@@ -207,10 +208,10 @@ func answerAsks(ctx *fasthttp.RequestCtx, body []byte, api *api) asks {
 	if api == nil {
 		return asks{}
 	}
-	stream, usage := api.streamAsks(body)
+	stream, usage := api.streamAsks(ctx.Path(), body)
 	a := asks{turn: true, stream: stream}
 	if usage {
-		_, clientAsked := api.streamAsks(ctx.Request.Body())
+		_, clientAsked := api.streamAsks(ctx.Path(), ctx.Request.Body())
 		a.addedUsage = !clientAsked
 	}
 	return a
@@ -266,7 +267,7 @@ func (s *Server) roundTrip(ctx *fasthttp.RequestCtx, x *exchange, body []byte, a
 // answer, adding ctxpress's own.
 func (s *Server) answerHeaders(ctx *fasthttp.RequestCtx, x *exchange, resp *fasthttp.Response, o forwardOpts) {
 	resp.Header.CopyTo(&ctx.Response.Header)
-	removeHops(&ctx.Response.Header, answerHops(&resp.Header))
+	hop.Remove(&ctx.Response.Header, hop.OfAnswer(&resp.Header))
 	if o.headers != nil {
 		o.headers(&ctx.Response.Header)
 	}
@@ -283,7 +284,11 @@ func (s *Server) relayAnswer(ctx *fasthttp.RequestCtx, x *exchange, resp *fastht
 		return
 	}
 	contentLength := resp.Header.ContentLength()
-	switch relayModeOf(resp.Header.ContentType(), contentLength, o.api != nil, a.stream) {
+	mode := relayModeOf(resp.Header.ContentType(), contentLength, o.api != nil, a.stream)
+	if mode == relayWhole && a.stream && o.api != nil && o.api.arrayReply != nil && resp.StatusCode() < 300 {
+		mode = relayStream // a stream as one JSON array (Gemini without alt=sse), relayed as it arrives
+	}
+	switch mode {
 	case relayStream:
 		s.relayStream(ctx, x, resp, stream, a, o.api)
 	case relayWhole:

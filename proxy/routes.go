@@ -6,6 +6,7 @@ import (
 
 	"github.com/ctxpress/ctxpress/compaction"
 	"github.com/ctxpress/ctxpress/internal/baseurl"
+	"github.com/ctxpress/ctxpress/internal/geminipath"
 	"github.com/ctxpress/ctxpress/internal/localserver"
 )
 
@@ -26,7 +27,7 @@ type route struct {
 
 // routeNames are the formats that take a route, in the order the startup
 // lines name them.
-var routeNames = []string{RouteChat, RouteResponses, RouteMessages}
+var routeNames = []string{RouteChat, RouteResponses, RouteMessages, RouteGemini}
 
 // routeBase is the base URL and key of format name in cfg: its own route,
 // else Upstream, else its provider's API; provider reports the last.
@@ -101,13 +102,16 @@ func classify(cfg Config, name string, up *upstreamClient, provider bool) locals
 
 // routeOf is the route of a request path (with or without /v1): the
 // Messages API and under it (count_tokens) to Messages, the Responses
-// API and under it (compact, input_tokens) to Responses, anything else
+// API and under it (compact, input_tokens) to Responses, Gemini's
+// (geminipath.Is: /v1beta/…, a model's method) to Gemini's, anything else
 // (models, embeddings, chat completions) to chat's.
 func (s *Server) routeOf(path []byte) *route {
 	rest := withoutV1(path)
 	switch {
 	case messagesPath(path):
 		return s.routes[RouteMessages]
+	case geminipath.Is(path):
+		return s.routes[RouteGemini]
 	case bytes.Equal(rest, []byte(pathResponses)) || bytes.HasPrefix(rest, []byte(pathResponses+"/")):
 		return s.routes[RouteResponses]
 	}
@@ -115,11 +119,16 @@ func (s *Server) routeOf(path []byte) *route {
 }
 
 // compactionRoutes are the routes as the compaction engine knows them:
-// by API name, each format's summariser default, key and gate.
+// by API name, each format's summariser default, key and gate. Gemini's
+// summary calls go under its version's base (v1beta, as its clients').
 func compactionRoutes(routes map[string]*route) map[string]compaction.Route {
 	out := map[string]compaction.Route{}
 	for name, r := range routes {
-		out[name] = compaction.Route{Upstream: r.base, APIKey: r.apiKey, Local: r.class.Local, Gate: r.gate}
+		base := r.base
+		if name == RouteGemini {
+			base = baseurl.WithVersion(base, "v1beta")
+		}
+		out[name] = compaction.Route{Upstream: base, APIKey: r.apiKey, Local: r.class.Local, Gate: r.gate}
 	}
 	return out
 }

@@ -11,7 +11,10 @@ import (
 
 	"github.com/ctxpress/ctxpress/admin"
 	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/internal/geminipath"
 	"github.com/ctxpress/ctxpress/turn"
+	"github.com/ctxpress/ctxpress/wire"
+	"github.com/ctxpress/ctxpress/wire/gemini"
 	"github.com/ctxpress/ctxpress/wire/messages"
 )
 
@@ -36,7 +39,7 @@ const (
 // answer's status and usage (finish). A body the pipeline does not
 // understand is forwarded exactly as sent.
 func (s *Server) handleTurn(ctx *fasthttp.RequestCtx, x *exchange, a *api) {
-	t, ok := s.turns.Begin(&a.turn, ctx.Request.Body(), (*requestHeader)(&ctx.Request.Header), s.namespaces.of(x.credential))
+	t, ok := s.turns.Begin(a.turnOf(ctx.Path()), ctx.Request.Body(), (*requestHeader)(&ctx.Request.Header), s.namespaces.of(x.credential))
 	if !ok {
 		s.forward(ctx, x, ctx.Request.Body(), forwardOpts{api: a, cancellable: true})
 		return
@@ -134,11 +137,20 @@ var turnHeaderKeys = struct{ tokensBefore, tokensAfter, compacted, conversation 
 // text, in the client's format (api) and stream mode, without a
 // completion call; the caller ends the request (finish).
 func (s *Server) answerOwn(ctx *fasthttp.RequestCtx, x *exchange, a *api, t *turn.Turn, text string) {
-	reply := a.reply(t.Model(), text, t.Stream(), time.Now())
+	stream := t.Stream()
+	if a.pathModel {
+		stream, _ = a.streamAsks(ctx.Path(), nil)
+	}
+	var reply wire.Reply
+	if stream && a.arrayReply != nil && !gemini.SSEAsked(ctx.URI().QueryString()) {
+		reply = a.arrayReply(t.Model(), text, time.Now())
+	} else {
+		reply = a.reply(t.Model(), text, stream, time.Now())
+	}
 	x.status = fasthttp.StatusOK
 	ctx.SetContentType(reply.ContentType)
 	x.bytesOut = int64(len(reply.Body))
-	if !t.Stream() {
+	if !stream {
 		ctx.SetBody(reply.Body)
 		return
 	}
@@ -200,7 +212,19 @@ func (h *requestHeader) Creds() compaction.Creds {
 		APIKey:        string(rh.Peek(HeaderAPIKey)),
 		Version:       string(rh.Peek(messages.HeaderVersion)),
 		Beta:          string(bytes.Join(rh.PeekAll(messages.HeaderBeta), []byte(","))),
+		GoogleKey:     googleKey(rh),
 	}
+}
+
+// googleKey is a Gemini client's key: x-goog-api-key, else key= in the
+// query.
+func googleKey(h *fasthttp.RequestHeader) string {
+	if k := h.Peek(geminipath.HeaderAPIKey); len(k) > 0 {
+		return string(k)
+	}
+	_, query, _ := bytes.Cut(h.RequestURI(), []byte("?"))
+	k, _ := geminipath.QueryKey(query)
+	return k
 }
 
 // addAnthropicBeta makes the request's anthropic-beta headers name beta,

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"sync"
@@ -11,23 +10,10 @@ import (
 
 	"github.com/ctxpress/ctxpress/internal/baseurl"
 	"github.com/ctxpress/ctxpress/internal/envproxy"
+	"github.com/ctxpress/ctxpress/internal/geminipath"
+	"github.com/ctxpress/ctxpress/internal/hop"
 	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 )
-
-// hopHeaders are hop-by-hop headers (RFC 9110 section 7.6.1, plus the older
-// ones net/http/httputil also drops): they describe one connection and are
-// never forwarded. Headers named in a Connection header are dropped too.
-var hopHeaders = [...]string{
-	"Connection",
-	"Proxy-Connection",
-	"Keep-Alive",
-	"Proxy-Authenticate",
-	"Proxy-Authorization",
-	"Te",
-	"Trailer",
-	"Transfer-Encoding",
-	"Upgrade",
-}
 
 // upstreamClient sends requests to one upstream over pooled connections.
 type upstreamClient struct {
@@ -189,148 +175,52 @@ func (c *trackedConn) Close() error {
 // buildUpstreamRequest fills req from the client's request: method, headers
 // minus hop-by-hop ones, in the client's order, the mapped URL, and body
 // (not copied; req must not outlive ctx's request). apiKey, when set,
-// replaces the client's credential: as "Authorization: Bearer", or on the
-// Messages API as Anthropic's x-api-key (with the client's Authorization
-// removed, so the upstream sees one credential, ctxpress's).
+// replaces the client's credential: as "Authorization: Bearer", on the
+// Messages API as Anthropic's x-api-key, on Gemini's where the client put
+// its key (geminiKey); in the last two with the client's Authorization
+// removed, so the upstream sees one credential, ctxpress's. Gemini's paths
+// carry their version: they go to the upstream's host as they are
+// (baseurl.URL.TargetVersioned).
 func (u *upstreamClient) buildUpstreamRequest(ctx *fasthttp.RequestCtx, req *fasthttp.Request, body []byte, apiKey string) {
 	ctx.Request.Header.CopyTo(&req.Header)
-	removeHops(&req.Header, clientHops(&ctx.Request.Header))
+	hop.Remove(&req.Header, hop.OfRequest(&ctx.Request.Header))
+	uri := ctx.Request.URI()
+	path, query := uri.PathOriginal(), uri.QueryString()
+	gemini := geminipath.Is(ctx.Path())
 	switch {
 	case apiKey == "":
+	case gemini:
+		query = geminiKey(&req.Header, query, apiKey)
 	case messagesPath(ctx.Path()):
 		req.Header.Del(fasthttp.HeaderAuthorization)
 		req.Header.Set(HeaderAPIKey, apiKey)
 	default:
 		req.Header.Set(fasthttp.HeaderAuthorization, "Bearer "+apiKey)
 	}
-	uri := ctx.Request.URI()
 	var scratch [512]byte
-	req.SetRequestURIBytes(u.url.Target(scratch[:0], uri.PathOriginal(), uri.QueryString()))
+	if gemini {
+		req.SetRequestURIBytes(u.url.TargetVersioned(scratch[:0], path, query))
+	} else {
+		req.SetRequestURIBytes(u.url.Target(scratch[:0], path, query))
+	}
 	// The Host header follows the upstream URL, as in any reverse proxy.
 	req.Header.SetHost(u.url.Host)
 	req.SetBodyRaw(body)
 }
 
-// hopSet is a set of hopHeaders, bit i for hopHeaders[i].
-type hopSet uint16
-
-// allHops is every hop-by-hop header: what a header that cannot be read
-// ahead may hold.
-const allHops = hopSet(1)<<len(hopHeaders) - 1
-
-// headerDeleter is a request's or an answer's header.
-type headerDeleter interface {
-	Peek(string) []byte
-	Del(string)
-	DelBytes([]byte)
-}
-
-// removeHops drops the hop-by-hop headers of set, and those a Connection
-// header names when set holds Connection. Deleting an absent header costs
-// as much as deleting a present one (a key normalised, the fields
-// scanned), so the caller passes the ones present (clientHops, answerHops).
-func removeHops(h headerDeleter, set hopSet) {
-	if set&1 != 0 { // hopHeaders[0]: Connection
-		if c := h.Peek(fasthttp.HeaderConnection); len(c) > 0 {
-			// Read in place, no copies: deleting other headers leaves the
-			// Connection value's bytes where they are.
-			for rest := c; len(rest) > 0; {
-				var name []byte
-				name, rest, _ = bytes.Cut(rest, []byte(","))
-				if name = trimSpace(name); len(name) > 0 {
-					h.DelBytes(name)
-				}
-			}
-		}
+// geminiKey puts apiKey where a Gemini client put its own: in the key=
+// query parameter (the query returned has it), and in x-goog-api-key when
+// the client sent that or no key at all.
+func geminiKey(h *fasthttp.RequestHeader, query []byte, apiKey string) []byte {
+	h.Del(fasthttp.HeaderAuthorization)
+	_, inQuery := geminipath.QueryKey(query)
+	if inQuery {
+		query = geminipath.WithKey(nil, query, apiKey)
 	}
-	for i, name := range hopHeaders {
-		if set&(1<<i) != 0 {
-			h.Del(name)
-		}
+	if !inQuery || len(h.Peek(geminipath.HeaderAPIKey)) > 0 {
+		h.Set(geminipath.HeaderAPIKey, apiKey)
 	}
-}
-
-// clientHops is the set of hop-by-hop headers in the client's request h,
-// read from the raw header block it was parsed from: Connection too when
-// the connection is to close without one (HTTP/1.0), and all of them when
-// the block is gone or a trailer may follow (a body of unknown length).
-func clientHops(h *fasthttp.RequestHeader) hopSet {
-	raw := h.RawHeaders()
-	if len(raw) == 0 || h.ContentLength() < 0 {
-		return allHops
-	}
-	var set hopSet
-	if h.ConnectionClose() {
-		set |= 1
-	}
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		// A folded line's continuation (a space or tab first) names nothing.
-		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
-			continue
-		}
-		if i := bytes.IndexByte(line, ':'); i >= 0 {
-			set |= hopOf(trimSpace(line[:i]))
-		}
-	}
-	return set
-}
-
-// answerHops is clientHops for an upstream answer's headers, which keep no
-// raw block: their fields are visited instead.
-func answerHops(h *fasthttp.ResponseHeader) hopSet {
-	if h.ContentLength() < 0 {
-		return allHops
-	}
-	var set hopSet
-	if h.ConnectionClose() {
-		set |= 1
-	}
-	for name := range h.All() {
-		set |= hopOf(name)
-	}
-	return set
-}
-
-// hopOf is the set of the one hop-by-hop header called name (any case), or
-// the empty set.
-func hopOf(name []byte) hopSet {
-	switch len(name) {
-	case 2, 7, 10, 16, 17, 18, 19: // the lengths of hopHeaders' names
-	default:
-		return 0
-	}
-	for i, h := range hopHeaders {
-		if equalFold(name, h) {
-			return 1 << i
-		}
-	}
-	return 0
-}
-
-// equalFold is strings.EqualFold for ASCII names.
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		c, d := b[i], s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if 'A' <= d && d <= 'Z' {
-			d += 'a' - 'A'
-		}
-		if c != d {
-			return false
-		}
-	}
-	return true
+	return query
 }
 
 func trimSpace(b []byte) []byte {

@@ -10,8 +10,10 @@
 // It serves POST {base}/chat/completions (whole JSON or SSE, with a usage
 // chunk when stream_options.include_usage asks for one), POST
 // {base}/responses (the Responses API: whole JSON or OpenAI's SSE events,
-// see responses.go) and GET {base}/models, where {base} is any prefix
-// (clients use .../v1).
+// see responses.go), POST {base}/messages (Anthropic's, messages.go), the
+// Gemini API's {base}/v1beta/models/{model}:generateContent,
+// :streamGenerateContent and :countTokens (gemini.go), and GET
+// {base}/models, where {base} is any prefix (clients use .../v1).
 //
 // It is as strict as api.openai.com about what it refuses with a 400:
 // roles, content shapes per role, tool_calls shapes, a tool message that
@@ -78,6 +80,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/geminitest"
 	"github.com/ctxpress/ctxpress/internal/responsestest"
 )
 
@@ -160,6 +163,9 @@ type server struct {
 	stats  map[string]*kindStats
 	ledger *responsestest.Ledger // what the Responses side issued, to verify
 	anth   *anthropicState       // the Messages format's state (messages.go)
+	// geminiLedger holds the thought signatures the Gemini side issued
+	// (gemini.go).
+	geminiLedger *geminitest.Ledger
 }
 
 type kindStats struct {
@@ -174,7 +180,7 @@ type kindStats struct {
 
 func newServer(c config) (*server, error) {
 	s := &server{cfg: c, last: map[string]prompt{}, steps: map[string]int{}, stats: map[string]*kindStats{},
-		ledger: responsestest.NewLedger()}
+		ledger: responsestest.NewLedger(), geminiLedger: geminitest.NewLedger()}
 	if c.record != "" {
 		if err := os.MkdirAll(c.record, 0o755); err != nil {
 			return nil, err
@@ -189,6 +195,10 @@ func newServer(c config) (*server, error) {
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rt, ok := geminiRoute(r); ok {
+		s.gemini(w, r, rt)
+		return
+	}
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		s.chat(w, r)
@@ -233,6 +243,7 @@ type entry struct {
 	PrevParts    int       `json:"prev_parts,omitempty"`
 	Answer       string    `json:"answer,omitempty"`
 	UserAgent    string    `json:"user_agent,omitempty"`
+	Headers      []string  `json:"headers,omitempty"` // names only (Gemini requests)
 }
 
 func (s *server) session(r *http.Request) string {

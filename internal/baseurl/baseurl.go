@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/url"
 	"strings"
+
+	"github.com/ctxpress/ctxpress/internal/geminipath"
 )
 
 // URL is a parsed base URL: scheme and host, and the base path every
@@ -54,6 +56,40 @@ func (u URL) Target(dst []byte, path, query []byte) []byte {
 	dst = append(dst, u.Host...)
 	dst = append(dst, u.Base...)
 	dst = append(dst, rest...)
+	if len(query) > 0 {
+		dst = append(dst, '?')
+		dst = append(dst, query...)
+	}
+	return dst
+}
+
+// WithVersion is the base URL raw with version as its last path segment,
+// in place of a version segment it ends with (http://host/v1 with v1beta
+// is http://host/v1beta): where an API whose paths carry their version
+// (Gemini's) is served, for a caller that appends the path under it.
+func WithVersion(raw, version string) string {
+	base := strings.TrimRight(raw, "/")
+	if i := strings.LastIndexByte(base, '/'); i >= 0 && i > strings.Index(base, "://")+2 && geminipath.Versioned([]byte(base[i+1:])) {
+		base = base[:i]
+	}
+	return base + "/" + version
+}
+
+// TargetVersioned maps the path of an API whose paths carry their own
+// version (Gemini's /v1beta/… and /v1/…) to the upstream URL: the base's
+// last segment, when it is a version (http://host/v1), is left out and the
+// path appended whole, so that one base URL given for every format serves
+// Gemini's /v1beta/… from the host's /v1beta/…, not from /v1/v1beta/….
+func (u URL) TargetVersioned(dst []byte, path, query []byte) []byte {
+	base := u.Base
+	if i := strings.LastIndexByte(base, '/'); i >= 0 && geminipath.Versioned([]byte(base[i+1:])) {
+		base = base[:i]
+	}
+	dst = append(dst, u.Scheme...)
+	dst = append(dst, "://"...)
+	dst = append(dst, u.Host...)
+	dst = append(dst, base...)
+	dst = append(dst, path...)
 	if len(query) > 0 {
 		dst = append(dst, '?')
 		dst = append(dst, query...)

@@ -27,6 +27,45 @@ func TestTargetMapping(t *testing.T) {
 	}
 }
 
+func TestTargetVersioned(t *testing.T) {
+	for _, tc := range []struct{ upstream, path, query, want string }{
+		// One base URL for every format: Gemini's own version wins.
+		{"http://h:1/v1", "/v1beta/models/m:generateContent", "", "http://h:1/v1beta/models/m:generateContent"},
+		{"http://h:1/v1/", "/v1beta/models/m:streamGenerateContent", "alt=sse", "http://h:1/v1beta/models/m:streamGenerateContent?alt=sse"},
+		{"http://h:1/v1", "/v1/models/m:generateContent", "", "http://h:1/v1/models/m:generateContent"},
+		// Google's own API, given with or without a version.
+		{"https://generativelanguage.googleapis.com", "/v1beta/models", "", "https://generativelanguage.googleapis.com/v1beta/models"},
+		{"https://generativelanguage.googleapis.com/v1beta", "/v1/models/m:generateContent", "", "https://generativelanguage.googleapis.com/v1/models/m:generateContent"},
+		// A gateway's prefix stays; only a version segment goes.
+		{"https://gw/api/gemini", "/v1beta/models", "", "https://gw/api/gemini/v1beta/models"},
+		{"https://gw/api/gemini/v1beta", "/v1beta/models", "", "https://gw/api/gemini/v1beta/models"},
+		{"https://gw/v1x", "/v1beta/models", "", "https://gw/v1x/v1beta/models"},
+	} {
+		u, err := Parse(tc.upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(u.TargetVersioned(nil, []byte(tc.path), []byte(tc.query))); got != tc.want {
+			t.Errorf("%s + %s = %s, want %s", tc.upstream, tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestWithVersion(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://h:1/v1":  "http://h:1/v1beta",
+		"http://h:1/v1/": "http://h:1/v1beta",
+		"https://generativelanguage.googleapis.com":        "https://generativelanguage.googleapis.com/v1beta",
+		"https://generativelanguage.googleapis.com/v1beta": "https://generativelanguage.googleapis.com/v1beta",
+		"https://gw/api/gemini":                            "https://gw/api/gemini/v1beta",
+		"http://v1":                                        "http://v1/v1beta",
+	} {
+		if got := WithVersion(raw, "v1beta"); got != want {
+			t.Errorf("WithVersion(%s) = %s, want %s", raw, got, want)
+		}
+	}
+}
+
 func TestSameUpstream(t *testing.T) {
 	rows := []struct {
 		a, b string

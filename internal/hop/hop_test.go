@@ -1,4 +1,4 @@
-package proxy
+package hop
 
 import (
 	"bufio"
@@ -10,8 +10,8 @@ import (
 
 // removeHopHeaders drops every hop-by-hop header and those a Connection
 // header names, present or not: what ctxpress did before it looked which
-// are present, the reference removeHops of the present ones must equal.
-func removeHopHeaders(h headerDeleter) { removeHops(h, allHops) }
+// are present, the reference Remove of the present ones must equal.
+func removeHopHeaders(h Header) { Remove(h, All) }
 
 func TestHopOfKnowsEveryHopByHopHeaderInAnyCase(t *testing.T) {
 	for _, row := range []struct {
@@ -34,8 +34,8 @@ func TestHopOfKnowsEveryHopByHopHeaderInAnyCase(t *testing.T) {
 		{"X-Connection", false},
 		{"", false},
 	} {
-		if got := hopOf([]byte(row.name)) != 0; got != row.hop {
-			t.Errorf("hopOf(%q) != 0 is %v, want %v", row.name, got, row.hop)
+		if got := Of([]byte(row.name)) != 0; got != row.hop {
+			t.Errorf("Of(%q) != 0 is %v, want %v", row.name, got, row.hop)
 		}
 	}
 }
@@ -75,7 +75,7 @@ func TestRemovingOnlyThePresentHopHeadersOfARequestRemovesWhatRemovingAllDoes(t 
 				req.Header.CopyTo(&all)
 				req.Header.CopyTo(&present)
 				removeHopHeaders(&all)
-				removeHops(&present, clientHops(&req.Header))
+				Remove(&present, OfRequest(&req.Header))
 				if a, p := all.String(), present.String(); a != p {
 					t.Errorf("%q:\nall removed:\n%s\npresent removed:\n%s", raw, a, p)
 				}
@@ -97,7 +97,7 @@ func TestRemovingOnlyThePresentHopHeadersOfAnAnswerRemovesWhatRemovingAllDoes(t 
 				resp.Header.CopyTo(&all)
 				resp.Header.CopyTo(&present)
 				removeHopHeaders(&all)
-				removeHops(&present, answerHops(&resp.Header))
+				Remove(&present, OfAnswer(&resp.Header))
 				if a, p := all.String(), present.String(); a != p {
 					t.Errorf("%q:\nall removed:\n%s\npresent removed:\n%s", raw, a, p)
 				}
@@ -120,7 +120,7 @@ func BenchmarkClientHops(b *testing.B) {
 	b.Run("present", func(b *testing.B) {
 		for b.Loop() {
 			req.Header.CopyTo(&h)
-			removeHops(&h, clientHops(&req.Header))
+			Remove(&h, OfRequest(&req.Header))
 		}
 	})
 	b.Run("all", func(b *testing.B) {
