@@ -42,7 +42,11 @@ const (
 //
 // Parts with a thoughtSignature, and thought parts, of model contents are
 // bound (Item.Bound), and a history with any signature, or a request that
-// configures thinking, is Bound (signature.go).
+// configures thinking, is Bound (signature.go). A parse continues from the
+// last request's (wire.Resumer): Google's SDKs send contents first.
+//
+// The model and whether the request streams are in the path, not in the
+// body: the shell gives them as Model and Stream.
 type Format struct {
 	// Model is the model the request's path names; it becomes the
 	// conversation's Model. "" takes the body's own "model" member, if
