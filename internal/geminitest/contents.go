@@ -115,6 +115,12 @@ func readPart(path string, raw json.RawMessage) (part, *Error) {
 		}
 		p.Kind = k
 	}
+	if _, signed := m["thoughtSignature"]; p.Kind == "" && signed {
+		// A streamed text's last part is {"text":"", "thoughtSignature":…};
+		// Google's SDKs send it back without the empty text, and the API
+		// takes it.
+		p.Kind = "signature"
+	}
 	if p.Kind == "" {
 		return p, invalid("* GenerateContentRequest.%s.data: required oneof field 'data' must have one initialized field\n", path)
 	}

@@ -153,7 +153,9 @@ func Check(body []byte, o Options) (*Request, *Error) {
 	if err := readTools(top["tools"], r); err != nil {
 		return nil, err
 	}
-	readThinking(top["generationConfig"], r)
+	if err := readGeneration(top["generationConfig"], r); err != nil {
+		return nil, err
+	}
 	cs, cerr := readContents(top["contents"])
 	if cerr != nil {
 		return nil, cerr
@@ -285,16 +287,59 @@ func lowerTypes(s map[string]any) map[string]any {
 	return s
 }
 
-func readThinking(raw json.RawMessage, r *Request) {
+// generationKeys are GenerationConfig's fields, thinkingKeys
+// ThinkingConfig's; thinkingLevels the levels Gemini 3 takes.
+var (
+	generationKeys = map[string]bool{"stopSequences": true, "responseMimeType": true, "responseSchema": true,
+		"responseJsonSchema": true, "_responseJsonSchema": true, "responseModalities": true, "candidateCount": true,
+		"maxOutputTokens": true, "temperature": true, "topP": true, "topK": true, "seed": true, "presencePenalty": true,
+		"frequencyPenalty": true, "responseLogprobs": true, "logprobs": true, "enableEnhancedCivicAnswers": true,
+		"speechConfig": true, "thinkingConfig": true, "imageConfig": true, "mediaResolution": true, "routingConfig": true,
+		"audioTimestamp": true, "enableAffectiveDialog": true, "modelSelectionConfig": true}
+	thinkingKeys   = map[string]bool{"includeThoughts": true, "thinkingBudget": true, "thinkingLevel": true}
+	thinkingLevels = map[string]bool{"MINIMAL": true, "LOW": true, "MEDIUM": true, "HIGH": true, "THINKING_LEVEL_UNSPECIFIED": true}
+)
+
+// readGeneration checks generationConfig's fields and reads whether
+// thoughts are included.
+func readGeneration(raw json.RawMessage, r *Request) *Error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
 	gc, err := object(raw)
 	if err != nil {
-		return
+		return invalid("Invalid JSON payload received. Invalid value at 'generation_config': %v", err)
 	}
-	tc, err := object(gc["thinkingConfig"])
+	for _, k := range sortedKeys(gc) {
+		if !generationKeys[k] {
+			return invalid("Invalid JSON payload received. Unknown name %q at 'generation_config': Cannot find field.", k)
+		}
+	}
+	raw, ok := gc["thinkingConfig"]
+	if !ok {
+		return nil
+	}
+	tc, err := object(raw)
 	if err != nil {
-		return
+		return invalid("Invalid JSON payload received. Invalid value at 'generation_config.thinking_config': %v", err)
+	}
+	for _, k := range sortedKeys(tc) {
+		if !thinkingKeys[k] {
+			return invalid("Invalid JSON payload received. Unknown name %q at 'generation_config.thinking_config': Cannot find field.", k)
+		}
+	}
+	_, budget := tc["thinkingBudget"]
+	if level, ok := tc["thinkingLevel"]; ok {
+		var l string
+		if json.Unmarshal(level, &l) != nil || !thinkingLevels[strings.ToUpper(l)] {
+			return invalid("Invalid value at 'generation_config.thinking_config.thinking_level' (type.googleapis.com/google.ai.generativelanguage.v1beta.ThinkingConfig.ThinkingLevel), %s", level)
+		}
+		if budget {
+			return invalid("You can only set only one of thinking budget and thinking level.")
+		}
 	}
 	_ = json.Unmarshal(tc["includeThoughts"], &r.IncludeThoughts)
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -107,8 +107,9 @@ func (r Reply) Whole() []byte {
 }
 
 // Chunks are the streamed answer: the thought, then a text in two
-// pieces (the signature on the last) or the calls in one chunk; every
-// chunk carries usageMetadata, the last the full one with finishReason.
+// pieces and its signature on an empty text part of its own (as Gemini 3
+// streams it), or the calls in one chunk; every chunk carries
+// usageMetadata, the last the full one with finishReason.
 func (r Reply) Chunks() [][]byte {
 	var out []map[string]any
 	if t := r.thoughtPart(); t != nil {
@@ -116,13 +117,15 @@ func (r Reply) Chunks() [][]byte {
 	}
 	last := r.Parts
 	if text, ok := r.Parts[0]["text"].(string); ok && len(r.Parts) == 1 {
-		if i := strings.IndexByte(text, ' '); i > 0 {
-			out = append(out, r.chunk([]map[string]any{{"text": text[:i+1]}}, false))
-			rest := map[string]any{"text": text[i+1:]}
-			if sig, ok := r.Parts[0]["thoughtSignature"]; ok {
-				rest["thoughtSignature"] = sig
+		i := strings.IndexByte(text, ' ') + 1
+		for _, piece := range []string{text[:i], text[i:]} {
+			if piece != "" {
+				out = append(out, r.chunk([]map[string]any{{"text": piece}}, false))
 			}
-			last = []map[string]any{rest}
+		}
+		last = []map[string]any{{"text": ""}}
+		if sig, ok := r.Parts[0]["thoughtSignature"]; ok {
+			last[0]["thoughtSignature"] = sig
 		}
 	}
 	out = append(out, r.chunk(last, true))

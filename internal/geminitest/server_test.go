@@ -161,10 +161,10 @@ func TestServerAnswersAsGoogleDoes(t *testing.T) {
 
 	code, h, got := raw(t, "POST", base+"gemini-3-flash-preview:streamGenerateContent?alt=sse", "k", body)
 	events := strings.Split(strings.TrimSuffix(got, "\r\n\r\n"), "\r\n\r\n")
-	if code != 200 || h.Get("Content-Type") != "text/event-stream" || len(events) != 2 {
+	if code != 200 || h.Get("Content-Type") != "text/event-stream" || len(events) != 3 {
 		t.Fatalf("sse: %d %q", code, got)
 	}
-	last := strings.TrimPrefix(events[1], "data: ")
+	last := strings.TrimPrefix(events[2], "data: ")
 	var chunk struct {
 		Candidates []struct {
 			Content struct {
@@ -177,14 +177,14 @@ func TestServerAnswersAsGoogleDoes(t *testing.T) {
 	if err := json.Unmarshal([]byte(last), &chunk); err != nil {
 		t.Fatal(err)
 	}
-	if chunk.Candidates[0].FinishReason != "STOP" || chunk.Candidates[0].Content.Parts[0]["thoughtSignature"] == nil ||
+	if p := chunk.Candidates[0].Content.Parts[0]; chunk.Candidates[0].FinishReason != "STOP" || p["thoughtSignature"] == nil || p["text"] != "" ||
 		chunk.Usage["candidatesTokenCount"] == nil || chunk.Usage["cachedContentTokenCount"] == nil {
 		t.Fatalf("last event: %s", last)
 	}
 
 	code, _, got = raw(t, "POST", base+"gemini-3-flash-preview:streamGenerateContent", "k", body)
 	var arr []json.RawMessage
-	if code != 200 || json.Unmarshal([]byte(got), &arr) != nil || len(arr) != 2 {
+	if code != 200 || json.Unmarshal([]byte(got), &arr) != nil || len(arr) != 3 {
 		t.Fatalf("array stream: %d %s", code, got)
 	}
 

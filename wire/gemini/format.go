@@ -36,21 +36,30 @@ const (
 // content answers the k-th call named N in the model content before it, so
 // such a call's CallID is "N#k" and its response takes the CallID of the
 // call it answers (parallel calls of one tool, which a pairing by name
-// alone would mix up, stay apart).
+// alone would mix up, stay apart). A response whose id no call before it
+// has (Gemini CLI answers a call the API sent without an id with an id of
+// its own making) pairs by order and name too.
 //
 // Parts with a thoughtSignature, and thought parts, of model contents are
 // bound (Item.Bound), and a history with any signature, or a request that
-// configures thinking, is Bound (signature.go).
+// configures thinking, is Bound (signature.go). A parse continues from the
+// last request's (wire.Resumer): Google's SDKs send contents first.
+//
+// The model and whether the request streams are in the path, not in the
+// body: the shell gives them as Model and Stream.
 type Format struct {
 	// Model is the model the request's path names; it becomes the
 	// conversation's Model. "" takes the body's own "model" member, if
 	// any (the REST API needs none).
 	Model string
+	// Stream is whether the path's method streams (StreamAsks); it becomes
+	// the conversation's Stream.
+	Stream bool
 }
 
 var (
-	_ wire.Format = Format{}
-	_ wire.Binder = Format{}
+	_ wire.Resumer = Format{}
+	_ wire.Binder  = Format{}
 )
 
 // Name names the format.
@@ -63,26 +72,82 @@ func (f Format) Parse(body []byte) (*wire.Conversation, bool) {
 	if !ok || !req.ContentsArray.Exists() || body[req.ContentsArray.Start] != '[' {
 		return &wire.Conversation{Body: body}, false
 	}
+	c := f.conversation(req)
+	c.Messages = make([]wire.Message, 0, len(req.Contents))
+	return finish(c, req, nil), true
+}
+
+// Resume is Parse continued from prev at the end of one of its contents
+// (see wire.Resumer): the top-level members before contents and the
+// contents up to at are prev's; the rest is read from body.
+func (f Format) Resume(body []byte, prev *wire.Conversation, at int) (*wire.Conversation, bool, int) {
+	t, ok := prev.Resume.(*top)
+	k := prev.MessagesEndingAt(at)
+	if !ok || k == 0 {
+		c, chat := f.Parse(body)
+		return c, chat, 0
+	}
+	req := &Request{Body: body, Model: t.model, SystemInstruction: t.system, Tools: t.tools,
+		ToolConfig: t.toolConfig, GenerationConfig: t.generation, top: *t}
+	end := wire.WalkArrayAfter(body, at, req.content)
+	req.ContentsArray = Span{Start: t.array, End: end}
+	wire.WalkObjectAfter(body, end, req.member)
+	if req.ContentsArray.Start != t.array {
+		c, chat := f.Parse(body) // a later contents replaces this one
+		return c, chat, 0
+	}
+	c := f.conversation(req)
+	c.TakeMessages(prev, k, len(req.Contents))
+	return finish(c, req, callsOf(prev, k-1)), true, k
+}
+
+// conversation is the conversation of req, a request with a contents
+// array, before its contents are added.
+func (f Format) conversation(req *Request) *wire.Conversation {
 	model := f.Model
 	if model == "" {
 		model = req.Model
 	}
-	c := &wire.Conversation{Body: body, Model: model, Priming: replyPriming, SystemSlot: true,
-		Messages: make([]wire.Message, 0, len(req.Contents))}
+	resume := req.top // not &req.top: a remembered parse keeps it, and never the body
+	c := &wire.Conversation{Body: req.Body, Model: model, Stream: f.Stream, Priming: replyPriming, SystemSlot: true, Resume: &resume}
 	for _, s := range []Span{req.SystemInstruction, req.Tools, req.ToolConfig} {
 		if s.Exists() {
 			c.Counted = append(c.Counted, s)
 		}
 	}
-	var prev map[string][]string // the calls of the last model content, by name
+	return c
+}
+
+// finish adds req's contents to c, prev being the calls of the model
+// content before them (callsOf), and returns c bound when the request
+// configures thinking or any of its parts is bound.
+func finish(c *wire.Conversation, req *Request, prev map[string][]string) *wire.Conversation {
 	for i := range req.Contents {
 		prev = addContent(c, &req.Contents[i], prev)
 	}
-	c.Bound = thinkingOn(body, req.GenerationConfig)
+	c.Bound = thinkingOn(c.Body, req.GenerationConfig)
 	for _, it := range c.Items {
 		c.Bound = c.Bound || it.Bound
 	}
-	return c, true
+	return c
+}
+
+// callsOf is the CallIDs of message m's calls by name when it is the
+// model's (addContent's prev); nil otherwise.
+func callsOf(c *wire.Conversation, m int) map[string][]string {
+	if m < 0 || c.Messages[m].Role != wire.RoleAssistant {
+		return nil
+	}
+	var calls map[string][]string
+	for _, it := range c.ItemsOf(m) {
+		if it.Kind == wire.KindToolCall {
+			if calls == nil {
+				calls = map[string][]string{}
+			}
+			calls[it.Tool] = append(calls[it.Tool], it.CallID)
+		}
+	}
+	return calls
 }
 
 // addContent adds content m and its parts to c. prev are the CallIDs of
@@ -129,10 +194,10 @@ func addContent(c *wire.Conversation, m *Content, prev map[string][]string) map[
 			seen[p.Name]++
 			id := p.ID
 			switch {
-			case id != "":
+			case id != "" && answers(prev, p.Name, id):
 			case k < len(prev[p.Name]):
 				id = prev[p.Name][k]
-			default:
+			case id == "":
 				id = p.Name + "#" + strconv.Itoa(k+1)
 			}
 			it.Kind, it.CallID, it.Tool, it.Content = wire.KindToolResult, id, p.Name, p.Response
@@ -143,6 +208,17 @@ func addContent(c *wire.Conversation, m *Content, prev map[string][]string) map[
 	msg.Items.End = len(c.Items)
 	c.Messages = append(c.Messages, msg)
 	return calls
+}
+
+// answers reports whether the calls named name of the model content before
+// (prev) include one whose CallID is id.
+func answers(prev map[string][]string, name, id string) bool {
+	for _, c := range prev[name] {
+		if c == id {
+			return true
+		}
+	}
+	return false
 }
 
 // thinkingOn reports whether generationConfig configures thinking other

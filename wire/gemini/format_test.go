@@ -120,6 +120,13 @@ func TestPairingByOrderAndName(t *testing.T) {
 			`{"contents":[{"role":"model","parts":[{"functionCall":{"id":"x","name":"a"}},{"functionCall":{"id":"y","name":"a"}}]},` +
 				`{"role":"user","parts":[{"functionResponse":{"id":"y","name":"a","response":{}}},{"functionResponse":{"name":"a","response":{}}}]}]}`,
 			[]string{"x", "y", "y", "y"}},
+		{"Gemini CLI: a call without id, its response with an id of the client's",
+			`{"contents":[{"role":"model","parts":[{"functionCall":{"name":"ls","args":{}},"thoughtSignature":"QQ=="}]},` +
+				`{"role":"user","parts":[{"functionResponse":{"id":"ls-1733000000000-4f2a","name":"ls","response":{"output":"x"}}}]}]}`,
+			[]string{"ls#1", "ls#1"}},
+		{"a response to no call keeps its id",
+			`{"contents":[{"role":"user","parts":[{"functionResponse":{"id":"z","name":"ls","response":{}}}]}]}`,
+			[]string{"z"}},
 		{"each turn's calls pair with the next content only",
 			`{"contents":[{"role":"model","parts":[{"functionCall":{"name":"a"}}]},{"role":"user","parts":[{"functionResponse":{"name":"a","response":{}}}]},` +
 				`{"role":"model","parts":[{"functionCall":{"name":"a"}}]},{"role":"user","parts":[{"functionResponse":{"name":"a","response":{}}}]}]}`,

@@ -64,6 +64,7 @@ type Request struct {
 	// ContentsArray is the contents value; Contents are its elements.
 	ContentsArray Span
 	Contents      []Content
+	top           top
 }
 
 // canon is a member name in the API's camelCase: proto JSON takes the
@@ -120,37 +121,54 @@ func parseValid(body []byte) (*Request, bool) {
 		return nil, false
 	}
 	req := &Request{Body: body}
-	wire.WalkObject(body, i, func(k Span, vs int) int {
-		name := canon(wire.KeyName(body, k))
-		if name == "contents" && body[vs] == '[' {
-			req.Contents = nil
-			ve := wire.WalkArray(body, vs, func(cs int) int {
-				c := readContent(body, cs)
-				req.Contents = append(req.Contents, c)
-				return c.Span.End
-			})
-			req.ContentsArray = Span{Start: vs, End: ve}
-			return ve
-		}
-		ve := wire.ValueEnd(body, vs)
-		v := Span{Start: vs, End: ve}
-		switch name {
-		case "model":
-			req.Model, _ = wire.StringValue(body, v)
-		case "systemInstruction":
-			req.SystemInstruction = v
-		case "tools":
-			req.Tools = v
-		case "toolConfig":
-			req.ToolConfig = v
-		case "generationConfig":
-			req.GenerationConfig = v
-		case "contents":
-			req.ContentsArray, req.Contents = v, nil
-		}
-		return ve
-	})
+	wire.WalkObject(body, i, req.member)
 	return req, true
+}
+
+// top is what the top-level walk has read when contents opens: where
+// Format.Resume continues from.
+type top struct {
+	model                                 string
+	system, tools, toolConfig, generation Span
+	array                                 int // where the contents array opens
+}
+
+// member reads one top-level member of req's body (WalkObject's fn).
+func (req *Request) member(k Span, vs int) int {
+	body := req.Body
+	name := canon(wire.KeyName(body, k))
+	if name == "contents" && body[vs] == '[' {
+		req.top = top{model: req.Model, system: req.SystemInstruction, tools: req.Tools,
+			toolConfig: req.ToolConfig, generation: req.GenerationConfig, array: vs}
+		req.Contents = nil
+		ve := wire.WalkArray(body, vs, req.content)
+		req.ContentsArray = Span{Start: vs, End: ve}
+		return ve
+	}
+	ve := wire.ValueEnd(body, vs)
+	v := Span{Start: vs, End: ve}
+	switch name {
+	case "model":
+		req.Model, _ = wire.StringValue(body, v)
+	case "systemInstruction":
+		req.SystemInstruction = v
+	case "tools":
+		req.Tools = v
+	case "toolConfig":
+		req.ToolConfig = v
+	case "generationConfig":
+		req.GenerationConfig = v
+	case "contents":
+		req.ContentsArray, req.Contents = v, nil
+	}
+	return ve
+}
+
+// content reads one element of req's contents (WalkArray's fn).
+func (req *Request) content(cs int) int {
+	c := readContent(req.Body, cs)
+	req.Contents = append(req.Contents, c)
+	return c.Span.End
 }
 
 // readContent reads the element of contents that starts at body[i].

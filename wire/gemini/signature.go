@@ -77,8 +77,11 @@ func (Format) LeaveOut(c *wire.Conversation, m int, count wire.Count) ([]wire.Ed
 
 // DropMismatched reports false: the Gemini API has no setting that drops
 // the parts whose prefix changed, and rewriting every signature of the
-// kept tool loop would be an edit over the whole of it. The current turn's
+// kept tool loop would be an edit over the whole of it. The loop's
 // signatures stay as the model minted them: Google validates their
-// presence and integrity there, and a dummy in their place would take the
-// model's thoughts from it mid-loop.
+// presence and integrity (signatures are bound to the API that minted
+// them, not to the prefix: Gemini CLI sends its active loop's with their
+// signatures after compressing the history before them, and strips them
+// only when it changes from one Google backend to the other), and a dummy
+// in their place would take the model's thoughts from it mid-loop.
 func (Format) DropMismatched(*wire.Conversation) (wire.Edit, bool) { return wire.Edit{}, false }
