@@ -17,7 +17,8 @@
 //     response) the first functionCall part of each model step carries a
 //     thoughtSignature; with a Ledger, every signature sent back is one the
 //     upstream issued, on the part it was issued on, byte for byte
-//     ("Corrupted thought signature.").
+//     ("Corrupted thought signature."), and with BindPrefix after the
+//     prompt it was issued after.
 //
 // Server (server.go) answers like the API: JSON, SSE with alt=sse, a JSON
 // array streamed without it, countTokens, the model list, and a key
@@ -79,6 +80,12 @@ type Options struct {
 	// Ledger holds the signatures the upstream issued; nil accepts any
 	// signature that is present.
 	Ledger *Ledger
+	// BindPrefix refuses a signature sent after another prompt
+	// (systemInstruction, tools and the contents before its own) than the
+	// one its answer was produced after. Google does not document such a
+	// check; this is the strictest reading, for rewrites that must leave
+	// every kept signature's prefix as it was.
+	BindPrefix bool
 	// CountTokens checks a countTokens body: contents alone, or a whole
 	// request under generateContentRequest; no signature checks.
 	CountTokens bool
@@ -178,7 +185,7 @@ func Check(body []byte, o Options) (*Request, *Error) {
 		}
 	}
 	if o.Ledger != nil {
-		n, err := o.Ledger.verify(cs)
+		n, err := o.Ledger.verify(cs, r, o.BindPrefix)
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,8 @@ type Server struct {
 	// gemini-3-flash-preview.
 	Models []string
 	Ledger *Ledger
+	// BindPrefix: see Options.BindPrefix.
+	BindPrefix bool
 
 	mu      sync.Mutex // guards all below
 	prompts [][]byte
@@ -80,7 +82,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	count := rt.Method == "countTokens"
-	req, cerr := Check(body, Options{Signatures: RequiresSignatures(rt.Model), Ledger: s.Ledger, CountTokens: count})
+	req, cerr := Check(body, Options{Signatures: RequiresSignatures(rt.Model), Ledger: s.Ledger,
+		BindPrefix: s.BindPrefix, CountTokens: count})
 	if cerr != nil {
 		refuse(cerr)
 		return
@@ -100,7 +103,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if RequiresSignatures(rt.Model) {
 		l = s.Ledger
 	}
-	rep := NewReply(l, rt.Model, fmt.Sprintf("resp-%d", len(s.Entries())+1), req.IncludeThoughts, text, calls)
+	rep := NewReply(l, req, rt.Model, fmt.Sprintf("resp-%d", len(s.Entries())+1), text, calls)
 	rep.Usage.Prompt = tokens(len(req.Prompt))
 	rep.Usage.Cached = s.cached(req.Prompt) / 4
 	e.Usage = rep.Usage

@@ -27,6 +27,7 @@ func start(t *testing.T) (*Server, *genai.Client) {
 	t.Helper()
 	s := NewServer()
 	s.Script = loop
+	s.BindPrefix = true // the loop only appends: every prefix stays as issued
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "test-key", Backend: genai.BackendGeminiAPI,
