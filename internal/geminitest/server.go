@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -16,8 +18,8 @@ type Server struct {
 	// Script answers an accepted request with a text or function calls;
 	// nil answers "OK".
 	Script func(model string, r *Request) (text string, calls []Call)
-	// Models are listed by GET /v1beta/models; nil lists
-	// gemini-3-flash-preview.
+	// Models are listed by GET /v1beta/models, and any other is Google's
+	// 404; nil lists gemini-3-flash-preview and takes any model.
 	Models []string
 	Ledger *Ledger
 	// BindPrefix: see Options.BindPrefix.
@@ -74,6 +76,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.record(e)
 		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 		_, _ = w.Write(ModelList(models...))
+		return
+	}
+	if s.Models != nil && !slices.Contains(s.Models, rt.Model) {
+		refuse(&Error{Code: http.StatusNotFound, Status: "NOT_FOUND", Message: fmt.Sprintf("models/%s is not found for API version %s, or is not supported for %s. Call ListModels to see the list of available models and their supported methods.", rt.Model, version(r.URL.Path), rt.Method)})
 		return
 	}
 	body, rerr := io.ReadAll(r.Body)
@@ -139,4 +145,12 @@ func CommonPrefix(a, b []byte) int {
 		}
 	}
 	return n
+}
+
+// version is the API version a path names.
+func version(path string) string {
+	if strings.HasPrefix(path, "/v1beta/") {
+		return "v1beta"
+	}
+	return "v1"
 }

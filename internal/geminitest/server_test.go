@@ -193,6 +193,11 @@ func TestServerAnswersAsGoogleDoes(t *testing.T) {
 	if code != 200 || !strings.Contains(got, `"name":"models/gemini-3-flash-preview"`) {
 		t.Fatalf("models: %d %s", code, got)
 	}
+	s.Models = []string{"gemini-3-flash-preview"}
+	code, _, got = raw(t, "POST", base+"gemini-4-ultra:generateContent", "k", body)
+	if code != 404 || !strings.Contains(got, "models/gemini-4-ultra is not found for API version v1beta, or is not supported for generateContent.") {
+		t.Fatalf("unknown model: %d %s", code, got)
+	}
 	code, _, got = raw(t, "POST", base+"gemini-3-flash-preview:generateContent", "k", string(req(join(ask, unsigned, resultLs))))
 	if code != 400 || !strings.Contains(got, "position 2") {
 		t.Fatalf("unsigned: %d %s", code, got)
