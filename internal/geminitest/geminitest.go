@@ -5,9 +5,14 @@
 //
 // Rules (the API's wording where it was seen in reports, see contents.go):
 //   - the body is proto JSON: a field may be spelled lowerCamel or
-//     snake_case, an unknown one is refused (`Unknown name "x"`);
+//     snake_case, an unknown one is refused (`Unknown name "x"`) at the
+//     top, in contents, parts, function calls and responses,
+//     generationConfig and thinkingConfig; a thinking level Google does not
+//     know, or a level with a budget, is refused;
 //   - contents not empty, roles user and model only, no content without
-//     parts, every part holding one data field;
+//     parts, every part holding one data field (or only a signature, as
+//     Google's SDKs send a streamed text's last part back); a call's args
+//     and a response's response are objects (protobuf Structs);
 //   - a model content with functionCall parts comes after a user content,
 //     and the very next content answers each call with a functionResponse
 //     part (by id when the call has one, else by name in order) before any
