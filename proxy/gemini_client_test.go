@@ -93,3 +93,29 @@ func TestGoogleGoClientThroughTheProxy(t *testing.T) {
 		})
 	}
 }
+
+// The streamed JSON array (streamGenerateContent without alt=sse) and the
+// whole JSON answer reach a raw client as the fake sent them, and a
+// request without a key gets Google's 403 from the upstream.
+func TestGeminiStreamedArrayThroughTheProxy(t *testing.T) {
+	fake := geminitest.NewServer()
+	fake.Script = func(string, *geminitest.Request) (string, []geminitest.Call) { return "Three words here.", nil }
+	up := httptest.NewServer(fake)
+	t.Cleanup(up.Close)
+	p := startProxy(t, Config{Upstream: up.URL + "/v1"})
+	body := `{"contents":[{"role":"user","parts":[{"text":"Say three words."}]}]}`
+	key := map[string]string{"x-goog-api-key": "k"}
+	code, got := sendGemini(t, "POST", p.URL+"/v1beta/models/gemini-3-flash-preview:streamGenerateContent", key, body)
+	var chunks []map[string]any
+	if code != 200 || json.Unmarshal([]byte(got), &chunks) != nil || len(chunks) != 3 || chunks[2]["usageMetadata"] == nil {
+		t.Fatalf("streamed array: %d %s", code, got)
+	}
+	code, got = sendGemini(t, "POST", p.URL+"/v1beta/models/gemini-3-flash-preview:generateContent", key, body)
+	if code != 200 || !strings.Contains(got, `"text":"Three words here.","thoughtSignature":"`) {
+		t.Fatalf("JSON: %d %s", code, got)
+	}
+	code, got = sendGemini(t, "POST", p.URL+"/v1beta/models/gemini-3-flash-preview:generateContent", nil, body)
+	if code != 403 || !strings.Contains(got, `"status": "PERMISSION_DENIED"`) {
+		t.Fatalf("no key: %d %s", code, got)
+	}
+}

@@ -68,7 +68,8 @@ func (s *server) geminiTurn(r *http.Request, rt geminitest.Route, body []byte, r
 	}
 	count := rt.Method == "countTokens"
 	signed := geminitest.RequiresSignatures(rt.Model)
-	req, cerr := geminitest.Check(body, geminitest.Options{Signatures: signed, Ledger: s.geminiLedger, CountTokens: count})
+	req, cerr := geminitest.Check(body, geminitest.Options{Signatures: signed, Ledger: s.geminiLedger,
+		BindPrefix: s.cfg.geminiBindPrefix, CountTokens: count})
 	if req != nil {
 		e.Messages = req.Contents
 		e.Kind = kindOf(askText(req.LastUser), len(req.Tools))
@@ -109,7 +110,7 @@ func (s *server) geminiTurn(r *http.Request, rt geminitest.Route, body []byte, r
 	if signed {
 		ledger = s.geminiLedger
 	}
-	rep := geminitest.NewReply(ledger, rt.Model, fmt.Sprintf("scripted-%d", s.n), req.IncludeThoughts, a.Text, calls)
+	rep := geminitest.NewReply(ledger, req, rt.Model, fmt.Sprintf("scripted-%d", s.n), a.Text, calls)
 	rep.Usage.Prompt, rep.Usage.Cached = u.Prompt, u.Cached
 	sse := r.URL.Query().Get("alt") == "sse"
 	return func(w http.ResponseWriter) { rep.Write(w, e.Stream, sse) }

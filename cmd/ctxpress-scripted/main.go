@@ -89,7 +89,7 @@ type config struct {
 	forward                                  string
 	steps                                    []parStep
 	toolTurns, context                       int
-	strict, cutStream                        bool
+	strict, cutStream, geminiBindPrefix      bool
 	sessionHeaders                           []string
 }
 
@@ -117,6 +117,7 @@ func main() {
 	flag.IntVar(&c.context, "context", 0, "refuse prompts over this many tokens as context_length_exceeded (0: no limit)")
 	flag.StringVar(&c.forward, "forward", "", "record-only pass-through to this base (e.g. ctxpress's http://127.0.0.1:8484): see forward.go")
 	flag.BoolVar(&c.strict, "strict", false, "refuse what only strict chat templates refuse too (see warnings)")
+	flag.BoolVar(&c.geminiBindPrefix, "gemini-bind-prefix", false, "refuse a Gemini thought signature sent after another prompt than its answer was produced after (geminitest.Options.BindPrefix)")
 	flag.BoolVar(&c.cutStream, "cut-stream", false, "end every streamed Responses answer without response.completed, as a dropped stream does")
 	flag.StringVar(&headers, "session-headers", "x-session-id,session_id,session-id,thread-id,x-conversation-id,x-claude-code-session-id", "headers that name a conversation, first present wins")
 	flag.Parse()

@@ -135,6 +135,20 @@ func readPart(path string, raw json.RawMessage) (part, *Error) {
 		if err != nil {
 			return p, invalid("Invalid JSON payload received. Invalid value at '%s.%s'", path, p.Kind)
 		}
+		field, keys, value := "function_call", callKeys, "args"
+		if p.Kind == "functionResponse" {
+			field, keys, value = "function_response", responseKeys, "response"
+		}
+		for _, k := range sortedKeys(f) {
+			if !keys[k] {
+				return p, invalid("Invalid JSON payload received. Unknown name %q at '%s.%s': Cannot find field.", k, path, field)
+			}
+		}
+		if v, ok := f[value]; ok && string(v) != "null" && (len(v) == 0 || v[0] != '{') {
+			// A google.protobuf.Struct: a tool output rewritten to a
+			// string or a list is refused.
+			return p, invalid("Invalid value at '%s.%s.%s' (type.googleapis.com/google.protobuf.Struct), %s", path, field, value, clip(v))
+		}
 		_ = json.Unmarshal(f["name"], &p.Name)
 		_ = json.Unmarshal(f["id"], &p.ID)
 		if p.Name == "" {
@@ -143,6 +157,21 @@ func readPart(path string, raw json.RawMessage) (part, *Error) {
 		p.Args = compact(f["args"])
 	}
 	return p, nil
+}
+
+// callKeys and responseKeys are FunctionCall's and FunctionResponse's
+// fields.
+var (
+	callKeys     = map[string]bool{"id": true, "name": true, "args": true, "partialArgs": true, "willContinue": true}
+	responseKeys = map[string]bool{"id": true, "name": true, "response": true, "parts": true, "willContinue": true, "scheduling": true}
+)
+
+// clip is a value as an error quotes it, cut short.
+func clip(v json.RawMessage) string {
+	if len(v) > 40 {
+		return string(v[:40]) + "…"
+	}
+	return string(v)
 }
 
 func snake(k string) string {

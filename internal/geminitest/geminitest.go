@@ -5,9 +5,14 @@
 //
 // Rules (the API's wording where it was seen in reports, see contents.go):
 //   - the body is proto JSON: a field may be spelled lowerCamel or
-//     snake_case, an unknown one is refused (`Unknown name "x"`);
+//     snake_case, an unknown one is refused (`Unknown name "x"`) at the
+//     top, in contents, parts, function calls and responses,
+//     generationConfig and thinkingConfig; a thinking level Google does not
+//     know, or a level with a budget, is refused;
 //   - contents not empty, roles user and model only, no content without
-//     parts, every part holding one data field;
+//     parts, every part holding one data field (or only a signature, as
+//     Google's SDKs send a streamed text's last part back); a call's args
+//     and a response's response are objects (protobuf Structs);
 //   - a model content with functionCall parts comes after a user content,
 //     and the very next content answers each call with a functionResponse
 //     part (by id when the call has one, else by name in order) before any
@@ -17,7 +22,8 @@
 //     response) the first functionCall part of each model step carries a
 //     thoughtSignature; with a Ledger, every signature sent back is one the
 //     upstream issued, on the part it was issued on, byte for byte
-//     ("Corrupted thought signature.").
+//     ("Corrupted thought signature."), and with BindPrefix after the
+//     prompt it was issued after.
 //
 // Server (server.go) answers like the API: JSON, SSE with alt=sse, a JSON
 // array streamed without it, countTokens, the model list, and a key
@@ -79,6 +85,12 @@ type Options struct {
 	// Ledger holds the signatures the upstream issued; nil accepts any
 	// signature that is present.
 	Ledger *Ledger
+	// BindPrefix refuses a signature sent after another prompt
+	// (systemInstruction, tools and the contents before its own) than the
+	// one its answer was produced after. Google does not document such a
+	// check; this is the strictest reading, for rewrites that must leave
+	// every kept signature's prefix as it was.
+	BindPrefix bool
 	// CountTokens checks a countTokens body: contents alone, or a whole
 	// request under generateContentRequest; no signature checks.
 	CountTokens bool
@@ -178,7 +190,7 @@ func Check(body []byte, o Options) (*Request, *Error) {
 		}
 	}
 	if o.Ledger != nil {
-		n, err := o.Ledger.verify(cs)
+		n, err := o.Ledger.verify(cs, r, o.BindPrefix)
 		if err != nil {
 			return nil, err
 		}

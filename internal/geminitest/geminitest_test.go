@@ -83,6 +83,12 @@ func TestRequestsGoogleRefuses(t *testing.T) {
 		{"a part with no data", req(`{"role":"user","parts":[{"thought":true}]}`), Options{}, "* GenerateContentRequest.contents[0].parts[0].data: required oneof field 'data' must have one initialized field\n"},
 		{"a part with two data fields", req(`{"role":"user","parts":[{"text":"a","inlineData":{"mimeType":"image/png","data":""}}]}`), Options{}, "Oneof field 'data' is already set."},
 		{"a call without a name", req(join(ask, `{"role":"model","parts":[{"functionCall":{"args":{}}}]}`)), Options{}, "* GenerateContentRequest.contents[1].parts[0].function_call.name: Name cannot be empty.\n"},
+		{"a tool output rewritten to a string", req(join(ask, callLs, `{"role":"user","parts":[{"functionResponse":{"name":"run_shell_command","response":"a.py"}}]}`)), Options{},
+			"Invalid value at 'contents[2].parts[0].function_response.response' (type.googleapis.com/google.protobuf.Struct), \"a.py\""},
+		{"call args as a list", req(join(ask, `{"role":"model","parts":[{"functionCall":{"name":"a","args":["ls"]}}]}`)), Options{},
+			"Invalid value at 'contents[1].parts[0].function_call.args' (type.googleapis.com/google.protobuf.Struct), [\"ls\"]"},
+		{"an unknown field in a function response", req(join(ask, callLs, `{"role":"user","parts":[{"functionResponse":{"name":"run_shell_command","response":{},"is_error":true}}]}`)), Options{},
+			`Unknown name "isError" at 'contents[2].parts[0].function_response': Cannot find field.`},
 		{"history opening with a call", req(join(callLs, resultLs)), Options{}, "Please ensure that function call turn comes immediately after a user turn or after a function response turn."},
 		{"a call after a model text", req(join(ask, answerTxt, callLs, resultLs)), Options{}, "Please ensure that function call turn comes immediately after a user turn or after a function response turn."},
 		{"a response with no call before it", req(join(ask, answerTxt, resultLs)), Options{}, "Please ensure that function response turn comes immediately after a function call turn."},
@@ -127,25 +133,36 @@ func signedTurn(sig, args string) []byte {
 
 func TestLedgerRefusesASignatureItDidNotIssueOrThatMoved(t *testing.T) {
 	l := NewLedger()
-	sig := l.Call("run_shell_command", []byte(`{"command": "ls"}`))
-	text := l.Text()
+	first, err := Check(req(ask, tools), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := l.Call(first, "run_shell_command", []byte(`{"command": "ls"}`))
+	text := l.Text(first)
 	o := Options{Signatures: true, Ledger: l}
+	bound := Options{Signatures: true, Ledger: l, BindPrefix: true}
 	for _, tc := range []struct {
 		name string
 		body []byte
+		o    Options
 		want string // "" accepted
 	}{
-		{"sent back as issued (args re-spaced)", signedTurn(sig, `{"command":"ls"}`), ""},
-		{"one byte changed", signedTurn(sig[:len(sig)-2]+"A=", `{"command":"ls"}`), "Corrupted thought signature."},
-		{"on a call with other arguments", signedTurn(sig, `{"command":"pwd"}`), "Corrupted thought signature."},
-		{"a text's signature on a call", signedTurn(text, `{"command":"ls"}`), "Corrupted thought signature."},
-		{"a call's signature on a text", req(join(ask, `{"role":"model","parts":[{"text":"x","thoughtSignature":"`+sig+`"}]}`, ask)), "Corrupted thought signature."},
-		{"on a user part", req(`{"role":"user","parts":[{"text":"x","thoughtSignature":"` + text + `"}]}`), "Corrupted thought signature."},
-		{"a dummy signature", signedTurn(DummySignatures[0], `{"command":"ls"}`), ""},
-		{"a text signature sent back on text", req(join(ask, `{"role":"model","parts":[{"text":"Done.","thoughtSignature":"`+text+`"}]}`, ask)), ""},
+		{"sent back as issued (args re-spaced)", signedTurn(sig, `{"command":"ls"}`), o, ""},
+		{"one byte changed", signedTurn(sig[:len(sig)-2]+"A=", `{"command":"ls"}`), o, "Corrupted thought signature."},
+		{"on a call with other arguments", signedTurn(sig, `{"command":"pwd"}`), o, "Corrupted thought signature."},
+		{"a text's signature on a call", signedTurn(text, `{"command":"ls"}`), o, "Corrupted thought signature."},
+		{"a call's signature on a text", req(join(ask, `{"role":"model","parts":[{"text":"x","thoughtSignature":"`+sig+`"}]}`, ask)), o, "Corrupted thought signature."},
+		{"on a user part", req(`{"role":"user","parts":[{"text":"x","thoughtSignature":"` + text + `"}]}`), o, "Corrupted thought signature."},
+		{"a dummy signature", signedTurn(DummySignatures[0], `{"command":"ls"}`), bound, ""},
+		{"a text signature sent back on text", req(join(ask, `{"role":"model","parts":[{"text":"Done.","thoughtSignature":"`+text+`"}]}`, ask)), o, ""},
+		{"bound: after the prompt it was issued after", signedTurn(sig, `{"command":"ls"}`), bound, ""},
+		{"bound: a summary added to systemInstruction", append(signedTurn(sig, `{"command":"ls"}`)[:len(signedTurn(sig, `{"command":"ls"}`))-1],
+			[]byte(`,"systemInstruction":{"parts":[{"text":"<conversation_summary>"}]}}`)...), bound, "Corrupted thought signature."},
+		{"bound: the ask before it edited", []byte(strings.Replace(string(signedTurn(sig, `{"command":"ls"}`)), "List the files.", "List files.", 1)), bound, "Corrupted thought signature."},
+		{"unbound: the ask before it edited", []byte(strings.Replace(string(signedTurn(sig, `{"command":"ls"}`)), "List the files.", "List files.", 1)), o, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Check(tc.body, o)
+			r, err := Check(tc.body, tc.o)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)

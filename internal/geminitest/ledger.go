@@ -11,8 +11,10 @@ import (
 // Ledger is what an upstream remembers of the thought signatures it
 // issued, to verify them when a client sends them back: each signature
 // with the part it was issued on (a function call's name and arguments, or
-// a text answer). A real signature is encrypted thought context the API
-// decrypts; one it cannot read, or one sent on another part, is refused.
+// a text answer) and the prompt it was produced after. A real signature is
+// encrypted thought context the API decrypts; one it cannot read, or one
+// sent on another part, is refused; with Options.BindPrefix so is one sent
+// after another prompt than it was produced after.
 type Ledger struct {
 	mu       sync.Mutex // guards all below
 	issued   map[string]signed
@@ -23,6 +25,7 @@ type Ledger struct {
 type signed struct {
 	Call       bool // on a functionCall part; else on text
 	Name, Args string
+	Prefix     [32]byte // the prompt the answer was produced after
 }
 
 // DummySignatures are the values Google's FAQ gives for histories that
@@ -33,19 +36,20 @@ var DummySignatures = []string{"skip_thought_signature_validator", "context_engi
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger { return &Ledger{issued: map[string]signed{}} }
 
-// Call issues the signature for a functionCall part of name with args.
-func (l *Ledger) Call(name string, args json.RawMessage) string {
-	return l.issue(signed{Call: true, Name: name, Args: compact(args)})
+// Call issues the signature for a functionCall part of name with args,
+// answering r.
+func (l *Ledger) Call(r *Request, name string, args json.RawMessage) string {
+	return l.issue(signed{Call: true, Name: name, Args: compact(args), Prefix: sha256.Sum256(r.Prompt)})
 }
 
-// Text issues the signature for the last part of a text answer.
-func (l *Ledger) Text() string { return l.issue(signed{}) }
+// Text issues the signature for the last part of a text answer to r.
+func (l *Ledger) Text(r *Request) string { return l.issue(signed{Prefix: sha256.Sum256(r.Prompt)}) }
 
 func (l *Ledger) issue(s signed) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.n++
-	h := sha256.Sum256(fmt.Appendf(nil, "%d|%v|%s|%s", l.n, s.Call, s.Name, s.Args))
+	h := sha256.Sum256(fmt.Appendf(nil, "%d|%v|%s|%s|%x", l.n, s.Call, s.Name, s.Args, s.Prefix))
 	// Real signatures are long opaque base64; three hashes give the
 	// length of a short one.
 	raw := append(append(h[:], h[:]...), h[:]...)
@@ -62,12 +66,19 @@ func (l *Ledger) Verified() int {
 }
 
 // verify checks every signature the contents carry and returns how many
-// were accepted.
-func (l *Ledger) verify(cs []content) (int, *Error) {
+// were accepted; with bind, each against the prompt before its content.
+func (l *Ledger) verify(cs []content, r *Request, bind bool) (int, *Error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
-	for _, c := range cs {
+	lead := len(r.Parts) - len(cs) // systemInstruction and tools
+	start := 0
+	for k := range lead {
+		start += r.Parts[k]
+	}
+	for i, c := range cs {
+		prefix := sha256.Sum256(r.Prompt[:start])
+		start += r.Parts[lead+i]
 		for _, p := range c.Parts {
 			if !p.Signed || isDummy(p.Signature) {
 				continue
@@ -80,6 +91,8 @@ func (l *Ledger) verify(cs []content) (int, *Error) {
 				return n, corrupted() // moved to another part
 			case !s.Call && p.Kind == "functionCall":
 				return n, corrupted()
+			case bind && s.Prefix != prefix:
+				return n, corrupted() // what came before it changed
 			}
 			n++
 		}

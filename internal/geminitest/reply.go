@@ -50,11 +50,11 @@ type Reply struct {
 	Usage             Usage
 }
 
-// NewReply builds the answer of text or calls and issues its signature in
-// l (nil: unsigned, as a Gemini 2 model answers).
-func NewReply(l *Ledger, model, responseID string, thoughts bool, text string, calls []Call) Reply {
+// NewReply builds the answer to req of text or calls and issues its
+// signature in l (nil: unsigned, as a Gemini 2 model answers).
+func NewReply(l *Ledger, req *Request, model, responseID, text string, calls []Call) Reply {
 	r := Reply{Model: model, ResponseID: responseID}
-	if thoughts {
+	if req.IncludeThoughts {
 		r.Thought = "**Choosing the next step**\n\nThe scripted plan says what to run next."
 	}
 	for i, c := range calls {
@@ -64,14 +64,14 @@ func NewReply(l *Ledger, model, responseID string, thoughts bool, text string, c
 		}
 		p := map[string]any{"functionCall": fc}
 		if i == 0 && l != nil {
-			p["thoughtSignature"] = l.Call(c.Name, c.Args)
+			p["thoughtSignature"] = l.Call(req, c.Name, c.Args)
 		}
 		r.Parts = append(r.Parts, p)
 	}
 	if len(calls) == 0 {
 		p := map[string]any{"text": text}
 		if l != nil {
-			p["thoughtSignature"] = l.Text()
+			p["thoughtSignature"] = l.Text(req)
 		}
 		r.Parts = append(r.Parts, p)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -16,10 +18,12 @@ type Server struct {
 	// Script answers an accepted request with a text or function calls;
 	// nil answers "OK".
 	Script func(model string, r *Request) (text string, calls []Call)
-	// Models are listed by GET /v1beta/models; nil lists
-	// gemini-3-flash-preview.
+	// Models are listed by GET /v1beta/models, and any other is Google's
+	// 404; nil lists gemini-3-flash-preview and takes any model.
 	Models []string
 	Ledger *Ledger
+	// BindPrefix: see Options.BindPrefix.
+	BindPrefix bool
 
 	mu      sync.Mutex // guards all below
 	prompts [][]byte
@@ -74,13 +78,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(ModelList(models...))
 		return
 	}
+	if s.Models != nil && !slices.Contains(s.Models, rt.Model) {
+		refuse(&Error{Code: http.StatusNotFound, Status: "NOT_FOUND", Message: fmt.Sprintf("models/%s is not found for API version %s, or is not supported for %s. Call ListModels to see the list of available models and their supported methods.", rt.Model, version(r.URL.Path), rt.Method)})
+		return
+	}
 	body, rerr := io.ReadAll(r.Body)
 	if rerr != nil {
 		refuse(invalid("%v", rerr))
 		return
 	}
 	count := rt.Method == "countTokens"
-	req, cerr := Check(body, Options{Signatures: RequiresSignatures(rt.Model), Ledger: s.Ledger, CountTokens: count})
+	req, cerr := Check(body, Options{Signatures: RequiresSignatures(rt.Model), Ledger: s.Ledger,
+		BindPrefix: s.BindPrefix, CountTokens: count})
 	if cerr != nil {
 		refuse(cerr)
 		return
@@ -100,7 +109,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if RequiresSignatures(rt.Model) {
 		l = s.Ledger
 	}
-	rep := NewReply(l, rt.Model, fmt.Sprintf("resp-%d", len(s.Entries())+1), req.IncludeThoughts, text, calls)
+	rep := NewReply(l, req, rt.Model, fmt.Sprintf("resp-%d", len(s.Entries())+1), text, calls)
 	rep.Usage.Prompt = tokens(len(req.Prompt))
 	rep.Usage.Cached = s.cached(req.Prompt) / 4
 	e.Usage = rep.Usage
@@ -136,4 +145,12 @@ func CommonPrefix(a, b []byte) int {
 		}
 	}
 	return n
+}
+
+// version is the API version a path names.
+func version(path string) string {
+	if strings.HasPrefix(path, "/v1beta/") {
+		return "v1beta"
+	}
+	return "v1"
 }

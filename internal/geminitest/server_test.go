@@ -27,6 +27,7 @@ func start(t *testing.T) (*Server, *genai.Client) {
 	t.Helper()
 	s := NewServer()
 	s.Script = loop
+	s.BindPrefix = true // the loop only appends: every prefix stays as issued
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "test-key", Backend: genai.BackendGeminiAPI,
@@ -191,6 +192,11 @@ func TestServerAnswersAsGoogleDoes(t *testing.T) {
 	code, _, got = raw(t, "GET", ts.URL+"/v1beta/models", "k", "")
 	if code != 200 || !strings.Contains(got, `"name":"models/gemini-3-flash-preview"`) {
 		t.Fatalf("models: %d %s", code, got)
+	}
+	s.Models = []string{"gemini-3-flash-preview"}
+	code, _, got = raw(t, "POST", base+"gemini-4-ultra:generateContent", "k", body)
+	if code != 404 || !strings.Contains(got, "models/gemini-4-ultra is not found for API version v1beta, or is not supported for generateContent.") {
+		t.Fatalf("unknown model: %d %s", code, got)
 	}
 	code, _, got = raw(t, "POST", base+"gemini-3-flash-preview:generateContent", "k", string(req(join(ask, unsigned, resultLs))))
 	if code != 400 || !strings.Contains(got, "position 2") {
