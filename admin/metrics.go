@@ -214,20 +214,24 @@ func (f factory) histogramVec(name, help string, buckets []float64, labels ...st
 var pathLabels = [...]string{
 	"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses",
 	"/v1/moderations", "/v1/images", "/v1/audio", "/v1/files", "/v1/batches",
-	"/v1/messages", "/v1/rerank", "/v1/tokenize", "/v1/health", "other",
+	"/v1/messages", "/v1/rerank", "/v1/tokenize", "/v1/health",
+	// Gemini's turns, whatever the model the path names.
+	"/v1beta/models:generateContent", "/v1beta/models:streamGenerateContent", "other",
 }
 
 // Indexes in pathLabels.
 const (
-	pathChatIndex  = 0
-	pathOtherIndex = len(pathLabels) - 1
+	pathChatIndex         = 0
+	pathGeminiIndex       = len(pathLabels) - 3
+	pathGeminiStreamIndex = len(pathLabels) - 2
+	pathOtherIndex        = len(pathLabels) - 1
 )
 
 // endpointIndex maps a known first segment to its label's index; chat is
 // known only as /chat/completions.
 var endpointIndex = func() map[string]int {
 	m := make(map[string]int, len(pathLabels))
-	for i, label := range pathLabels[1:pathOtherIndex] {
+	for i, label := range pathLabels[1:pathGeminiIndex] {
 		m[strings.TrimPrefix(label, "/v1/")] = i + 1
 	}
 	return m
@@ -251,6 +255,14 @@ func MetricPath(path string) string { return pathLabels[metricPathIndex(path)] }
 
 // metricPathIndex is metricPath's index in pathLabels.
 func metricPathIndex(path string) int {
+	if strings.Contains(path, "/models/") {
+		switch {
+		case strings.HasSuffix(path, ":generateContent"):
+			return pathGeminiIndex
+		case strings.HasSuffix(path, ":streamGenerateContent"):
+			return pathGeminiStreamIndex
+		}
+	}
 	p := strings.TrimPrefix(path, "/v1")
 	if p == "/chat/completions" {
 		return pathChatIndex

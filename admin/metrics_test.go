@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// MetricPath names known endpoints, with or without /v1, and "other".
+// MetricPath names known endpoints, with or without /v1, Gemini's turns
+// whatever their model, and "other".
 func TestMetricPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"/v1/chat/completions": "/v1/chat/completions",
@@ -16,6 +17,10 @@ func TestMetricPath(t *testing.T) {
 		"/v1/chat/other":       "other",
 		"/v1/whatever/x":       "other",
 		"/":                    "other",
+		"/v1beta/models/gemini-3-flash-preview:generateContent":       "/v1beta/models:generateContent",
+		"/v1beta/models/gemini-3-flash-preview:streamGenerateContent": "/v1beta/models:streamGenerateContent",
+		"/v1/models/gemini-2.5-pro:generateContent":                   "/v1beta/models:generateContent",
+		"/v1beta/models/gemini-3-flash-preview:countTokens":           "other",
 	} {
 		if got := MetricPath(in); got != want {
 			t.Errorf("MetricPath(%q) = %q, want %q", in, got, want)

@@ -150,7 +150,7 @@ func (a *api) turnOf(path []byte) *turn.API {
 	}
 	c, _ := geminipath.Parse(path)
 	t := a.turn
-	t.Format = gemini.Format{Model: c.Model}
+	t.Format = gemini.Format{Model: c.Model, Stream: c.Stream()}
 	return &t
 }
 

@@ -101,7 +101,7 @@ func New(cfg Config, log zerolog.Logger, deps Deps) (*Server, error) {
 	s.metrics.Pricing = s.pricing()
 	s.turns.Keeper.Retrieved = s.metrics.Retrieved
 	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_local_gate_waiting",
-		Help: "Conversation requests (chat, Responses, Messages) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
+		Help: "Conversation requests (chat, Responses, Messages, Gemini) to a local upstream waiting for a summary call to it to end (see local_upstream)."},
 		func() float64 { return float64(s.gateWaiting()) }))
 	s.metrics.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ctxpress_compaction_waiting",
 		Help: "Conversation requests waiting for a compaction of their conversation that another request started."},

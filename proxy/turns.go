@@ -138,9 +138,6 @@ var turnHeaderKeys = struct{ tokensBefore, tokensAfter, compacted, conversation 
 // completion call; the caller ends the request (finish).
 func (s *Server) answerOwn(ctx *fasthttp.RequestCtx, x *exchange, a *api, t *turn.Turn, text string) {
 	stream := t.Stream()
-	if a.pathModel {
-		stream, _ = a.streamAsks(ctx.Path(), nil)
-	}
 	var reply wire.Reply
 	if stream && a.arrayReply != nil && !gemini.SSEAsked(ctx.URI().QueryString()) {
 		reply = a.arrayReply(t.Model(), text, time.Now())
