@@ -77,6 +77,7 @@ var knownPrices = []struct {
 	{"claude-haiku-4-5", Prices{1, 0.10, 1.25, 5}},
 	{"claude-3-5-haiku", Prices{0.80, 0.08, 1, 4}},
 	{"gemini-3-pro", Prices{2, 0.20, 2, 12}},
+	{"gemini-3-flash", Prices{0.50, 0.05, 0.50, 3}},
 	{"gemini-2.5-pro", Prices{1.25, 0.125, 1.25, 10}},
 	{"gemini-2.5-flash", Prices{0.30, 0.03, 0.30, 2.50}},
 	{"deepseek", Prices{0.28, 0.028, 0.28, 0.42}},
