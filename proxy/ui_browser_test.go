@@ -102,13 +102,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		return n
 	}
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
-	text := func(sel string) string {
-		s, err := chromedp.Run(ctx, chromedp.TextContent(css(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	text := func(sel string) string { return textIn(t, ctx, sel) }
 	waitCount := func(sel string, n int, what string) {
 		t.Helper()
 		deadline := time.Now().Add(15 * time.Second)
@@ -302,6 +296,20 @@ func newBrowser(t *testing.T, height int, within time.Duration) context.Context 
 	ctx, cancel := context.WithTimeout(ctx, within)
 	t.Cleanup(func() { cancel(); cancelCtx(); cancelAlloc() })
 	return ctx
+}
+
+// textIn is the text of the element sel names, waited for and read in
+// one step of the page's own, for the reason click gives.
+func textIn(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	js := `(() => { const e = document.querySelector(` + jsString(sel) + `); return e ? {text: e.textContent} : null })()`
+	v, err := chromedp.Run(ctx, chromedp.Poll[struct {
+		Text string `json:"text"`
+	}](js, chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return v.Text
 }
 
 // click clicks the element sel names in the page, found and clicked in

@@ -46,14 +46,7 @@ func TestTurnViewInBrowser(t *testing.T) {
 
 	ctx := newBrowser(t, 1600, 120*time.Second)
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.TextContent(css(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
+	text := func(sel string) string { return strings.TrimSpace(textIn(t, ctx, sel)) }
 	waitJS := func(js, what string) {
 		t.Helper()
 		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
