@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/ctxpress/ctxpress/internal/geminipath"
+	"github.com/ctxpress/ctxpress/internal/hop"
 	"github.com/ctxpress/ctxpress/state"
 )
 
@@ -115,7 +116,7 @@ func bearerToken(v []byte) []byte {
 			return nil
 		}
 	}
-	return trimSpace(v[len(scheme):])
+	return hop.TrimOWS(v[len(scheme):])
 }
 
 // namespaceMode is Config.Namespace, parsed.

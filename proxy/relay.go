@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxpress/ctxpress/internal/hop"
 	"github.com/ctxpress/ctxpress/internal/upstreamerr"
 	"github.com/ctxpress/ctxpress/wire/chat"
 
@@ -64,17 +65,17 @@ func isJSONMediaType(contentType []byte) bool {
 	if i := bytes.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
-	ct = bytes.ToLower(trimSpace(ct))
+	ct = bytes.ToLower(hop.TrimOWS(ct))
 	return bytes.HasPrefix(ct, []byte("application/")) && bytes.HasSuffix(ct, []byte("+json"))
 }
 
 // hasMediaType reports whether the Content-Type value names media type mt,
 // ignoring case and parameters.
 func hasMediaType(contentType []byte, mt string) bool {
-	ct := trimSpace(contentType)
+	ct := hop.TrimOWS(contentType)
 	for i, c := range ct {
 		if c == ';' {
-			ct = trimSpace(ct[:i])
+			ct = hop.TrimOWS(ct[:i])
 			break
 		}
 	}

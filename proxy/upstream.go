@@ -222,13 +222,3 @@ func geminiKey(h *fasthttp.RequestHeader, query []byte, apiKey string) []byte {
 	}
 	return query
 }
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
-}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/ctxpress/ctxpress/internal/hop"
 	"github.com/ctxpress/ctxpress/wire"
 )
 
@@ -28,7 +29,7 @@ const maxDecodedAnswer = 4 * maxWholeAnswer
 // decodeBody decodes body from its Content-Encoding (gzip, deflate, br,
 // zstd; identity or none as it is), producing at most limit bytes.
 func decodeBody(body, encoding []byte, limit int) ([]byte, error) {
-	enc := bytes.ToLower(trimSpace(encoding))
+	enc := bytes.ToLower(hop.TrimOWS(encoding))
 	switch string(enc) {
 	case "", "identity":
 		return body, nil

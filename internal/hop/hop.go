@@ -50,7 +50,7 @@ func Remove(h Header, set Set) {
 			for rest := c; len(rest) > 0; {
 				var name []byte
 				name, rest, _ = bytes.Cut(rest, []byte(","))
-				if name = trimSpace(name); len(name) > 0 {
+				if name = TrimOWS(name); len(name) > 0 {
 					h.DelBytes(name)
 				}
 			}
@@ -88,7 +88,7 @@ func OfRequest(h *fasthttp.RequestHeader) Set {
 			continue
 		}
 		if i := bytes.IndexByte(line, ':'); i >= 0 {
-			set |= Of(trimSpace(line[:i]))
+			set |= Of(TrimOWS(line[:i]))
 		}
 	}
 	return set
@@ -146,7 +146,9 @@ func equalFold(b []byte, s string) bool {
 	return true
 }
 
-func trimSpace(b []byte) []byte {
+// TrimOWS is b without HTTP's optional whitespace (spaces and tabs) at
+// either end.
+func TrimOWS(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
 		b = b[1:]
 	}
