@@ -15,8 +15,8 @@ func TestRealLlamaServerIsClassifiedLocal(t *testing.T) {
 	l := startLlama(t)
 	c := startCtxpress(t, l.URL(), filepath.Join(t.TempDir(), "ctxpress.db"), "")
 	routes := c.Logs("route")
-	if len(routes) != 3 {
-		t.Fatalf("%d route lines at startup, want 3: %v", len(routes), routes)
+	if len(routes) != 4 { // chat, Responses, Messages, Gemini
+		t.Fatalf("%d route lines at startup, want 4: %v", len(routes), routes)
 	}
 	for _, r := range routes {
 		if r["upstream_is"] != "local" || r["found"] != "llama.cpp" || r["because"] == "" {
