@@ -3,6 +3,7 @@ package turn
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/rewrite"
@@ -12,7 +13,10 @@ import (
 // Keeper keeps the originals that forwarded bodies' markers point to: in
 // the store, in the conversation's namespace, and as files for an agent
 // on this machine. What this process kept is remembered, so an unchanged
-// history costs a map lookup per marker, not a write.
+// history costs a map lookup per marker, not a write; for renewAfter, so
+// that an original a conversation still sends is kept again now and then
+// (its age renewed against the retention, its file back if it was
+// removed).
 type Keeper struct {
 	Store state.Originals      // nil: none
 	Files *state.OriginalFiles // nil: no files
@@ -25,8 +29,22 @@ type Keeper struct {
 	// fidelity signal, live. Nil: not counted.
 	Retrieved func(kind, tool, way string)
 
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+
 	mu    sync.Mutex
-	known map[string]struct{} // namespace NUL ref
+	known map[string]time.Time // namespace NUL ref -> when it was kept
+}
+
+// renewAfter is how long a kept original is taken as kept: well inside
+// the shortest retention anyone sets, and rare enough to cost nothing.
+const renewAfter = time.Hour
+
+func (k *Keeper) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
 }
 
 // maxKnown bounds the remembered references; past it the memory starts
@@ -42,9 +60,10 @@ func (k *Keeper) keep(ns string, parsed *rewrite.Parsed, res []rewrite.Original)
 		return nil
 	}
 	var fresh []expand.Original
+	now := k.now()
 	k.mu.Lock()
 	for _, o := range res {
-		if _, ok := k.known[ns+"\x00"+o.Ref]; ok || seen(fresh, o.Ref) {
+		if at, ok := k.known[ns+"\x00"+o.Ref]; ok && now.Sub(at) < renewAfter || seen(fresh, o.Ref) {
 			continue
 		}
 		o.Text = strings.Clone(parsed.OriginalText(o)) // the body is the request's, reused after it
@@ -130,10 +149,11 @@ func (k *Keeper) remember(ns string, kept []expand.Original) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.known == nil || len(k.known)+len(kept) > maxKnown {
-		k.known = make(map[string]struct{}, len(kept))
+		k.known = make(map[string]time.Time, len(kept))
 	}
+	now := k.now()
 	for _, o := range kept {
-		k.known[ns+"\x00"+o.Ref] = struct{}{}
+		k.known[ns+"\x00"+o.Ref] = now
 	}
 }
 
