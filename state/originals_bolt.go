@@ -159,20 +159,32 @@ func (s *boltStore) PutOriginals(ns string, os []expand.Original) error {
 			}
 			total += size
 		}
-		for total > s.originalsCap {
-			k, _ := b.age.Cursor().First()
-			if k == nil {
-				total = 0 // the sum was off; nothing is left to evict
-				break
-			}
-			freed, err := b.remove(k)
-			if err != nil {
-				return err
-			}
-			total -= freed
+		total, err = b.evictOldest(total, func(total int64, _ []byte) bool { return total > s.originalsCap })
+		if err != nil {
+			return err
 		}
 		return b.setTotal(total)
 	})
+}
+
+// evictOldest removes originals, least recently put first, while more
+// says so of the total kept and the next age key, and returns the total
+// left. With none left the total is 0 (a sum that was off).
+func (b origBuckets) evictOldest(total int64, more func(total int64, ageKey []byte) bool) (int64, error) {
+	for {
+		k, _ := b.age.Cursor().First()
+		if k == nil {
+			return 0, nil
+		}
+		if !more(total, k) {
+			return total, nil
+		}
+		freed, err := b.remove(k)
+		if err != nil {
+			return total, err
+		}
+		total -= freed
+	}
 }
 
 // renew moves the original under k from age oldAt (0: none) to at.
@@ -214,17 +226,12 @@ func sweepOriginals(tx *bolt.Tx, olderThan time.Time) error {
 	if err != nil {
 		return err
 	}
-	total, bound := b.total(), stamp(olderThan)
-	for {
-		k, _ := b.age.Cursor().First()
-		if k == nil || len(k) >= 8 && binary.BigEndian.Uint64(k) >= bound {
-			break
-		}
-		freed, err := b.remove(k)
-		if err != nil {
-			return err
-		}
-		total -= freed
+	bound := stamp(olderThan)
+	total, err := b.evictOldest(b.total(), func(_ int64, k []byte) bool {
+		return len(k) < 8 || binary.BigEndian.Uint64(k) < bound
+	})
+	if err != nil {
+		return err
 	}
 	return b.setTotal(total)
 }
