@@ -16,6 +16,21 @@ func Member(b []byte, i int, key string) Span {
 	return s
 }
 
+// TopArray is the array that body's top-level member key holds, found by
+// member (nil: Member; a format that takes other spellings of its keys
+// passes its own); false when body is no object or the member no array.
+func TopArray(body []byte, key string, member func(b []byte, i int, key string) Span) (Span, bool) {
+	if member == nil {
+		member = Member
+	}
+	top := SkipSpace(body, 0)
+	if top >= len(body) || body[top] != '{' {
+		return Span{}, false
+	}
+	arr := member(body, top, key)
+	return arr, arr.Exists() && body[arr.Start] == '['
+}
+
 // UserText is how a format holds a user's text, for AppendUserText.
 type UserText struct {
 	// IsUser reports whether a message (its bytes) is the user's, so
@@ -43,12 +58,8 @@ type UserText struct {
 // to append to, or the format allows no user message after the last one.
 // body must be valid JSON; it is not modified.
 func AppendUserText(body []byte, key, text string, f UserText) ([]byte, bool) {
-	top := SkipSpace(body, 0)
-	if top >= len(body) || body[top] != '{' {
-		return nil, false
-	}
-	arr := Member(body, top, key)
-	if !arr.Exists() || body[arr.Start] != '[' {
+	arr, ok := TopArray(body, key, nil)
+	if !ok {
 		return nil, false
 	}
 	var last Span

@@ -75,12 +75,8 @@ var ErrNoTurn = errors.New("wire: the answer's turn cannot follow the request's 
 // was; false when there is no such member or it is no array. body must be
 // valid JSON; it is not modified.
 func AppendToList(body []byte, key string, elems ...[]byte) ([]byte, bool) {
-	top := SkipSpace(body, 0)
-	if top >= len(body) || body[top] != '{' {
-		return nil, false
-	}
-	arr := Member(body, top, key)
-	if !arr.Exists() || body[arr.Start] != '[' {
+	arr, ok := TopArray(body, key, nil)
+	if !ok {
 		return nil, false
 	}
 	var repl []byte
@@ -96,12 +92,8 @@ func AppendToList(body []byte, key string, elems ...[]byte) ([]byte, bool) {
 // top-level array "tools" of objects: def is the tool's definition in the
 // format's shape, and nameOf reads a tool's name from its bytes.
 func OfferTool(body []byte, name string, def []byte, nameOf func(tool []byte) string) ([]byte, bool) {
-	top := SkipSpace(body, 0)
-	if top >= len(body) || body[top] != '{' {
-		return body, false
-	}
-	arr := Member(body, top, "tools")
-	if !arr.Exists() || body[arr.Start] != '[' {
+	arr, ok := TopArray(body, "tools", nil)
+	if !ok {
 		return body, false
 	}
 	n, taken := 0, false

@@ -101,12 +101,8 @@ func historySummaryBody(c wire.SummaryCall) ([]byte, error) {
 // model's. Every byte before the insertion is the body's. false when
 // there are no contents to append to.
 func appendUserText(body []byte, text string) ([]byte, bool) {
-	top := wire.SkipSpace(body, 0)
-	if top >= len(body) || body[top] != '{' {
-		return nil, false
-	}
-	arr := member(body, top, "contents")
-	if !arr.Exists() || body[arr.Start] != '[' {
+	arr, ok := wire.TopArray(body, "contents", member)
+	if !ok {
 		return nil, false
 	}
 	var last Span

@@ -21,12 +21,8 @@ func (Format) OfferTool(body []byte, t wire.Tool) ([]byte, bool) {
 	def := wire.AppendJSONString([]byte(`{"name":`), t.Name)
 	def = wire.AppendJSONString(append(def, `,"description":`...), t.Description)
 	def = append(append(append(def, `,"parametersJsonSchema":`...), t.Parameters...), '}')
-	top := wire.SkipSpace(body, 0)
-	if top >= len(body) || body[top] != '{' {
-		return body, false
-	}
-	tools := member(body, top, "tools")
-	if !tools.Exists() || body[tools.Start] != '[' {
+	tools, ok := wire.TopArray(body, "tools", member)
+	if !ok {
 		return body, false
 	}
 	n, taken := 0, false
