@@ -110,3 +110,11 @@ func joinContent(body []byte, m Span, text string, part func(string) []byte) (Ed
 	}
 	return Edit{}, false
 }
+
+// EditTokens is how many tokens ed, an edit inside the value at s of
+// body, adds to that value as count counts it.
+func EditTokens(body []byte, s Span, ed Edit, count Count) int {
+	old := s.Of(body)
+	shifted := Edit{Start: ed.Start - s.Start, End: ed.End - s.Start, Repl: ed.Repl}
+	return count(string(Splice(old, []Edit{shifted}))) - count(string(old))
+}

@@ -82,9 +82,7 @@ func (Format) AddInstructions(c *wire.Conversation, texts []string, count wire.C
 		repl := append(append([]byte(`"systemInstruction":`), v...), ',')
 		return &wire.Edit{Start: at, End: at, Repl: repl}, nil, tokens
 	}
-	old := sys.Of(c.Body)
-	shifted := wire.Edit{Start: ed.Start - sys.Start, End: ed.End - sys.Start, Repl: ed.Repl}
-	tokens := count(string(wire.Splice(old, []wire.Edit{shifted}))) - count(string(old))
+	tokens := wire.EditTokens(c.Body, sys, ed, count)
 	if !build {
 		return nil, nil, tokens
 	}
