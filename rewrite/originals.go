@@ -99,20 +99,19 @@ func (plan *dedupPlan) origin(it int, o expand.Original) {
 // (Item: the result's place among the message's results), with Item the
 // result's item in req.
 func appendOriginals(dst []Original, req *request, i int, kept []Original) []Original {
-	if len(kept) == 0 {
-		return dst
-	}
-	var items []int
 	r := req.Messages[i].Items
-	for it := r.Start; it < r.End; it++ {
-		if req.Items[it].Kind == wire.KindToolResult {
-			items = append(items, it)
-		}
-	}
 	for _, o := range kept {
-		if o.Item < len(items) {
-			o.Item = items[o.Item]
-			dst = append(dst, o)
+		ord := o.Item
+		for it := r.Start; it < r.End; it++ {
+			if req.Items[it].Kind != wire.KindToolResult {
+				continue
+			}
+			if ord == 0 {
+				o.Item = it
+				dst = append(dst, o)
+				break
+			}
+			ord--
 		}
 	}
 	return dst

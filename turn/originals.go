@@ -33,8 +33,12 @@ type Keeper struct {
 	Now func() time.Time
 
 	mu    sync.Mutex
-	known map[string]time.Time // namespace NUL ref -> when it was kept
+	known map[knownRef]time.Time // when each was kept
 }
+
+// knownRef is an original kept in a namespace: a key of two strings the
+// request already holds, so a lookup per marker allocates nothing.
+type knownRef struct{ ns, ref string }
 
 // renewAfter is how long a kept original is taken as kept: well inside
 // the shortest retention anyone sets, and rare enough to cost nothing.
@@ -63,7 +67,7 @@ func (k *Keeper) keep(ns string, parsed *rewrite.Parsed, res []rewrite.Original)
 	now := k.now()
 	k.mu.Lock()
 	for _, o := range res {
-		if at, ok := k.known[ns+"\x00"+o.Ref]; ok && now.Sub(at) < renewAfter || seen(fresh, o.Ref) {
+		if at, ok := k.known[knownRef{ns, o.Ref}]; ok && now.Sub(at) < renewAfter || seen(fresh, o.Ref) {
 			continue
 		}
 		o.Text = strings.Clone(parsed.OriginalText(o)) // the body is the request's, reused after it
@@ -149,11 +153,11 @@ func (k *Keeper) remember(ns string, kept []expand.Original) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.known == nil || len(k.known)+len(kept) > maxKnown {
-		k.known = make(map[string]time.Time, len(kept))
+		k.known = make(map[knownRef]time.Time, len(kept))
 	}
 	now := k.now()
 	for _, o := range kept {
-		k.known[ns+"\x00"+o.Ref] = now
+		k.known[knownRef{ns, o.Ref}] = now
 	}
 }
 
