@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"io"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,8 +15,12 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/ctxpress/ctxpress/compaction"
+	"github.com/ctxpress/ctxpress/expand"
 	"github.com/ctxpress/ctxpress/internal/corpustest"
 	"github.com/ctxpress/ctxpress/rewrite"
+	"github.com/ctxpress/ctxpress/squash"
+	"github.com/ctxpress/ctxpress/state"
+	"github.com/ctxpress/ctxpress/wire/chat"
 )
 
 // BenchmarkChatTurnWork is a chat turn's own work without the network,
@@ -48,12 +53,35 @@ func BenchmarkChatTurnWork(b *testing.B) {
 		}
 		benchmarkChatTurnWork(b, bodies, false)
 	})
+	// The same with originals kept as a ctxpress on the agent's machine
+	// keeps them (markers naming a file; store and files written once).
+	b.Run("corpus-originals", func(b *testing.B) {
+		var bodies [][]byte
+		for _, tr := range corpustest.Traces(b) {
+			bodies = append(bodies, tr.Body)
+		}
+		benchmarkChatTurnWork(b, bodies, false, keepingOriginals)
+	})
+}
+
+// keepingOriginals makes a bench server keep originals, with files.
+func keepingOriginals(b *testing.B, deps *Deps) {
+	files, err := state.OpenOriginalFiles(filepath.Join(b.TempDir(), "originals"), 0, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	deps.Pipeline = rewrite.New(rewrite.Config{Format: chat.Format{}, Squash: &squash.Config{},
+		Dedup: rewrite.DefaultDedupConfig(), Expand: &expand.Ways{Dir: files.Dir}})
+	deps.Files = files
 }
 
 // benchmarkChatTurnWork runs turns of bodies in turn, 64 conversations
 // (each with its own X-Session-ID when sessions) or one per body.
-func benchmarkChatTurnWork(b *testing.B, bodies [][]byte, sessions bool) {
+func benchmarkChatTurnWork(b *testing.B, bodies [][]byte, sessions bool, opts ...func(*testing.B, *Deps)) {
 	deps, _ := chatDeps(b)
+	for _, o := range opts {
+		o(b, &deps)
+	}
 	cfg := Config{Upstream: "http://127.0.0.1:1/v1", Compaction: compaction.Config{Enabled: true,
 		Trigger:     rewrite.TriggerConfig{ThresholdRatio: rewrite.DefaultThresholdRatio, DefaultContextWindow: rewrite.DefaultContextWindow},
 		TargetRatio: DefaultTargetRatio, KeepRecent: DefaultKeepRecent, Precompact: true}}

@@ -34,6 +34,11 @@ func (v *view) render(plan dedupPlan, res *Result) {
 	res.TokensBefore = v.fixed
 	res.TokensAfter = v.fixed - plan.saved
 	res.DedupSavedTokens = plan.saved
+	// The originals the body's markers name, in one allocation: every
+	// turn reports them all (the caller keeps those it has not).
+	if n := len(plan.origins) + countOriginals(a.facts); n > 0 {
+		res.Originals = make([]Original, 0, n)
+	}
 	for i, f := range a.facts {
 		if !req.ProviderReads(i) {
 			continue // the provider reads from its latest compaction on

@@ -117,6 +117,15 @@ func appendOriginals(dst []Original, req *request, i int, kept []Original) []Ori
 	return dst
 }
 
+// countOriginals is how many originals the squash edits of facts name.
+func countOriginals(facts []*facts) int {
+	n := 0
+	for _, f := range facts {
+		n += len(f.originals)
+	}
+	return n
+}
+
 // squashOriginals are the originals the squash of one text part points to,
 // as the memo keeps them: the part's own text is not kept (Text ""), a text
 // found inside it is.
